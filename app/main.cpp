@@ -1,0 +1,122 @@
+// hookscope command-line interface.
+//
+// Exit codes: 0 success; 1 runtime failure (bad checkpoint, config, tokenizer ...);
+// 2 usage error (unknown flag, missing argument).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "models/config.h"
+#include "models/generate.h"
+#include "models/loader.h"
+#include "models/tokenizer.h"
+
+namespace {
+
+using namespace hs::models;
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  int64_t max_new_tokens = 32;
+  std::string dtype = "f32";
+  bool json = false;
+  bool static_cache = false;
+  bool ignore_eos = false;
+};
+
+int run_generate(const GenerateArgs& a) {
+  LoadOptions lo;
+  lo.dtype = parse_dtype(a.dtype, "--dtype");
+  LoadedModel lm = load_model(a.model, lo);
+  const auto tok_path = lm.dir / "tokenizer.json";
+  Tokenizer tok = Tokenizer::from_file(tok_path);
+  std::vector<int64_t> prompt_ids = tok.encode(a.prompt, /*add_special_tokens=*/true);
+  if (prompt_ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens; give a non-empty prompt");
+
+  GenerateOptions go;
+  go.max_new_tokens = a.max_new_tokens;
+  go.static_cache = a.static_cache;
+  if (!a.ignore_eos) go.eos_token_ids = lm.generation.eos_token_ids;
+
+  const bool stream = !a.json && isatty(STDOUT_FILENO);
+  std::string printed;
+  std::vector<int64_t> so_far;
+  TokenCallback cb;
+  if (stream) {
+    std::cout << a.prompt << std::flush;
+    cb = [&](int64_t, int64_t t) {
+      so_far.push_back(t);
+      std::string text = tok.decode(so_far, true);
+      // Print only complete UTF-8: hold back while the decode ends in a replacement char.
+      if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
+        std::cout << text.substr(printed.size()) << std::flush;
+        printed = text;
+      }
+    };
+  }
+  GenerateResult r = greedy_generate(*lm.model, prompt_ids, go, cb);
+  const std::string text = tok.decode(r.new_ids, /*skip_special_tokens=*/true);
+  if (a.json) {
+    nlohmann::json j{{"prompt_ids", r.prompt_ids}, {"new_ids", r.new_ids}, {"text", text}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  if (stream) {
+    if (text.size() > printed.size()) std::cout << text.substr(printed.size());
+    std::cout << "\n";
+  } else {
+    std::cout << a.prompt << text << "\n";
+  }
+  const double decode_s = r.decode_ns / 1e9;
+  const size_t steps = r.new_ids.size() > 0 ? r.new_ids.size() - 1 : 0;
+  std::fprintf(stderr, "[hookscope] %s, %s, %zu prompt + %zu new tokens; prefill %.1f ms, decode %.1f tok/s\n",
+               lm.config.architecture.c_str(), dtype_short_name(*lo.dtype).c_str(), r.prompt_ids.size(),
+               r.new_ids.size(), r.prefill_ns / 1e6, steps && decode_s > 0 ? steps / decode_s : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hookscope: profile and diagnose models dispatched over several devices by accelerate-style hooks"};
+  app.require_subcommand(1);
+  app.footer("Examples:\n  hookscope generate --model ~/.cache/hookscope/SmolLM2-135M-Instruct "
+             "--prompt \"The capital of France is\" --max-new-tokens 16\n"
+             "  hookscope generate --model Qwen/Qwen3-0.6B --prompt Hi --json   (offline HF cache)");
+
+  GenerateArgs ga;
+  auto* gen = app.add_subcommand("generate", "Greedy-decode a continuation of a prompt");
+  gen->add_option("--model", ga.model, "HF checkpoint folder, or a model id in the offline HF cache")->required();
+  gen->add_option("--prompt", ga.prompt, "Prompt text")->required();
+  gen->add_option("--max-new-tokens", ga.max_new_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
+  gen->add_option("--dtype", ga.dtype, "Weight dtype")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  gen->add_flag("--json", ga.json, "Print {\"prompt_ids\", \"new_ids\", \"text\"} as JSON");
+  gen->add_flag("--static-cache", ga.static_cache, "Use a preallocated KV cache (StaticCache)");
+  gen->add_flag("--ignore-eos", ga.ignore_eos, "Do not stop at the end-of-sequence token");
+  gen->footer("Example:\n  hookscope generate --model DIR --prompt \"The capital of France is\" --max-new-tokens 16 --json");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    if (gen->parsed()) return run_generate(ga);
+  } catch (const std::exception& e) {
+    std::cerr << "hookscope: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,243 @@
+#include "models/config.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace hs::models {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const fs::path& origin, const std::string& msg) {
+  throw ConfigError(origin.string() + ": " + msg);
+}
+
+const json* field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+int64_t req_int(const json& j, const char* name, const fs::path& origin, int64_t min = 1) {
+  const json* v = field(j, name);
+  if (!v) fail(origin, std::string("missing required field '") + name + "'");
+  if (!v->is_number_integer()) fail(origin, std::string("field '") + name + "' must be an integer");
+  int64_t x = v->get<int64_t>();
+  if (x < min)
+    fail(origin, std::string("field '") + name + "' must be >= " + std::to_string(min) + ", got " +
+                     std::to_string(x));
+  return x;
+}
+
+std::optional<int64_t> opt_int(const json& j, const char* name, const fs::path& origin) {
+  const json* v = field(j, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) fail(origin, std::string("field '") + name + "' must be an integer");
+  return v->get<int64_t>();
+}
+
+double opt_num(const json& j, const char* name, double dflt, const fs::path& origin) {
+  const json* v = field(j, name);
+  if (!v) return dflt;
+  if (!v->is_number()) fail(origin, std::string("field '") + name + "' must be a number");
+  return v->get<double>();
+}
+
+bool opt_bool(const json& j, const char* name, bool dflt, const fs::path& origin) {
+  const json* v = field(j, name);
+  if (!v) return dflt;
+  if (!v->is_boolean()) fail(origin, std::string("field '") + name + "' must be true or false");
+  return v->get<bool>();
+}
+
+std::vector<int64_t> int_or_list(const json* v, const char* name, const fs::path& origin) {
+  std::vector<int64_t> out;
+  if (!v) return out;
+  if (v->is_number_integer()) {
+    out.push_back(v->get<int64_t>());
+  } else if (v->is_array()) {
+    for (const auto& e : *v) {
+      if (!e.is_number_integer()) fail(origin, std::string("field '") + name + "' must hold integers");
+      out.push_back(e.get<int64_t>());
+    }
+  } else {
+    fail(origin, std::string("field '") + name + "' must be an integer or a list of integers");
+  }
+  return out;
+}
+
+json read_json_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(file.string() + ": cannot open (missing or unreadable)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw ConfigError(file.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
+  // 4.x: rope_theta + rope_scaling; 5.x: rope_parameters (takes precedence).
+  c.rope.theta = opt_num(j, "rope_theta", 10000.0, origin);
+  c.rope.partial_rotary_factor = opt_num(j, "partial_rotary_factor", 1.0, origin);
+  const json* scaling = field(j, "rope_parameters");
+  const char* scaling_name = "rope_parameters";
+  if (scaling) {
+    if (!scaling->is_object()) fail(origin, "field 'rope_parameters' must be an object");
+    // A 5.x config may nest per-layer-type parameters; these families use one set.
+    if (!scaling->contains("rope_theta") && !scaling->contains("rope_type") &&
+        scaling->contains("full_attention"))
+      scaling = &(*scaling)["full_attention"];
+    c.rope.theta = opt_num(*scaling, "rope_theta", c.rope.theta, origin);
+    c.rope.partial_rotary_factor =
+        opt_num(*scaling, "partial_rotary_factor", c.rope.partial_rotary_factor, origin);
+  } else {
+    scaling = field(j, "rope_scaling");
+    scaling_name = "rope_scaling";
+    if (scaling && !scaling->is_object()) fail(origin, "field 'rope_scaling' must be an object or null");
+  }
+  if (!scaling) return;
+  std::string type = "default";
+  if (const json* t = field(*scaling, "rope_type"); t && t->is_string()) type = t->get<std::string>();
+  else if (const json* t2 = field(*scaling, "type"); t2 && t2->is_string()) type = t2->get<std::string>();
+  c.rope.type = type;
+  if (type == "default") return;
+  if (type == "linear") {
+    c.rope.factor = opt_num(*scaling, "factor", 1.0, origin);
+    return;
+  }
+  if (type == "llama3") {
+    const json& s = *scaling;
+    for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+      if (!field(s, k)) fail(origin, std::string("field '") + scaling_name + "." + k + "' is required for rope_type llama3");
+    c.rope.factor = opt_num(s, "factor", 1.0, origin);
+    c.rope.low_freq_factor = opt_num(s, "low_freq_factor", 1.0, origin);
+    c.rope.high_freq_factor = opt_num(s, "high_freq_factor", 4.0, origin);
+    c.rope.original_max_position_embeddings =
+        static_cast<int64_t>(opt_num(s, "original_max_position_embeddings", 0, origin));
+    if (c.rope.high_freq_factor == c.rope.low_freq_factor)
+      fail(origin, std::string("field '") + scaling_name + "': high_freq_factor must differ from low_freq_factor");
+    return;
+  }
+  fail(origin, std::string("field '") + scaling_name + ".rope_type' is '" + type +
+                   "', which hookscope does not support (supported: default, linear, llama3)");
+}
+
+}  // namespace
+
+c10::ScalarType parse_dtype(const std::string& name, const std::string& what) {
+  std::string n = name;
+  if (n.rfind("torch.", 0) == 0) n = n.substr(6);
+  if (n == "float32" || n == "f32" || n == "fp32" || n == "float") return c10::kFloat;
+  if (n == "bfloat16" || n == "bf16") return c10::kBFloat16;
+  if (n == "float16" || n == "f16" || n == "fp16" || n == "half") return c10::kHalf;
+  throw ConfigError(what + ": unsupported dtype '" + name + "' (supported: float32, bfloat16, float16)");
+}
+
+std::string dtype_short_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "f32";
+    case c10::kBFloat16: return "bf16";
+    case c10::kHalf: return "f16";
+    default: return c10::toString(t);
+  }
+}
+
+ModelConfig ModelConfig::from_file(const fs::path& file) { return from_json(read_json_file(file), file); }
+
+ModelConfig ModelConfig::from_json(const json& j, const fs::path& origin) {
+  if (!j.is_object()) fail(origin, "config must be a JSON object");
+  ModelConfig c;
+  c.path = origin;
+  const json* archs = field(j, "architectures");
+  if (archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string())
+    c.architecture = (*archs)[0].get<std::string>();
+  if (const json* mt = field(j, "model_type"); mt && mt->is_string()) c.model_type = mt->get<std::string>();
+  if (c.architecture.empty() && c.model_type.empty())
+    fail(origin, "missing 'architectures' and 'model_type': cannot tell which model this is");
+  if (c.architecture == "LlamaForCausalLM" || (c.architecture.empty() && c.model_type == "llama")) {
+    c.family = Family::Llama;
+    c.architecture = "LlamaForCausalLM";
+  } else if (c.architecture == "Qwen2ForCausalLM" || (c.architecture.empty() && c.model_type == "qwen2")) {
+    c.family = Family::Qwen2;
+    c.architecture = "Qwen2ForCausalLM";
+  } else if (c.architecture == "Qwen3ForCausalLM" || (c.architecture.empty() && c.model_type == "qwen3")) {
+    c.family = Family::Qwen3;
+    c.architecture = "Qwen3ForCausalLM";
+  } else {
+    fail(origin, "unknown architecture '" + (c.architecture.empty() ? c.model_type : c.architecture) +
+                     "' in field 'architectures' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
+                     "Qwen3ForCausalLM)");
+  }
+  c.hidden_size = req_int(j, "hidden_size", origin);
+  c.intermediate_size = req_int(j, "intermediate_size", origin);
+  c.num_hidden_layers = req_int(j, "num_hidden_layers", origin);
+  c.num_attention_heads = req_int(j, "num_attention_heads", origin);
+  c.num_key_value_heads = opt_int(j, "num_key_value_heads", origin).value_or(c.num_attention_heads);
+  if (c.num_key_value_heads < 1 || c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(origin, "field 'num_key_value_heads' (" + std::to_string(c.num_key_value_heads) +
+                     ") must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
+  auto hd = opt_int(j, "head_dim", origin);
+  if (hd) {
+    if (*hd < 2 || *hd % 2) fail(origin, "field 'head_dim' must be a positive even integer");
+    c.head_dim = *hd;
+  } else {
+    if (c.hidden_size % c.num_attention_heads)
+      fail(origin, "hidden_size is not divisible by num_attention_heads and no 'head_dim' is given");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  c.vocab_size = req_int(j, "vocab_size", origin);
+  c.max_position_embeddings = opt_int(j, "max_position_embeddings", origin).value_or(2048);
+  c.rms_norm_eps = opt_num(j, "rms_norm_eps", 1e-6, origin);
+  if (const json* act = field(j, "hidden_act")) {
+    if (!act->is_string()) fail(origin, "field 'hidden_act' must be a string");
+    c.hidden_act = act->get<std::string>();
+  }
+  if (c.hidden_act != "silu")
+    fail(origin, "field 'hidden_act' is '" + c.hidden_act + "'; hookscope supports 'silu'");
+  // LlamaConfig, Qwen2Config and Qwen3Config all default tie_word_embeddings to false.
+  c.tie_word_embeddings = opt_bool(j, "tie_word_embeddings", false, origin);
+  c.attention_bias = c.family == Family::Qwen2 ? true : opt_bool(j, "attention_bias", false, origin);
+  c.mlp_bias = c.family == Family::Llama ? opt_bool(j, "mlp_bias", false, origin) : false;
+  if (c.family == Family::Qwen2 || c.family == Family::Qwen3) {
+    if (opt_bool(j, "use_sliding_window", false, origin))
+      fail(origin, "field 'use_sliding_window' is true; sliding-window attention is not supported");
+  }
+  parse_rope(j, c, origin);
+  if (c.rope.partial_rotary_factor <= 0 || c.rope.partial_rotary_factor > 1)
+    fail(origin, "field 'partial_rotary_factor' must be in (0, 1]");
+  const json* dt = field(j, "dtype");
+  if (!dt) dt = field(j, "torch_dtype");
+  if (dt) {
+    if (!dt->is_string()) fail(origin, "field 'dtype' must be a string");
+    try {
+      c.dtype = parse_dtype(dt->get<std::string>(), origin.string() + ": field 'dtype'");
+    } catch (const ConfigError&) {
+      c.dtype = std::nullopt;  // e.g. "float64": not a load dtype; the caller picks one
+    }
+  }
+  c.bos_token_id = opt_int(j, "bos_token_id", origin);
+  c.eos_token_ids = int_or_list(field(j, "eos_token_id"), "eos_token_id", origin);
+  c.pad_token_id = opt_int(j, "pad_token_id", origin);
+  return c;
+}
+
+GenerationConfig GenerationConfig::load(const fs::path& file, const ModelConfig& fallback) {
+  GenerationConfig g;
+  g.eos_token_ids = fallback.eos_token_ids;
+  g.bos_token_id = fallback.bos_token_id;
+  g.pad_token_id = fallback.pad_token_id;
+  if (!fs::exists(file)) return g;
+  json j = read_json_file(file);
+  if (!j.is_object()) fail(file, "generation config must be a JSON object");
+  if (const json* e = field(j, "eos_token_id")) g.eos_token_ids = int_or_list(e, "eos_token_id", file);
+  if (auto b = opt_int(j, "bos_token_id", file)) g.bos_token_id = b;
+  if (auto p = opt_int(j, "pad_token_id", file)) g.pad_token_id = p;
+  return g;
+}
+
+}  // namespace hs::models

@@ -1,0 +1,137 @@
+#include "models/loader.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "models/safetensors.h"
+
+namespace hs::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shape_str(c10::IntArrayRef s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+fs::path hub_cache_dir() {
+  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
+  if (const char* h = std::getenv("HF_HOME"); h && *h) return fs::path(h) / "hub";
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "/root") / ".cache/huggingface/hub";
+}
+
+}  // namespace
+
+fs::path resolve_model_path(const std::string& dir_or_id) {
+  if (dir_or_id.empty()) throw ModelLoadError("empty model path or id");
+  fs::path p(dir_or_id);
+  if (fs::is_directory(p)) return fs::absolute(p);
+  if (fs::exists(p)) throw ModelLoadError(dir_or_id + ": not a folder (pass the checkpoint folder that holds config.json)");
+  const fs::path hub = hub_cache_dir();
+  auto slash = dir_or_id.find('/');
+  if (slash != std::string::npos && dir_or_id.find('/', slash + 1) == std::string::npos && dir_or_id[0] != '.') {
+    std::string repo = "models--" + dir_or_id.substr(0, slash) + "--" + dir_or_id.substr(slash + 1);
+    fs::path base = hub / repo;
+    fs::path snaps = base / "snapshots";
+    if (fs::is_directory(snaps)) {
+      std::ifstream ref(base / "refs" / "main");
+      std::string rev;
+      if (ref && std::getline(ref, rev) && fs::is_directory(snaps / rev)) return snaps / rev;
+      // No refs/main: take the most recently modified snapshot.
+      fs::path best;
+      fs::file_time_type best_t{};
+      for (const auto& e : fs::directory_iterator(snaps))
+        if (e.is_directory() && (best.empty() || e.last_write_time() > best_t)) {
+          best = e.path();
+          best_t = e.last_write_time();
+        }
+      if (!best.empty()) return best;
+    }
+    throw ModelLoadError("model '" + dir_or_id + "' is not a folder and is not in the offline HF cache (looked for " +
+                         snaps.string() + "); hookscope never downloads");
+  }
+  throw ModelLoadError("model folder '" + dir_or_id + "' does not exist");
+}
+
+std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c10::ScalarType dtype,
+                                      torch::Device device) {
+  // Resolve every tensor first, then install them all: a failure leaves the model untouched.
+  struct Pending {
+    HookableModule* module;
+    std::string local;
+    torch::Tensor value;
+  };
+  std::vector<Pending> pending;
+  std::set<std::string> used;
+  const auto tied = model.tied_weights();
+  auto is_tied_target = [&](const std::string& n) {
+    for (const auto& [dst, src] : tied)
+      if (dst == n) return true;
+    return false;
+  };
+  auto root = std::dynamic_pointer_cast<HookableModule>(model.shared_from_this());
+  for (const auto& [prefix, m] : named_modules(root)) {
+    for (const auto& slot : m->local_tensors()) {
+      if (!slot.is_parameter && !slot.persistent) continue;  // computed, not stored
+      const std::string name = prefix.empty() ? slot.name : prefix + "." + slot.name;
+      if (is_tied_target(name)) continue;
+      if (!ckpt.contains(name))
+        throw ModelLoadError("checkpoint is missing tensor '" + name + "' needed by module '" + prefix + "' (" +
+                             m->class_name() + ")");
+      const TensorInfo& info = ckpt.info(name);
+      const auto want = slot.value.sizes();
+      if (c10::IntArrayRef(info.shape) != want)
+        throw ModelLoadError("tensor '" + name + "' in " + ckpt.file_of(name).string() + " has shape " +
+                             shape_str(info.shape) + " but " + m->class_name() + " '" + prefix + "' expects " +
+                             shape_str(want));
+      const std::string& dt = info.dtype;
+      if (dt != "F32" && dt != "BF16" && dt != "F16")
+        throw ModelLoadError("tensor '" + name + "' in " + ckpt.file_of(name).string() + " has dtype " + dt +
+                             ", which hookscope does not load as a weight (supported: F32, BF16, F16)");
+      torch::Tensor t = ckpt.get(name);
+      if (t.scalar_type() != dtype || t.device() != device) t = t.to(device, dtype);
+      pending.push_back({m.get(), slot.name, t});
+      used.insert(name);
+    }
+  }
+  for (auto& p : pending) p.module->set_tensor(p.local, std::move(p.value));
+  for (const auto& [dst, src] : tied) {
+    auto dot_d = dst.rfind('.'), dot_s = src.rfind('.');
+    auto dm = get_submodule(root, dst.substr(0, dot_d));
+    auto sm = get_submodule(root, src.substr(0, dot_s));
+    dm->set_tensor(dst.substr(dot_d + 1), sm->get_tensor(src.substr(dot_s + 1)));
+    used.insert(dst);  // a checkpoint may still carry the tied copy
+  }
+  std::vector<std::string> unused;
+  for (const auto& n : ckpt.names())
+    if (!used.count(n)) unused.push_back(n);
+  return unused;
+}
+
+LoadedModel load_model(const std::string& dir_or_id, const LoadOptions& options) {
+  LoadedModel out;
+  out.dir = resolve_model_path(dir_or_id);
+  out.config = ModelConfig::from_file(out.dir / "config.json");
+  out.generation = GenerationConfig::load(out.dir / "generation_config.json", out.config);
+  Checkpoint ckpt = Checkpoint::open_dir(out.dir);
+  const c10::ScalarType dtype = options.dtype.value_or(c10::kFloat);
+  auto model = std::make_shared<CausalLM>(out.config, torch::TensorOptions().device(torch::kMeta).dtype(dtype));
+  out.unused_tensors = load_weights(*model, ckpt, dtype, options.device);
+  // Non-persistent buffers (rotary inv_freq) are computed on the CPU; follow the weights.
+  if (options.device != torch::kCPU)
+    for (const auto& [prefix, m] : named_modules(model))
+      for (const auto& slot : m->local_tensors())
+        if (!slot.is_parameter && slot.value.defined()) m->set_tensor(slot.name, slot.value.to(options.device));
+  out.model = model;
+  return out;
+}
+
+}  // namespace hs::models

@@ -1,0 +1,56 @@
+// Resolving and loading HF checkpoints: a folder, or a model id from the offline HF cache.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "models/config.h"
+
+namespace hs::models {
+
+class Checkpoint;
+
+/// Thrown when a model cannot be found or its weights do not fit the architecture; the
+/// message names the folder, file or tensor.
+struct ModelLoadError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A folder path as is; otherwise an id "org/name" looked up, offline, in the HF hub cache
+/// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`):
+/// `models--org--name/snapshots/<refs/main or the newest snapshot>/`.
+/// Throws ModelLoadError listing where it looked.
+std::filesystem::path resolve_model_path(const std::string& dir_or_id);
+
+struct LoadOptions {
+  /// Weight dtype; nullopt = float32 (CPU-friendly; pass the config's dtype to keep it).
+  std::optional<c10::ScalarType> dtype;
+  /// Device the weights are placed on.
+  torch::Device device = torch::kCPU;
+};
+
+struct LoadedModel {
+  std::filesystem::path dir;
+  ModelConfig config;
+  GenerationConfig generation;
+  std::shared_ptr<CausalLM> model;
+  /// Checkpoint tensors no module parameter consumed (transformers reports them as unused).
+  std::vector<std::string> unused_tensors;
+};
+
+/// Reads config.json, builds the module tree on `meta`, then fills every parameter from the
+/// safetensors checkpoint (checked: presence, shape, loadable dtype). Same-dtype CPU tensors
+/// stay zero-copy views of the private read-only mapping. Tied embeddings are re-tied after
+/// loading (lm_head.weight is model.embed_tokens.weight). Throws ConfigError, LoadError or
+/// ModelLoadError; the model is never returned half-loaded.
+LoadedModel load_model(const std::string& dir_or_id, const LoadOptions& options = {});
+
+/// Fills `model`'s parameters from `ckpt` (see load_model). Returns the unused tensor names.
+std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c10::ScalarType dtype,
+                                      torch::Device device);
+
+}  // namespace hs::models

@@ -1,0 +1,276 @@
+// Llama / Qwen2 / Qwen3 in LibTorch against transformers: module trees, logits, greedy tokens,
+// and bad checkpoints. Fixtures are tiny random checkpoints written by transformers during
+// the test run (tests/oracles/make_fixtures.py).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "models/causal_lm.h"
+#include "models/generate.h"
+#include "models/loader.h"
+#include "models/safetensors.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hs::models;
+using nlohmann::json;
+
+namespace {
+
+torch::Tensor to_tensor(const json& j) {
+  std::vector<float> flat;
+  std::vector<int64_t> shape;
+  if (j.is_array() && !j.empty() && j[0].is_array()) {
+    shape = {static_cast<int64_t>(j.size()), static_cast<int64_t>(j[0].size())};
+    for (const auto& row : j)
+      for (const auto& v : row) flat.push_back(v.get<float>());
+  } else {
+    shape = {static_cast<int64_t>(j.size())};
+    for (const auto& v : j) flat.push_back(v.get<float>());
+  }
+  return torch::tensor(flat).view(shape);
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
+}
+
+class TinyModel : public ::testing::TestWithParam<std::string> {};
+
+// fp32: prefill logits at every position and 8 teacher-forced decode steps within 1e-4 of
+// transformers' eager forward; with the growing cache and with the static one.
+TEST_P(TinyModel, Fp32LogitsMatchTransformersPrefillAndDecode) {
+  fs::path dir = hs::test::tiny_checkpoint(GetParam());
+  json ref = hs::test::read_json(dir / "reference.json");
+  LoadedModel lm = load_model(dir.string());
+  std::vector<int64_t> prompt = ref["prompt_ids"].get<std::vector<int64_t>>();
+  auto decode_ids = ref["f32"]["decode_ids"].get<std::vector<int64_t>>();
+  for (bool use_static : {false, true}) {
+    SCOPED_TRACE(use_static ? "static cache" : "dynamic cache");
+    c10::InferenceMode guard;
+    auto cache = use_static ? KVCache::static_cache(lm.config.num_hidden_layers, 64)
+                            : KVCache::dynamic_cache(lm.config.num_hidden_layers);
+    auto ids = torch::tensor(prompt, torch::kInt64).unsqueeze(0);
+    auto logits = lm.model->forward(ids, cache)[0];
+    auto want = to_tensor(ref["f32"]["prefill_logits"]);
+    ASSERT_EQ(logits.sizes(), want.sizes());
+    EXPECT_LE(max_abs_diff(logits, want), 1e-4) << "prefill";
+    for (size_t i = 0; i < decode_ids.size(); ++i) {
+      auto step = lm.model->forward(torch::full({1, 1}, decode_ids[i], torch::kInt64), cache)[0][-1];
+      auto want_step = to_tensor(ref["f32"]["decode_logits"][i]);
+      EXPECT_LE(max_abs_diff(step, want_step), 1e-4) << "decode step " << i;
+      if (i + 1 < decode_ids.size()) EXPECT_EQ(step.argmax().item<int64_t>(), decode_ids[i + 1]);
+    }
+    EXPECT_EQ(cache->seq_length(), static_cast<int64_t>(prompt.size() + decode_ids.size()));
+  }
+}
+
+// Greedy generation (not teacher-forced) produces transformers' tokens, both caches.
+TEST_P(TinyModel, GreedyTokensMatchTransformers) {
+  fs::path dir = hs::test::tiny_checkpoint(GetParam());
+  json ref = hs::test::read_json(dir / "reference.json");
+  LoadedModel lm = load_model(dir.string());
+  auto want = ref["f32"]["decode_ids"].get<std::vector<int64_t>>();
+  for (bool use_static : {false, true}) {
+    GenerateOptions go;
+    go.max_new_tokens = static_cast<int64_t>(want.size());
+    go.static_cache = use_static;
+    auto r = greedy_generate(*lm.model, ref["prompt_ids"].get<std::vector<int64_t>>(), go);
+    EXPECT_EQ(r.new_ids, want) << (use_static ? "static" : "dynamic");
+  }
+}
+
+// bf16: argmax equal to transformers' bf16 forward at every prefill position, and the same
+// greedy tokens.
+TEST_P(TinyModel, Bf16ArgmaxMatchesTransformers) {
+  fs::path dir = hs::test::tiny_checkpoint(GetParam());
+  json ref = hs::test::read_json(dir / "reference.json");
+  LoadOptions lo;
+  lo.dtype = torch::kBFloat16;
+  LoadedModel lm = load_model(dir.string(), lo);
+  EXPECT_EQ(lm.model->model->embed_tokens->get_tensor("weight").scalar_type(), torch::kBFloat16);
+  auto prompt = ref["prompt_ids"].get<std::vector<int64_t>>();
+  c10::InferenceMode guard;
+  auto logits = lm.model->forward(torch::tensor(prompt, torch::kInt64).unsqueeze(0), nullptr)[0];
+  auto argmax = logits.argmax(-1);
+  auto want = ref["bf16"]["prefill_argmax"].get<std::vector<int64_t>>();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(argmax[i].item<int64_t>(), want[i]) << "position " << i;
+  GenerateOptions go;
+  go.max_new_tokens = static_cast<int64_t>(ref["bf16"]["decode_ids"].size());
+  auto r = greedy_generate(*lm.model, prompt, go);
+  EXPECT_EQ(r.new_ids, ref["bf16"]["decode_ids"].get<std::vector<int64_t>>());
+}
+
+// The module tree mirrors transformers': same FQNs in the same order, class names,
+// parameters, buffers (incl. non-persistent rotary buffers), no-split classes, tied weights.
+TEST_P(TinyModel, ModuleTreeMatchesTransformers) {
+  fs::path dir = hs::test::tiny_checkpoint(GetParam());
+  json want = json::parse(hs::test::run_oracle("module_tree.py", {"--model", dir.string()}));
+  LoadedModel lm = load_model(dir.string());
+  auto mods = named_modules(lm.model);
+  ASSERT_EQ(mods.size(), want["modules"].size());
+  for (size_t i = 0; i < mods.size(); ++i) {
+    const auto& w = want["modules"][i];
+    const auto& [name, m] = mods[i];
+    SCOPED_TRACE(name);
+    EXPECT_EQ(name, w["name"].get<std::string>());
+    EXPECT_EQ(m->fqn(), name);
+    EXPECT_EQ(m->class_name(), w["class"].get<std::string>());
+    json params = json::array(), buffers = json::array();
+    for (const auto& s : m->local_tensors()) {
+      if (s.is_parameter)
+        params.push_back({s.name, s.value.sizes().vec()});
+      else
+        buffers.push_back({s.name, s.value.sizes().vec(), s.persistent});
+    }
+    EXPECT_EQ(params, w["params"]);
+    EXPECT_EQ(buffers, w["buffers"]);
+  }
+  EXPECT_EQ(json(lm.model->no_split_modules()), want["no_split_modules"]);
+  json tied = json::object();
+  for (const auto& [a, b] : lm.model->tied_weights()) tied[a] = b;
+  EXPECT_EQ(tied, want["tied"]);
+  if (!tied.empty()) {
+    // Tied means the same tensor, listed once by named_parameters (remove_duplicate).
+    EXPECT_TRUE(lm.model->lm_head->get_tensor("weight").is_same(lm.model->model->embed_tokens->get_tensor("weight")));
+    auto np = named_parameters(*lm.model);
+    EXPECT_EQ(named_parameters(*lm.model, true, false).size(), np.size() + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TinyModel, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST(Config, ReadsBothTransformersForms) {
+  // tiny-qwen2 is written in the 4.x form (rope_theta/torch_dtype), the others in 5.x.
+  auto v4 = ModelConfig::from_file(hs::test::tiny_checkpoint("tiny-qwen2") / "config.json");
+  EXPECT_EQ(v4.family, Family::Qwen2);
+  EXPECT_DOUBLE_EQ(v4.rope.theta, 1000000.0);
+  EXPECT_TRUE(v4.attention_bias);
+  ASSERT_TRUE(v4.dtype.has_value());
+  EXPECT_EQ(*v4.dtype, c10::kFloat);
+  auto v5 = ModelConfig::from_file(hs::test::tiny_checkpoint("tiny-llama") / "config.json");
+  EXPECT_EQ(v5.rope.type, "llama3");
+  EXPECT_DOUBLE_EQ(v5.rope.theta, 500000.0);
+  EXPECT_EQ(v5.rope.original_max_position_embeddings, 16);
+  auto q3 = ModelConfig::from_file(hs::test::tiny_checkpoint("tiny-qwen3") / "config.json");
+  EXPECT_EQ(q3.head_dim, 32);  // explicit, != hidden / heads
+  EXPECT_TRUE(q3.tie_word_embeddings);
+}
+
+// ------------------------------------------------------------------ bad input
+
+fs::path copy_fixture(const std::string& name, const std::string& scratch) {
+  fs::path dst = hs::test::scratch_dir(scratch) / name;
+  fs::copy(hs::test::tiny_checkpoint(name), dst, fs::copy_options::recursive);
+  return dst;
+}
+
+void write(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+std::string load_error(const fs::path& dir) {
+  try {
+    load_model(dir.string());
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BadInput, MissingConfigNamesTheFile) {
+  auto dir = copy_fixture("tiny-qwen3", "bad-missing-config");
+  fs::remove(dir / "config.json");
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find((dir / "config.json").string()), std::string::npos) << msg;
+}
+
+TEST(BadInput, InvalidConfigJsonNamesTheFile) {
+  auto dir = copy_fixture("tiny-qwen3", "bad-invalid-config");
+  write(dir / "config.json", "{\"architectures\": [\"Qwen3ForCausalLM\"], ");
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+}
+
+TEST(BadInput, ConfigFieldWithWrongTypeNamesTheField) {
+  auto dir = copy_fixture("tiny-qwen3", "bad-field-config");
+  json cfg = hs::test::read_json(dir / "config.json");
+  cfg["hidden_size"] = "sixty-four";
+  write(dir / "config.json", cfg.dump());
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find("hidden_size"), std::string::npos) << msg;
+  cfg.erase("hidden_size");
+  write(dir / "config.json", cfg.dump());
+  msg = load_error(dir);
+  EXPECT_NE(msg.find("missing required field 'hidden_size'"), std::string::npos) << msg;
+}
+
+TEST(BadInput, UnknownArchitectureIsNamed) {
+  auto dir = copy_fixture("tiny-qwen3", "bad-arch");
+  json cfg = hs::test::read_json(dir / "config.json");
+  cfg["architectures"] = {"MambaForCausalLM"};
+  cfg["model_type"] = "mamba";
+  write(dir / "config.json", cfg.dump());
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find("unknown architecture 'MambaForCausalLM'"), std::string::npos) << msg;
+}
+
+TEST(BadInput, MissingTensorIsNamed) {
+  auto dir = copy_fixture("tiny-llama", "bad-missing-tensor");
+  json idx = hs::test::read_json(dir / "model.safetensors.index.json");
+  idx["weight_map"].erase("model.layers.1.mlp.up_proj.weight");
+  write(dir / "model.safetensors.index.json", idx.dump());
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << msg;
+}
+
+TEST(BadInput, ShapeMismatchNamesTensorAndModule) {
+  auto dir = copy_fixture("tiny-qwen3", "bad-shape");
+  json cfg = hs::test::read_json(dir / "config.json");
+  cfg["intermediate_size"] = 96;  // the file holds 128-wide MLP weights
+  write(dir / "config.json", cfg.dump());
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find("mlp.gate_proj.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expects [96, 64]"), std::string::npos) << msg;
+}
+
+TEST(BadInput, PickleCheckpointIsRefused) {
+  auto dir = hs::test::scratch_dir("bad-pickle");
+  fs::copy(hs::test::tiny_checkpoint("tiny-qwen3") / "config.json", dir / "config.json");
+  write(dir / "pytorch_model.bin", "not really a pickle");
+  auto msg = load_error(dir);
+  EXPECT_NE(msg.find("refusing to load pickle checkpoint"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pytorch_model.bin"), std::string::npos) << msg;
+}
+
+TEST(BadInput, UnknownModelIdSaysWhereItLooked) {
+  std::string msg;
+  try {
+    resolve_model_path("no-such-org/no-such-model");
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("offline HF cache"), std::string::npos) << msg;
+}
+
+TEST(ModelResolution, FindsAModelIdInTheOfflineHfCache) {
+  auto hub = hs::test::scratch_dir("hf-hub");
+  fs::path snap = hub / "models--tiny-org--tiny-qwen3" / "snapshots" / "0123abcd";
+  fs::create_directories(snap);
+  fs::create_directories(hub / "models--tiny-org--tiny-qwen3" / "refs");
+  write(hub / "models--tiny-org--tiny-qwen3" / "refs" / "main", "0123abcd");
+  for (const auto& e : fs::directory_iterator(hs::test::tiny_checkpoint("tiny-qwen3")))
+    fs::copy(e.path(), snap / e.path().filename());
+  setenv("HF_HUB_CACHE", hub.c_str(), 1);
+  EXPECT_EQ(resolve_model_path("tiny-org/tiny-qwen3"), snap);
+  LoadedModel lm = load_model("tiny-org/tiny-qwen3");
+  EXPECT_EQ(lm.config.family, Family::Qwen3);
+  unsetenv("HF_HUB_CACHE");
+}
+
+}  // namespace

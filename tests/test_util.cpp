@@ -1,0 +1,117 @@
+#include "tests/test_util.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace hs::test {
+
+fs::path source_dir() { return HOOKSCOPE_SOURCE_DIR; }
+
+std::string python() {
+  if (const char* p = std::getenv("HOOKSCOPE_PYTHON"); p && *p) return p;
+  return HOOKSCOPE_DEFAULT_PYTHON;
+}
+
+std::string cli() { return HOOKSCOPE_CLI; }
+
+fs::path scratch_dir(const std::string& name) {
+  fs::path p = fs::path(HOOKSCOPE_BINARY_DIR) / "test-scratch" / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+fs::path fixture_dir() {
+  fs::path p = fs::path(HOOKSCOPE_BINARY_DIR) / "fixtures";
+  fs::create_directories(p);
+  return p;
+}
+
+fs::path sample_dir() {
+  if (const char* p = std::getenv("HOOKSCOPE_SAMPLE"); p && *p) return p;
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "/root") / ".cache/hookscope/SmolLM2-135M-Instruct";
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
+
+ProcResult run(const std::vector<std::string>& argv) {
+  char out_tpl[] = "/tmp/hs-test-out-XXXXXX";
+  char err_tpl[] = "/tmp/hs-test-err-XXXXXX";
+  int out_fd = mkstemp(out_tpl);
+  int err_fd = mkstemp(err_tpl);
+  if (out_fd < 0 || err_fd < 0) throw std::runtime_error("mkstemp failed");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out_fd);
+  close(err_fd);
+  ProcResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out_tpl);
+  r.err = read_file(err_tpl);
+  fs::remove(out_tpl);
+  fs::remove(err_tpl);
+  return r;
+}
+
+std::string run_oracle(const std::string& script, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{python(), (source_dir() / "tests/oracles" / script).string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcResult r = run(argv);
+  if (r.exit_code != 0)
+    throw std::runtime_error("oracle " + script + " failed (exit " + std::to_string(r.exit_code) +
+                             "):\n" + r.err);
+  return r.out;
+}
+
+fs::path tiny_checkpoint(const std::string& name) {
+  fs::path dir = fixture_dir();
+  fs::path target = dir / name;
+  if (fs::exists(target / ".complete")) return target;
+  // Serialise fixture generation across the parallel ctest processes.
+  int fd = ::open((dir / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open fixture lock in " + dir.string());
+  flock(fd, LOCK_EX);
+  try {
+    if (!fs::exists(target / ".complete"))
+      run_oracle("make_fixtures.py", {"--out", dir.string(), "--only", name});
+  } catch (...) {
+    flock(fd, LOCK_UN);
+    ::close(fd);
+    throw;
+  }
+  flock(fd, LOCK_UN);
+  ::close(fd);
+  if (!fs::exists(target / ".complete"))
+    throw std::runtime_error("make_fixtures.py did not produce " + target.string());
+  return target;
+}
+
+}  // namespace hs::test

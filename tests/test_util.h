@@ -1,0 +1,44 @@
+// Helpers shared by the GoogleTest suites: where fixtures and oracles live, running the Python
+// oracles (transformers, tokenizers, accelerate) and the hookscope CLI as subprocesses.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace hs::test {
+
+/// Repository root (compile-time).
+std::filesystem::path source_dir();
+/// Python interpreter with the oracle packages: $HOOKSCOPE_PYTHON, else the configured venv.
+std::string python();
+/// A fresh, empty directory under the build tree for this test (removed on next call).
+std::filesystem::path scratch_dir(const std::string& name);
+/// Cache of fixtures made by the Python oracles; shared by all tests of one build.
+std::filesystem::path fixture_dir();
+/// The converted SmolLM2-135M-Instruct HF folder ($HOOKSCOPE_SAMPLE or ~/.cache/hookscope/...).
+std::filesystem::path sample_dir();
+/// Path of the built `hookscope` CLI.
+std::string cli();
+
+struct ProcResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+/// Runs argv (no shell) and captures stdout/stderr.
+ProcResult run(const std::vector<std::string>& argv);
+/// Runs tests/oracles/<script> with the oracle Python; fails the test (throws) on non-zero exit.
+std::string run_oracle(const std::string& script, const std::vector<std::string>& args);
+/// Reads a whole file.
+std::string read_file(const std::filesystem::path& p);
+/// Parses a JSON file.
+nlohmann::json read_json(const std::filesystem::path& p);
+
+/// Runs `make_fixtures` once per build (guarded by a lock + stamp): tiny random checkpoints
+/// written by transformers and their reference logits. Returns fixture_dir()/<name>.
+std::filesystem::path tiny_checkpoint(const std::string& name);
+
+}  // namespace hs::test
