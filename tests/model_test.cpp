@@ -3,6 +3,7 @@
 // the test run (tests/oracles/make_fixtures.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "models/causal_lm.h"
@@ -59,7 +60,9 @@ TEST_P(TinyModel, Fp32LogitsMatchTransformersPrefillAndDecode) {
       auto step = lm.model->forward(torch::full({1, 1}, decode_ids[i], torch::kInt64), cache)[0][-1];
       auto want_step = to_tensor(ref["f32"]["decode_logits"][i]);
       EXPECT_LE(max_abs_diff(step, want_step), 1e-4) << "decode step " << i;
-      if (i + 1 < decode_ids.size()) EXPECT_EQ(step.argmax().item<int64_t>(), decode_ids[i + 1]);
+      if (i + 1 < decode_ids.size()) {
+        EXPECT_EQ(step.argmax().item<int64_t>(), decode_ids[i + 1]);
+      }
     }
     EXPECT_EQ(cache->seq_length(), static_cast<int64_t>(prompt.size() + decode_ids.size()));
   }
@@ -80,8 +83,8 @@ TEST_P(TinyModel, GreedyTokensMatchTransformers) {
   }
 }
 
-// bf16: argmax equal to transformers' bf16 forward at every prefill position, and the same
-// greedy tokens.
+// bf16: logits within bf16 rounding of transformers' bf16 model, argmax equal wherever it is
+// not a rounding-level near-tie, and the same greedy tokens.
 TEST_P(TinyModel, Bf16ArgmaxMatchesTransformers) {
   fs::path dir = hs::test::tiny_checkpoint(GetParam());
   json ref = hs::test::read_json(dir / "reference.json");
@@ -93,8 +96,22 @@ TEST_P(TinyModel, Bf16ArgmaxMatchesTransformers) {
   c10::InferenceMode guard;
   auto logits = lm.model->forward(torch::tensor(prompt, torch::kInt64).unsqueeze(0), nullptr)[0];
   auto argmax = logits.argmax(-1);
+  // Logits agree to bf16 rounding: within 4 ulps of the largest logit (a bf16 ulp is at most
+  // 2^-7 of the value); kernels may sum in another order, a real bug shows as O(1) errors.
+  auto want_logits = to_tensor(ref["bf16"]["prefill_logits"]);
+  const double tol = 4.0 * std::ldexp(1.0, -7) * want_logits.abs().max().item<double>();
+  EXPECT_LE(max_abs_diff(logits, want_logits), tol) << "bf16 logits";
+  // Argmax equal wherever transformers' top-2 margin is wider than that rounding; a
+  // near-tie (margin <= tol) may legitimately flip and is not compared.
   auto want = ref["bf16"]["prefill_argmax"].get<std::vector<int64_t>>();
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(argmax[i].item<int64_t>(), want[i]) << "position " << i;
+  auto margin = ref["bf16"]["prefill_margin"].get<std::vector<double>>();
+  size_t compared = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (margin[i] <= tol) continue;
+    ++compared;
+    EXPECT_EQ(argmax[i].item<int64_t>(), want[i]) << "position " << i << " margin " << margin[i];
+  }
+  EXPECT_GE(compared, want.size() / 2) << "too many near-ties to test argmax";
   GenerateOptions go;
   go.max_new_tokens = static_cast<int64_t>(ref["bf16"]["decode_ids"].size());
   auto r = greedy_generate(*lm.model, prompt, go);

@@ -7,7 +7,8 @@ generation_config.json) and reference.json:
    "decode_logits": [[...]]}, "bf16": {"prefill_argmax": [...], "decode_ids": [...]}}
 decode_ids are transformers' greedy tokens; decode_logits[i] are the logits after feeding
 decode_ids[i] (teacher forcing keeps both sides on the same path).
-All numbers come from transformers' eager attention on the CPU.
+fp32 numbers come from transformers' eager attention; bf16 ones from the checkpoint reloaded
+with from_pretrained(dtype=bfloat16), i.e. transformers' default SDPA attention (CPU).
 """
 import argparse
 import json
@@ -100,10 +101,14 @@ def make(name, out_dir):
     prefill, tokens, logits = reference(model, torch.float32)
     ref["f32"] = {"prefill_logits": prefill.tolist(), "decode_ids": tokens,
                   "decode_logits": [x.tolist() for x in logits]}
-    prefill, tokens, logits = reference(model, torch.bfloat16)
+    # bf16 as a user gets it: from_pretrained(dtype=bfloat16) keeps the rotary inv_freq in
+    # fp32 (a plain .to(bfloat16) would round it) and attends through SDPA, its default.
+    from transformers import AutoModelForCausalLM
+    bf16_model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.bfloat16, attn_implementation="sdpa")
+    prefill, tokens, logits = reference(bf16_model, torch.bfloat16)
     # bf16 argmax, and the margin between the top two logits (near-ties are reported).
     top2 = prefill.topk(2, dim=-1).values
-    ref["bf16"] = {"prefill_argmax": prefill.argmax(-1).tolist(), "prefill_margin": (top2[:, 0] - top2[:, 1]).tolist(),
+    ref["bf16"] = {"prefill_argmax": prefill.argmax(-1).tolist(), "prefill_logits": prefill.tolist(), "prefill_margin": (top2[:, 0] - top2[:, 1]).tolist(),
                    "decode_ids": tokens}
     with open(os.path.join(tmp, "reference.json"), "w") as f:
         json.dump(ref, f)
