@@ -114,4 +114,33 @@ fs::path tiny_checkpoint(const std::string& name) {
   return target;
 }
 
+fs::path cached_oracle(const std::string& name, const std::string& script, const std::vector<std::string>& extra) {
+  fs::path dir = fixture_dir() / name;
+  // The stamp holds the script's text: editing the oracle regenerates the fixture.
+  const std::string stamp_want = read_file(source_dir() / "tests/oracles" / script);
+  auto fresh = [&] {
+    return fs::exists(dir / ".stamp") && fs::exists(dir / "result.json") && read_file(dir / ".stamp") == stamp_want;
+  };
+  if (fresh()) return dir;
+  int fd = ::open((fixture_dir() / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open fixture lock");
+  flock(fd, LOCK_EX);
+  try {
+    if (!fresh()) {
+      std::vector<std::string> args{"--out", dir.string()};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::string out = run_oracle(script, args);
+      std::ofstream(dir / "result.json", std::ios::binary) << out;
+      std::ofstream(dir / ".stamp", std::ios::binary) << stamp_want;
+    }
+  } catch (...) {
+    flock(fd, LOCK_UN);
+    ::close(fd);
+    throw;
+  }
+  flock(fd, LOCK_UN);
+  ::close(fd);
+  return dir;
+}
+
 }  // namespace hs::test

@@ -41,4 +41,10 @@ nlohmann::json read_json(const std::filesystem::path& p);
 /// written by transformers and their reference logits. Returns fixture_dir()/<name>.
 std::filesystem::path tiny_checkpoint(const std::string& name);
 
+/// Runs tests/oracles/<script> --out <fixture_dir()/name> once per build (locked, reused
+/// by later test processes until the script changes); its stdout is kept as result.json in
+/// that folder. Returns the folder.
+std::filesystem::path cached_oracle(const std::string& name, const std::string& script,
+                                    const std::vector<std::string>& extra_args = {});
+
 }  // namespace hs::test

@@ -1,0 +1,393 @@
+#include "hooks/big_modeling.h"
+
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+#include "hooks/device_map.h"
+#include "hooks/offload.h"
+
+namespace hs::hooks {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+bool has_direct_tensors(const HookableModule& m) {
+  for (const auto& s : m.local_tensors())
+    if (s.value.defined()) return true;
+  return false;
+}
+
+bool has_state(const HookableModule& m) {
+  for (const auto& s : m.local_tensors())
+    if (s.value.defined() && (s.is_parameter || s.persistent)) return true;
+  return false;
+}
+
+std::string child_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// Keys equal to a module name or under it ("a.1" does not capture "a.10"); "" selects all.
+bool under(const std::string& key, const std::string& module) {
+  return module.empty() || key == module || key.rfind(module + ".", 0) == 0;
+}
+
+// Every AlignDevicesHook attached to `m` (directly or inside SequentialHooks).
+void for_each_align_hook(const std::shared_ptr<ModelHook>& h, const std::function<void(AlignDevicesHook&)>& fn) {
+  if (!h) return;
+  if (auto* a = dynamic_cast<AlignDevicesHook*>(h.get())) fn(*a);
+  if (auto* s = dynamic_cast<SequentialHook*>(h.get()))
+    for (auto& inner : s->hooks) for_each_align_hook(inner, fn);
+}
+
+std::shared_ptr<AlignDevicesHook> make_align(std::optional<DeviceId> exec, bool offload,
+                                             std::shared_ptr<WeightsMap> wm, bool offload_buffers, bool io_same_device,
+                                             bool place_submodules, const std::vector<std::string>& skip_keys,
+                                             bool skip_keys_given, std::shared_ptr<TiedParamsMap> tied) {
+  auto h = std::make_shared<AlignDevicesHook>();
+  h->execution_device = exec;
+  h->offload = offload;
+  h->weights_map = std::move(wm);
+  h->offload_buffers = offload_buffers;
+  h->io_same_device = io_same_device;
+  h->place_submodules = place_submodules;
+  h->skip_keys = skip_keys;
+  h->skip_keys_given = skip_keys_given;
+  h->tied_params_map = std::move(tied);
+  return h;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ attach helpers
+
+void attach_align_device_hook(HookableModule& module, std::optional<DeviceId> exec, bool offload,
+                              std::shared_ptr<WeightsMap> weights_map, bool offload_buffers,
+                              const std::string& module_name, const std::vector<std::string>& skip_keys,
+                              const std::vector<std::string>& preload, std::shared_ptr<TiedParamsMap> tied,
+                              bool skip_keys_given) {
+  const bool full_offload = offload && contains(preload, module.class_name());
+  if (has_direct_tensors(module) || full_offload) {
+    std::shared_ptr<WeightsMap> prefixed;
+    if (weights_map)
+      prefixed = module_name.empty() ? weights_map : std::make_shared<PrefixedDataset>(weights_map, module_name + ".");
+    add_hook_to_module(module,
+                       make_align(exec, offload, prefixed, offload_buffers, false, full_offload, skip_keys,
+                                  skip_keys_given, tied),
+                       /*append=*/true);
+  }
+  if (full_offload) return;
+  for (auto& [n, child] : module.hookable_children())
+    attach_align_device_hook(*child, exec, offload, weights_map, offload_buffers, child_name(module_name, n),
+                             skip_keys, preload, tied, skip_keys_given);
+}
+
+void attach_execution_device_hook(HookableModule& module, const DeviceId& exec,
+                                  const std::vector<std::string>& skip_keys, const std::vector<std::string>& preload,
+                                  std::shared_ptr<TiedParamsMap> tied, bool skip_keys_given) {
+  if (!module.hook() && has_state(module))
+    add_hook_to_module(module, make_align(exec, false, nullptr, false, false, false, skip_keys, skip_keys_given, tied));
+  if (contains(preload, module.class_name())) return;
+  for (auto& [n, child] : module.hookable_children())
+    attach_execution_device_hook(*child, exec, skip_keys, preload, tied, skip_keys_given);
+}
+
+void attach_align_device_hook_on_blocks(HookableModule& module, const std::map<std::string, DeviceId>& exec,
+                                        const std::map<std::string, bool>& offload,
+                                        std::shared_ptr<WeightsMap> weights_map, bool offload_buffers,
+                                        const std::string& module_name, const std::vector<std::string>& skip_keys,
+                                        const std::vector<std::string>& preload, std::shared_ptr<TiedParamsMap> tied,
+                                        bool skip_keys_given) {
+  auto e = exec.find(module_name);
+  auto o = offload.find(module_name);
+  if (e != exec.end() && o != offload.end() && !o->second) {
+    // (a) a resident block: one hook for its subtree, then execution-device hooks below.
+    add_hook_to_module(module, make_align(e->second, false, nullptr, offload_buffers, module_name.empty(), true,
+                                          skip_keys, skip_keys_given, tied));
+    attach_execution_device_hook(module, e->second, skip_keys, {}, tied, skip_keys_given);
+  } else if (e != exec.end() && o != offload.end() && o->second) {
+    // (b) an offloaded block.
+    attach_align_device_hook(module, e->second, true, weights_map, offload_buffers, module_name, skip_keys, preload,
+                             tied, skip_keys_given);
+    if (!module.hook())
+      add_hook_to_module(module, make_align(e->second, false, nullptr, false, module_name.empty(), false, skip_keys,
+                                            skip_keys_given, tied));
+    attach_execution_device_hook(module, e->second, skip_keys, preload, tied, skip_keys_given);
+  } else if (module_name.empty()) {
+    // (c) the root, not in the maps.
+    std::optional<DeviceId> root_exec;
+    if (e != exec.end()) root_exec = e->second;
+    add_hook_to_module(module, make_align(root_exec, false, nullptr, false, true, false, skip_keys, skip_keys_given, tied));
+  }
+  for (auto& [n, child] : module.hookable_children())
+    attach_align_device_hook_on_blocks(*child, exec, offload, weights_map, offload_buffers, child_name(module_name, n),
+                                       skip_keys, preload, tied, skip_keys_given);
+}
+
+void attach_layerwise_casting_hooks(HookableModule& module, c10::ScalarType storage, c10::ScalarType compute,
+                                    const std::vector<std::string>& patterns, const std::vector<std::string>& classes,
+                                    bool non_blocking) {
+  std::vector<std::regex> res;
+  for (const auto& p : patterns) {
+    try {
+      res.emplace_back(p);
+    } catch (const std::regex_error& e) {
+      throw std::invalid_argument("skip_modules_pattern '" + p + "' is not a valid regex: " + e.what());
+    }
+  }
+  std::function<void(HookableModule&)> rec = [&](HookableModule& m) {
+    if (contains(classes, m.class_name())) return;
+    for (const auto& r : res)
+      if (std::regex_search(m.fqn(), r)) return;
+    if (m.class_name() == "Linear") {
+      add_hook_to_module(m, std::make_shared<LayerwiseCastingHook>(storage, compute, non_blocking), true);
+      return;
+    }
+    for (auto& [n, child] : m.hookable_children()) rec(*child);
+  };
+  rec(module);
+}
+
+// ------------------------------------------------------------------ ties
+
+void retie_parameters(HookableModule& model, const std::vector<std::vector<std::string>>& groups) {
+  auto root = std::dynamic_pointer_cast<HookableModule>(model.shared_from_this());
+  auto slot_of = [&](const std::string& name) -> std::pair<std::shared_ptr<HookableModule>, std::string> {
+    auto dot = name.rfind('.');
+    auto m = models::get_submodule(root, dot == std::string::npos ? "" : name.substr(0, dot));
+    return {m, dot == std::string::npos ? name : name.substr(dot + 1)};
+  };
+  for (auto group : groups) {
+    std::sort(group.begin(), group.end());
+    torch::Tensor shared;
+    for (const auto& n : group) {
+      auto [m, local] = slot_of(n);
+      if (m && !m->get_tensor(local).is_meta()) {
+        shared = m->get_tensor(local);
+        break;
+      }
+    }
+    if (!shared.defined()) continue;
+    for (const auto& n : group) {
+      auto [m, local] = slot_of(n);
+      if (m) m->set_tensor(local, shared);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ dispatch_model
+
+DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, const DeviceMapEntries& device_map,
+                              const DispatchOptions& opt) {
+  if (device_map.empty()) throw std::invalid_argument("dispatch_model: the device_map is empty");
+  // ---- validation, before anything is touched
+  check_device_map(*model, device_map);
+  auto& dm = DeviceManager::instance();
+  std::vector<DeviceId> devices;  // insertion order (quirk 1 fixed)
+  for (const auto& [name, dev] : device_map) {
+    if (dev.is_meta())
+      throw std::invalid_argument("device_map: module '" + name + "' is mapped to \"meta\", which holds no data");
+    if (dev.is_accelerator() && dev.index >= dm.num_accelerators())
+      throw std::invalid_argument("device_map: module '" + name + "' is mapped to accelerator " +
+                                  std::to_string(dev.index) + ", but only " + std::to_string(dm.num_accelerators()) +
+                                  " accelerator(s) are configured (real or emulated)");
+    if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
+  }
+  const bool has_disk = std::find(devices.begin(), devices.end(), DeviceId::disk()) != devices.end();
+  const bool has_cpu = std::find(devices.begin(), devices.end(), DeviceId::cpu()) != devices.end();
+
+  DispatchResult result;
+  result.hf_device_map = device_map;
+  if (!(devices.size() > 1 || has_disk || opt.force_hooks)) {
+    module_to(*model, devices[0]);  // quirk 11 fixed: always moves
+    result.main_device = devices[0];
+    return result;
+  }
+
+  DeviceId main = DeviceId::cpu();
+  if (opt.main_device) {
+    main = *opt.main_device;
+  } else {
+    for (const auto& d : devices)
+      if (!d.is_cpu() && !d.is_disk()) {
+        main = d;
+        break;
+      }
+  }
+  result.main_device = main;
+  std::vector<DeviceId> offloaded_devices = {DeviceId::disk()};
+  if (!(main.is_cpu() || main.kind == DeviceId::Kind::Mps)) offloaded_devices.push_back(DeviceId::cpu());
+  auto is_offloaded = [&](const DeviceId& d) {
+    return std::find(offloaded_devices.begin(), offloaded_devices.end(), d) != offloaded_devices.end();
+  };
+
+  std::vector<std::string> cpu_modules, disk_modules;
+  for (const auto& [name, dev] : device_map) {
+    if (dev.is_cpu()) cpu_modules.push_back(name);
+    if (dev.is_disk()) disk_modules.push_back(name);
+  }
+
+  std::vector<std::pair<std::string, torch::Tensor>> sd = opt.state_dict;
+  bool have_sd = opt.state_dict_given;
+  if (!main.is_cpu() && !cpu_modules.empty() && !have_sd) {
+    sd = extract_submodules_state_dict(state_dict(*model), cpu_modules);
+    have_sd = true;
+  }
+
+  std::optional<OffloadIndex> index = opt.offload_index;
+  bool write_disk = false;
+  std::vector<std::pair<std::string, torch::Tensor>> disk_sd;
+  if (!disk_modules.empty()) {
+    if (!opt.offload_dir && !opt.offload_index) {
+      std::string names;
+      for (size_t i = 0; i < disk_modules.size(); ++i) names += (i ? ", " : "") + disk_modules[i];
+      throw std::invalid_argument(
+          "We need an `offload_dir` to dispatch this model according to this `device_map`, the following submodules "
+          "need to be offloaded: " + names + ".");
+    }
+    // Quirk 2 fixed: "" selects every tensor (under() treats it so).
+    for (const auto& [k, t] : state_dict(*model))
+      for (const auto& dmod : disk_modules)
+        if (under(k, dmod)) {
+          disk_sd.emplace_back(k, t);
+          break;
+        }
+    if (!opt.offload_index && opt.offload_dir && !fs::exists(*opt.offload_dir / "index.json")) {
+      for (const auto& [k, t] : disk_sd)
+        if (t.is_meta())
+          throw std::invalid_argument("dispatch_model: disk-mapped tensor '" + k +
+                                      "' is on the meta device and no offload folder holds it: Cannot copy out of "
+                                      "meta tensor");
+      write_disk = true;
+    } else if (!opt.offload_index) {
+      index = read_offload_index(*opt.offload_dir);
+    }
+    // An existing index must hold every disk-mapped tensor with its dtype and shape.
+    if (index) {
+      for (const auto& [k, t] : disk_sd) {
+        const OffloadIndexEntry* e = index->find(k);
+        if (!e)
+          throw std::invalid_argument("offload folder " + (opt.offload_dir ? opt.offload_dir->string() : std::string("<index>")) +
+                                      ": index.json has no entry for '" + k + "' (module mapped to \"disk\")");
+        check_entry_matches(k, *e, t, opt.offload_dir.value_or(fs::path()));
+      }
+    }
+  }
+
+  // ---- from here on the model is changed
+  if (write_disk) {
+    offload_state_dict(*opt.offload_dir, disk_sd);
+    index = read_offload_index(*opt.offload_dir);
+  }
+
+  std::map<std::string, DeviceId> exec;
+  std::map<std::string, bool> offload;
+  for (const auto& [name, dev] : device_map) {
+    exec[name] = (dev.is_cpu() || dev.is_disk()) ? main : dev;
+    offload[name] = is_offloaded(dev);
+  }
+  exec[""] = main;
+
+  std::shared_ptr<WeightsMap> weights_map;
+  const bool folder = !disk_modules.empty() && opt.offload_dir.has_value();
+  if (have_sd || folder || opt.offload_index) {
+    std::optional<torch::Device> load_dev;
+    if (opt.offload_index) load_dev = dm.backing(main);
+    weights_map = std::make_shared<OffloadedWeightsLoader>(
+        have_sd ? std::optional<std::vector<std::pair<std::string, torch::Tensor>>>(sd) : std::nullopt,
+        folder ? opt.offload_dir : std::nullopt, index, load_dev);
+  }
+
+  auto tied_groups = find_tied_parameters(*model);
+  auto tied_map = std::make_shared<TiedParamsMap>();
+  for (const auto& group : tied_groups)
+    for (const auto& name : group) {
+      auto dot = name.rfind('.');
+      auto m = models::get_submodule(model, dot == std::string::npos ? "" : name.substr(0, dot));
+      const auto& t = m->get_tensor(dot == std::string::npos ? name : name.substr(dot + 1));
+      if (!t.is_meta()) (*tied_map)[t.data_ptr()];
+    }
+  result.tied_params_map = tied_map;
+
+  attach_align_device_hook_on_blocks(*model, exec, offload, weights_map, opt.offload_buffers, "", opt.skip_keys,
+                                     opt.preload_module_classes, tied_map, !opt.skip_keys.empty());
+  // hookscope: label where each offloaded module's weights come from (for the tracer).
+  for (const auto& [name, m] : models::named_modules(model))
+    for (const auto& dmod : disk_modules)
+      if (under(name, dmod)) for_each_align_hook(get_hook(*m), [](AlignDevicesHook& h) {
+          if (h.offload) h.weights_source = "disk";
+        });
+
+  if (has_cpu || has_disk)
+    log("WARNING", std::string("Some parameters are on the meta device because they were offloaded to the ") +
+                       (has_cpu && has_disk ? "cpu and disk" : has_cpu ? "cpu" : "disk") + ".");
+  retie_parameters(*model, tied_groups);
+  set_move_guard(*model, true);
+  result.hooks_attached = true;
+  return result;
+}
+
+// ------------------------------------------------------------------ offload entry points
+
+void cpu_offload(const std::shared_ptr<HookableModule>& model, std::optional<DeviceId> exec, bool offload_buffers,
+                 std::optional<std::vector<std::pair<std::string, torch::Tensor>>> sd,
+                 const std::vector<std::string>& preload) {
+  if (!exec) {
+    exec = first_param_device(*model);
+    if (!exec) throw std::invalid_argument("cpu_offload: the model has no parameters (StopIteration)");
+  }
+  auto& dm = DeviceManager::instance();
+  if (!sd) {
+    sd.emplace();
+    for (auto& [k, t] : state_dict(*model)) sd->emplace_back(k, dm.to(t, DeviceId::cpu()));
+  }
+  add_hook_to_module(*model, make_align(std::nullopt, false, nullptr, false, true, false, {}, false, nullptr), true);
+  attach_align_device_hook(*model, exec, true, std::make_shared<StateDictMap>(std::move(*sd)), offload_buffers, "", {},
+                           preload, nullptr);
+}
+
+void disk_offload(const std::shared_ptr<HookableModule>& model, const fs::path& offload_dir,
+                  std::optional<DeviceId> exec, bool offload_buffers, const std::vector<std::string>& preload) {
+  if (!exec) {
+    exec = first_param_device(*model);
+    if (!exec) throw std::invalid_argument("disk_offload: the model has no parameters (StopIteration)");
+  }
+  if (!fs::is_directory(offload_dir) || !fs::exists(offload_dir / "index.json")) {
+    auto sd = state_dict(*model);
+    for (const auto& [k, t] : sd)
+      if (t.is_meta()) throw std::invalid_argument("disk_offload: tensor '" + k + "' is on meta: Cannot copy out of meta tensor");
+    offload_state_dict(offload_dir, sd);
+  } else {
+    auto index = read_offload_index(offload_dir);
+    for (const auto& [k, t] : state_dict(*model)) {
+      const OffloadIndexEntry* e = index.find(k);
+      if (!e)
+        throw std::invalid_argument("offload folder " + offload_dir.string() + ": index.json has no entry for '" + k + "'");
+      check_entry_matches(k, *e, t, offload_dir);
+    }
+  }
+  auto loader = std::make_shared<OffloadedWeightsLoader>(std::nullopt, offload_dir, std::nullopt, std::nullopt);
+  add_hook_to_module(*model, make_align(std::nullopt, false, nullptr, false, true, false, {}, false, nullptr), true);
+  attach_align_device_hook(*model, exec, true, loader, offload_buffers, "", {}, preload, nullptr);
+  for (const auto& [name, m] : models::named_modules(model))
+    for_each_align_hook(get_hook(*m), [](AlignDevicesHook& h) {
+      if (h.offload) h.weights_source = "disk";
+    });
+}
+
+std::shared_ptr<UserCpuOffloadHook> cpu_offload_with_hook(const std::shared_ptr<HookableModule>& model,
+                                                          std::optional<DeviceId> exec,
+                                                          std::shared_ptr<UserCpuOffloadHook> prev) {
+  auto hook = std::make_shared<CpuOffload>(exec, std::move(prev));
+  add_hook_to_module(*model, hook, true);
+  return std::make_shared<UserCpuOffloadHook>(model, hook);
+}
+
+}  // namespace hs::hooks

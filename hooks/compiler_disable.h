@@ -1,0 +1,72 @@
+// Compiler-disabled scopes: the C++ stand-in for `torch.compiler.disable` (DESIGN.md §5).
+//
+// accelerate wraps hook methods in a lazy `torch.compiler.disable` decorator; under
+// torch.compile, calling such a function from a captured region is a graph break (and an
+// error with fullgraph=True). hookscope makes that boundary explicit: code that must stay
+// eager runs inside a `CompilerDisabledScope` named after the function it guards
+// ("AlignDevicesHook.pre_forward", "AlignDevicesHook._onload_weights", ...). The compile
+// engine observes scope entries; nested scopes count once (only depth 1 is a break).
+//
+// Which functions are guarded is the *policy*:
+//  - `whole-hook` (accelerate 1.15 today): AlignDevicesHook.pre_forward/post_forward,
+//    SequentialHook.pre_forward/post_forward, CpuOffload.pre_forward and
+//    LayerwiseCastingHook.pre_forward/post_forward run whole inside a scope, so every hooked
+//    module boundary breaks the graph.
+//  - `offload-only` (the proposed change): only AlignDevicesHook._onload_weights and
+//    AlignDevicesHook._offload_weights (the weight swaps of offloaded modules) are guarded;
+//    moving inputs and outputs between devices stays capturable.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace hs::hooks {
+
+enum class CompilePolicy { WholeHook, OffloadOnly };
+
+/// "whole-hook" / "offload-only".
+std::string policy_name(CompilePolicy p);
+/// Parses "whole-hook" / "offload-only"; throws std::invalid_argument naming the value.
+CompilePolicy parse_policy(const std::string& s);
+
+/// The process-wide policy the hooks consult at call time (default: WholeHook, as accelerate).
+CompilePolicy compile_policy();
+void set_compile_policy(CompilePolicy p);
+
+/// Receives scope entries and exits (the compile engine installs one; nullptr = none).
+/// `depth` is 1 for an outermost scope.
+class DisabledScopeObserver {
+ public:
+  virtual ~DisabledScopeObserver() = default;
+  virtual void on_enter(std::string_view function, std::string_view module, int depth) = 0;
+  virtual void on_exit(std::string_view function, std::string_view module, int depth) = 0;
+};
+void set_disabled_scope_observer(DisabledScopeObserver* obs);
+DisabledScopeObserver* disabled_scope_observer();
+
+/// RAII scope: the guarded function runs eagerly, outside any captured region.
+/// Records the entry (event sink + observer + counters). The constructor throws only what
+/// the observer throws on entry (the compile engine raises `Unsupported` under fullgraph);
+/// the destructor never throws.
+class CompilerDisabledScope {
+ public:
+  CompilerDisabledScope(std::string_view function, std::string_view module);
+  ~CompilerDisabledScope();
+  CompilerDisabledScope(const CompilerDisabledScope&) = delete;
+  CompilerDisabledScope& operator=(const CompilerDisabledScope&) = delete;
+
+  /// Current nesting depth on this thread (0 = not inside any scope).
+  static int depth();
+  /// Outermost scope entries on this thread since the last reset (nested ones not counted).
+  static long long outermost_entries();
+  static void reset_counters();
+
+ private:
+  std::string_view function_;
+  std::string module_;
+  int depth_;
+  long long start_ns_;
+};
+
+}  // namespace hs::hooks

@@ -1,0 +1,1060 @@
+// Device maps: see device_map.h. Behaviour follows accelerate 1.15 `utils/modeling.py`
+// (spec/accelerate-hooks.md §5); the code is written from the spec, not translated.
+#include "hooks/device_map.h"
+
+#include <ATen/DeviceAccelerator.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "models/causal_lm.h"
+
+namespace hs::hooks {
+
+namespace {
+
+// ------------------------------------------------------------------ small helpers
+
+void emit(const LogFn& log, const std::string& level, const std::string& message) {
+  if (log)
+    log(level, message);
+  else
+    hooks::log(level, message);
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.size() >= p.size() && s.compare(0, p.size(), p) == 0; }
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+std::string join_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+/// Python's repr() of a str (enough for module names).
+std::string py_repr(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == '\\' || c == q) out += '\\';
+    out += c;
+  }
+  out += q;
+  return out;
+}
+std::string py_repr(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + py_repr(v[i]);
+  return out + "]";
+}
+std::string py_repr(const std::vector<std::vector<std::string>>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + py_repr(v[i]);
+  return out + "]";
+}
+
+std::string unrecognized_device(const std::string& key) {
+  return "Device " + key +
+         " is not recognized, available devices are integers(for GPU/XPU), 'mps', 'cpu' and 'disk'";
+}
+
+DeviceId mps_device() { return DeviceId{DeviceId::Kind::Mps, 0}; }
+
+/// Python `float(s)` syntax: surrounding whitespace, sign, digits with single underscores
+/// between digits, optional fraction and exponent, or inf/infinity/nan. No hex floats.
+std::optional<double> parse_python_float(const std::string& raw) {
+  const char* ws = " \t\n\r\v\f";
+  const size_t b = raw.find_first_not_of(ws);
+  if (b == std::string::npos) return std::nullopt;
+  const size_t e = raw.find_last_not_of(ws);
+  std::string s = raw.substr(b, e - b + 1);
+  size_t i = 0;
+  std::string clean;
+  if (s[i] == '+' || s[i] == '-') clean += s[i++];
+  std::string rest = s.substr(i);
+  std::string lower;
+  for (char c : rest) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "inf" || lower == "infinity")
+    return clean == "-" ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  if (lower == "nan") return std::numeric_limits<double>::quiet_NaN();
+  auto digitpart = [&](size_t& k) {  // digit (["_"] digit)*
+    if (k >= s.size() || !std::isdigit(static_cast<unsigned char>(s[k]))) return false;
+    clean += s[k++];
+    while (k < s.size()) {
+      if (std::isdigit(static_cast<unsigned char>(s[k]))) {
+        clean += s[k++];
+      } else if (s[k] == '_' && k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k + 1]))) {
+        ++k;
+      } else {
+        break;
+      }
+    }
+    return true;
+  };
+  const bool int_part = digitpart(i);
+  bool frac_part = false;
+  if (i < s.size() && s[i] == '.') {
+    clean += s[i++];
+    frac_part = digitpart(i);
+  }
+  if (!int_part && !frac_part) return std::nullopt;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    clean += s[i++];
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
+    if (!digitpart(i)) return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  errno = 0;
+  return std::strtod(clean.c_str(), nullptr);  // overflow gives ±inf, as Python does
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// ------------------------------------------------------------------ module tree helpers
+
+using Children = std::vector<std::pair<std::string, std::shared_ptr<HookableModule>>>;
+
+/// Direct parameters of `m` (deduplicated, as named_parameters(recurse=False)), as entries.
+void append_params(std::vector<ModuleEntry>& out, const HookableModule& m, const std::string& prefix) {
+  for (const auto& [n, t] : models::named_parameters(m, /*recurse=*/false)) out.push_back({join_name(prefix, n), nullptr});
+}
+void append_buffers(std::vector<ModuleEntry>& out, const HookableModule& m, const std::string& prefix) {
+  for (const auto& [n, t] : models::named_buffers(m, /*recurse=*/false)) out.push_back({join_name(prefix, n), nullptr});
+}
+void append_children(std::vector<ModuleEntry>& out, const HookableModule& m, const std::string& prefix) {
+  for (const auto& [n, c] : m.hookable_children()) out.push_back({join_name(prefix, n), c.get()});
+}
+
+/// What a module is replaced by when it is split: its direct parameters, its direct buffers
+/// (quirk 3 F; accelerate leaves them out), then its children.
+std::vector<ModuleEntry> split_entries(const ModuleEntry& e) {
+  std::vector<ModuleEntry> out;
+  append_params(out, *e.module, e.name);
+  append_buffers(out, *e.module, e.name);
+  append_children(out, *e.module, e.name);
+  return out;
+}
+
+bool has_children(const HookableModule& m) { return !m.named_children().is_empty(); }
+
+bool splittable(const ModuleEntry& e, const std::vector<std::string>& no_split) {
+  return !e.is_tensor() && has_children(*e.module) && !contains(no_split, e.module->class_name());
+}
+
+std::vector<ModuleEntry> modules_only(const std::vector<ModuleEntry>& v) {
+  std::vector<ModuleEntry> out;
+  for (const auto& e : v)
+    if (!e.is_tensor()) out.push_back(e);
+  return out;
+}
+
+/// "name." occurs in "member." — accelerate's (substring) test for "member is inside name".
+bool inside(const std::string& name, const std::string& member) {
+  return (member + ".").find(name + ".") != std::string::npos;
+}
+
+/// Tied groups with members both inside and outside `name`, and the outside members.
+struct TieInfo {
+  std::vector<std::vector<std::string>> groups;
+  std::vector<std::string> outside;
+};
+TieInfo relevant_ties(const std::string& name, const std::vector<std::vector<std::string>>& tied) {
+  TieInfo r;
+  for (const auto& g : tied) {
+    const bool any_in = std::any_of(g.begin(), g.end(), [&](const std::string& k) { return inside(name, k); });
+    const bool all_in = std::all_of(g.begin(), g.end(), [&](const std::string& k) { return inside(name, k); });
+    if (any_in && !all_in) r.groups.push_back(g);
+  }
+  for (const auto& g : r.groups)
+    for (const auto& p : g)
+      if (!inside(name, p)) r.outside.push_back(p);
+  return r;
+}
+
+/// accelerate's `get_module_size_with_ties`.
+struct SizeWithTies {
+  int64_t size = 0;
+  std::vector<std::string> names;
+  std::vector<ModuleEntry> modules;
+};
+SizeWithTies size_with_ties(const std::vector<std::string>& tied_params, int64_t module_size, const ModuleSizes& sizes,
+                            const std::vector<ModuleEntry>& todo) {
+  SizeWithTies r;
+  r.size = module_size;
+  for (const auto& tp : tied_params) {
+    auto it = std::find_if(todo.begin(), todo.end(), [&](const ModuleEntry& e) { return starts_with(tp, e.name + "."); });
+    if (it == todo.end())
+      throw std::runtime_error(
+          "infer_auto_device_map: the tied parameter '" + tp +
+          "' belongs to no module still to be placed (accelerate fails here too, with an IndexError in "
+          "get_module_size_with_ties)");
+    r.names.push_back(it->name);
+    r.modules.push_back(*it);
+  }
+  for (size_t i = 0; i < tied_params.size(); ++i) r.size += sizes.get(r.names[i]) - sizes.get(tied_params[i]);
+  return r;
+}
+
+/// Ordered device -> int64 (a small dict).
+struct DeviceCounter {
+  std::vector<std::pair<DeviceId, int64_t>> items;
+  int64_t& operator[](const DeviceId& d) {
+    for (auto& [k, v] : items)
+      if (k == d) return v;
+    items.emplace_back(d, 0);
+    return items.back().second;
+  }
+  int64_t get(const DeviceId& d) const {
+    for (const auto& [k, v] : items)
+      if (k == d) return v;
+    return 0;
+  }
+};
+
+void map_set(DeviceMap& m, const std::string& key, const DeviceId& d) {
+  for (auto& [k, v] : m)
+    if (k == key) {
+      v = d;
+      return;
+    }
+  m.emplace_back(key, d);
+}
+
+std::optional<int64_t> max_memory_of(const MaxMemory& mm, const DeviceId& d) {
+  for (const auto& [k, v] : mm)
+    if (k == d) return v;
+  return std::nullopt;
+}
+
+/// Module name -> module, for every module of the tree (pre-order).
+void collect_modules(const HookableModule& m, const std::string& prefix,
+                     std::vector<std::pair<std::string, const HookableModule*>>& out) {
+  out.emplace_back(prefix, &m);
+  for (const auto& [n, c] : m.hookable_children()) collect_modules(*c, join_name(prefix, n), out);
+}
+
+int64_t read_mem_available() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (f >> key >> value) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  throw std::runtime_error("get_max_memory: cannot read MemAvailable from /proc/meminfo");
+}
+
+std::optional<int64_t> default_accelerator_free_memory(int index) {
+  auto& dm = DeviceManager::instance();
+  if (index < 0 || index >= dm.num_accelerators()) return std::nullopt;
+  const AcceleratorInfo& a = dm.accelerators()[index];
+  if (a.emulated && a.total_memory > 0) return a.total_memory;
+  if (a.backing.is_cpu()) return read_mem_available();
+  // A tiny allocation initialises the device, as accelerate does before mem_get_info.
+  (void)torch::zeros({1}, torch::TensorOptions().device(a.backing));
+  return static_cast<int64_t>(at::accelerator::getMemoryInfo(a.backing.index()).first);
+}
+
+int resolve_num_accelerators(int n) { return n >= 0 ? n : DeviceManager::instance().num_accelerators(); }
+
+std::string py_range_list(int n) {
+  std::string out = "[";
+  for (int i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(i);
+  return out + "]";
+}
+
+/// Shared by both get_max_memory forms once keys are classified. `unknown` is the first
+/// unrecognised key (accelerate raises for it after the range warnings).
+MaxMemory normalise(const std::vector<std::pair<DeviceId, int64_t>>& known, const std::optional<std::string>& unknown,
+                    int num_accelerators, const LogFn& log) {
+  std::vector<int> gpus;
+  std::optional<int64_t> mps, cpu, disk;
+  std::map<int, int64_t> gpu_values;
+  for (const auto& [d, v] : known) {
+    switch (d.kind) {
+      case DeviceId::Kind::Accelerator:
+        if (!gpu_values.count(d.index)) gpus.push_back(d.index);
+        gpu_values[d.index] = v;
+        break;
+      case DeviceId::Kind::Mps: mps = v; break;
+      case DeviceId::Kind::Cpu: cpu = v; break;
+      case DeviceId::Kind::Disk: disk = v; break;
+      case DeviceId::Kind::Meta: break;  // filtered by the callers
+    }
+  }
+  std::sort(gpus.begin(), gpus.end());
+  const int n = resolve_num_accelerators(num_accelerators);
+  for (int g : gpus)
+    if (g >= n || g < 0)
+      emit(log, "WARNING",
+           "Device " + std::to_string(g) + " is not available, available devices are " + py_range_list(n));
+  if (unknown) throw std::invalid_argument(unrecognized_device(*unknown));
+  MaxMemory out;
+  for (int g : gpus) out.emplace_back(DeviceId::accelerator(g), gpu_values[g]);
+  if (mps) out.emplace_back(mps_device(), *mps);
+  if (cpu) out.emplace_back(DeviceId::cpu(), *cpu);
+  if (disk) out.emplace_back(DeviceId::disk(), *disk);
+  return out;
+}
+
+/// A max_memory key from JSON or the command line: an int index, or "mps"/"cpu"/"disk".
+std::optional<DeviceId> max_memory_key(const std::string& k) {
+  if (k == "mps") return mps_device();
+  if (k == "cpu") return DeviceId::cpu();
+  if (k == "disk") return DeviceId::disk();
+  std::string digits = k.size() > 1 && k[0] == '-' ? k.substr(1) : k;
+  if (!digits.empty() && digits.size() <= 7 &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return DeviceId::accelerator(std::stoi(k));
+  return std::nullopt;
+}
+
+int64_t json_bytes(const nlohmann::json& v, const std::string& key) {
+  if (v.is_string()) return convert_file_size_to_int(v.get<std::string>());
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > 9.0e18)
+      throw std::invalid_argument("max_memory[" + key + "]: " + v.dump() + " is not a usable number of bytes");
+    return static_cast<int64_t>(std::floor(d));
+  }
+  throw std::invalid_argument("max_memory[" + key + "]: " + v.dump() +
+                              " is not a size (expected integer bytes or a string such as \"5GB\")");
+}
+
+template <typename Json>
+DeviceMap device_map_from_json_impl(const Json& j) {
+  DeviceMap out;
+  auto add = [&](const std::string& k, const Json& v) {
+    map_set(out, k, DeviceId::from_json(nlohmann::json::parse(v.dump()), "device_map[" + py_repr(k) + "]"));
+  };
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) add(it.key(), it.value());
+  } else if (j.is_array()) {
+    for (const auto& p : j) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_string())
+        throw std::invalid_argument("device_map: expected [name, device] pairs, got " + p.dump());
+      add(p[0].template get<std::string>(), p[1]);
+    }
+  } else {
+    throw std::invalid_argument("device_map: expected an object or an array of [name, device] pairs, got " + j.dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ units
+
+int64_t convert_file_size_to_int(const std::string& size) {
+  const std::string err =
+      "`size` " + size + " is not in a valid format. Use an integer for bytes, or a string with an unit (like '5.0GB').";
+  std::string upper;
+  for (char c : size) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto convert = [&](size_t suffix, double multiplier, bool bits_quirk) -> int64_t {
+    auto f = parse_python_float(size.substr(0, size.size() - suffix));
+    if (!f) throw std::invalid_argument(err);
+    const double v = std::trunc(*f * multiplier);
+    // NaN (Python: ValueError), inf (Python: OverflowError) and values beyond int64.
+    if (!std::isfinite(v) || v >= 9.2233720368547758e18 || v < -9.2233720368547758e18)
+      throw std::invalid_argument(err);
+    int64_t r = static_cast<int64_t>(v);
+    if (bits_quirk && size.back() == 'b') r = floor_div(r, 8);
+    if (r < 0) throw std::invalid_argument(err);
+    return r;
+  };
+  if (ends_with(upper, "GIB")) return convert(3, 1073741824.0, false);
+  if (ends_with(upper, "MIB")) return convert(3, 1048576.0, false);
+  if (ends_with(upper, "KIB")) return convert(3, 1024.0, false);
+  if (ends_with(upper, "GB")) return convert(2, 1e9, true);
+  if (ends_with(upper, "MB")) return convert(2, 1e6, true);
+  if (ends_with(upper, "KB")) return convert(2, 1e3, true);
+  throw std::invalid_argument(err);
+}
+
+MaxMemory parse_max_memory(const std::string& spec) {
+  auto trim = [](const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t");
+    if (b == std::string::npos) return std::string();
+    return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  };
+  if (trim(spec).empty())
+    throw std::invalid_argument("max_memory: empty; expected entries such as \"0=1GiB,1=1GiB,cpu=4GiB\"");
+  MaxMemory out;
+  std::stringstream ss(spec);
+  std::string raw;
+  std::vector<std::string> entries;
+  while (std::getline(ss, raw, ',')) entries.push_back(raw);
+  if (!spec.empty() && spec.back() == ',') entries.push_back("");
+  for (const auto& r : entries) {
+    const std::string entry = trim(r);
+    const std::string where = "max_memory entry '" + entry + "': ";
+    if (entry.empty())
+      throw std::invalid_argument("max_memory: empty entry in '" + spec +
+                                  "'; expected comma-separated device=size entries such as \"0=1GiB,cpu=4GiB\"");
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos)
+      throw std::invalid_argument(where + "expected device=size, e.g. \"0=1GiB\" or \"cpu=4GiB\"");
+    const std::string key = trim(entry.substr(0, eq));
+    const std::string value = trim(entry.substr(eq + 1));
+    auto dev = max_memory_key(key);
+    if (!dev) throw std::invalid_argument(where + unrecognized_device(key));
+    for (const auto& [d, v] : out)
+      if (d == *dev) throw std::invalid_argument(where + "device " + d.str() + " is given twice");
+    int64_t bytes = 0;
+    if (!value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      errno = 0;
+      const long long v = std::strtoll(value.c_str(), nullptr, 10);
+      if (errno == ERANGE) throw std::invalid_argument(where + "size " + value + " is too large");
+      bytes = v;
+    } else {
+      try {
+        bytes = convert_file_size_to_int(value);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(where + e.what());
+      }
+    }
+    out.emplace_back(*dev, bytes);
+  }
+  return out;
+}
+
+MaxMemory get_max_memory(const std::optional<MaxMemory>& max_memory, int num_accelerators, const LogFn& log,
+                         const MemoryProbe& probe) {
+  if (!max_memory) {
+    const int n = resolve_num_accelerators(num_accelerators);
+    MaxMemory out;
+    for (int i = 0; i < n; ++i) {
+      std::optional<int64_t> free;
+      try {
+        free = probe.accelerator_free_memory ? probe.accelerator_free_memory(i) : default_accelerator_free_memory(i);
+      } catch (const std::exception&) {
+        free.reset();
+      }
+      if (!free) {
+        emit(log, "INFO", "Device " + std::to_string(i) + " seems unavailable, Proceeding to check subsequent devices.");
+        continue;
+      }
+      out.emplace_back(DeviceId::accelerator(i), *free);
+    }
+    out.emplace_back(DeviceId::cpu(), probe.cpu_available_memory ? probe.cpu_available_memory() : read_mem_available());
+    return out;
+  }
+  std::vector<std::pair<DeviceId, int64_t>> known;
+  std::optional<std::string> unknown;
+  for (const auto& [d, v] : *max_memory) {
+    if (d.is_meta()) {
+      if (!unknown) unknown = d.str();
+      continue;
+    }
+    known.emplace_back(d, v);
+  }
+  return normalise(known, unknown, num_accelerators, log);
+}
+
+MaxMemory get_max_memory(const nlohmann::json& max_memory, int num_accelerators, const LogFn& log,
+                         const MemoryProbe& probe) {
+  if (max_memory.is_null()) return get_max_memory(std::optional<MaxMemory>(), num_accelerators, log, probe);
+  // (key as written, value) in document order; values are converted first, as accelerate does.
+  std::vector<std::pair<nlohmann::json, int64_t>> items;
+  if (max_memory.is_object()) {
+    for (auto it = max_memory.begin(); it != max_memory.end(); ++it)
+      items.emplace_back(nlohmann::json(it.key()), json_bytes(it.value(), it.key()));
+  } else if (max_memory.is_array()) {
+    for (const auto& p : max_memory) {
+      if (!p.is_array() || p.size() != 2 || !(p[0].is_string() || p[0].is_number_integer()))
+        throw std::invalid_argument("max_memory: expected [device, size] pairs, got " + p.dump());
+      const std::string k = p[0].is_string() ? p[0].get<std::string>() : p[0].dump();
+      items.emplace_back(p[0], json_bytes(p[1], k));
+    }
+  } else {
+    throw std::invalid_argument("max_memory: expected null, an object or an array of [device, size] pairs, got " +
+                                max_memory.dump());
+  }
+  std::vector<std::pair<DeviceId, int64_t>> known;
+  std::optional<std::string> unknown;
+  for (const auto& [k, v] : items) {
+    std::optional<DeviceId> d;
+    std::string text;
+    if (k.is_number_integer()) {
+      const int64_t i = k.get<int64_t>();
+      if (i > 1000000 || i < -1000000) throw std::invalid_argument("max_memory: device index " + k.dump() + " is out of range");
+      d = DeviceId::accelerator(static_cast<int>(i));
+    } else {
+      text = k.get<std::string>();
+      d = max_memory_key(text);
+    }
+    if (!d) {
+      if (!unknown) unknown = text;
+      continue;
+    }
+    known.emplace_back(*d, v);
+  }
+  return normalise(known, unknown, num_accelerators, log);
+}
+
+// ------------------------------------------------------------------ sizes
+
+double dtype_byte_size(c10::ScalarType dtype) {
+  using S = c10::ScalarType;
+  switch (dtype) {
+    case S::Bool: return 1.0 / 8;
+    case S::Float8_e5m2:
+    case S::Float8_e4m3fn:
+    case S::Float8_e5m2fnuz:
+    case S::Float8_e4m3fnuz:
+    case S::Float8_e8m0fnu: return 1;
+    // The trailing bit count of the Python name, // 8.
+    case S::Byte: case S::Char: case S::QInt8: case S::QUInt8: case S::Bits8: case S::Bits1x8: return 1;
+    case S::Short: case S::Half: case S::BFloat16: case S::UInt16: case S::Bits16: return 2;
+    case S::Int: case S::Float: case S::QInt32: case S::UInt32: case S::ComplexHalf: return 4;
+    case S::Long: case S::Double: case S::UInt64: case S::ComplexFloat: return 8;
+    case S::ComplexDouble: return 16;
+    case S::QUInt4x2: case S::QUInt2x4: case S::Bits2x4: case S::Bits4x2: case S::Float4_e2m1fn_x2:
+    case S::UInt1: case S::UInt2: case S::UInt3: case S::UInt4: case S::UInt5: case S::UInt6: case S::UInt7:
+    case S::Int1: case S::Int2: case S::Int3: case S::Int4: case S::Int5: case S::Int6: case S::Int7: return 0;
+    default: break;
+  }
+  throw std::invalid_argument(std::string("`dtype` is not a valid dtype: ") + c10::toString(dtype) + ".");
+}
+
+int64_t ModuleSizes::get(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? 0 : items_[it->second].second;
+}
+
+void ModuleSizes::add(const std::string& name, int64_t bytes) {
+  auto [it, inserted] = index_.emplace(name, items_.size());
+  if (inserted)
+    items_.emplace_back(name, bytes);
+  else
+    items_[it->second].second += bytes;
+}
+
+namespace {
+bool is_int_or_bool(c10::ScalarType t) {
+  using S = c10::ScalarType;
+  switch (t) {
+    case S::Bool: case S::Byte: case S::Char: case S::Short: case S::Int: case S::Long:
+    case S::UInt16: case S::UInt32: case S::UInt64:
+    case S::UInt1: case S::UInt2: case S::UInt3: case S::UInt4: case S::UInt5: case S::UInt6: case S::UInt7:
+    case S::Int1: case S::Int2: case S::Int3: case S::Int4: case S::Int5: case S::Int6: case S::Int7: return true;
+    default: return false;
+  }
+}
+
+int64_t tensor_bytes(int64_t numel, double per_element) {
+  if (per_element == 1.0 / 8) return (numel + 7) / 8;  // bool: whole bytes (accelerate: a float)
+  return numel * static_cast<int64_t>(per_element);
+}
+}  // namespace
+
+ModuleSizes compute_module_sizes(const HookableModule& model, std::optional<c10::ScalarType> dtype,
+                                 const SpecialDtypes& special_dtypes, bool buffers_only) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  if (!buffers_only) tensors = models::named_parameters(model);
+  for (auto& b : models::named_buffers(model)) tensors.push_back(std::move(b));
+  const double dtype_size = dtype ? dtype_byte_size(*dtype) : 0.0;
+  ModuleSizes sizes;
+  for (const auto& [name, t] : tensors) {
+    int64_t size;
+    auto special = special_dtypes.find(name);
+    if (special != special_dtypes.end()) {
+      size = tensor_bytes(t.numel(), dtype_byte_size(special->second));
+    } else if (!dtype || is_int_or_bool(t.scalar_type())) {
+      size = tensor_bytes(t.numel(), dtype_byte_size(t.scalar_type()));
+    } else {
+      size = tensor_bytes(t.numel(), std::min(dtype_size, dtype_byte_size(t.scalar_type())));
+    }
+    sizes.add("", size);
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+      sizes.add(name.substr(0, dot), size);
+    sizes.add(name, size);
+  }
+  return sizes;
+}
+
+int64_t compute_module_total_buffer_size(const HookableModule& model, std::optional<c10::ScalarType> dtype,
+                                         const SpecialDtypes& special_dtypes) {
+  return compute_module_sizes(model, dtype, special_dtypes, /*buffers_only=*/true).get("");
+}
+
+std::pair<int64_t, std::vector<std::string>> get_max_layer_size(const std::vector<ModuleEntry>& modules,
+                                                                const ModuleSizes& module_sizes,
+                                                                const std::vector<std::string>& no_split) {
+  int64_t max_size = 0;
+  std::vector<std::string> names;
+  std::vector<ModuleEntry> todo(modules);
+  while (!todo.empty()) {
+    ModuleEntry e = todo.front();
+    todo.erase(todo.begin());
+    if (e.is_tensor() || !has_children(*e.module) || contains(no_split, e.module->class_name())) {
+      const int64_t size = module_sizes.get(e.name);
+      if (size > max_size) {
+        max_size = size;
+        names = {e.name};
+      } else if (size == max_size) {
+        names.push_back(e.name);
+      }
+    } else {
+      std::vector<ModuleEntry> children;
+      append_children(children, *e.module, e.name);
+      todo.insert(todo.begin(), children.begin(), children.end());
+    }
+  }
+  return {max_size, names};
+}
+
+std::vector<std::vector<std::string>> find_tied_parameters(const HookableModule& model) {
+  const auto all = models::named_parameters(model, true, /*remove_duplicate=*/false);
+  const auto unique = models::named_parameters(model, true, /*remove_duplicate=*/true);
+  std::unordered_set<std::string> unique_names;
+  for (const auto& [n, t] : unique) unique_names.insert(n);
+  // canonical (first) name -> the other names, in named_parameters() order of the canonical one.
+  std::vector<std::vector<std::string>> groups(unique.size());
+  for (const auto& [n, t] : all) {
+    if (unique_names.count(n)) continue;
+    for (size_t i = 0; i < unique.size(); ++i)
+      if (unique[i].second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        if (std::find(groups[i].begin(), groups[i].end(), n) == groups[i].end()) groups[i].push_back(n);
+        break;
+      }
+  }
+  std::vector<std::vector<std::string>> out;
+  for (size_t i = 0; i < unique.size(); ++i) {
+    if (groups[i].empty()) continue;
+    std::vector<std::string> g = groups[i];
+    g.push_back(unique[i].first);
+    std::sort(g.begin(), g.end());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ device maps
+
+DeviceMap clean_device_map(DeviceMap device_map, const std::string& module_name) {
+  const std::string prefix = module_name.empty() ? "" : module_name + ".";
+  std::vector<DeviceId> values;
+  for (const auto& [k, v] : device_map)
+    if (starts_with(k, prefix)) values.push_back(v);
+  const bool one_value =
+      !values.empty() && std::all_of(values.begin(), values.end(), [&](const DeviceId& d) { return d == values[0]; });
+  if (one_value && values.size() > 1) {
+    std::erase_if(device_map, [&](const auto& kv) { return starts_with(kv.first, prefix); });
+    map_set(device_map, module_name, values[0]);
+  }
+  // Children one level below, in order of first appearance (quirk a F: accelerate uses a set).
+  // The name of the child = the first `parts` dot-separated parts of a key.
+  const size_t parts =
+      module_name.empty() ? 1 : static_cast<size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
+  std::vector<std::string> children;
+  for (const auto& [k, v] : device_map) {
+    if (!starts_with(k, prefix) || k.size() <= module_name.size()) continue;
+    size_t dots = 0, cut = std::string::npos;
+    for (size_t i = 0; i < k.size(); ++i)
+      if (k[i] == '.' && ++dots == parts) {
+        cut = i;
+        break;
+      }
+    std::string child = k.substr(0, cut);
+    if (!contains(children, child)) children.push_back(child);
+  }
+  for (const auto& c : children) device_map = clean_device_map(std::move(device_map), c);
+  return device_map;
+}
+
+void check_device_map(const HookableModule& model, const DeviceMap& device_map, const LogFn& log) {
+  std::vector<std::pair<std::string, const HookableModule*>> modules;
+  collect_modules(model, "", modules);
+  std::unordered_set<std::string> module_names;
+  for (const auto& [n, m] : modules) module_names.insert(n);
+  std::vector<std::string> invalid;
+  for (const auto& [k, v] : device_map)
+    if (!k.empty() && !module_names.count(k)) invalid.push_back(k);
+  if (!invalid.empty())
+    emit(log, "WARNING",
+         "The following device_map keys do not match any submodules in the model: " + py_repr(invalid));
+  for (const auto& [k, v] : device_map)
+    if (k.empty()) return;
+  // state_dict order: per module, its parameters then its persistent buffers; tied
+  // duplicates are listed under every name.
+  std::vector<std::string> uncovered;
+  for (const auto& [prefix, m] : modules) {
+    std::vector<std::string> names;
+    for (const auto& s : m->local_tensors())
+      if (s.is_parameter && s.value.defined()) names.push_back(join_name(prefix, s.name));
+    for (const auto& s : m->local_tensors())
+      if (!s.is_parameter && s.persistent && s.value.defined()) names.push_back(join_name(prefix, s.name));
+    for (const auto& n : names) {
+      const bool covered = std::any_of(device_map.begin(), device_map.end(), [&](const auto& kv) {
+        return n == kv.first || starts_with(n, kv.first + ".");
+      });
+      if (!covered) uncovered.push_back(n);
+    }
+  }
+  if (!uncovered.empty()) {
+    std::string list;
+    for (size_t i = 0; i < uncovered.size(); ++i) list += (i ? ", " : "") + uncovered[i];
+    throw std::invalid_argument("The device_map provided does not give any device for the following parameters: " + list);
+  }
+}
+
+DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDeviceMapOptions& opt) {
+  const LogFn& log = opt.log;
+  auto verbose = [&](const std::string& msg) {
+    if (opt.verbose) emit(log, "VERBOSE", msg);
+  };
+  // ---- setup
+  const MaxMemory max_memory = get_max_memory(opt.max_memory, opt.num_accelerators, log, opt.probe);
+  const std::vector<std::string>& no_split = opt.no_split_module_classes;
+  std::vector<DeviceId> devices;
+  for (const auto& [d, v] : max_memory) devices.push_back(d);
+  if (std::find(devices.begin(), devices.end(), DeviceId::disk()) == devices.end()) devices.push_back(DeviceId::disk());
+  std::vector<DeviceId> gpus;
+  for (const auto& d : devices)
+    if (!d.is_cpu() && !d.is_disk()) gpus.push_back(d);
+  std::vector<DeviceId> main_devices;
+  if (std::find(gpus.begin(), gpus.end(), mps_device()) != gpus.end())
+    main_devices = {mps_device()};
+  else if (!gpus.empty())
+    main_devices = {gpus[0], DeviceId::cpu()};
+  else
+    main_devices = {DeviceId::cpu()};
+  auto is_main = [&](const DeviceId& d) { return std::find(main_devices.begin(), main_devices.end(), d) != main_devices.end(); };
+
+  const ModuleSizes module_sizes = compute_module_sizes(model, opt.dtype, opt.special_dtypes);
+  const auto tied_parameters = find_tied_parameters(model);
+  if (auto* lm = dynamic_cast<const models::CausalLM*>(&model); lm && !lm->tied_weights().empty() && tied_parameters.empty())
+    emit(log, "WARNING",
+         "The model weights are not tied. Please use the `tie_weights` method before using the `infer_auto_device` "
+         "function.");
+
+  std::vector<ModuleEntry> todo;
+  append_params(todo, model, "");
+  append_children(todo, model, "");
+  append_buffers(todo, model, "");
+
+  DeviceMap device_map;
+  size_t current = 0;
+  DeviceCounter used;
+  for (const auto& d : devices) used[d] = 0;
+  DeviceCounter buffer_sizes;
+  DeviceCounter min_required;
+  std::vector<DeviceId> min_required_devices;
+
+  auto [max_layer_size, max_layer_names] = get_max_layer_size(todo, module_sizes, no_split);
+  auto recompute_max_layer = [&]() {
+    std::tie(max_layer_size, max_layer_names) = get_max_layer_size(modules_only(todo), module_sizes, no_split);
+  };
+
+  while (!todo.empty()) {
+    ModuleEntry entry = todo.front();
+    todo.erase(todo.begin());
+    const std::string& name = entry.name;
+    verbose("\nTreating module " + name + ".");
+    std::erase_if(max_layer_names, [&](const std::string& n) { return n == name || starts_with(n, name + "."); });
+    if (max_layer_names.empty()) recompute_max_layer();
+    const int64_t module_size = module_sizes.get(name);
+
+    const TieInfo ties = relevant_ties(name, tied_parameters);
+    if (!ties.groups.empty()) verbose("  Found the relevant tied param groups " + py_repr(ties.groups));
+    if (!ties.outside.empty()) verbose("  So those parameters need to be taken into account " + py_repr(ties.outside));
+
+    const DeviceId device = devices[current];
+    std::optional<int64_t> limit;
+    if (!device.is_disk()) limit = *max_memory_of(max_memory, device);
+    int64_t reserved = 0;
+    if (is_main(device)) {
+      limit = *limit - max_layer_size;
+      reserved = max_layer_size;
+    }
+    const SizeWithTies with_ties = size_with_ties(ties.outside, module_size, module_sizes, todo);
+
+    // The module and its tied modules fit on this device.
+    if (!limit || used[device] + with_ties.size <= *limit) {
+      if (opt.verbose) {
+        std::string out = "Putting " + name;
+        out += with_ties.names.empty() ? " (size=" + std::to_string(module_size) + ")" : " and " + py_repr(with_ties.names);
+        if (limit) out += " (available=" + std::to_string(*limit - used[device]) + ")";
+        verbose(out + " on " + device.str() + ".");
+      }
+      used[device] += with_ties.size;
+      map_set(device_map, name, device);
+      for (const auto& tied_name : with_ties.names) {
+        auto it = std::find_if(todo.begin(), todo.end(), [&](const ModuleEntry& e) { return e.name == tied_name; });
+        if (it != todo.end()) todo.erase(it);
+        map_set(device_map, tied_name, device);
+      }
+      if (!opt.offload_buffers && !entry.is_tensor())
+        buffer_sizes[device] += compute_module_total_buffer_size(*entry.module, opt.dtype, opt.special_dtypes);
+      continue;
+    }
+
+    // The module fits alone: try to split one of its tied modules.
+    if (!ties.outside.empty() && used[device] + module_size <= *limit) {
+      verbose("Not enough space on " + device.str() + " to put " + name + " and " + py_repr(with_ties.names) +
+              " (space available " + std::to_string(*limit - used[device]) + ", needed size " +
+              std::to_string(with_ties.size) + ").");
+      bool split_happened = false;
+      for (size_t i = 0; i < with_ties.names.size(); ++i) {
+        const ModuleEntry& tied = with_ties.modules[i];
+        if (!splittable(tied, no_split)) continue;
+        verbose("Splitting " + with_ties.names[i] + ".");
+        const std::vector<ModuleEntry> parts = split_entries(tied);
+        auto it = std::find_if(todo.begin(), todo.end(), [&](const ModuleEntry& e) { return e.name == with_ties.names[i]; });
+        const size_t idx = static_cast<size_t>(it - todo.begin());
+        std::vector<ModuleEntry> next;
+        next.push_back(entry);
+        next.insert(next.end(), todo.begin(), todo.begin() + idx);
+        next.insert(next.end(), parts.begin(), parts.end());
+        next.insert(next.end(), todo.begin() + idx + 1, todo.end());
+        todo = std::move(next);
+        recompute_max_layer();
+        split_happened = true;
+        break;
+      }
+      if (split_happened) continue;
+      verbose("None of the tied module can be split, going to the next device.");
+    }
+
+    // The module does not fit: split it, or go to the next device.
+    if (used[device] + module_size >= *limit) {
+      verbose("Not enough space on " + device.str() + " to put " + name + " (space available " +
+              std::to_string(*limit - used[device]) + ", module size " + std::to_string(module_size) + ").");
+      if (!splittable(entry, no_split)) {
+        verbose("This module cannot be split, going to the next device.");
+      } else {
+        verbose("Splitting " + name + ".");
+        const std::vector<ModuleEntry> parts = split_entries(entry);
+        todo.insert(todo.begin(), parts.begin(), parts.end());
+        recompute_max_layer();
+        continue;
+      }
+    }
+
+    // Nothing placed on this device yet: look for any later module that fits.
+    if (used[device] == 0 && opt.fallback_allocation && !device.is_disk()) {
+      const int64_t fallback_limit = *max_memory_of(max_memory, device) - std::max(max_layer_size, with_ties.size);
+      // accelerate's fallback_allocate (a negative limit fails its size conversion: nothing found).
+      std::optional<ModuleEntry> found;
+      if (fallback_limit - used[device] >= 0) {
+        const int64_t size_limit = fallback_limit - used[device];
+        std::vector<ModuleEntry> search(todo);
+        while (!search.empty()) {
+          ModuleEntry cand = search.front();
+          search.erase(search.begin());
+          const TieInfo cties = relevant_ties(cand.name, tied_parameters);
+          const SizeWithTies csize = size_with_ties(cties.outside, module_sizes.get(cand.name), module_sizes, search);
+          if (csize.size <= size_limit) {
+            found = cand;
+            break;
+          }
+          if (!splittable(cand, no_split)) continue;
+          const std::vector<ModuleEntry> parts = split_entries(cand);
+          search.insert(search.begin(), parts.begin(), parts.end());
+        }
+      }
+      if (found) {
+        // Expand the found entry's ancestors in the remaining list, then take it out.
+        std::vector<ModuleEntry> remaining(todo);
+        for (size_t dot = found->name.find('.'); dot != std::string::npos; dot = found->name.find('.', dot + 1)) {
+          const std::string parent = found->name.substr(0, dot);
+          auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == parent; });
+          if (it == remaining.end()) continue;
+          if (it->is_tensor()) continue;
+          const std::vector<ModuleEntry> parts = split_entries(*it);
+          const size_t idx = static_cast<size_t>(it - remaining.begin());
+          remaining.erase(remaining.begin() + idx);
+          remaining.insert(remaining.begin() + idx, parts.begin(), parts.end());
+        }
+        auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == found->name; });
+        if (it == remaining.end())
+          throw std::logic_error("infer_auto_device_map: fallback module '" + found->name + "' vanished from the list");
+        remaining.erase(it);
+        todo.clear();
+        todo.push_back(*found);
+        todo.push_back(entry);
+        todo.insert(todo.end(), remaining.begin(), remaining.end());
+        continue;
+      }
+    }
+
+    if (used[device] == 0) {
+      min_required[device] = with_ties.size + reserved;
+      min_required_devices.push_back(device);
+    }
+    used[device] += reserved;
+    ++current;
+    todo.insert(todo.begin(), entry);
+    if (current >= devices.size())  // cannot happen: disk takes everything
+      throw std::logic_error("infer_auto_device_map: ran out of devices placing '" + name + "'");
+  }
+
+  if (opt.clean_result) device_map = clean_device_map(std::move(device_map));
+
+  const int64_t non_gpu_buffer = buffer_sizes.get(DeviceId::cpu()) + buffer_sizes.get(DeviceId::disk());
+  if (non_gpu_buffer > 0 && !opt.offload_buffers) {
+    bool fits_any = false;
+    for (const auto& [d, mem] : max_memory) {
+      if (d.is_cpu() || d.is_disk()) continue;
+      if (mem >= non_gpu_buffer + used.get(d)) fits_any = true;
+    }
+    if (!gpus.empty() && !fits_any)
+      emit(log, "WARNING",
+           "Current model requires " + std::to_string(non_gpu_buffer) +
+               " bytes of buffer for offloaded layers, which seems does not fit any GPU's remaining memory. If you "
+               "are experiencing a OOM later, please consider using offload_buffers=True.");
+  }
+  if (!min_required_devices.empty()) {
+    std::string lines;
+    for (size_t i = 0; i < min_required_devices.size(); ++i)
+      lines += (i ? "\n" : "") + std::string("  - ") + min_required_devices[i].str() + ": " +
+               std::to_string(min_required.get(min_required_devices[i])) + " bytes required";
+    emit(log, "INFO",
+         "Based on the current allocation process, no modules could be assigned to the following devices due to "
+         "insufficient memory:\n" +
+             lines +
+             "\nThese minimum requirements are specific to this allocation attempt and may vary. Consider increasing "
+             "the available memory for these devices to at least the specified minimum, or adjusting the model "
+             "config.");
+  }
+  return device_map;
+}
+
+MaxMemory get_balanced_memory(const HookableModule& model, const GetBalancedMemoryOptions& opt) {
+  const bool user_not_set = !opt.max_memory.has_value();
+  MaxMemory max_memory = get_max_memory(opt.max_memory, opt.num_accelerators, opt.log, opt.probe);
+  auto value_of = [&](int idx) -> int64_t& {
+    for (auto& [d, v] : max_memory)
+      if (d.is_accelerator() && d.index == idx) return v;
+    throw std::invalid_argument("get_balanced_memory(low_zero=true): accelerator " + std::to_string(idx) +
+                                " is missing from max_memory (the ids must be contiguous from 0; accelerate raises "
+                                "KeyError here)");
+  };
+  // Accelerators with memory ("disk" is ignored: quirk 4 F; "mps"/"cpu" are not counted).
+  int num_devices = 0;
+  for (const auto& [d, v] : max_memory)
+    if (d.is_accelerator() && v > 0) ++num_devices;
+  if (num_devices == 0) return max_memory;
+  bool low_zero = opt.low_zero;
+  if (num_devices == 1) {
+    low_zero = false;
+    if (user_not_set)
+      for (auto& [d, v] : max_memory)
+        if (d.is_accelerator()) {
+          v = static_cast<int64_t>(static_cast<double>(v) * 0.9);
+          emit(opt.log, "INFO",
+               "We will use 90% of the memory on device " + d.str() +
+                   " for storing the model, and 10% for the buffer to avoid OOM. You can set `max_memory` in to a "
+                   "higher value to use more memory (at your own risk).");
+          break;
+        }
+  }
+  const ModuleSizes module_sizes = compute_module_sizes(model, opt.dtype, opt.special_dtypes);
+  const int64_t total = module_sizes.get("");
+  int64_t per_gpu = floor_div(total, low_zero ? num_devices - 1 : num_devices);
+
+  // Size of the first instance (in module_sizes order) of each no-split class.
+  int64_t buffer = 0;
+  if (!opt.no_split_module_classes.empty()) {
+    std::vector<std::pair<std::string, const HookableModule*>> modules;
+    collect_modules(model, "", modules);
+    std::unordered_map<std::string, const HookableModule*> by_name(modules.begin(), modules.end());
+    std::map<std::string, int64_t> found;
+    std::set<std::string> wanted(opt.no_split_module_classes.begin(), opt.no_split_module_classes.end());
+    for (const auto& [name, size] : module_sizes.items()) {
+      if (name.empty()) continue;
+      auto it = by_name.find(name);
+      if (it != by_name.end()) {
+        const std::string& cls = it->second->class_name();
+        if (wanted.count(cls) && !found.count(cls)) found[cls] = size;
+      }
+      if (found.size() == wanted.size()) break;
+    }
+    for (const auto& [cls, size] : found) buffer = std::max(buffer, size);
+  }
+  // Mean size of the final modules: leaves once the tensor leaves are removed.
+  auto leaves_of = [](const std::vector<std::pair<std::string, int64_t>>& items) {
+    std::unordered_map<std::string, int> children;
+    for (const auto& [n, s] : items) {
+      if (n.empty() || n.find('.') == std::string::npos) continue;
+      children[n.substr(0, n.rfind('.'))]++;
+    }
+    std::vector<std::pair<std::string, int64_t>> leaves;
+    for (const auto& [n, s] : items)
+      if (!n.empty() && !children.count(n)) leaves.emplace_back(n, s);
+    return leaves;
+  };
+  const auto tensor_leaves = leaves_of(module_sizes.items());
+  std::unordered_set<std::string> tensor_leaf_names;
+  for (const auto& [n, s] : tensor_leaves) tensor_leaf_names.insert(n);
+  std::vector<std::pair<std::string, int64_t>> without_leaves;
+  for (const auto& item : module_sizes.items())
+    if (!tensor_leaf_names.count(item.first)) without_leaves.push_back(item);
+  const auto final_modules = leaves_of(without_leaves);
+  int64_t leaves_sum = 0;
+  for (const auto& [n, s] : final_modules) leaves_sum += s;
+  const int64_t mean_leaves = static_cast<int64_t>(static_cast<double>(leaves_sum) /
+                                                   static_cast<double>(std::max<size_t>(final_modules.size(), 1)));
+  buffer = static_cast<int64_t>(1.25 * static_cast<double>(std::max(buffer, mean_leaves)));
+  per_gpu += buffer;
+
+  std::vector<int> gpu_ids;
+  for (const auto& [d, v] : max_memory)
+    if (d.is_accelerator() && v > 0) gpu_ids.push_back(d.index);
+  std::sort(gpu_ids.begin(), gpu_ids.end());
+  // The last device keeps its max_memory in case the buffer is not enough.
+  for (size_t i = 0; i + 1 < gpu_ids.size(); ++i) {
+    const int idx = gpu_ids[i];
+    const int64_t cap = (low_zero && idx == 0) ? value_of(0) : per_gpu;
+    value_of(idx) = std::min(cap, value_of(idx));
+  }
+  if (low_zero) {
+    int64_t others = 0;
+    for (int i = 1; i < num_devices; ++i) others += value_of(i);
+    const int64_t min_zero = std::max<int64_t>(0, total - others);
+    value_of(0) = std::min(min_zero, value_of(0));
+  }
+  return max_memory;
+}
+
+// ------------------------------------------------------------------ JSON forms
+
+nlohmann::ordered_json device_map_to_json(const DeviceMap& device_map) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [k, d] : device_map) j[k] = nlohmann::ordered_json(d.to_json());
+  return j;
+}
+
+DeviceMap device_map_from_json(const nlohmann::json& j) { return device_map_from_json_impl(j); }
+DeviceMap device_map_from_json(const nlohmann::ordered_json& j) { return device_map_from_json_impl(j); }
+
+nlohmann::ordered_json max_memory_to_json(const MaxMemory& max_memory) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [d, v] : max_memory) j[d.str()] = v;
+  return j;
+}
+
+nlohmann::ordered_json module_sizes_to_json(const ModuleSizes& sizes) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : sizes.items()) j[k] = v;
+  return j;
+}
+
+}  // namespace hs::hooks

@@ -1,0 +1,343 @@
+// Parity suite: the same scenarios through Python accelerate (tests/oracles/accelerate_parity.py,
+// run on CPU during the test) and through hookscope's port; the observable results must agree:
+// tensor devices after attach / forward / remove, outputs (<= 1e-5), exception messages, files
+// written to the offload folder. Test names carry the case numbers of spec §8.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "hooks/big_modeling.h"
+#include "hooks/hooks.h"
+#include "hooks/offload.h"
+#include "models/safetensors.h"
+#include "tests/test_modules.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace hs::hooks;
+using hs::test::ModelForTest;
+using nlohmann::json;
+
+namespace {
+
+struct Parity {
+  fs::path dir;
+  json result;
+  torch::Tensor x;
+  std::shared_ptr<hs::models::SafetensorsFile> weights;
+};
+
+const Parity& parity() {
+  static Parity p = [] {
+    Parity q;
+    q.dir = hs::test::cached_oracle("accelerate-parity", "accelerate_parity.py");
+    q.result = hs::test::read_json(q.dir / "result.json");
+    q.weights = hs::models::SafetensorsFile::open(q.dir / "weights.safetensors");
+    q.x = q.weights->tensor("__input__").clone();
+    return q;
+  }();
+  return p;
+}
+
+const json& scenario(const std::string& name) {
+  const json& s = parity().result["scenarios"];
+  if (!s.contains(name)) throw std::runtime_error("oracle has no scenario " + name);
+  return s[name];
+}
+
+std::shared_ptr<ModelForTest> make_model() {
+  auto m = std::make_shared<ModelForTest>();
+  hs::models::assign_fqns(*m);
+  for (const auto& [name, mod] : hs::models::named_modules(m))
+    for (const auto& slot : mod->local_tensors()) {
+      std::string full = name.empty() ? slot.name : name + "." + slot.name;
+      mod->set_tensor(slot.name, parity().weights->tensor(full).clone());
+    }
+  return m;
+}
+
+json devices(const std::shared_ptr<ModelForTest>& m) {
+  json out = json::object();
+  auto& dm = DeviceManager::instance();
+  for (const auto& [n, t] : hs::models::named_parameters(*m)) out[n] = dm.device_of(t).str();
+  for (const auto& [n, t] : hs::models::named_buffers(*m)) out[n] = dm.device_of(t).str();
+  return out;
+}
+
+torch::Tensor forward(const std::shared_ptr<ModelForTest>& m, const torch::Tensor& x) {
+  return m->call_tensor({{x}, {}});
+}
+
+torch::Tensor to_tensor(const json& j) { return torch::tensor(j.get<std::vector<float>>()); }
+
+void expect_close(const torch::Tensor& got, const json& want, const std::string& what) {
+  auto g = got.flatten().to(torch::kFloat);
+  auto w = to_tensor(want);
+  ASSERT_EQ(g.numel(), w.numel()) << what;
+  EXPECT_TRUE(torch::allclose(g, w, 1e-5, 1e-5)) << what << "\n got " << g << "\n want " << w;
+}
+
+json folder(const fs::path& d) {
+  json names = json::array();
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(d)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  for (auto& s : v) names.push_back(s);
+  return {{"files", names}, {"index", hs::test::read_json(d / "index.json")}};
+}
+
+// Runs attach / forward / (remove + forward) and compares every step with the oracle.
+void check_scenario(const std::string& name, const std::function<void(std::shared_ptr<ModelForTest>&)>& attach,
+                    const std::function<void(std::shared_ptr<ModelForTest>&)>& remove,
+                    const std::optional<fs::path>& offload_folder = std::nullopt) {
+  SCOPED_TRACE(name);
+  const json& want = scenario(name);
+  auto m = make_model();
+  attach(m);
+  EXPECT_EQ(devices(m), want["after_attach"]) << "after attach";
+  auto y = forward(m, parity().x);
+  expect_close(y, want["out"], "output");
+  EXPECT_EQ(DeviceManager::instance().device_of(y).str(), want["out_device"].get<std::string>());
+  EXPECT_EQ(devices(m), want["after_forward"]) << "after forward";
+  if (offload_folder) {
+    EXPECT_EQ(folder(*offload_folder), want["folder"]) << "offload folder";
+  }
+  if (remove) {
+    remove(m);
+    EXPECT_EQ(devices(m), want["after_remove"]) << "after remove";
+    expect_close(forward(m, parity().x), want["after_remove_out"], "output after remove");
+  }
+}
+
+class HookParity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DeviceManager::instance().configure(0);
+    set_compile_policy(CompilePolicy::WholeHook);
+  }
+};
+
+const DeviceId E = DeviceId::cpu();  // the upstream tests' execution device on a CPU machine
+
+void remove_all(std::shared_ptr<ModelForTest>& m) { remove_hook_from_submodules(*m); }
+
+std::shared_ptr<AlignDevicesHook> align(std::optional<DeviceId> exec, bool offload, bool offload_buffers = false) {
+  auto h = std::make_shared<AlignDevicesHook>();
+  h->execution_device = exec;
+  h->offload = offload;
+  h->offload_buffers = offload_buffers;
+  return h;
+}
+
+TEST_F(HookParity, Case07HookLevelCpuOffload) {
+  for (bool ob : {false, true}) {
+    check_scenario(
+        std::string("case07_hook_level_offload") + (ob ? "_buffers" : ""),
+        [&](auto& m) {
+          add_hook_to_module(*m->linear1, align(E, true, ob));
+          add_hook_to_module(*m->batchnorm, align(E, true, ob));
+          add_hook_to_module(*m->linear2, align(E, true, ob));
+        },
+        [](auto& m) {
+          remove_hook_from_module(*m->linear1);
+          remove_hook_from_module(*m->batchnorm);
+          remove_hook_from_module(*m->linear2);
+        });
+  }
+}
+
+TEST_F(HookParity, Case08AttachAlignDeviceHook) {
+  for (bool ob : {false, true})
+    check_scenario(std::string("case08_attach_align_device_hook") + (ob ? "_buffers" : ""),
+                   [&](auto& m) { attach_align_device_hook(*m, E, true, nullptr, ob, "", {}, {}, nullptr); },
+                   remove_all);
+}
+
+TEST_F(HookParity, Case09AttachWithWeightsMap) {
+  for (bool ob : {false, true})
+    check_scenario(std::string("case09_attach_with_weights_map") + (ob ? "_buffers" : ""),
+                   [&](auto& m) {
+                     attach_align_device_hook(*m, E, true, std::make_shared<StateDictMap>(state_dict(*m)), ob, "", {},
+                                              {}, nullptr);
+                   },
+                   remove_all);
+}
+
+TEST_F(HookParity, Case17CpuOffload) {
+  for (bool ob : {false, true})
+    check_scenario(std::string("case17_cpu_offload") + (ob ? "_buffers" : ""),
+                   [&](auto& m) { cpu_offload(m, E, ob); }, remove_all);
+}
+
+TEST_F(HookParity, Case20DiskOffloadWritesAccelerateFolder) {
+  for (bool ob : {false, true}) {
+    const std::string name = std::string("case20_disk_offload") + (ob ? "_buffers" : "");
+    fs::path d = hs::test::scratch_dir(name);
+    fs::remove_all(d);
+    check_scenario(name, [&](auto& m) { disk_offload(m, d, E, ob); }, remove_all, d);
+    // The folder Python accelerate wrote loads in hookscope too.
+    auto m = make_model();
+    disk_offload(m, parity().dir / name, E, ob);
+    expect_close(forward(m, parity().x), parity().result["reference"], "from accelerate's folder");
+  }
+}
+
+struct PreForwardHook : ModelHook {
+  void pre_forward(HookableModule&, CallArgs& call) override { call.args[0] = call.args[0].toTensor() + 1; }
+};
+struct PostForwardHook : ModelHook {
+  c10::IValue post_forward(HookableModule&, c10::IValue out) override { return out.toTensor() + 1; }
+};
+
+TEST_F(HookParity, Case03PreForwardReplacesUnlessSequential) {
+  check_scenario(
+      "case03_pre_forward_replaced",
+      [](auto& m) {
+        add_hook_to_module(*m, std::make_shared<PreForwardHook>());
+        add_hook_to_module(*m, std::make_shared<PreForwardHook>());
+      },
+      [](auto& m) { remove_hook_from_module(*m); });
+  check_scenario(
+      "case03_pre_forward_sequential",
+      [](auto& m) {
+        add_hook_to_module(*m, std::make_shared<SequentialHook>(std::vector<std::shared_ptr<ModelHook>>{
+                                   std::make_shared<PreForwardHook>(), std::make_shared<PreForwardHook>()}));
+      },
+      [](auto& m) { remove_hook_from_module(*m); });
+}
+
+TEST_F(HookParity, Case04PostForwardSequential) {
+  check_scenario(
+      "case04_post_forward_sequential",
+      [](auto& m) {
+        add_hook_to_module(*m, std::make_shared<SequentialHook>(std::vector<std::shared_ptr<ModelHook>>{
+                                   std::make_shared<PostForwardHook>(), std::make_shared<PostForwardHook>()}));
+      },
+      [](auto& m) { remove_hook_from_module(*m); });
+}
+
+struct CountingHook : ModelHook {
+  CountingHook(std::string n, std::vector<std::string>* log) : n(std::move(n)), log(log) {}
+  void init_hook(HookableModule&) override { log->push_back(n + ".init"); }
+  void detach_hook(HookableModule&) override { log->push_back(n + ".detach"); }
+  std::string n;
+  std::vector<std::string>* log;
+};
+
+TEST_F(HookParity, Case02AppendChainsAndReinitialises) {
+  std::vector<std::string> log;
+  auto m = make_model();
+  add_hook_to_module(*m, std::make_shared<CountingHook>("a", &log));
+  add_hook_to_module(*m, std::make_shared<CountingHook>("b", &log), true);
+  auto seq = std::dynamic_pointer_cast<SequentialHook>(get_hook(*m));
+  ASSERT_TRUE(seq);
+  EXPECT_EQ(seq->hooks.size(), 2u);
+  remove_hook_from_module(*m);
+  EXPECT_EQ(json(log), scenario("case02_append_init_detach_order")["log"]);
+  EXPECT_FALSE(m->hook());
+}
+
+TEST_F(HookParity, Quirk06ReplacingDoesNotDetach) {
+  auto m = make_model();
+  add_hook_to_module(*m->linear1, align(E, true));
+  add_hook_to_module(*m->linear1, std::make_shared<ModelHook>());
+  EXPECT_EQ(devices(m), scenario("quirk06_replace_does_not_detach")["after"]);
+}
+
+TEST_F(HookParity, DispatchCpuCpuDiskWritesOnlyDiskModules) {
+  fs::path d = hs::test::scratch_dir("dispatch_cpu_disk");
+  fs::remove_all(d);
+  check_scenario("dispatch_cpu_cpu_disk",
+                 [&](auto& m) {
+                   DispatchOptions o;
+                   o.offload_dir = d;
+                   dispatch_model(m, {{"linear1", DeviceId::cpu()}, {"batchnorm", DeviceId::cpu()}, {"linear2", DeviceId::disk()}}, o);
+                 },
+                 remove_all, d);
+}
+
+TEST_F(HookParity, Case37DiskOnlyMap) {
+  fs::path d = hs::test::scratch_dir("case37_disk_only");
+  fs::remove_all(d);
+  check_scenario("case37_disk_only",
+                 [&](auto& m) {
+                   DispatchOptions o;
+                   o.offload_dir = d;
+                   dispatch_model(m, {{"linear1", DeviceId::disk()}, {"batchnorm", DeviceId::disk()}, {"linear2", DeviceId::disk()}}, o);
+                 },
+                 remove_all, d);
+}
+
+TEST_F(HookParity, DispatchDiskWithOffloadBuffers) {
+  fs::path d = hs::test::scratch_dir("dispatch_disk_buffers");
+  fs::remove_all(d);
+  check_scenario("dispatch_disk_offload_buffers",
+                 [&](auto& m) {
+                   DispatchOptions o;
+                   o.offload_dir = d;
+                   o.offload_buffers = true;
+                   dispatch_model(m, {{"linear1", DeviceId::cpu()}, {"batchnorm", DeviceId::disk()}, {"linear2", DeviceId::disk()}}, o);
+                 },
+                 remove_all, d);
+}
+
+TEST_F(HookParity, Case38ForceHooks) {
+  check_scenario("case38_force_hooks",
+                 [](auto& m) {
+                   DispatchOptions o;
+                   o.force_hooks = true;
+                   auto r = dispatch_model(m, {{"", DeviceId::cpu()}}, o);
+                   EXPECT_TRUE(r.hooks_attached);
+                 },
+                 remove_all);
+}
+
+TEST_F(HookParity, DispatchSingleDeviceAttachesNoHooks) {
+  auto m = make_model();
+  auto r = dispatch_model(m, {{"", DeviceId::cpu()}});
+  EXPECT_FALSE(r.hooks_attached);
+  EXPECT_FALSE(m->hook());
+  expect_close(forward(m, parity().x), scenario("dispatch_single_device_no_hooks")["out"], "output");
+}
+
+TEST_F(HookParity, DispatchDiskWithoutOffloadDirFailsCleanly) {
+  auto m = make_model();
+  const json before = devices(m);
+  std::string msg;
+  try {
+    dispatch_model(m, {{"linear1", DeviceId::cpu()}, {"batchnorm", DeviceId::cpu()}, {"linear2", DeviceId::disk()}});
+  } catch (const std::exception& e) {
+    msg = std::string("ValueError: ") + e.what();
+  }
+  EXPECT_EQ(msg, scenario("dispatch_disk_without_offload_dir")["error"].get<std::string>());
+  EXPECT_EQ(devices(m), before);
+  EXPECT_FALSE(m->linear2->hook());
+}
+
+TEST_F(HookParity, Case47To49SetModuleTensorToDevice) {
+  const json& want = scenario("case47_49_set_module_tensor_to_device");
+  auto m = make_model();
+  set_module_tensor_to_device(*m, "linear1.weight", DeviceId::meta());
+  EXPECT_EQ(DeviceManager::instance().device_of(m->linear1->get_tensor("weight")).str(), want["to_meta"]);
+  auto err = [&](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      return std::string("ValueError: ") + e.what();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(err([&] { set_module_tensor_to_device(*m, "linear1.weight", DeviceId::cpu()); }), want["meta_without_value"]);
+  EXPECT_EQ(err([&] { set_module_tensor_to_device(*m, "linear1.weight", DeviceId::cpu(), torch::zeros({2, 2})); }),
+            want["bad_shape"]);
+  // accelerate prints the module's repr first; the rest of the message is the same.
+  std::string unknown = err([&] { set_module_tensor_to_device(*m, "linear1.nope", DeviceId::cpu()); });
+  const std::string tail = " does not have a parameter or a buffer named nope.";
+  EXPECT_NE(unknown.find(tail), std::string::npos) << unknown;
+  EXPECT_NE(want["unknown_name"].get<std::string>().find(tail), std::string::npos);
+  set_module_tensor_to_device(*m, "linear1.weight", DeviceId::cpu(), torch::ones({4, 3}), torch::kHalf);
+  EXPECT_EQ(m->linear1->get_tensor("weight").scalar_type(), torch::kHalf);
+  EXPECT_EQ(want["with_dtype"], "torch.float16");
+}
+
+}  // namespace

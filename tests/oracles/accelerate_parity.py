@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Runs accelerate's hook scenarios on CPU and prints what can be observed, as JSON.
+
+The C++ parity suite (tests/hooks_test.cpp) runs the same scenarios through hookscope and
+compares: tensor devices after attach / forward / remove, outputs, exception messages, files
+written to the offload folder. Scenario names carry the spec §8 case numbers.
+
+  accelerate_parity.py --out DIR     writes DIR/weights.safetensors (ModelForTest weights and
+                                     the input), then DIR/<scenario>/ folders as needed, and
+                                     prints {"scenarios": {name: observation}}
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from accelerate import cpu_offload, disk_offload, dispatch_model  # noqa: E402
+from accelerate.hooks import (  # noqa: E402
+    AlignDevicesHook, ModelHook, SequentialHook, add_hook_to_module, attach_align_device_hook,
+    remove_hook_from_module, remove_hook_from_submodules)
+from accelerate.utils import set_module_tensor_to_device  # noqa: E402
+
+
+class ModelForTest(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear1 = nn.Linear(3, 4)
+        self.batchnorm = nn.BatchNorm1d(4)
+        self.linear2 = nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.linear2(self.batchnorm(self.linear1(x)))
+
+
+class PreForwardHook(ModelHook):
+    def pre_forward(self, module, *args, **kwargs):
+        return (args[0] + 1,) + args[1:], kwargs
+
+
+class PostForwardHook(ModelHook):
+    def post_forward(self, module, output):
+        return output + 1
+
+
+class CountingHook(ModelHook):
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def init_hook(self, module):
+        self.log.append(f"{self.name}.init")
+        return module
+
+    def detach_hook(self, module):
+        self.log.append(f"{self.name}.detach")
+        return module
+
+
+def make_model():
+    torch.manual_seed(0)
+    m = ModelForTest()
+    # Non-trivial batchnorm statistics so the buffers matter.
+    with torch.no_grad():
+        m.batchnorm.running_mean.copy_(torch.tensor([0.1, -0.2, 0.3, -0.4]))
+        m.batchnorm.running_var.copy_(torch.tensor([1.5, 0.5, 2.0, 0.8]))
+        m.batchnorm.weight.copy_(torch.tensor([1.1, 0.9, 1.2, 0.7]))
+        m.batchnorm.bias.copy_(torch.tensor([0.05, -0.05, 0.1, 0.0]))
+    return m.eval()
+
+
+def devices(model):
+    out = {}
+    for n, p in model.named_parameters():
+        out[n] = str(p.device)
+    for n, b in model.named_buffers():
+        out[n] = str(b.device)
+    return out
+
+
+def run(model, x):
+    with torch.no_grad():
+        y = model(x)
+    return {"out": y.flatten().tolist(), "out_shape": list(y.shape), "out_device": str(y.device)}
+
+
+def files(folder):
+    if not os.path.isdir(folder):
+        return None
+    names = sorted(os.listdir(folder))
+    idx = None
+    if "index.json" in names:
+        with open(os.path.join(folder, "index.json")) as f:
+            idx = json.load(f)
+    return {"files": names, "index": idx}
+
+
+def observe(model, x, attach, remove=None, folder=None):
+    obs = {}
+    try:
+        attach(model)
+        obs["after_attach"] = devices(model)
+        obs.update(run(model, x))
+        obs["after_forward"] = devices(model)
+        if folder:
+            obs["folder"] = files(folder)
+        if remove:
+            remove(model)
+            obs["after_remove"] = devices(model)
+            obs["after_remove_out"] = run(model, x)["out"]
+    except Exception as e:  # noqa: BLE001 - the message is what we compare
+        obs["error"] = f"{type(e).__name__}: {e}"
+    return obs
+
+
+def scenarios(out_dir, x):
+    S = {}
+    E = torch.device("cpu")
+
+    def case7(offload_buffers):
+        def attach(m):
+            for mod in (m.linear1, m.batchnorm, m.linear2):
+                add_hook_to_module(mod, AlignDevicesHook(execution_device=E, offload=True, offload_buffers=offload_buffers))
+        def remove(m):
+            for mod in (m.linear1, m.batchnorm, m.linear2):
+                remove_hook_from_module(mod)
+        return attach, remove
+
+    for ob in (False, True):
+        a, r = case7(ob)
+        S[f"case07_hook_level_offload{'_buffers' if ob else ''}"] = observe(make_model(), x, a, r)
+        S[f"case08_attach_align_device_hook{'_buffers' if ob else ''}"] = observe(
+            make_model(), x, lambda m, ob=ob: attach_align_device_hook(m, execution_device=E, offload=True, offload_buffers=ob),
+            remove_hook_from_submodules)
+        S[f"case09_attach_with_weights_map{'_buffers' if ob else ''}"] = observe(
+            make_model(), x,
+            lambda m, ob=ob: attach_align_device_hook(m, execution_device=E, offload=True, weights_map=m.state_dict(),
+                                                      offload_buffers=ob),
+            remove_hook_from_submodules)
+        S[f"case17_cpu_offload{'_buffers' if ob else ''}"] = observe(
+            make_model(), x, lambda m, ob=ob: cpu_offload(m, E, offload_buffers=ob), remove_hook_from_submodules)
+        d = os.path.join(out_dir, f"case20_disk_offload{'_buffers' if ob else ''}")
+        S[f"case20_disk_offload{'_buffers' if ob else ''}"] = observe(
+            make_model(), x, lambda m, ob=ob, d=d: disk_offload(m, d, E, offload_buffers=ob), remove_hook_from_submodules,
+            folder=d)
+
+    # Hooks replace unless appended (cases 3, 4).
+    def pre_twice(m):
+        add_hook_to_module(m, PreForwardHook())
+        add_hook_to_module(m, PreForwardHook())
+    S["case03_pre_forward_replaced"] = observe(make_model(), x, pre_twice, lambda m: remove_hook_from_module(m))
+    S["case03_pre_forward_sequential"] = observe(
+        make_model(), x, lambda m: add_hook_to_module(m, SequentialHook(PreForwardHook(), PreForwardHook())),
+        lambda m: remove_hook_from_module(m))
+    S["case04_post_forward_sequential"] = observe(
+        make_model(), x, lambda m: add_hook_to_module(m, SequentialHook(PostForwardHook(), PostForwardHook())),
+        lambda m: remove_hook_from_module(m))
+
+    # Append semantics (case 2 and §1.2): init/detach order.
+    log = []
+    m = make_model()
+    add_hook_to_module(m, CountingHook("a", log))
+    add_hook_to_module(m, CountingHook("b", log), append=True)
+    remove_hook_from_module(m)
+    S["case02_append_init_detach_order"] = {"log": log}
+
+    # Replacing an offload hook without append does not detach it (quirk 6).
+    m = make_model()
+    add_hook_to_module(m.linear1, AlignDevicesHook(execution_device=E, offload=True))
+    add_hook_to_module(m.linear1, ModelHook())
+    S["quirk06_replace_does_not_detach"] = {"after": devices(m)}
+
+    # dispatch_model on CPU (spec §3.5, cases 24, 37, 38).
+    d = os.path.join(out_dir, "dispatch_cpu_disk")
+    S["dispatch_cpu_cpu_disk"] = observe(
+        make_model(), x,
+        lambda m: dispatch_model(m, {"linear1": "cpu", "batchnorm": "cpu", "linear2": "disk"}, offload_dir=d),
+        remove_hook_from_submodules, folder=d)
+    d = os.path.join(out_dir, "case37_disk_only")
+    S["case37_disk_only"] = observe(
+        make_model(), x,
+        lambda m: dispatch_model(m, {"linear1": "disk", "batchnorm": "disk", "linear2": "disk"}, offload_dir=d),
+        remove_hook_from_submodules, folder=d)
+    d = os.path.join(out_dir, "dispatch_disk_buffers")
+    S["dispatch_disk_offload_buffers"] = observe(
+        make_model(), x,
+        lambda m: dispatch_model(m, {"linear1": "cpu", "batchnorm": "disk", "linear2": "disk"}, offload_dir=d,
+                                 offload_buffers=True),
+        remove_hook_from_submodules, folder=d)
+    S["case38_force_hooks"] = observe(
+        make_model(), x, lambda m: dispatch_model(m, {"": "cpu"}, force_hooks=True), remove_hook_from_submodules)
+    S["dispatch_single_device_no_hooks"] = observe(make_model(), x, lambda m: dispatch_model(m, {"": "cpu"}))
+    S["dispatch_disk_without_offload_dir"] = observe(
+        make_model(), x, lambda m: dispatch_model(m, {"linear1": "cpu", "batchnorm": "cpu", "linear2": "disk"}))
+
+    # set_module_tensor_to_device (cases 47-49).
+    obs = {}
+    m = make_model()
+    set_module_tensor_to_device(m, "linear1.weight", "meta")
+    obs["to_meta"] = str(m.linear1.weight.device)
+    for label, fn in [
+        ("meta_without_value", lambda: set_module_tensor_to_device(m, "linear1.weight", "cpu")),
+        ("bad_shape", lambda: set_module_tensor_to_device(m, "linear1.weight", "cpu", value=torch.zeros(2, 2))),
+        ("unknown_name", lambda: set_module_tensor_to_device(m, "linear1.nope", "cpu")),
+    ]:
+        try:
+            fn()
+            obs[label] = None
+        except Exception as e:  # noqa: BLE001
+            obs[label] = f"{type(e).__name__}: {e}"
+    set_module_tensor_to_device(m, "linear1.weight", "cpu", value=torch.ones(4, 3), dtype=torch.float16)
+    obs["with_dtype"] = str(m.linear1.weight.dtype)
+    S["case47_49_set_module_tensor_to_device"] = obs
+    return S
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if os.path.exists(args.out):
+        shutil.rmtree(args.out)
+    os.makedirs(args.out)
+    torch.manual_seed(1)
+    x = torch.randn(2, 3)
+    m = make_model()
+    save_file({**{k: v.contiguous() for k, v in m.state_dict().items()}, "__input__": x},
+              os.path.join(args.out, "weights.safetensors"))
+    with torch.no_grad():
+        ref = m(x)
+    res = {"reference": ref.flatten().tolist(), "scenarios": scenarios(args.out, x)}
+    json.dump(res, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+// The event vocabulary (DESIGN.md §6): what models, hooks and the compile engine report, and
+// the narrow `EventSink` interface they report to. Dependency-free on purpose: the hooks
+// never depend on SQLite or CUPTI; the tracer implements the sink.
+//
+// Times are host steady-clock nanoseconds (`hs::events::now_ns()`); sizes are bytes.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hs::events {
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Which hook callback ran.
+enum class HookPhase { PreForward, PostForward, InitHook, DetachHook };
+
+/// A hook callback span: e.g. `AlignDevicesHook.pre_forward` on `model.layers.3`.
+struct HookSpan {
+  std::string_view hook;      ///< "AlignDevicesHook", "SequentialHook", "CpuOffload", ...
+  HookPhase phase;
+  std::string_view module;    ///< module FQN ("" = root)
+  std::string_view module_class;
+  int64_t start_ns, end_ns;
+};
+
+/// Where an onloaded weight came from.
+enum class WeightSource { Cpu, Disk, Device };
+
+/// A weight onload (weights_map → execution device) or offload (→ meta) of one tensor.
+struct WeightSwap {
+  bool onload;                  ///< true: materialised for a forward; false: back to meta
+  std::string_view module;      ///< FQN of the hooked module
+  std::string_view tensor;      ///< tensor name relative to the module ("weight", "0.bias")
+  int64_t bytes;
+  std::string_view dtype;       ///< "float32", "bfloat16", ...
+  WeightSource source;
+  std::string_view device;      ///< destination logical device ("0", "cpu", "meta")
+  bool pinned;                  ///< host source was pinned memory
+  int64_t start_ns, end_ns;
+};
+
+/// An activation / tensor copy between two logical devices.
+struct Transfer {
+  std::string_view src, dst;    ///< logical devices: "0", "1", "cpu"
+  int64_t bytes;
+  bool emulated;                ///< at least one side is an emulated accelerator
+  std::string_view module;      ///< module whose hook moved it ("" when unknown)
+  int64_t start_ns, end_ns;
+};
+
+/// Entry into a compiler-disabled scope (the C++ stand-in for `torch.compiler.disable`).
+struct DisabledScope {
+  std::string_view function;    ///< e.g. "AlignDevicesHook.pre_forward"
+  std::string_view module;      ///< FQN of the module the hook serves
+  int depth;                    ///< nesting depth; > 1 = nested (counts once as a break)
+  int64_t start_ns, end_ns;
+};
+
+/// The sink. Every method has an empty default so a sink implements only what it records.
+/// Implementations must be cheap and must not throw on the recording path.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void hook_span(const HookSpan&) {}
+  virtual void weight_swap(const WeightSwap&) {}
+  virtual void transfer(const Transfer&) {}
+  virtual void disabled_scope(const DisabledScope&) {}
+};
+
+namespace detail {
+inline std::atomic<EventSink*>& sink_slot() {
+  static std::atomic<EventSink*> slot{nullptr};
+  return slot;
+}
+}  // namespace detail
+
+/// The process-wide sink the hooks report to (nullptr = recording off). Not owned: the
+/// caller keeps it alive until it sets another.
+inline EventSink* sink() { return detail::sink_slot().load(std::memory_order_acquire); }
+inline void set_sink(EventSink* s) { detail::sink_slot().store(s, std::memory_order_release); }
+
+}  // namespace hs::events
