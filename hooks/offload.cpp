@@ -401,14 +401,24 @@ Resolved resolve_entry(const std::string& key, const OffloadIndexEntry& entry,
   return r;
 }
 
+/// "float32", "bfloat16", ... (torch's names), or c10's name for dtypes outside the table.
+std::string dtype_str(c10::ScalarType t) {
+  if (t == c10::ScalarType::ComplexHalf) return "complex32";
+  for (const auto& d : kDatDtypes)
+    if (d.type == t) return d.name;
+  return c10::toString(t);
+}
+
 void compare_resolved(const std::string& key, const Resolved& r, const torch::Tensor& expected) {
+  if (!expected.defined())
+    fail("check of offloaded tensor " + show(key) + ": the model's tensor is undefined (None)");
   const bool same_shape = c10::IntArrayRef(r.shape) == expected.sizes();
   const bool same_dtype = r.dtype == expected.scalar_type();
   if (same_shape && same_dtype) return;
   fail("offloaded tensor " + show(key) + " (" + r.file + ") does not match the model: the offload " +
-       "index gives shape " + shape_str(r.shape) + " dtype " + c10::toString(r.dtype) +
+       "index gives shape " + shape_str(r.shape) + " dtype " + dtype_str(r.dtype) +
        ", the model's tensor has shape " + shape_str(expected.sizes()) + " dtype " +
-       c10::toString(expected.scalar_type()));
+       dtype_str(expected.scalar_type()));
 }
 
 }  // namespace
