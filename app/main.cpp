@@ -15,6 +15,7 @@
 #include "models/generate.h"
 #include "models/loader.h"
 #include "models/tokenizer.h"
+#include "app/plan_command.h"
 
 namespace {
 
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Examples:\n  hookscope generate --model ~/.cache/hookscope/SmolLM2-135M-Instruct "
              "--prompt \"The capital of France is\" --max-new-tokens 16\n"
-             "  hookscope generate --model Qwen/Qwen3-0.6B --prompt Hi --json   (offline HF cache)");
+             "  hookscope generate --model Qwen/Qwen3-0.6B --prompt Hi --json   (offline HF cache)\n"
+             "  hookscope plan --model DIR --max-memory 0=200MB,1=200MB,cpu=4GiB --json");
 
   GenerateArgs ga;
   auto* gen = app.add_subcommand("generate", "Greedy-decode a continuation of a prompt");
@@ -101,6 +103,9 @@ int main(int argc, char** argv) {
   gen->add_flag("--static-cache", ga.static_cache, "Use a preallocated KV cache (StaticCache)");
   gen->add_flag("--ignore-eos", ga.ignore_eos, "Do not stop at the end-of-sequence token");
   gen->footer("Example:\n  hookscope generate --model DIR --prompt \"The capital of France is\" --max-new-tokens 16 --json");
+
+  std::function<int()> run_plan;
+  auto* plan = hs::app::add_plan_command(app, run_plan);
 
   try {
     app.parse(argc, argv);
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (gen->parsed()) return run_generate(ga);
+    if (plan->parsed()) return run_plan();
   } catch (const std::exception& e) {
     std::cerr << "hookscope: error: " << e.what() << "\n";
     return 1;

@@ -11,9 +11,11 @@ Usage:
       Prints the variant names.
 
 expected.json holds: strings, ids (add_special_tokens=True), ids_no_special,
-decode / decode_skip (decode of `ids` with skip_special_tokens False / True), id_lists
+decode / decode_skip (decode of `ids` with skip_special_tokens False / True), decode_no_special
+(decode of ids_no_special), id_lists
 (seeded random id sequences, incl. ones that decode to invalid UTF-8) with their decodes,
-added_tokens ({content, id, special}), probe_ids with id_to_token, vocab_size.
+added_tokens ({content, id, special}), probe_ids with id_to_token (probe_tokens) and the
+token_to_id of those strings (probe_token_ids, null when absent), vocab_size.
 Everything is deterministic (fixed lists + random.Random with fixed seeds).
 """
 import argparse
@@ -128,6 +130,13 @@ FIXED = [
     "\u00ff\u0100\u0101",
     "Ġ Ċ ĉ",
     "\x00\x01\x02 control \x7f",
+    # Unicode-version gaps: HF normalizes with Unicode 9.0 tables (U+1AC5 has no combining class
+    # there, U+10789 and U+1F16C no compatibility mapping), matches regexes with Unicode 16
+    # (Egyptian hieroglyphs Ext-A, CJK Ext-H, Kawi digits are letters/digits) and runs Digits
+    # with Rust's Unicode 17 (Tolong Siki digits).
+    "a\u0345\u1ac5 \U00010789 \U0001F16C",
+    "\U000135DC're \U00031350's \U00011F50\U00011F51 x",
+    "\U00011DE2\u00f1 \U00011DE3 42",
 ]
 
 FRAGMENTS = [
@@ -319,15 +328,24 @@ def variant(name):
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
         return d, ["a, b, c. d! e? f", "x(y)z (1) ((2))", "1 2  3\t\t4"]
     if name == "split_invert_classes":
-        # invert + Removed keeps only the matches; \w \d \s and empty matches (x*).
+        # invert + Removed keeps only the matches; \w \d \s; a pattern with far-off empty matches
+        # (onig's FindMatches drops the first empty match after a non-empty one: "xxab" -> "xx", "ab").
         d = to_dict(qwen_style())
         d["normalizer"] = {"type": "NFKC"}
         d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": r"\w+|\s+|\d"}, "behavior": "Isolated", "invert": False},
-            {"type": "Split", "pattern": {"Regex": r"x*"}, "behavior": "MergedWithPrevious", "invert": False},
+            {"type": "Split", "pattern": {"Regex": r"x+|(?=b)"}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": r"\bq|q\B|\h{2,}"}, "behavior": "Isolated", "invert": False},
             {"type": "Split", "pattern": {"Regex": r"[^\p{P}]+"}, "behavior": "Removed", "invert": True},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
-        return d, ["xxaxxbx", "axbxc", "x", "xx yy", "a.b,c;d", "x.x"]
+        sweeps = [(0xA0, 0x250), (0x2B0, 0x370), (0x483, 0x48A), (0x900, 0x980), (0xBE6, 0xC00),
+                  (0x1680, 0x1681), (0x180B, 0x1810), (0x2000, 0x2070), (0x2070, 0x20A0),
+                  (0x20D0, 0x20F1), (0x2150, 0x2190), (0x2460, 0x2500), (0x3000, 0x3010),
+                  (0xFF10, 0xFF40), (0x1F100, 0x1F1A0), (0x10780, 0x107BB), (0x1AB0, 0x1ACF)]
+        extra = ["".join(chr(c) for c in range(a, b)) for a, b in sweeps]
+        return d, extra + ["xxab", "xab", "ab", "b", "xxb", "bxb", "xxaxxbx", "axbxc", "x", "xx yy",
+                           "a.b,c;d", "x.x", "abba xbab", "q qq aq qa q_q", "deadbeef 0xCAFE ghij",
+                           "café" + "\u0301q", "a\u00b2q \u00bdq"]
     if name == "added_token_flags":
         # lstrip / rstrip / single_word / normalized added tokens; NFKC so normalized forms differ.
         tok = qwen_style()
@@ -387,6 +405,7 @@ def expected(tok, extra=()):
         "ids_no_special": ids_ns,
         "decode": tok.decode_batch(ids, skip_special_tokens=False),
         "decode_skip": tok.decode_batch(ids, skip_special_tokens=True),
+        "decode_no_special": tok.decode_batch(ids_ns, skip_special_tokens=False),
         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
     }
     added = tok.get_added_tokens_decoder()
@@ -414,6 +433,7 @@ def expected(tok, extra=()):
     probe = sorted(set(rng.randrange(vocab_n) for _ in range(200)) | set(added.keys()))
     out["probe_ids"] = probe
     out["probe_tokens"] = [tok.id_to_token(i) for i in probe]
+    out["probe_token_ids"] = [tok.token_to_id(t) for t in out["probe_tokens"]]
     return out
 
 
