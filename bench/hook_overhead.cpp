@@ -1,0 +1,59 @@
+// Hook overhead per hooked-module call in hookscope (Google Benchmark).
+// bench/hook_overhead.py runs this next to the same measurement in Python accelerate and
+// reports the ratios; run alone it prints Google Benchmark's table.
+//
+// Module: Linear(64, 64) with bias (small, so the hook dominates), input [1, 64] float32, execution device "cpu":
+//   plain      — no hook
+//   hooked     — AlignDevicesHook(execution_device=cpu)            (a sharded model's hook)
+//   offloaded  — AlignDevicesHook(execution_device=cpu, offload=True, weights_map=state dict)
+#include <benchmark/benchmark.h>
+
+#include "hooks/hooks.h"
+#include "hooks/offload.h"
+#include "models/causal_lm.h"
+
+namespace {
+
+using namespace hs::hooks;
+
+std::shared_ptr<hs::models::Linear> make_linear() {
+  torch::manual_seed(0);
+  auto m = std::make_shared<hs::models::Linear>(64, 64, true, torch::TensorOptions());
+  m->set_tensor("weight", torch::randn({64, 64}) * 0.02);
+  m->set_tensor("bias", torch::zeros({64}));
+  hs::models::assign_fqns(*m);
+  return m;
+}
+
+void run(benchmark::State& state, const std::shared_ptr<hs::models::Linear>& m) {
+  c10::InferenceMode guard;
+  auto x = torch::randn({1, 64});
+  for (auto _ : state) benchmark::DoNotOptimize(m->call_tensor({{x}, {}}));
+}
+
+void BM_plain(benchmark::State& state) { run(state, make_linear()); }
+
+void BM_hooked(benchmark::State& state) {
+  auto m = make_linear();
+  auto h = std::make_shared<AlignDevicesHook>();
+  h->execution_device = DeviceId::cpu();
+  add_hook_to_module(*m, h);
+  run(state, m);
+}
+
+void BM_offloaded(benchmark::State& state) {
+  auto m = make_linear();
+  auto h = std::make_shared<AlignDevicesHook>();
+  h->execution_device = DeviceId::cpu();
+  h->offload = true;
+  h->weights_map = std::make_shared<StateDictMap>(state_dict(*m));
+  add_hook_to_module(*m, h);
+  run(state, m);
+}
+
+}  // namespace
+
+BENCHMARK(BM_plain)->MinTime(0.5);
+BENCHMARK(BM_hooked)->MinTime(0.5);
+BENCHMARK(BM_offloaded)->MinTime(0.5);
+BENCHMARK_MAIN();
