@@ -393,6 +393,30 @@ bool in_delta(char32_t c, std::initializer_list<std::string_view> prefixes) {
   return false;
 }
 
+/// Whether `s` holds a code point of kUnicodeDelta (all are >= U+0800, i.e. 3- or 4-byte UTF-8).
+/// Text without one matches the same under the plain and the delta-augmented regex.
+bool has_delta_chars(std::string_view s) {
+  static const std::vector<std::pair<char32_t, char32_t>> ranges = [] {
+    std::vector<std::pair<char32_t, char32_t>> r;
+    for (const UnicodeDelta& d : kUnicodeDelta) r.emplace_back(d.first, d.last);
+    std::sort(r.begin(), r.end());
+    return r;
+  }();
+  for (size_t i = 0; i < s.size();) {
+    auto lead = static_cast<unsigned char>(s[i]);
+    if (lead < 0xE0) {
+      i += lead < 0x80 ? 1 : 2;
+      continue;
+    }
+    size_t n = 0;
+    char32_t c = decode_at(s, i, &n);
+    i += n;
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(c, char32_t(0x10FFFF)));
+    if (it != ranges.begin() && c <= std::prev(it)->second) return true;
+  }
+  return false;
+}
+
 bool is_general_category(std::string_view name) {
   static const std::string_view kNames[] = {
       "L", "M", "N", "P", "S", "Z", "C", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No",
@@ -481,10 +505,15 @@ constexpr const char* kOnigHex = "0-9a-fA-F";
 /// character class the negated forms (\W, \S, \D, \H, \P{..}) keep PCRE2's meaning, and POSIX
 /// brackets, script properties, nested classes and && intersections follow PCRE2 (no
 /// tokenizer.json we know of uses them).
-std::string onig_to_pcre2(const std::string& p) {
-  static const std::string word = kOnigWord + delta_ranges({"L", "M", "Nd", "Nl", "Pc"});
-  static const std::string space = kOnigSpace + delta_ranges({"Z"});
-  static const std::string digit = R"(\p{Nd})" + delta_ranges({"Nd"});
+/// With `with_delta` false the kUnicodeDelta ranges are left out: the result is then only valid
+/// for text without such code points (see has_delta_chars), and is faster to match.
+std::string onig_to_pcre2(const std::string& p, bool with_delta) {
+  auto delta = [with_delta](std::initializer_list<std::string_view> cats) {
+    return with_delta ? delta_ranges(cats) : std::string();
+  };
+  const std::string word = kOnigWord + delta({"L", "M", "Nd", "Nl", "Pc"});
+  const std::string space = kOnigSpace + delta({"Z"});
+  const std::string digit = R"(\p{Nd})" + delta({"Nd"});
   const std::string hex = kOnigHex;
   const std::string w = "[" + word + "]";
   std::string out;
@@ -527,7 +556,7 @@ std::string onig_to_pcre2(const std::string& p) {
             name.remove_prefix(1);
           }
           if (is_general_category(name)) {
-            std::string body = "\\p{" + std::string(name) + "}" + delta_ranges({name});
+            std::string body = "\\p{" + std::string(name) + "}" + delta({name});
             if (!in_class) out += (negated ? "[^" : "[") + body + "]";
             else if (!negated) out += body;
             else out.append(p, i, e + 1 - i);
@@ -572,43 +601,49 @@ std::string onig_to_pcre2(const std::string& p) {
 
 class Regex {
  public:
-  /// `pattern` is Oniguruma syntax (rewritten for PCRE2), or a literal string.
+  /// `onig_pattern` is Oniguruma syntax (rewritten for PCRE2), or a literal string. Two programs
+  /// are compiled when the rewrite involves kUnicodeDelta: the plain one serves text without
+  /// such code points (nearly all text), the augmented one the rest.
   Regex(const std::string& onig_pattern, bool literal, const Origin& o, const std::string& field) {
-    int err = 0;
-    PCRE2_SIZE err_off = 0;
-    // PCRE2_LITERAL admits no UCP (nothing to classify in a literal).
-    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    const std::string pattern = literal ? onig_pattern : onig_to_pcre2(onig_pattern);
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), opts, &err,
-                          &err_off, nullptr);
-    if (!code_) {
-      std::array<PCRE2_UCHAR, 256> buf{};
-      pcre2_get_error_message(err, buf.data(), buf.size());
-      o.fail(field, "regex " + json(onig_pattern).dump() + " does not compile (PCRE2, offset " +
-                        std::to_string(err_off) + " of " + json(pattern).dump() + "): " +
-                        reinterpret_cast<const char*>(buf.data()));
+    if (literal) {
+      code_ = compile(onig_pattern, onig_pattern, PCRE2_UTF | PCRE2_LITERAL, o, field);  // no UCP with LITERAL
+      return;
     }
-    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // best effort; the interpreter is the fallback
+    const std::string full = onig_to_pcre2(onig_pattern, true);
+    const std::string plain = onig_to_pcre2(onig_pattern, false);
+    code_ = compile(onig_pattern, full, PCRE2_UTF | PCRE2_UCP, o, field);
+    if (plain != full) {
+      try {
+        code_plain_ = compile(onig_pattern, plain, PCRE2_UTF | PCRE2_UCP, o, field);
+      } catch (...) {
+        pcre2_code_free(code_);
+        throw;
+      }
+    }
   }
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
-  ~Regex() { pcre2_code_free(code_); }
+  ~Regex() {
+    pcre2_code_free(code_);
+    pcre2_code_free(code_plain_);
+  }
 
   /// Non-overlapping matches (begin, end) of the pattern in `s`, iterated like onig's
   /// FindMatches (rust-onig >= 6.1): an empty match ending where the previous match ended is
   /// skipped and the search moves on by one character.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view s) const {
+    pcre2_code* code = code_plain_ && !has_delta_chars(s) ? code_plain_ : code_;
     std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
-        pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
+        pcre2_match_data_create_from_pattern(code, nullptr), &pcre2_match_data_free);
     if (!md) throw std::bad_alloc();
     std::vector<std::pair<size_t, size_t>> out;
     auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
     size_t last_end = 0;
     std::optional<size_t> last_match_end;
     while (last_end <= s.size()) {
-      int rc = pcre2_match(code_, subject, s.size(), last_end, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
+      int rc = pcre2_match(code, subject, s.size(), last_end, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
       if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-        rc = pcre2_match(code_, subject, s.size(), last_end, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+        rc = pcre2_match(code, subject, s.size(), last_end, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
                          md.get(), nullptr);
       if (rc == PCRE2_ERROR_NOMATCH) break;
       if (rc < 0) {
@@ -649,7 +684,25 @@ class Regex {
   }
 
  private:
-  pcre2_code* code_ = nullptr;
+  static pcre2_code* compile(const std::string& source, const std::string& pattern, uint32_t opts,
+                             const Origin& o, const std::string& field) {
+    int err = 0;
+    PCRE2_SIZE err_off = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), opts,
+                                     &err, &err_off, nullptr);
+    if (!code) {
+      std::array<PCRE2_UCHAR, 256> buf{};
+      pcre2_get_error_message(err, buf.data(), buf.size());
+      o.fail(field, "regex " + json(source).dump() + " does not compile (PCRE2, offset " +
+                        std::to_string(err_off) + " of " + json(pattern).dump() + "): " +
+                        reinterpret_cast<const char*>(buf.data()));
+    }
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // best effort; the interpreter is the fallback
+    return code;
+  }
+
+  pcre2_code* code_ = nullptr;        // full rewrite (with kUnicodeDelta)
+  pcre2_code* code_plain_ = nullptr;  // without kUnicodeDelta; null when identical
 };
 
 /// pattern.rs `impl Pattern for Fn(char) -> bool`.

@@ -168,7 +168,7 @@ void expect_load_error(const fs::path& p, const std::vector<std::string>& needle
 
 TEST(Tokenizer, SmolLM2MatchesHuggingFace) {
   fs::path tj = hs::test::sample_dir() / "tokenizer.json";
-  if (!fs::exists(tj)) GTEST_SKIP() << "sample tokenizer not found: " << tj << " (run ./run sample)";
+  ASSERT_TRUE(fs::exists(tj)) << "sample tokenizer not found: " << tj << " (./run test prepares it; run ./run sample)";
   fs::path dir = hs::test::scratch_dir("tokenizer_smollm2");
   hs::test::run_oracle("tokenizer_oracle.py", {"expect", "--tokenizer", tj.string(), "--out",
                                                (dir / "expected.json").string()});
