@@ -307,6 +307,7 @@ void AlignDevicesHook::pre_forward(HookableModule& m, CallArgs& call) {
   HookSpanTimer t("AlignDevicesHook", events::HookPhase::PreForward, m);
   maybe_disabled(whole_hook(), "AlignDevicesHook.pre_forward", m, [&] { pre_forward_body(m, call); });
   if (execution_device) DeviceManager::push_execution(*execution_device);
+  compute_start_ns_ = events::sink() ? now_ns() : 0;
 }
 
 c10::IValue AlignDevicesHook::post_forward_body(HookableModule& m, c10::IValue output) {
@@ -316,6 +317,10 @@ c10::IValue AlignDevicesHook::post_forward_body(HookableModule& m, c10::IValue o
 }
 
 c10::IValue AlignDevicesHook::post_forward(HookableModule& m, c10::IValue output) {
+  if (auto* s = events::sink(); s && compute_start_ns_) {
+    const std::string dev = execution_device ? execution_device->str() : std::string("cpu");
+    s->module_compute({m.fqn(), m.class_name(), dev, compute_start_ns_, now_ns()});
+  }
   if (execution_device) {
     // Everything this module computed lives on its execution device.
     if (execution_device->is_accelerator()) tag_outputs(output, *execution_device);

@@ -119,6 +119,7 @@ class AlignDevicesHook : public ModelHook {
   c10::IValue post_forward_body(HookableModule& m, c10::IValue output);
   std::vector<std::pair<const void*, DeviceId>> tied_pointers_to_remove_;
   std::vector<const void*> tied_entries_added_;
+  int64_t compute_start_ns_ = 0;
 };
 
 class UserCpuOffloadHook;

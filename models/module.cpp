@@ -27,8 +27,19 @@ torch::Tensor CallArgs::tensor_kwarg(const std::string& name) const {
 HookableModule::HookableModule(std::string class_name)
     : torch::nn::Module(class_name), class_name_(std::move(class_name)) {}
 
+namespace {
+thread_local std::vector<const HookableModule*> t_call_stack;
+struct CallStackEntry {
+  explicit CallStackEntry(const HookableModule* m) { t_call_stack.push_back(m); }
+  ~CallStackEntry() { t_call_stack.pop_back(); }
+};
+}  // namespace
+
+const std::vector<const HookableModule*>& HookableModule::call_stack() { return t_call_stack; }
+
 c10::IValue HookableModule::call(CallArgs call) {
   torch::NoGradGuard no_grad;
+  CallStackEntry entry(this);
   if (hook_) hook_->pre_forward(*this, call);
   c10::IValue out = forward_impl(call);
   if (hook_) out = hook_->post_forward(*this, std::move(out));

@@ -77,6 +77,10 @@ class HookableModule : public torch::nn::Module {
   /// module) when the output is not a tensor.
   torch::Tensor call_tensor(CallArgs call);
 
+  /// Modules whose `call` is running on this thread, outermost first (the module stack a
+  /// graph break reports). Includes the hook callbacks' time.
+  static const std::vector<const HookableModule*>& call_stack();
+
   /// The module's own forward. Throws for containers (ModuleList is not callable).
   virtual c10::IValue forward_impl(CallArgs& call) = 0;
 

@@ -64,6 +64,45 @@ struct DisabledScope {
   int64_t start_ns, end_ns;
 };
 
+/// A module's forward on its execution device (the compute lane of that device).
+struct ModuleCompute {
+  std::string_view module;      ///< FQN
+  std::string_view module_class;
+  std::string_view device;      ///< logical device ("0", "cpu")
+  int64_t start_ns, end_ns;
+};
+
+/// A captured region of the compile engine (the piece between two graph breaks).
+struct Region {
+  int index;                    ///< 0-based within one compiled call
+  int64_t op_count;             ///< ATen ops recorded while the region ran
+  std::string_view backend;     ///< "eager", "cudagraphs"
+  int64_t start_ns, end_ns;
+};
+
+/// A graph break: a compiler-disabled function entered inside a captured region.
+struct GraphBreak {
+  std::string_view reason;      ///< Dynamo's wording
+  std::string_view function;    ///< e.g. "AlignDevicesHook.pre_forward"
+  std::string_view module;      ///< FQN of the module whose hook broke the graph
+  std::string_view module_stack;///< " > "-joined FQNs, outermost first
+  int64_t time_ns;
+};
+
+/// One generation step (prefill = step 0).
+struct GenerationStep {
+  int64_t step;
+  int64_t token;
+  int64_t start_ns, end_ns;
+};
+
+/// Bytes resident on a logical device at a point in time.
+struct MemoryCounter {
+  std::string_view device;
+  int64_t bytes;
+  int64_t time_ns;
+};
+
 /// The sink. Every method has an empty default so a sink implements only what it records.
 /// Implementations must be cheap and must not throw on the recording path.
 class EventSink {
@@ -73,6 +112,11 @@ class EventSink {
   virtual void weight_swap(const WeightSwap&) {}
   virtual void transfer(const Transfer&) {}
   virtual void disabled_scope(const DisabledScope&) {}
+  virtual void module_compute(const ModuleCompute&) {}
+  virtual void region(const Region&) {}
+  virtual void graph_break(const GraphBreak&) {}
+  virtual void generation_step(const GenerationStep&) {}
+  virtual void memory_counter(const MemoryCounter&) {}
 };
 
 namespace detail {
