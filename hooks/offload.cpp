@@ -11,7 +11,6 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 

@@ -32,8 +32,9 @@
 // Units: sizes in bytes; shapes are element counts per dimension.
 //
 // Errors: every failure of this module throws OffloadError (a std::runtime_error) whose message
-// names the file and, where there is one, the key at fault — except WeightsMap::get on an absent
-// key, which throws std::out_of_range naming the key (Python's KeyError).
+// names the file and, where there is one, the key at fault — except a lookup of an absent key
+// (WeightsMap::get, OffloadIndex::at), which throws std::out_of_range naming the key (Python's
+// KeyError), and PrefixedDataset over a null map (std::invalid_argument).
 #pragma once
 
 #include <cstdint>

@@ -7,9 +7,10 @@ usage:
       (offload_weight + save_offload_index, spec case 77) and OUT/tiny (offload_state_dict of a
       tiny transformers model's state_dict()). stdout: {"basic"|"single_*"|"tiny":
       {"order": [index keys], "tensors": {name: {"dtype": index dtype, "shape", "hex"}}}}
-  offload_oracle.py compare REF CPP
-      compares a C++-written folder with an accelerate-written one: index.json text and parsed
+  offload_oracle.py compare REF CPP [REF CPP ...]
+      compares C++-written folders with accelerate-written ones: index.json text and parsed
       value (with key order), the set of files, .dat bytes, and OffloadedWeightsLoader values.
+      stdout: a list of reports, one per pair.
   offload_oracle.py ckpt TINY_CKPT CPP PYOUT
       accelerate offloads the checkpoint's tensors (sorted names) into PYOUT; then as `compare`
       PYOUT CPP, plus OffloadedWeightsLoader(save_folder=CPP)[k] against the checkpoint itself.
@@ -159,8 +160,9 @@ def compare_folders(ref, cpp):
     return rep
 
 
-def cmd_compare(ref, cpp):
-    json.dump(compare_folders(ref, cpp), sys.stdout)
+def cmd_compare(*pairs):
+    assert pairs and len(pairs) % 2 == 0, "compare REF CPP [REF CPP ...]"
+    json.dump([compare_folders(pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)], sys.stdout)
 
 
 def checkpoint_tensors(ckpt):
@@ -180,7 +182,7 @@ def checkpoint_tensors(ckpt):
 def cmd_ckpt(ckpt, cpp, pyout):
     sd = checkpoint_tensors(ckpt)
     offload_state_dict(pyout, sd)
-    rep = compare_folders(pyout, cpp)
+    rep = compare_folders(pyout, cpp)  # one report, not a list
     loader = OffloadedWeightsLoader(save_folder=cpp)
     rep["source_mismatch"] = [k for k in sd if k not in loader or not bits_equal(loader[k], sd[k])]
     rep["source_count"] = len(sd)
