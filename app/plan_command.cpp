@@ -48,9 +48,14 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v < 0 ? -v : v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return (v < 0 ? "-" : "") + s;
+  const std::string digits = std::to_string(v);
+  const size_t start = (v < 0) ? 1 : 0;
+  std::string out = digits.substr(0, start);
+  for (size_t i = start; i < digits.size(); ++i) {
+    if (i > start && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
 }
 
 std::string human(int64_t bytes) {
@@ -172,9 +177,19 @@ int run_plan(const PlanArgs& a) {
   std::cout << "\ndevice_map:\n";
   size_t width = 4;
   for (const auto& [k, d] : device_map) width = std::max(width, k.size());
-  for (const auto& [k, d] : device_map)
+  const auto tied = find_tied_parameters(model);
+  for (const auto& [k, d] : device_map) {
+    // Tied weights are counted once, under their first name (accelerate's accounting).
+    std::string note;
+    for (const auto& group : tied)
+      for (const auto& member : group)
+        if (k.empty() || member.rfind(k + ".", 0) == 0)
+          for (const auto& other : group)
+            if (other != member && !(k.empty() || other.rfind(k + ".", 0) == 0) && note.empty())
+              note = " (" + member + " is tied to " + other + ")";
     std::cout << "  " << pad(k.empty() ? "\"\"" : k, width + 2) << pad(d.str(), 6) << with_commas(sizes.get(k))
-              << " bytes\n";
+              << " bytes" << note << "\n";
+  }
   return 0;
 }
 

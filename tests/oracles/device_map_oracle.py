@@ -209,7 +209,7 @@ def main():
     for op in req["ops"]:
         mid = op.get("model")
         model = None
-        if mid is not None:
+        if mid:
             if mid not in models:
                 models[mid] = load_model(req["models"][mid])
             model = models[mid]

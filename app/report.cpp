@@ -1,0 +1,195 @@
+#include "app/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace hs::app {
+
+using nlohmann::json;
+
+namespace {
+
+const json& need(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw std::invalid_argument("report: missing field '" + std::string(key) + "' in " + where);
+  return j.at(key);
+}
+
+std::string fmt(double v, const char* f = "%.1f") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string bytes_h(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) {
+    b /= 1024;
+    ++i;
+  }
+  return fmt(b, i ? "%.1f" : "%.0f") + " " + u[i];
+}
+
+// The run of (scenario, policy, mode, fullgraph), or nullptr.
+const json* find_run(const json& runs, const std::string& sc, const std::string& pol, const std::string& mode,
+                     bool fullgraph) {
+  for (const auto& r : runs)
+    if (r.value("scenario", "") == sc && r.value("policy", "") == pol && r.value("mode", "") == mode &&
+        r.value("fullgraph", false) == fullgraph)
+      return &r;
+  return nullptr;
+}
+
+std::string fullgraph_cell(const json* r) {
+  if (!r) return "–";
+  if (r->value("status", "") == "incomplete") return "incomplete";
+  if (r->value("status", "") == "ok") return "works";
+  std::string e = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
+  // Keep the function name visible; tables stay one line.
+  auto nl = e.find('\n');
+  if (nl != std::string::npos) e = e.substr(0, nl);
+  if (e.size() > 90) e = e.substr(0, 87) + "...";
+  for (auto& c : e)
+    if (c == '|') c = '/';
+  return "raises: `" + e + "`";
+}
+
+double median_ms(const json* r) {
+  if (!r || r->value("status", "") != "ok" || !r->contains("latency_ms") || (*r)["latency_ms"].is_null()) return -1;
+  return (*r)["latency_ms"].value("median", -1.0);
+}
+
+std::string latency_cell(const json* r) {
+  if (!r) return "–";
+  if (r->value("status", "") != "ok") return r->value("status", "?");
+  const auto& l = (*r)["latency_ms"];
+  return fmt(l.value("median", 0.0)) + " (" + fmt(l.value("min", 0.0)) + "–" + fmt(l.value("max", 0.0)) + ")";
+}
+
+std::string breaks_cell(const json* r) {
+  if (!r) return "–";
+  if (r->value("status", "") == "incomplete") return "incomplete";
+  if (!r->contains("graph_break_count") || (*r)["graph_break_count"].is_null()) return "–";
+  return std::to_string((*r)["graph_break_count"].get<int64_t>());
+}
+
+}  // namespace
+
+std::string render_markdown(const json& report) {
+  const json& model = need(report, "model", "report");
+  const json& devices = need(report, "devices", "report");
+  const json& runs = need(report, "runs", "report");
+  std::ostringstream md;
+  md << "## hookscope: compile-mode comparison, `whole-hook` (accelerate today) vs `offload-only` (proposed)\n\n";
+  md << "| model | dtype | params | size | devices |\n|---|---|---|---|---|\n";
+  std::string devs;
+  bool any_emulated = false;
+  for (const auto& d : devices) {
+    if (!devs.empty()) devs += ", ";
+    const std::string kind = d.value("kind", "?");
+    any_emulated |= kind == "emulated";
+    devs += d["id"].is_number() ? std::to_string(d["id"].get<int64_t>()) : d["id"].get<std::string>();
+    devs += " (" + kind + ")";
+  }
+  md << "| " << model.value("id", "?") << " | " << model.value("dtype", "?") << " | "
+     << fmt(model.value("params", 0.0) / 1e6, "%.1f") << "M | " << bytes_h(model.value("bytes", 0.0)) << " | " << devs
+     << " |\n\n";
+  if (any_emulated)
+    md << "> Emulated accelerators are backed by host memory: moves between them are real copies, but CPU "
+          "capture does not fuse or speed anything up — latencies show structure and hook cost, not GPU speed.\n\n";
+
+  std::vector<std::string> scenarios, modes;
+  for (const auto& r : runs) {
+    const std::string sc = r.value("scenario", ""), mode = r.value("mode", "");
+    if (std::find(scenarios.begin(), scenarios.end(), sc) == scenarios.end()) scenarios.push_back(sc);
+    if (std::find(modes.begin(), modes.end(), mode) == modes.end()) modes.push_back(mode);
+  }
+
+  md << "### fullgraph and correctness\n\n";
+  md << "| scenario | fullgraph, whole-hook | fullgraph, offload-only | prefill argmax = eager | logits bit-identical | "
+        "params on meta after forward | weights on |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& sc : scenarios) {
+    const json* before = nullptr;
+    const json* after = nullptr;
+    for (const auto& mode : modes) {
+      if (!before) before = find_run(runs, sc, "whole-hook", mode, true);
+      if (!after) after = find_run(runs, sc, "offload-only", mode, true);
+    }
+    // Correctness columns: every run of the scenario must agree.
+    auto all = [&](const char* key) -> std::string {
+      bool seen = false, ok = true;
+      for (const auto& r : runs)
+        if (r.value("scenario", "") == sc && r.contains(key) && !r[key].is_null()) {
+          seen = true;
+          ok &= r[key].get<bool>();
+        }
+      return seen ? (ok ? "yes" : "**no**") : "–";
+    };
+    std::string where;
+    for (const auto& r : runs)
+      if (r.value("scenario", "") == sc && r.contains("weight_devices")) {
+        for (const auto& w : r["weight_devices"]) where += (where.empty() ? "" : ", ") + w.get<std::string>();
+        break;
+      }
+    md << "| " << sc << " | " << fullgraph_cell(before) << " | " << fullgraph_cell(after) << " | " << all("argmax_match")
+       << " | " << all("logits_identical") << " | " << all("params_on_meta_after") << " | " << where << " |\n";
+  }
+
+  md << "\n### decode latency, ms (median (min–max))\n\n";
+  md << "| scenario | mode | whole-hook | offload-only | vs eager, whole-hook | vs eager, offload-only |\n"
+        "|---|---|---|---|---|---|\n";
+  for (const auto& sc : scenarios)
+    for (const auto& mode : modes) {
+      const json* b = find_run(runs, sc, "whole-hook", mode, false);
+      const json* a = find_run(runs, sc, "offload-only", mode, false);
+      if (!b && !a) continue;
+      const json* eb = find_run(runs, sc, "whole-hook", "eager", false);
+      const json* ea = find_run(runs, sc, "offload-only", "eager", false);
+      auto speed = [](const json* r, const json* e) -> std::string {
+        double m = median_ms(r), em = median_ms(e);
+        return (m > 0 && em > 0) ? fmt(em / m, "%.2f") + "×" : "–";
+      };
+      md << "| " << sc << " | " << mode << " | " << latency_cell(b) << " | " << latency_cell(a) << " | " << speed(b, eb)
+         << " | " << speed(a, ea) << " |\n";
+    }
+
+  md << "\n### graph breaks (graph_break_count per compiled forward)\n\n";
+  md << "| scenario | mode | whole-hook | offload-only |\n|---|---|---|---|\n";
+  for (const auto& sc : scenarios)
+    for (const auto& mode : modes) {
+      if (mode == "eager") continue;
+      const json* b = find_run(runs, sc, "whole-hook", mode, false);
+      const json* a = find_run(runs, sc, "offload-only", mode, false);
+      if (!b && !a) continue;
+      md << "| " << sc << " | " << mode << " | " << breaks_cell(b) << " | " << breaks_cell(a) << " |\n";
+    }
+
+  std::map<std::pair<std::string, std::string>, int64_t> sites;
+  for (const auto& r : runs)
+    if (r.contains("break_reasons"))
+      for (const auto& b : r["break_reasons"]) ++sites[{b.value("function", ""), b.value("module", "")}];
+  if (!sites.empty()) {
+    std::vector<std::pair<std::pair<std::string, std::string>, int64_t>> v(sites.begin(), sites.end());
+    std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    md << "\n### top break sites (all runs)\n\n| disabled function | module | breaks |\n|---|---|---|\n";
+    for (size_t i = 0; i < v.size() && i < 10; ++i)
+      md << "| `" << v[i].first.first << "` | `" << (v[i].first.second.empty() ? "<root>" : v[i].first.second) << "` | "
+         << v[i].second << " |\n";
+  }
+  std::vector<std::string> incomplete;
+  for (const auto& r : runs)
+    if (r.value("status", "") == "incomplete")
+      incomplete.push_back(r.value("scenario", "") + "/" + r.value("policy", "") + "/" + r.value("mode", "") +
+                           (r.value("fullgraph", false) ? "/fullgraph" : ""));
+  if (!incomplete.empty()) {
+    md << "\n> **Incomplete runs** (the capture stopped part-way; their numbers are missing): ";
+    for (size_t i = 0; i < incomplete.size(); ++i) md << (i ? ", " : "") << incomplete[i];
+    md << "\n";
+  }
+  return md.str();
+}
+
+}  // namespace hs::app

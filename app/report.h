@@ -1,0 +1,19 @@
+// The PR report: Markdown tables in the shape of DESIGN.md §1's reference experiment, rendered
+// from the report JSON (schema 1, see `hookscope report --help`).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace hs::app {
+
+/// Renders `report` (the `hookscope report --json` document) as Markdown a reviewer pastes
+/// into a PR: the setup (model, size, devices — emulated ones marked), then per scenario
+/// fullgraph before/after (whole-hook / offload-only), prefill argmax and offload checks,
+/// latency per mode before/after with the speed-up against eager, graph breaks before/after,
+/// and the top break sites. Runs that are `incomplete` or errored are listed as such.
+/// Throws std::invalid_argument when a required field is missing (naming it).
+std::string render_markdown(const nlohmann::json& report);
+
+}  // namespace hs::app

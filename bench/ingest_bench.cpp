@@ -1,0 +1,237 @@
+// Ingest benchmark: how fast host events go into a capture file, and how big they are there.
+//
+//   bench_ingest [--events N] [--dir DIR]
+//
+// Prints one JSON object. For each workload:
+//   store_events_per_s      Store::write_batch alone (batches of 65536 records, one transaction each),
+//                           wall clock; store_events_per_cpu_s the same per CPU second (shared machines)
+//   tracer_events_per_s     HostTracer → Store end to end on one recording thread, until end_run returns
+//   tracer_record_(cpu_)ns_per_event  the recording thread's wall / CPU time per event (this includes
+//                           the benchmark's own event generation, a few ns)
+//   bytes_per_event         capture file size / events, after close (WAL folded in), no indexes
+//   bytes_per_event_indexed the same after Store::finalize() built the (runId, start) indexes
+// Issue targets (reported, not asserted): >= 2M events/s, <= 32 bytes/event.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "storage/store.h"
+#include "tracer/event_writer.h"
+#include "tracer/host_tracer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace hs;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// CPU seconds of the whole process (all threads): on a shared machine wall time includes waiting
+// for a core; CPU time does not.
+double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+// CPU seconds of the calling thread only.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+tracer::RunInfo run_info(const std::string& scenario) {
+  tracer::RunInfo i;
+  i.scenario = scenario;
+  i.policy = "offload-only";
+  i.mode = "eager";
+  i.model = "bench";
+  return i;
+}
+
+// The strings a 30-layer decoder's hooks would report.
+struct Vocabulary {
+  std::vector<std::string> modules;
+  std::vector<std::string> all;  // index = StrId
+  Vocabulary() {
+    const char* parts[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                           "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+    for (int l = 0; l < 30; ++l)
+      for (const char* p : parts) modules.push_back("model.layers." + std::to_string(l) + "." + p);
+    all = modules;
+    for (const char* s : {"AlignDevicesHook", "Linear", "0", "1", "cpu", "weight", "bfloat16",
+                          "AlignDevicesHook._onload_weights"})
+      all.emplace_back(s);
+  }
+  tracer::StrId id(const std::string& s) const {
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] == s) return static_cast<tracer::StrId>(i);
+    std::abort();
+  }
+};
+
+enum class Mix { HookSpans, Realistic };
+
+// Event i of a workload, with run-scoped string ids of `v`. Times advance ~1 µs per event.
+tracer::Record make_record(const Vocabulary& v, Mix mix, int64_t i, int64_t t0) {
+  const auto module = static_cast<tracer::StrId>(i % static_cast<int64_t>(v.modules.size()));
+  const int64_t start = t0 + i * 1000;
+  static const tracer::StrId hook = v.id("AlignDevicesHook"), linear = v.id("Linear"), d0 = v.id("0"),
+                             d1 = v.id("1"), cpu = v.id("cpu"), weight = v.id("weight"), bf16 = v.id("bfloat16"),
+                             onload = v.id("AlignDevicesHook._onload_weights");
+  tracer::Record r;
+  const int slot = mix == Mix::HookSpans ? 0 : static_cast<int>(i % 20);
+  if (slot < 8) {
+    r.event = tracer::rec::HookSpan{start, start + 700, hook, module, linear,
+                                    (i & 1) ? events::HookPhase::PostForward : events::HookPhase::PreForward};
+  } else if (slot < 11) {
+    r.event = tracer::rec::ModuleCompute{start, start + 900, module, linear, d0};
+  } else if (slot < 14) {
+    r.event = tracer::rec::DisabledScope{start, start + 400, onload, module, 1};
+  } else if (slot < 16) {
+    r.event = tracer::rec::Transfer{start, start + 300, 8192, d0, d1, module, true};
+  } else if (slot < 18) {
+    r.event = tracer::rec::WeightSwap{start, start + 500, 2 << 20, module, weight, bf16, d0,
+                                      events::WeightSource::Cpu, (i & 1) == 0, false};
+  } else {
+    r.event = tracer::rec::MemoryCounter{start, int64_t{1} << 30, cpu};
+  }
+  return r;
+}
+
+nlohmann::json run_workload(const fs::path& dir, Mix mix, int64_t events) {
+  const Vocabulary v;
+  const std::string name = mix == Mix::HookSpans ? "hook_spans" : "realistic_mix";
+  nlohmann::json out;
+  out["events"] = events;
+  const int64_t t0 = events::now_ns();
+
+  // 1. Store::write_batch alone.
+  const fs::path file = dir / (name + ".hscope");
+  double store_s = 0, store_cpu_s = 0;
+  {
+    storage::Store store(file, {.overwrite = true});
+    const int64_t run = store.begin_run(run_info(name));
+    std::vector<tracer::StringDef> defs;
+    for (size_t i = 0; i < v.all.size(); ++i) defs.push_back({static_cast<tracer::StrId>(i), v.all[i]});
+    constexpr int64_t kBatch = 65536;
+    std::vector<tracer::Record> batch;
+    batch.reserve(kBatch);
+    const tracer::ThreadDef thread{0, 1};
+    const auto start = Clock::now();
+    const double cpu0 = cpu_seconds();
+    for (int64_t done = 0; done < events;) {
+      batch.clear();
+      const int64_t n = std::min(kBatch, events - done);
+      for (int64_t k = 0; k < n; ++k) batch.push_back(make_record(v, mix, done + k, t0));
+      tracer::RecordBatch b;
+      b.run_id = run;
+      if (done == 0) {
+        b.strings = defs;
+        b.threads = {&thread, 1};
+      }
+      b.records = batch;
+      tracer::RunEnd end{tracer::RunStatus::Complete, {}, t0 + events * 1000, 0};
+      done += n;
+      if (done == events) b.end = &end;
+      store.write_batch(b);
+    }
+    store_s = seconds_since(start);
+    store_cpu_s = cpu_seconds() - cpu0;
+  }
+  const double bytes = static_cast<double>(fs::file_size(file));
+  {
+    storage::Store store(file);
+    store.finalize();
+  }
+  const double bytes_indexed = static_cast<double>(fs::file_size(file));
+  out["store_events_per_s"] = static_cast<double>(events) / store_s;
+  out["store_events_per_cpu_s"] = static_cast<double>(events) / store_cpu_s;
+  out["bytes_per_event"] = bytes / static_cast<double>(events);
+  out["bytes_per_event_indexed"] = bytes_indexed / static_cast<double>(events);
+
+  // 2. HostTracer → Store, one recording thread, until end_run has committed everything.
+  const fs::path file2 = dir / (name + "_tracer.hscope");
+  {
+    storage::Store store(file2, {.overwrite = true});
+    tracer::TracerOptions o;
+    o.chunks = 1024;  // 4M records of buffer: the burst may outrun SQLite without drops
+    tracer::HostTracer tr(store, o);
+    tr.begin_run(run_info(name));
+    events::EventSink& sink = tr;
+    const auto start = Clock::now();
+    const double thread_cpu0 = thread_cpu_seconds();
+    for (int64_t i = 0; i < events; ++i) {
+      const tracer::Record r = make_record(v, mix, i, t0);
+      std::visit(
+          [&](const auto& e) {
+            using T = std::decay_t<decltype(e)>;
+            auto s = [&](tracer::StrId id) -> std::string_view { return v.all[id]; };
+            if constexpr (std::is_same_v<T, tracer::rec::HookSpan>)
+              sink.hook_span({s(e.hook), e.phase, s(e.module), s(e.module_class), e.start_ns, e.end_ns});
+            else if constexpr (std::is_same_v<T, tracer::rec::ModuleCompute>)
+              sink.module_compute({s(e.module), s(e.module_class), s(e.device), e.start_ns, e.end_ns});
+            else if constexpr (std::is_same_v<T, tracer::rec::DisabledScope>)
+              sink.disabled_scope({s(e.function), s(e.module), e.depth, e.start_ns, e.end_ns});
+            else if constexpr (std::is_same_v<T, tracer::rec::Transfer>)
+              sink.transfer({s(e.src), s(e.dst), e.bytes, e.emulated, s(e.module), e.start_ns, e.end_ns});
+            else if constexpr (std::is_same_v<T, tracer::rec::WeightSwap>)
+              sink.weight_swap({e.onload, s(e.module), s(e.tensor), e.bytes, s(e.dtype), e.source, s(e.device),
+                                e.pinned, e.start_ns, e.end_ns});
+            else if constexpr (std::is_same_v<T, tracer::rec::MemoryCounter>)
+              sink.memory_counter({s(e.device), e.bytes, e.time_ns});
+          },
+          r.event);
+    }
+    const double record_s = seconds_since(start);
+    const double record_cpu_s = thread_cpu_seconds() - thread_cpu0;
+    const auto st = tr.end_run();
+    const double total_s = seconds_since(start);
+    out["tracer_record_ns_per_event"] = record_s * 1e9 / static_cast<double>(events);
+    out["tracer_record_cpu_ns_per_event"] = record_cpu_s * 1e9 / static_cast<double>(events);
+    out["tracer_events_per_s"] = static_cast<double>(st.records_written) / total_s;
+    out["tracer_dropped"] = st.dropped();
+  }
+  fs::remove(file);
+  fs::remove(file2);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t events = 2'000'000;
+  fs::path dir = fs::temp_directory_path() / ("hookscope-ingest-" + std::to_string(::getpid()));
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--events" && i + 1 < argc) {
+      events = std::atoll(argv[++i]);
+    } else if (a == "--dir" && i + 1 < argc) {
+      dir = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--events N] [--dir DIR]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (events <= 0) {
+    std::fprintf(stderr, "--events must be > 0\n");
+    return 2;
+  }
+  try {
+    fs::create_directories(dir);
+    nlohmann::json out;
+    out["hook_spans"] = run_workload(dir, Mix::HookSpans, events);
+    out["realistic_mix"] = run_workload(dir, Mix::Realistic, events);
+    out["targets"] = {{"events_per_s", 2'000'000}, {"bytes_per_event", 32}};
+    std::printf("%s\n", out.dump(2).c_str());
+    fs::remove_all(dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_ingest: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,354 @@
+#include "storage/capture_reader.h"
+
+#include <set>
+#include <stdexcept>
+#include <system_error>
+
+#include "storage/sqlite_util.h"
+
+namespace hs::storage {
+
+namespace fs = std::filesystem;
+using detail::Stmt;
+
+struct CaptureReader::Db {
+  sqlite3* db = nullptr;
+  ~Db() {
+    if (db) sqlite3_close_v2(db);
+  }
+};
+
+namespace {
+nlohmann::json parse_json(const std::string& text, nlohmann::json fallback) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? fallback : j;
+}
+}  // namespace
+
+CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::move(path)), db_(std::make_unique<Db>()) {
+  std::error_code ec;
+  if (!fs::exists(path_, ec)) throw CaptureError(path_, "cannot open capture " + path_.string() + ": no such file");
+  if (!fs::is_regular_file(path_, ec))
+    throw CaptureError(path_, "not a hookscope capture: " + path_.string() + " (not a regular file)");
+  const int rc = sqlite3_open_v2(path_.c_str(), &db_->db, SQLITE_OPEN_READONLY, nullptr);
+  if (rc != SQLITE_OK) detail::fail(path_, db_->db, rc, "opening");
+  sqlite3_extended_result_codes(db_->db, 1);
+  sqlite3_busy_timeout(db_->db, options.busy_timeout_ms);
+  schema_version_ = detail::check_capture(db_->db, path_);
+}
+
+CaptureReader::~CaptureReader() = default;
+
+std::map<std::string, std::string> CaptureReader::metadata() const {
+  std::map<std::string, std::string> out;
+  Stmt q(db_->db, path_, "SELECT name, value FROM META_DATA_EXPORT");
+  while (q.step()) out[q.text(0)] = q.text(1);
+  return out;
+}
+
+bool CaptureReader::finalized() const {
+  Stmt q(db_->db, path_, "SELECT value FROM META_DATA_EXPORT WHERE name = 'HOOKSCOPE_FINALIZED'");
+  return q.step() && q.text(0) == "1";
+}
+
+std::vector<std::string> CaptureReader::indexes() const {
+  std::vector<std::string> out;
+  Stmt q(db_->db, path_, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
+  while (q.step()) out.push_back(q.text(0));
+  return out;
+}
+
+namespace {
+constexpr std::string_view kRunColumns =
+    "SELECT id, scenario, policy, mode, fullgraph, model, device_map, versions, status, error, start, end, "
+    "droppedRecords, results FROM RUNS";
+
+RunRecord read_run(const Stmt& q) {
+  RunRecord r;
+  r.id = q.int64(0);
+  r.scenario = q.text(1);
+  r.policy = q.text(2);
+  r.mode = q.text(3);
+  r.fullgraph = q.int64(4) != 0;
+  r.model = q.text(5);
+  r.device_map = parse_json(q.text(6), nlohmann::json::object());
+  r.versions = parse_json(q.text(7), nlohmann::json::object());
+  r.status = static_cast<tracer::RunStatus>(q.int64(8));
+  r.error = q.text(9);
+  r.start_ns = q.int64(10);
+  r.end_ns = q.opt_int64(11);
+  r.dropped_records = q.int64(12);
+  r.results = parse_json(q.text(13), nlohmann::json::object());
+  return r;
+}
+}  // namespace
+
+std::vector<RunRecord> CaptureReader::runs() const {
+  std::vector<RunRecord> out;
+  Stmt q(db_->db, path_, std::string(kRunColumns) + " ORDER BY id");
+  while (q.step()) out.push_back(read_run(q));
+  return out;
+}
+
+RunRecord CaptureReader::run(int64_t id) const {
+  Stmt q(db_->db, path_, std::string(kRunColumns) + " WHERE id = ?");
+  q.bind(1, id);
+  if (!q.step()) throw std::out_of_range("no run " + std::to_string(id) + " in capture " + path_.string());
+  return read_run(q);
+}
+
+// String columns are resolved with a join on StringIds (`s_<col>` aliases).
+#define HS_SV(col) "(SELECT value FROM StringIds WHERE id = " col ")"
+#define HS_STR(col, alias) HS_SV(col) " AS " alias
+
+std::vector<HookEventRow> CaptureReader::hook_events(int64_t run) const {
+  std::vector<HookEventRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, " HS_STR("hookId", "h") ", phase, " HS_STR("moduleId", "m")
+         " FROM HOOK_EVENTS WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3),
+                   static_cast<events::HookPhase>(q.int64(4)), q.text(5)});
+  return out;
+}
+
+std::vector<WeightSwapRow> CaptureReader::weight_swaps(int64_t run) const {
+  std::vector<WeightSwapRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, onload, " HS_STR("moduleId", "m") ", " HS_STR("tensorId", "t")
+         ", bytes, " HS_STR("dtypeId", "d") ", source, " HS_STR("device", "dev")
+         ", pinned FROM WEIGHT_SWAPS WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.int64(3) != 0, q.text(4), q.text(5),
+                   q.int64(6), q.text(7), static_cast<events::WeightSource>(q.int64(8)), q.text(9), q.int64(10) != 0});
+  return out;
+}
+
+std::vector<TransferRow> CaptureReader::transfers(int64_t run) const {
+  std::vector<TransferRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, " HS_STR("src", "s") ", " HS_STR("dst", "d") ", bytes, copyKind, emulated, "
+         "coalesce(" HS_SV("moduleId") ", '') FROM TRANSFERS WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3), q.text(4), q.int64(5),
+                   static_cast<tracer::MemcpyKind>(q.int64(6)), q.int64(7) != 0, q.text(8)});
+  return out;
+}
+
+std::vector<DisabledScopeRow> CaptureReader::disabled_scopes(int64_t run) const {
+  std::vector<DisabledScopeRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, " HS_STR("functionId", "f") ", " HS_STR("moduleId", "m")
+         ", depth FROM DISABLED_SCOPES WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3), q.text(4),
+                   static_cast<int>(q.int64(5))});
+  return out;
+}
+
+std::vector<ModuleComputeRow> CaptureReader::module_compute(int64_t run) const {
+  std::vector<ModuleComputeRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, " HS_STR("moduleId", "m") ", " HS_STR("device", "d")
+         " FROM MODULE_COMPUTE WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step()) out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3), q.text(4)});
+  return out;
+}
+
+std::vector<RegionRow> CaptureReader::regions(int64_t run) const {
+  std::vector<RegionRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, regionIndex, opCount, " HS_STR("backendId", "b")
+         " FROM COMPILE_REGIONS WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), static_cast<int>(q.int64(3)),
+                   q.int64(4), q.text(5)});
+  return out;
+}
+
+std::vector<GraphBreakRow> CaptureReader::graph_breaks(int64_t run) const {
+  std::vector<GraphBreakRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, threadId, " HS_STR("reasonId", "r") ", " HS_STR("functionId", "f") ", " HS_STR("moduleId", "m")
+         ", " HS_STR("moduleStackId", "s") " FROM GRAPH_BREAKS WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), q.text(2), q.text(3), q.text(4), q.text(5)});
+  return out;
+}
+
+std::vector<GenerationStepRow> CaptureReader::generation_steps(int64_t run) const {
+  std::vector<GenerationStepRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, end, threadId, step, token FROM GENERATION_STEPS WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step()) out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.int64(3), q.int64(4)});
+  return out;
+}
+
+std::vector<MemoryCounterRow> CaptureReader::memory_counters(int64_t run) const {
+  std::vector<MemoryCounterRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT start, threadId, " HS_STR("device", "d") ", bytes FROM MEMORY_COUNTERS WHERE runId = ? "
+         "ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step()) out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), q.text(2), q.int64(3)});
+  return out;
+}
+
+std::vector<ModuleRow> CaptureReader::modules(int64_t run) const {
+  std::vector<ModuleRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT " HS_STR("moduleId", "m") ", coalesce(" HS_SV("classId") ", '') FROM MODULES WHERE runId = ? "
+         "ORDER BY m");
+  q.bind(1, run);
+  while (q.step()) out.push_back({q.text(0), q.text(1)});
+  return out;
+}
+
+std::vector<ThreadRow> CaptureReader::threads(int64_t run) const {
+  std::vector<ThreadRow> out;
+  Stmt q(db_->db, path_, "SELECT threadId, tid FROM THREADS WHERE runId = ? ORDER BY threadId");
+  q.bind(1, run);
+  while (q.step()) out.push_back({static_cast<uint32_t>(q.int64(0)), q.int64(1)});
+  return out;
+}
+
+std::vector<TransferSum> CaptureReader::transfer_sums(int64_t run) const {
+  std::vector<TransferSum> out;
+  Stmt q(db_->db, path_,
+         "SELECT " HS_STR("src", "s") ", " HS_STR("dst", "d") ", copyKind, emulated, count(*), sum(bytes), "
+         "sum(end - start) FROM TRANSFERS WHERE runId = ? GROUP BY src, dst, copyKind, emulated ORDER BY s, d");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.text(0), q.text(1), static_cast<tracer::MemcpyKind>(q.int64(2)), q.int64(3) != 0, q.int64(4),
+                   q.int64(5), q.int64(6)});
+  return out;
+}
+
+std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
+  std::vector<WeightSwapSum> out;
+  Stmt q(db_->db, path_,
+         "SELECT onload, source, count(*), sum(bytes), sum(end - start) FROM WEIGHT_SWAPS WHERE runId = ? "
+         "GROUP BY onload, source ORDER BY onload DESC, source");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0) != 0, static_cast<events::WeightSource>(q.int64(1)), q.int64(2), q.int64(3),
+                   q.int64(4)});
+  return out;
+}
+
+#undef HS_STR
+#undef HS_SV
+
+std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64_t> run) const {
+  std::vector<CompileResultRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT runId, graph_count, graph_break_count, recompiles, fullgraph_ok, error, break_reasons "
+         "FROM COMPILE_RESULTS WHERE (?1 IS NULL OR runId = ?1) ORDER BY runId, rowid");
+  q.bind(1, run);
+  while (q.step()) {
+    CompileResultRow r;
+    r.run_id = q.int64(0);
+    r.result.graph_count = q.int64(1);
+    r.result.graph_break_count = q.int64(2);
+    r.result.recompiles = q.int64(3);
+    r.result.fullgraph_ok = q.int64(4) != 0;
+    r.result.error = q.text(5);
+    r.result.break_reasons = parse_json(q.text(6), nlohmann::json::array());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<DiagnosticRow> CaptureReader::diagnostics(std::optional<int64_t> run) const {
+  std::vector<DiagnosticRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT id, runId, start, severity, source, text FROM DIAGNOSTICS "
+         "WHERE (?1 IS NULL OR runId = ?1 OR runId IS NULL) ORDER BY id");
+  q.bind(1, run);
+  while (q.step())
+    out.push_back({q.int64(0), q.opt_int64(1), q.opt_int64(2), static_cast<Severity>(q.int64(3)), q.text(4),
+                   q.text(5)});
+  return out;
+}
+
+std::vector<DeviceRow> CaptureReader::devices(std::optional<int64_t> run) const {
+  std::vector<DeviceRow> out;
+  Stmt q(db_->db, path_,
+         "SELECT id, runId, name, kind, backing, label, max_memory, gpuId FROM DEVICES "
+         "WHERE (?1 IS NULL OR runId = ?1 OR runId IS NULL) ORDER BY id");
+  q.bind(1, run);
+  while (q.step()) {
+    DeviceRow d;
+    d.id = q.int64(0);
+    d.info.run_id = q.opt_int64(1);
+    d.info.name = q.text(2);
+    d.info.kind = static_cast<DeviceKind>(q.int64(3));
+    d.info.backing = q.text(4);
+    d.info.label = q.text(5);
+    d.info.max_memory = q.opt_int64(6);
+    d.info.gpu_id = q.opt_int64(7);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<GpuInfo> CaptureReader::gpus() const {
+  std::vector<GpuInfo> out;
+  Stmt q(db_->db, path_,
+         "SELECT id, name, busLocation, uuid, chipName, isDiscrete, totalMemory, memoryBandwidth, l2CacheSize, "
+         "clockRate, smCount, computeMajor, computeMinor, asyncEngines, maxShmemPerBlock, threadsPerWarp, "
+         "maxWarpsPerSm FROM TARGET_INFO_GPU ORDER BY id");
+  while (q.step()) {
+    GpuInfo g;
+    g.id = q.int64(0);
+    g.name = q.text(1);
+    g.bus_location = q.text(2);
+    g.uuid = q.text(3);
+    g.chip_name = q.text(4);
+    g.is_discrete = q.int64(5) != 0;
+    g.total_memory = q.int64(6);
+    g.memory_bandwidth = q.int64(7);
+    g.l2_cache_size = q.int64(8);
+    g.clock_rate = q.int64(9);
+    g.sm_count = q.int64(10);
+    g.compute_major = q.int64(11);
+    g.compute_minor = q.int64(12);
+    g.async_engines = q.int64(13);
+    g.max_shmem_per_block = q.int64(14);
+    g.threads_per_warp = q.int64(15);
+    g.max_warps_per_sm = q.int64(16);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+int64_t CaptureReader::count(std::string_view table, std::optional<int64_t> run) const {
+  // Only names that are tables of this file (no SQL built from arbitrary input).
+  std::set<std::string> tables;
+  {
+    Stmt q(db_->db, path_, "SELECT name FROM sqlite_master WHERE type = 'table'");
+    while (q.step()) tables.insert(q.text(0));
+  }
+  const std::string t(table);
+  if (!tables.count(t))
+    throw std::invalid_argument("count: no table '" + t + "' in capture " + path_.string());
+  if (!run) {
+    Stmt q(db_->db, path_, "SELECT count(*) FROM \"" + t + "\"");
+    q.step();
+    return q.int64(0);
+  }
+  Stmt q(db_->db, path_, "SELECT count(*) FROM \"" + t + "\" WHERE runId = ?");
+  q.bind(1, *run);
+  q.step();
+  return q.int64(0);
+}
+
+}  // namespace hs::storage

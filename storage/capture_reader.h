@@ -1,0 +1,208 @@
+// CaptureReader: read-only queries over a capture file, for reports and the UI (DESIGN.md §7,
+// §9 "Tracy": storage readers feed ui views).
+//
+// The file is opened with SQLITE_OPEN_READONLY and never modified (a capture still being
+// written, or left by a killed process, is read through its WAL; SQLite may then create the
+// `-shm` index beside it, as any reader does). Opening checks the format first and throws a
+// `CaptureError` naming the file when it is not a hookscope capture ("not a hookscope
+// capture: FILE (no META_DATA_EXPORT / schema version)" or "(not an SQLite database: ...)"),
+// has a newer schema version, is corrupt, locked or missing. Query failures also throw
+// `CaptureError`. Times are host steady-clock ns, sizes bytes. One reader may be used from
+// several threads (SQLite serialises the connection).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "storage/schema.h"
+#include "tracer/event_writer.h"
+#include "tracer/events.h"
+#include "tracer/gpu_activity.h"
+
+namespace hs::storage {
+
+struct ReaderOptions {
+  /// How long to wait for a lock held by a writer before failing (ms). WAL readers normally
+  /// never wait; a rollback-journal writer in the middle of a commit can make them.
+  int busy_timeout_ms = 2000;
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  std::string scenario, policy, mode, model;
+  bool fullgraph = false;
+  nlohmann::json device_map, versions;  ///< objects
+  tracer::RunStatus status = tracer::RunStatus::Incomplete;
+  std::string error;
+  int64_t start_ns = 0;
+  std::optional<int64_t> end_ns;  ///< empty while incomplete and never ended
+  int64_t dropped_records = 0;
+  nlohmann::json results;  ///< object: whatever the app stored with set_run_result
+};
+
+struct HookEventRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  std::string hook;
+  events::HookPhase phase;
+  std::string module;
+};
+struct WeightSwapRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  bool onload;
+  std::string module, tensor;
+  int64_t bytes;
+  std::string dtype;
+  events::WeightSource source;
+  std::string device;
+  bool pinned;
+};
+struct TransferRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  std::string src, dst;
+  int64_t bytes;
+  tracer::MemcpyKind copy_kind;
+  bool emulated;
+  std::string module;  ///< "" when unknown
+};
+struct DisabledScopeRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  std::string function, module;
+  int depth;
+};
+struct ModuleComputeRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  std::string module, device;
+};
+struct RegionRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  int index;
+  int64_t op_count;
+  std::string backend;
+};
+struct GraphBreakRow {
+  int64_t time_ns;
+  uint32_t thread;
+  std::string reason, function, module, module_stack;
+};
+struct GenerationStepRow {
+  int64_t start_ns, end_ns;
+  uint32_t thread;
+  int64_t step, token;
+};
+struct MemoryCounterRow {
+  int64_t time_ns;
+  uint32_t thread;
+  std::string device;
+  int64_t bytes;
+};
+struct ModuleRow {
+  std::string fqn, module_class;
+};
+struct ThreadRow {
+  uint32_t thread;
+  int64_t os_tid;
+};
+
+/// Transfers of a run grouped by (src, dst, copyKind, emulated).
+struct TransferSum {
+  std::string src, dst;
+  tracer::MemcpyKind copy_kind;
+  bool emulated;
+  int64_t count, bytes, total_ns;  ///< total_ns: sum of (end − start)
+};
+/// Weight swaps of a run grouped by (onload, source).
+struct WeightSwapSum {
+  bool onload;
+  events::WeightSource source;
+  int64_t count, bytes, total_ns;
+};
+
+struct CompileResultRow {
+  int64_t run_id;
+  CompileResult result;
+};
+struct DiagnosticRow {
+  int64_t id;
+  std::optional<int64_t> run_id;
+  std::optional<int64_t> time_ns;
+  Severity severity;
+  std::string source, text;
+};
+struct DeviceRow {
+  int64_t id;
+  DeviceInfo info;
+};
+
+class CaptureReader {
+ public:
+  /// Opens `path` read-only and checks it is a capture this build reads (see above).
+  explicit CaptureReader(std::filesystem::path path, ReaderOptions options = {});
+  ~CaptureReader();
+  CaptureReader(const CaptureReader&) = delete;
+  CaptureReader& operator=(const CaptureReader&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  int schema_version() const { return schema_version_; }
+  /// META_DATA_EXPORT as a map (EXPORT_PRODUCT_VERSION, HOOKSCOPE_SCHEMA_VERSION, ...).
+  std::map<std::string, std::string> metadata() const;
+  /// True once Store::finalize() ran (indexes built).
+  bool finalized() const;
+  /// Names of the indexes in the file (for checks).
+  std::vector<std::string> indexes() const;
+
+  /// All runs, by id.
+  std::vector<RunRecord> runs() const;
+  /// One run. Throws std::out_of_range naming the file when there is no such run.
+  RunRecord run(int64_t id) const;
+
+  // Events of one run, ordered by start time.
+  std::vector<HookEventRow> hook_events(int64_t run) const;
+  std::vector<WeightSwapRow> weight_swaps(int64_t run) const;
+  std::vector<TransferRow> transfers(int64_t run) const;
+  std::vector<DisabledScopeRow> disabled_scopes(int64_t run) const;
+  std::vector<ModuleComputeRow> module_compute(int64_t run) const;
+  std::vector<RegionRow> regions(int64_t run) const;
+  std::vector<GraphBreakRow> graph_breaks(int64_t run) const;
+  std::vector<GenerationStepRow> generation_steps(int64_t run) const;
+  std::vector<MemoryCounterRow> memory_counters(int64_t run) const;
+  std::vector<ModuleRow> modules(int64_t run) const;
+  std::vector<ThreadRow> threads(int64_t run) const;
+
+  std::vector<TransferSum> transfer_sums(int64_t run) const;
+  std::vector<WeightSwapSum> weight_swap_sums(int64_t run) const;
+
+  /// Compile results of one run, or of every run when `run` is empty.
+  std::vector<CompileResultRow> compile_results(std::optional<int64_t> run = std::nullopt) const;
+  /// Diagnostics of one run (plus the capture-wide ones), or all when `run` is empty.
+  std::vector<DiagnosticRow> diagnostics(std::optional<int64_t> run = std::nullopt) const;
+  /// Devices of one run (plus the run-independent ones), or all when `run` is empty.
+  std::vector<DeviceRow> devices(std::optional<int64_t> run = std::nullopt) const;
+  /// TARGET_INFO_GPU rows.
+  std::vector<GpuInfo> gpus() const;
+
+  /// Row count of a table (optionally of one run). `table` must be one of the capture's
+  /// tables; throws std::invalid_argument otherwise.
+  int64_t count(std::string_view table, std::optional<int64_t> run = std::nullopt) const;
+
+ private:
+  struct Db;
+  std::filesystem::path path_;
+  std::unique_ptr<Db> db_;
+  int schema_version_ = 0;
+};
+
+}  // namespace hs::storage

@@ -1,0 +1,103 @@
+#include "storage/sqlite_util.h"
+
+#include <charconv>
+
+namespace hs::storage::detail {
+
+void fail(const std::filesystem::path& path, sqlite3* db, int rc, std::string_view what) {
+  const std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const std::string f = path.string();
+  const std::string w(what);
+  switch (rc & 0xff) {
+    case SQLITE_NOTADB:
+      throw CaptureError(path, "not a hookscope capture: " + f + " (not an SQLite database: " + msg + ")");
+    case SQLITE_CORRUPT:
+      throw CaptureError(path, "capture " + f + " is corrupt (" + msg + ") while " + w);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw CaptureError(path, "capture " + f + " is locked by another process or connection (" + msg + ") while " + w);
+    case SQLITE_CANTOPEN:
+      throw CaptureError(path, "cannot open capture " + f + ": " + msg);
+    case SQLITE_FULL:
+      throw CaptureError(path, "capture " + f + ": disk full while " + w + " (" + msg + ")");
+    case SQLITE_READONLY:
+      throw CaptureError(path, "capture " + f + " is read-only (" + msg + ") while " + w);
+    default:
+      throw CaptureError(path, "capture " + f + ": " + w + " failed: " + msg);
+  }
+}
+
+Stmt::Stmt(sqlite3* db, const std::filesystem::path& path, std::string_view sql) : db_(db), path_(&path) {
+  const int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &s_, nullptr);
+  if (rc != SQLITE_OK) fail(path, db, rc, "preparing a query");
+}
+
+Stmt::~Stmt() {
+  if (s_) sqlite3_finalize(s_);
+}
+
+Stmt::Stmt(Stmt&& o) noexcept : s_(o.s_), db_(o.db_), path_(o.path_) { o.s_ = nullptr; }
+
+Stmt& Stmt::operator=(Stmt&& o) noexcept {
+  if (this != &o) {
+    if (s_) sqlite3_finalize(s_);
+    s_ = o.s_;
+    db_ = o.db_;
+    path_ = o.path_;
+    o.s_ = nullptr;
+  }
+  return *this;
+}
+
+void Stmt::exec() {
+  const int rc = sqlite3_step(s_);
+  sqlite3_reset(s_);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) fail(*path_, db_, rc, "writing");
+}
+
+bool Stmt::step() {
+  const int rc = sqlite3_step(s_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  sqlite3_reset(s_);
+  fail(*path_, db_, rc, "reading");
+}
+
+void Stmt::reset() {
+  sqlite3_reset(s_);
+  sqlite3_clear_bindings(s_);
+}
+
+void exec(sqlite3* db, const std::filesystem::path& path, std::string_view sql, std::string_view what) {
+  const std::string s(sql);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, s.c_str(), nullptr, nullptr, &err);
+  if (err) sqlite3_free(err);
+  if (rc != SQLITE_OK) fail(path, db, rc, what);
+}
+
+int check_capture(sqlite3* db, const std::filesystem::path& path) {
+  const std::string f = path.string();
+  {
+    Stmt q(db, path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'META_DATA_EXPORT'");
+    if (!q.step() || q.int64(0) == 0)
+      throw CaptureError(path, "not a hookscope capture: " + f + " (no META_DATA_EXPORT / schema version)");
+  }
+  Stmt v(db, path, "SELECT value FROM META_DATA_EXPORT WHERE name = ?");
+  v.bind(1, kSchemaVersionKey);
+  if (!v.step() || v.is_null(0))
+    throw CaptureError(path, "not a hookscope capture: " + f + " (no META_DATA_EXPORT / schema version)");
+  const std::string text = v.text(0);
+  int version = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (ec != std::errc() || end != text.data() + text.size() || version < 1)
+    throw CaptureError(path, "not a hookscope capture: " + f + " (" + std::string(kSchemaVersionKey) + " is '" + text +
+                                 "', not a schema version)");
+  if (version > kSchemaVersion)
+    throw CaptureError(path, "capture " + f + " has schema version " + std::to_string(version) +
+                                 ", newer than this hookscope reads (" + std::to_string(kSchemaVersion) +
+                                 "): open it with a newer hookscope");
+  return version;
+}
+
+}  // namespace hs::storage::detail

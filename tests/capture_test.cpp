@@ -1,0 +1,223 @@
+// `hookscope capture` + `report` end to end on a tiny transformers-written Llama: the
+// results the comparison must show, cross-checked against SQL over the capture file, and a
+// capture killed part-way.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+hs::test::ProcResult hookscope(std::vector<std::string> args) {
+  args.insert(args.begin(), hs::test::cli());
+  return hs::test::run(args);
+}
+
+struct Capture {
+  fs::path dir, db;
+  json report;
+  std::string markdown;
+};
+
+// One capture of the full matrix, shared by the tests of this process.
+const Capture& capture() {
+  static Capture c = [] {
+    Capture k;
+    k.dir = hs::test::scratch_dir("capture-tiny-llama");
+    k.db = k.dir / "capture.sqlite";
+    auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "4",
+                        "--prompt-ids", "5,17,99,3,42,7", "--max-new-tokens", "4", "--repeats", "2", "--warmup", "1", "--out", k.db.string()});
+    if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
+    auto rep = hookscope({"report", k.db.string(), "--json", (k.dir / "report.json").string(), "--markdown",
+                          (k.dir / "report.md").string()});
+    if (rep.exit_code != 0) throw std::runtime_error("report failed: " + rep.err);
+    k.report = hs::test::read_json(k.dir / "report.json");
+    k.markdown = rep.out;
+    return k;
+  }();
+  return c;
+}
+
+std::vector<json> runs_where(const std::string& scenario, const std::string& policy, int fullgraph = -1) {
+  std::vector<json> out;
+  for (const auto& r : capture().report["runs"])
+    if (r["scenario"] == scenario && r["policy"] == policy &&
+        (fullgraph < 0 || r["fullgraph"].get<bool>() == static_cast<bool>(fullgraph)))
+      out.push_back(r);
+  return out;
+}
+
+TEST(Capture, MatrixIsCompleteAndSchemaShaped) {
+  const json& rep = capture().report;
+  EXPECT_EQ(rep["schema"], 1);
+  for (const char* k : {"id", "path", "dtype", "params", "bytes"}) EXPECT_TRUE(rep["model"].contains(k)) << k;
+  EXPECT_EQ(rep["devices"].size(), 5u);  // 4 emulated accelerators + cpu
+  EXPECT_EQ(rep["devices"][0]["kind"], "emulated");
+  // 4 scenarios x 2 policies x (eager + 2 modes x fullgraph both) = 40 runs.
+  EXPECT_EQ(rep["runs"].size(), 40u);
+  for (const auto& r : rep["runs"]) {
+    for (const char* k : {"scenario", "policy", "mode", "fullgraph", "status", "error", "graph_count", "graph_break_count",
+                          "break_reasons", "weight_devices", "argmax_match", "logits_identical", "params_on_meta_after",
+                          "latency_ms", "new_tokens"})
+      EXPECT_TRUE(r.contains(k)) << k << " in " << r.dump();
+    EXPECT_NE(r["status"], "incomplete");
+  }
+}
+
+TEST(Capture, ShardedWholeHookBreaksAtEveryHookedBoundary) {
+  for (const auto& r : runs_where("sharded", "whole-hook")) {
+    SCOPED_TRACE(r.dump());
+    if (r["mode"] == "eager") continue;
+    if (r["fullgraph"].get<bool>()) {
+      EXPECT_EQ(r["status"], "error");
+      EXPECT_NE(r["error"].get<std::string>().find("AlignDevicesHook.pre_forward"), std::string::npos);
+    } else {
+      EXPECT_EQ(r["status"], "ok");
+      EXPECT_GT(r["graph_break_count"].get<int>(), 0);
+      // One break site per hooked module boundary: each hooked module breaks once on the way
+      // in (pre_forward) and once on the way out (post_forward) of the prefill forward.
+      std::set<std::pair<std::string, std::string>> sites;
+      std::map<std::string, int> per_module;
+      for (const auto& b : r["break_reasons"]) {
+        const bool fresh = sites.insert({b["function"].get<std::string>(), b["module"].get<std::string>()}).second;
+        EXPECT_TRUE(fresh) << b.dump();
+        ++per_module[b["module"].get<std::string>()];
+      }
+      for (const auto& [m, n] : per_module) EXPECT_EQ(n, 2) << m;
+    }
+  }
+}
+
+TEST(Capture, ShardedOffloadOnlyIsOneGraph) {
+  for (const auto& r : runs_where("sharded", "offload-only")) {
+    SCOPED_TRACE(r.dump());
+    EXPECT_EQ(r["status"], "ok");
+    if (r["mode"] != "eager") {
+      EXPECT_EQ(r["graph_break_count"], 0);
+    }
+  }
+}
+
+TEST(Capture, OffloadScenariosStillBreakAtOnloadWeights) {
+  for (const std::string sc : {"cpu-offload", "disk-offload", "mixed"})
+    for (const auto& r : runs_where(sc, "offload-only")) {
+      SCOPED_TRACE(r.dump());
+      if (r["mode"] == "eager") continue;
+      if (r["fullgraph"].get<bool>()) {
+        EXPECT_EQ(r["status"], "error");
+        EXPECT_NE(r["error"].get<std::string>().find("AlignDevicesHook._onload_weights"), std::string::npos);
+      } else {
+        EXPECT_GT(r["graph_break_count"].get<int>(), 0);
+      }
+    }
+}
+
+TEST(Capture, CorrectnessChecksHoldForEverySuccessfulRun) {
+  for (const auto& r : capture().report["runs"]) {
+    if (r["status"] != "ok") continue;
+    SCOPED_TRACE(r.dump());
+    EXPECT_EQ(r["argmax_match"], true);
+    if (r["scenario"] == "sharded") {
+      std::set<std::string> accels;
+      for (const auto& d : r["weight_devices"])
+        if (d.get<std::string>() != "cpu" && d.get<std::string>() != "disk") accels.insert(d);
+      EXPECT_GE(accels.size(), 2u);
+    } else {
+      EXPECT_EQ(r["logits_identical"], true);
+      EXPECT_EQ(r["params_on_meta_after"], true);
+    }
+    EXPECT_EQ(r["new_tokens"], 4);
+    EXPECT_EQ(r["latency_ms"]["n"], 2);
+  }
+}
+
+TEST(Capture, ReportNumbersAddUpToTheSqlInTheFile) {
+  hs::storage::CaptureReader rd(capture().db);
+  for (const auto& r : capture().report["runs"]) {
+    const int64_t id = r["id"];
+    int64_t bytes = 0, n = 0;
+    for (const auto& t : rd.transfers(id)) {
+      bytes += t.bytes;
+      ++n;
+    }
+    EXPECT_EQ(r["recorded"]["transfers"], n);
+    EXPECT_EQ(r["recorded"]["transfer_bytes"], bytes);
+    int64_t on = 0;
+    for (const auto& w : rd.weight_swaps(id)) on += w.onload;
+    EXPECT_EQ(r["recorded"]["weight_onloads"], on);
+    EXPECT_EQ(r["recorded"]["graph_breaks"], rd.graph_breaks(id).size());
+    if (r["status"] != "ok") continue;
+    if (r["scenario"] != "sharded") {
+      EXPECT_GT(on, 0) << "offloaded runs swap weights";
+    } else {
+      EXPECT_GT(n, 0) << "sharded runs move activations";
+    }
+    if (r["mode"] != "eager") {
+      EXPECT_GE(rd.graph_breaks(id).size(), r["graph_break_count"].get<size_t>())
+          << "every compiled call records its breaks; the report counts the prefill's";
+    }
+  }
+  EXPECT_NE(capture().markdown.find("### graph breaks"), std::string::npos);
+}
+
+TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
+  fs::path dir = hs::test::scratch_dir("capture-killed");
+  fs::path db = dir / "killed.sqlite";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = ::open("/dev/null", O_WRONLY);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(hs::test::cli().c_str(), "hookscope", "capture", "--model", hs::test::tiny_checkpoint("tiny-llama").c_str(),
+          "--devices", "2", "--scenarios", "cpu-offload", "--prompt-ids", "5,17,99", "--max-new-tokens", "32", "--repeats", "20", "--warmup", "0",
+          "--out", db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Kill once at least one run has completed and the next one is recording.
+  bool ready = false;
+  for (int i = 0; i < 600 && !ready && waitpid(pid, nullptr, WNOHANG) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      hs::storage::CaptureReader rd(db);
+      auto runs = rd.runs();
+      ready = runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete;
+    } catch (const std::exception&) {
+    }
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(ready) << "the capture never got past its first run";
+  hs::storage::CaptureReader rd(db);
+  auto runs = rd.runs();
+  ASSERT_GE(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete);
+  EXPECT_EQ(runs.back().status, hs::tracer::RunStatus::Incomplete);
+  auto rep = hookscope({"report", db.string()});
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("Incomplete runs"), std::string::npos) << rep.out;
+}
+
+TEST(Capture, ReportRefusesAFileThatIsNotACapture) {
+  fs::path dir = hs::test::scratch_dir("capture-bad-file");
+  std::ofstream(dir / "x.sqlite") << "definitely not sqlite";
+  auto r = hookscope({"report", (dir / "x.sqlite").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("x.sqlite"), std::string::npos) << r.err;
+}
+
+}  // namespace

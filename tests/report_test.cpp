@@ -1,0 +1,82 @@
+// The PR report's Markdown, rendered from report JSON (schema 1).
+#include <gtest/gtest.h>
+
+#include "app/report.h"
+
+using nlohmann::json;
+
+namespace {
+
+json run(const std::string& sc, const std::string& pol, const std::string& mode, bool fg, const std::string& status,
+         json breaks, double ms) {
+  json r{{"scenario", sc}, {"policy", pol}, {"mode", mode}, {"fullgraph", fg}, {"status", status},
+         {"error", status == "error" ? json("Unsupported: Skip calling `torch.compiler.disable()`d function "
+                                            "AlignDevicesHook.pre_forward (module model.layers.0)")
+                                     : json(nullptr)},
+         {"graph_count", breaks.is_null() ? json(nullptr) : json(breaks.get<int>() + 1)},
+         {"graph_break_count", breaks},
+         {"break_reasons", json::array()},
+         {"weight_devices", {"0", "1"}},
+         {"argmax_match", status == "ok" ? json(true) : json(nullptr)},
+         {"logits_identical", nullptr},
+         {"params_on_meta_after", nullptr},
+         {"latency_ms", status == "ok" ? json{{"median", ms}, {"min", ms - 1}, {"max", ms + 1}, {"n", 3}} : json(nullptr)},
+         {"new_tokens", 8}};
+  if (!breaks.is_null() && breaks.get<int>() > 0)
+    r["break_reasons"].push_back({{"reason", "Skip calling `torch.compiler.disable()`d function"},
+                                  {"function", "AlignDevicesHook.pre_forward"},
+                                  {"module", "model.layers.0"}});
+  return r;
+}
+
+json sample_report() {
+  json runs = json::array();
+  runs.push_back(run("sharded", "whole-hook", "eager", false, "ok", 0, 100));
+  runs.push_back(run("sharded", "whole-hook", "default", false, "ok", 9, 120));
+  runs.push_back(run("sharded", "whole-hook", "default", true, "error", nullptr, 0));
+  runs.push_back(run("sharded", "offload-only", "eager", false, "ok", 0, 100));
+  runs.push_back(run("sharded", "offload-only", "default", false, "ok", 0, 50));
+  runs.push_back(run("sharded", "offload-only", "default", true, "ok", 0, 50));
+  return {{"schema", 1},
+          {"model", {{"id", "tiny"}, {"path", "/x"}, {"dtype", "f32"}, {"params", 1000000}, {"bytes", 4000000}}},
+          {"devices", json::array({{{"id", 0}, {"kind", "emulated"}, {"backing", "cpu"}, {"max_memory", nullptr}},
+                                   {{"id", 1}, {"kind", "emulated"}, {"backing", "cpu"}, {"max_memory", nullptr}}})},
+          {"runs", runs}};
+}
+
+TEST(Report, MarkdownHasTheReferenceTables) {
+  const std::string md = hs::app::render_markdown(sample_report());
+  EXPECT_NE(md.find("| tiny | f32 | 1.0M | 3.8 MiB | 0 (emulated), 1 (emulated) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Emulated accelerators are backed by host memory"), std::string::npos);
+  // fullgraph before raises naming the hook, after works.
+  EXPECT_NE(md.find("| sharded | raises: `Unsupported: Skip calling"), std::string::npos) << md;
+  EXPECT_NE(md.find("AlignDevicesHook.pre_forward"), std::string::npos);
+  EXPECT_NE(md.find("| works | yes |"), std::string::npos) << md;
+  // latency with speed-up vs eager: 100/120 = 0.83x before, 100/50 = 2.00x after.
+  EXPECT_NE(md.find("| sharded | default | 120.0 (119.0–121.0) | 50.0 (49.0–51.0) | 0.83× | 2.00× |"), std::string::npos)
+      << md;
+  // graph breaks before/after.
+  EXPECT_NE(md.find("| sharded | default | 9 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `AlignDevicesHook.pre_forward` | `model.layers.0` | 1 |"), std::string::npos) << md;
+}
+
+TEST(Report, IncompleteRunsAreNamed) {
+  json r = sample_report();
+  r["runs"][1]["status"] = "incomplete";
+  const std::string md = hs::app::render_markdown(r);
+  EXPECT_NE(md.find("**Incomplete runs**"), std::string::npos) << md;
+  EXPECT_NE(md.find("sharded/whole-hook/default"), std::string::npos) << md;
+}
+
+TEST(Report, MissingFieldIsNamed) {
+  json r = sample_report();
+  r.erase("devices");
+  try {
+    hs::app::render_markdown(r);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'devices'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,779 @@
+// Capture files: schema (nsys names), Store ← HostTracer round trips, crash safety (SIGKILL),
+// the read-only CaptureReader and its refusals. Raw SQL checks go through the SQLite C API.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "storage/capture_reader.h"
+#include "storage/schema.h"
+#include "storage/store.h"
+#include "tests/test_util.h"
+#include "tracer/host_tracer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace hs;
+using storage::CaptureError;
+using storage::CaptureReader;
+using storage::Store;
+using tracer::HostTracer;
+using tracer::MemcpyKind;
+using tracer::RunStatus;
+
+// ---- raw SQL helpers -------------------------------------------------------------------
+struct RawDb {
+  sqlite3* db = nullptr;
+  explicit RawDb(const fs::path& p, int flags = SQLITE_OPEN_READONLY) {
+    if (sqlite3_open_v2(p.c_str(), &db, flags, nullptr) != SQLITE_OK)
+      throw std::runtime_error("raw open failed: " + p.string());
+  }
+  ~RawDb() { sqlite3_close_v2(db); }
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string e = err ? err : "?";
+      sqlite3_free(err);
+      throw std::runtime_error("raw exec failed: " + e + " in " + sql);
+    }
+  }
+  // All rows, each column as text ("NULL" for null).
+  std::vector<std::vector<std::string>> rows(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("raw prepare failed: ") + sqlite3_errmsg(db) + " in " + sql);
+    std::vector<std::vector<std::string>> out;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      std::vector<std::string> r;
+      for (int i = 0; i < sqlite3_column_count(s); ++i) {
+        const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+        r.push_back(t ? t : "NULL");
+      }
+      out.push_back(std::move(r));
+    }
+    sqlite3_finalize(s);
+    return out;
+  }
+  std::string one(const std::string& sql) {
+    auto r = rows(sql);
+    return r.empty() || r[0].empty() ? "" : r[0][0];
+  }
+  std::vector<std::string> columns(const std::string& table) {
+    std::vector<std::string> out;
+    for (auto& r : rows("PRAGMA table_info(" + table + ")")) out.push_back(r[1]);
+    return out;
+  }
+};
+
+struct FileState {
+  std::string bytes;
+  fs::file_time_type mtime;
+  bool operator==(const FileState&) const = default;
+};
+FileState file_state(const fs::path& p) { return {test::read_file(p), fs::last_write_time(p)}; }
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+// Runs `f` and returns the CaptureError message (fails the test if nothing is thrown).
+template <class F>
+std::string capture_error(F&& f) {
+  try {
+    f();
+  } catch (const CaptureError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a CaptureError";
+  return {};
+}
+
+tracer::RunInfo run_info(const std::string& scenario) {
+  tracer::RunInfo i;
+  i.scenario = scenario;
+  i.policy = "offload-only";
+  i.mode = "default";
+  i.fullgraph = true;
+  i.model = "tiny-llama";
+  i.device_map_json = R"({"model.embed_tokens": 0, "model.layers.0": "cpu", "lm_head": "disk"})";
+  i.versions_json = R"({"hookscope": "0.1.0", "torch": "2.11.0"})";
+  return i;
+}
+
+// ---- schema ----------------------------------------------------------------------------
+
+TEST(CaptureSchema, HasNsysTablesColumnsAndEnums) {
+  const fs::path file = test::scratch_dir("storage_schema") / "capture.hscope";
+  { Store store(file); }
+  RawDb db(file);
+  auto has = [&](const std::string& table, const std::vector<std::string>& cols) {
+    const auto got = db.columns(table);
+    ASSERT_FALSE(got.empty()) << "missing table " << table;
+    for (const auto& c : cols)
+      EXPECT_NE(std::find(got.begin(), got.end(), c), got.end()) << table << " lacks column " << c;
+  };
+  has("StringIds", {"id", "value"});
+  has("META_DATA_EXPORT", {"name", "value"});
+  has("TARGET_INFO_SESSION_START_TIME", {"utcEpochNs", "utcTime", "localTime"});
+  has("TARGET_INFO_GPU", {"vmId", "id", "name", "busLocation", "isDiscrete", "l2CacheSize", "totalMemory",
+                          "memoryBandwidth", "clockRate", "smCount", "uuid", "chipName", "cuDevice", "computeMajor",
+                          "computeMinor", "maxShmemPerBlock", "maxWarpsPerSm", "asyncEngines"});
+  has("CUPTI_ACTIVITY_KIND_KERNEL",
+      {"start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid",
+       "demangledName", "shortName", "mangledName", "launchType", "cacheConfig", "registersPerThread", "gridX", "gridY",
+       "gridZ", "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
+       "localMemoryTotal", "gridId", "sharedMemoryExecuted", "graphNodeId", "sharedMemoryLimitConfig"});
+  has("CUPTI_ACTIVITY_KIND_MEMCPY",
+      {"start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid", "bytes",
+       "copyKind", "srcKind", "dstKind", "srcDeviceId", "srcContextId", "dstDeviceId", "dstContextId",
+       "migrationCause", "graphNodeId", "virtualAddress"});
+  has("CUPTI_ACTIVITY_KIND_MEMSET", {"start", "end", "deviceId", "contextId", "streamId", "correlationId",
+                                     "globalPid", "value", "bytes", "graphNodeId", "memKind"});
+  has("CUPTI_ACTIVITY_KIND_RUNTIME",
+      {"start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId"});
+  has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", {"start", "end", "deviceId", "contextId", "streamId", "correlationId",
+                                              "globalPid", "syncType", "eventId"});
+  for (const char* t : {"ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_HOOK_PHASE", "ENUM_WEIGHT_SOURCE",
+                        "ENUM_RUN_STATUS", "ENUM_CUPTI_SYNC_TYPE", "ENUM_DEVICE_KIND", "ENUM_DIAGNOSTIC_SEVERITY"})
+    has(t, {"id", "name", "label"});
+  has("RUNS", {"id", "scenario", "policy", "mode", "fullgraph", "model", "device_map", "versions", "status", "error",
+               "start", "end", "results"});
+  has("DEVICES", {"id", "runId", "name", "kind", "backing", "label", "max_memory"});
+  has("MODULES", {"runId", "moduleId", "classId"});
+  has("HOOK_EVENTS", {"runId", "start", "end", "threadId", "hookId", "phase", "moduleId"});
+  has("WEIGHT_SWAPS", {"runId", "start", "end", "onload", "moduleId", "tensorId", "bytes", "dtypeId", "source",
+                       "device", "pinned"});
+  has("TRANSFERS", {"runId", "start", "end", "src", "dst", "bytes", "copyKind", "emulated", "moduleId"});
+  has("MODULE_COMPUTE", {"runId", "start", "end", "moduleId", "device"});
+  has("COMPILE_REGIONS", {"runId", "start", "end", "regionIndex", "opCount", "backendId"});
+  has("GRAPH_BREAKS", {"runId", "start", "reasonId", "functionId", "moduleId", "moduleStackId"});
+  has("COMPILE_RESULTS", {"runId", "graph_count", "graph_break_count", "recompiles", "fullgraph_ok", "error"});
+  has("GENERATION_STEPS", {"runId", "start", "end", "step", "token"});
+  has("MEMORY_COUNTERS", {"runId", "start", "device", "bytes"});
+  has("DIAGNOSTICS", {"runId", "severity", "source", "text"});
+  has("DISABLED_SCOPES", {"runId", "start", "end", "functionId", "moduleId", "depth"});
+
+  // nsys enum ids, names and labels.
+  EXPECT_EQ(db.rows("SELECT id, name, label FROM ENUM_CUDA_MEMCPY_OPER WHERE id IN (0, 1, 2, 8, 9, 10) ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"0", "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"},
+                                                   {"1", "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"},
+                                                   {"2", "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"},
+                                                   {"8", "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"},
+                                                   {"9", "CUDA_MEMCPY_KIND_HTOH", "Host-to-Host"},
+                                                   {"10", "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer"}}));
+  EXPECT_EQ(db.one("SELECT count(*) FROM ENUM_CUDA_MEMCPY_OPER"), "14");
+  EXPECT_EQ(db.rows("SELECT id, name, label FROM ENUM_CUDA_MEM_KIND WHERE id IN (0, 1, 7) ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"0", "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"},
+                                                   {"1", "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"},
+                                                   {"7", "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown"}}));
+  EXPECT_EQ(db.one("SELECT label FROM ENUM_HOOK_PHASE WHERE id = 0"), "pre_forward");
+  EXPECT_EQ(db.one("SELECT label FROM ENUM_WEIGHT_SOURCE WHERE id = 1"), "disk");
+  EXPECT_EQ(db.one("SELECT label FROM ENUM_RUN_STATUS WHERE id = 0"), "incomplete");
+  EXPECT_EQ(db.one("SELECT label FROM ENUM_RUN_STATUS WHERE id = 1"), "complete");
+  // Metadata, session start; GPU tables empty on a CPU capture.
+  EXPECT_EQ(db.one("SELECT value FROM META_DATA_EXPORT WHERE name = 'HOOKSCOPE_SCHEMA_VERSION'"), "1");
+  EXPECT_EQ(db.one("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION'"), "hookscope 0.1.0");
+  EXPECT_EQ(db.one("SELECT count(*) FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs > 0"), "1");
+  for (const char* t : {"TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                        "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"})
+    EXPECT_EQ(db.one(std::string("SELECT count(*) FROM ") + t), "0") << t;
+  // A closed capture is one self-contained file (rollback journal, no -wal left behind).
+  EXPECT_EQ(db.one("PRAGMA journal_mode"), "delete");
+  EXPECT_FALSE(fs::exists(fs::path(file.string() + "-wal")));
+}
+
+TEST(CopyKind, LogicalDirectionUsesNsysIds) {
+  EXPECT_EQ(storage::copy_kind_for("cpu", "0"), MemcpyKind::HtoD);
+  EXPECT_EQ(storage::copy_kind_for("disk", "1"), MemcpyKind::HtoD);
+  EXPECT_EQ(storage::copy_kind_for("1", "cpu"), MemcpyKind::DtoH);
+  EXPECT_EQ(storage::copy_kind_for("0", "1"), MemcpyKind::PtoP);
+  EXPECT_EQ(storage::copy_kind_for("2", "2"), MemcpyKind::DtoD);
+  EXPECT_EQ(storage::copy_kind_for("cpu", "cpu"), MemcpyKind::HtoH);
+  EXPECT_EQ(storage::copy_kind_for("meta", "0"), MemcpyKind::Unknown);
+}
+
+// ---- round trip through HostTracer → Store → CaptureReader ----------------------------
+
+TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
+  const fs::path file = test::scratch_dir("storage_roundtrip") / "capture.hscope";
+  int64_t run = 0;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    run = tr.begin_run(run_info("tiny/offload"));
+    events::EventSink& s = tr;
+    s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 100, 150});
+    s.hook_span({"AlignDevicesHook", events::HookPhase::PostForward, "model.layers.0", "LlamaDecoderLayer", 300, 320});
+    s.weight_swap({true, "model.layers.0", "mlp.up_proj.weight", 4096, "bfloat16", events::WeightSource::Disk, "0",
+                   false, 110, 140});
+    s.weight_swap({false, "model.layers.0", "mlp.up_proj.weight", 4096, "bfloat16", events::WeightSource::Device,
+                   "meta", false, 305, 306});
+    s.transfer({"cpu", "0", 2048, true, "model.layers.0", 120, 130});
+    s.transfer({"0", "1", 1024, true, "", 200, 210});  // module unknown
+    s.transfer({"0", "1", 1024, true, "model.layers.1", 220, 240});
+    s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 1, 105, 145});
+    s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
+    s.region({0, 12, "eager", 90, 104});
+    s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook._onload_weights",
+                   "model.layers.0", "model > model.layers.0", 104});
+    s.generation_step({0, 1234, 80, 400});
+    s.memory_counter({"0", 1 << 20, 145});
+    std::thread other([&] { s.memory_counter({"cpu", 7, 500}); });
+    other.join();
+    tr.end_run(RunStatus::Complete);
+
+    store.set_run_result(run, {{"latency_ms", {{"p50", 12.5}}}, {"argmax_match", true}});
+    store.set_run_result(run, {{"logits_identical", true}, {"params_on_meta_after", 0}});
+    store.add_diagnostic(run, storage::Severity::Info, "compile", "skipping cudagraphs due to cpu device", 95);
+    store.add_diagnostic(std::nullopt, storage::Severity::Warning, "cupti", "CUPTI unavailable (CPU build)");
+    storage::DeviceInfo d0{run, "0", storage::DeviceKind::Emulated, "cpu", "emulated accelerator 0 (cpu)",
+                           int64_t{1} << 30, std::nullopt};
+    store.add_device(d0);
+    store.add_device({std::nullopt, "cpu", storage::DeviceKind::Cpu, "cpu", "host", std::nullopt, std::nullopt});
+    storage::CompileResult cr;
+    cr.graph_count = 2;
+    cr.graph_break_count = 1;
+    cr.recompiles = 0;
+    cr.fullgraph_ok = false;
+    cr.error = "Unsupported: Skip calling `torch.compiler.disable()`d function";
+    cr.break_reasons = {"Skip calling `torch.compiler.disable()`d function"};
+    store.add_compile_result(run, cr);
+    store.add_module(run, "model.norm", "LlamaRMSNorm");
+    store.finalize();
+  }
+
+  CaptureReader r(file);
+  EXPECT_EQ(r.schema_version(), 1);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  const auto& ru = runs[0];
+  EXPECT_EQ(ru.id, run);
+  EXPECT_EQ(ru.scenario, "tiny/offload");
+  EXPECT_EQ(ru.policy, "offload-only");
+  EXPECT_EQ(ru.mode, "default");
+  EXPECT_TRUE(ru.fullgraph);
+  EXPECT_EQ(ru.model, "tiny-llama");
+  EXPECT_EQ(ru.device_map["lm_head"], "disk");
+  EXPECT_EQ(ru.versions["torch"], "2.11.0");
+  EXPECT_EQ(ru.status, RunStatus::Complete);
+  ASSERT_TRUE(ru.end_ns.has_value());
+  EXPECT_GE(*ru.end_ns, ru.start_ns);
+  EXPECT_EQ(ru.dropped_records, 0);
+  EXPECT_EQ(ru.results["latency_ms"]["p50"], 12.5);
+  EXPECT_EQ(ru.results["argmax_match"], true);  // merged, not replaced, by the second call
+  EXPECT_EQ(ru.results["logits_identical"], true);
+
+  const auto hooks = r.hook_events(run);
+  ASSERT_EQ(hooks.size(), 2u);
+  EXPECT_EQ(hooks[0].hook, "AlignDevicesHook");
+  EXPECT_EQ(hooks[0].phase, events::HookPhase::PreForward);
+  EXPECT_EQ(hooks[0].module, "model.layers.0");
+  EXPECT_EQ(hooks[0].start_ns, 100);
+  EXPECT_EQ(hooks[0].end_ns, 150);
+  EXPECT_EQ(hooks[1].phase, events::HookPhase::PostForward);
+
+  const auto swaps = r.weight_swaps(run);
+  ASSERT_EQ(swaps.size(), 2u);
+  EXPECT_TRUE(swaps[0].onload);
+  EXPECT_EQ(swaps[0].tensor, "mlp.up_proj.weight");
+  EXPECT_EQ(swaps[0].bytes, 4096);
+  EXPECT_EQ(swaps[0].dtype, "bfloat16");
+  EXPECT_EQ(swaps[0].source, events::WeightSource::Disk);
+  EXPECT_EQ(swaps[0].device, "0");
+  EXPECT_FALSE(swaps[0].pinned);
+  EXPECT_FALSE(swaps[1].onload);
+  EXPECT_EQ(swaps[1].device, "meta");
+
+  const auto tr = r.transfers(run);
+  ASSERT_EQ(tr.size(), 3u);
+  EXPECT_EQ(tr[0].src, "cpu");
+  EXPECT_EQ(tr[0].dst, "0");
+  EXPECT_EQ(tr[0].copy_kind, MemcpyKind::HtoD);
+  EXPECT_TRUE(tr[0].emulated);
+  EXPECT_EQ(tr[0].module, "model.layers.0");
+  EXPECT_EQ(tr[1].copy_kind, MemcpyKind::PtoP);
+  EXPECT_EQ(tr[1].module, "");
+  const auto sums = r.transfer_sums(run);
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_EQ(sums[0].src, "0");
+  EXPECT_EQ(sums[0].count, 2);
+  EXPECT_EQ(sums[0].bytes, 2048);
+  EXPECT_EQ(sums[0].total_ns, 30);
+  EXPECT_EQ(sums[1].src, "cpu");
+  EXPECT_EQ(sums[1].bytes, 2048);
+  const auto swap_sums = r.weight_swap_sums(run);
+  ASSERT_EQ(swap_sums.size(), 2u);
+  EXPECT_TRUE(swap_sums[0].onload);
+  EXPECT_EQ(swap_sums[0].source, events::WeightSource::Disk);
+  EXPECT_EQ(swap_sums[0].bytes, 4096);
+  EXPECT_EQ(swap_sums[0].total_ns, 30);
+  EXPECT_FALSE(swap_sums[1].onload);
+
+  const auto scopes = r.disabled_scopes(run);
+  ASSERT_EQ(scopes.size(), 1u);
+  EXPECT_EQ(scopes[0].function, "AlignDevicesHook._onload_weights");
+  EXPECT_EQ(scopes[0].depth, 1);
+  const auto compute = r.module_compute(run);
+  ASSERT_EQ(compute.size(), 1u);
+  EXPECT_EQ(compute[0].device, "0");
+  EXPECT_EQ(compute[0].end_ns, 300);
+  const auto regions = r.regions(run);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].op_count, 12);
+  EXPECT_EQ(regions[0].backend, "eager");
+  const auto breaks = r.graph_breaks(run);
+  ASSERT_EQ(breaks.size(), 1u);
+  EXPECT_EQ(breaks[0].reason, "Skip calling `torch.compiler.disable()`d function");
+  EXPECT_EQ(breaks[0].function, "AlignDevicesHook._onload_weights");
+  EXPECT_EQ(breaks[0].module_stack, "model > model.layers.0");
+  EXPECT_EQ(breaks[0].time_ns, 104);
+  const auto steps = r.generation_steps(run);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].token, 1234);
+  const auto counters = r.memory_counters(run);
+  ASSERT_EQ(counters.size(), 2u);
+  EXPECT_EQ(counters[0].bytes, 1 << 20);
+  EXPECT_NE(counters[0].thread, counters[1].thread) << "two recording threads, two thread ids";
+  EXPECT_EQ(r.threads(run).size(), 2u);
+
+  const auto modules = r.modules(run);
+  ASSERT_EQ(modules.size(), 2u);
+  EXPECT_EQ(modules[0].fqn, "model.layers.0");
+  EXPECT_EQ(modules[0].module_class, "LlamaDecoderLayer");
+  EXPECT_EQ(modules[1].fqn, "model.norm");
+
+  const auto diags = r.diagnostics(run);
+  ASSERT_EQ(diags.size(), 2u);
+  EXPECT_EQ(diags[0].text, "skipping cudagraphs due to cpu device");
+  EXPECT_EQ(diags[0].time_ns, 95);
+  EXPECT_FALSE(diags[1].run_id.has_value());
+  const auto devs = r.devices(run);
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(devs[0].info.kind, storage::DeviceKind::Emulated);
+  EXPECT_EQ(devs[0].info.max_memory, int64_t{1} << 30);
+  EXPECT_FALSE(devs[1].info.run_id.has_value());
+  const auto crs = r.compile_results(run);
+  ASSERT_EQ(crs.size(), 1u);
+  EXPECT_EQ(crs[0].result.graph_count, 2);
+  EXPECT_EQ(crs[0].result.graph_break_count, 1);
+  EXPECT_FALSE(crs[0].result.fullgraph_ok);
+  EXPECT_EQ(crs[0].result.break_reasons.size(), 1u);
+  EXPECT_TRUE(r.gpus().empty());
+  EXPECT_EQ(r.metadata().at("EXPORT_PRODUCT_VERSION"), "hookscope 0.1.0");
+  EXPECT_THROW(r.run(run + 1), std::out_of_range);
+  EXPECT_THROW(r.count("sqlite_master; DROP TABLE RUNS"), std::invalid_argument);
+}
+
+TEST(Store, InternsEveryStringOnceAcrossRunsAndReferencesStringIds) {
+  const fs::path file = test::scratch_dir("storage_strings") / "capture.hscope";
+  {
+    Store store(file);
+    HostTracer tr(store);
+    std::vector<std::string> modules;
+    for (int m = 0; m < 10; ++m) modules.push_back(std::string("model.layers.").append(std::to_string(m)));
+    for (const char* scenario : {"r0", "r1", "r2"}) {
+      tr.begin_run(run_info(scenario));
+      for (int i = 0; i < 1000; ++i)
+        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, modules[static_cast<size_t>(i % 10)],
+                      "LlamaDecoderLayer", i, i + 1});
+      tr.end_run();
+    }
+    // 1 hook + 10 modules + 1 class: shared by all three runs.
+    EXPECT_EQ(store.string_count(), 12);
+  }
+  RawDb db(file);
+  EXPECT_EQ(db.one("SELECT count(*) = count(DISTINCT value) FROM StringIds"), "1");
+  EXPECT_EQ(db.one("SELECT count(*) FROM HOOK_EVENTS"), "3000");
+  // Every string column resolves through StringIds (nsys-style join).
+  EXPECT_EQ(db.one("SELECT count(*) FROM HOOK_EVENTS h JOIN StringIds m ON m.id = h.moduleId "
+                   "JOIN StringIds k ON k.id = h.hookId WHERE k.value = 'AlignDevicesHook'"),
+            "3000");
+  EXPECT_EQ(db.one("SELECT count(*) FROM HOOK_EVENTS h JOIN StringIds m ON m.id = h.moduleId "
+                   "WHERE m.value = 'model.layers.3'"),
+            "300");
+}
+
+TEST(Store, RunIsIncompleteUntilItsLastBatchCommits) {
+  const fs::path file = test::scratch_dir("storage_status") / "capture.hscope";
+  Store store(file);
+  HostTracer tr(store);
+  const int64_t run = tr.begin_run(run_info("status"));
+  {
+    CaptureReader r(file);  // a second, read-only connection while the capture is written
+    EXPECT_EQ(r.run(run).status, RunStatus::Incomplete);
+    EXPECT_FALSE(r.run(run).end_ns.has_value());
+  }
+  for (int i = 0; i < 100; ++i) tr.generation_step({i, i, i, i + 1});
+  tr.flush();
+  {
+    CaptureReader r(file);
+    EXPECT_EQ(r.run(run).status, RunStatus::Incomplete) << "records committed, run not ended";
+    EXPECT_EQ(r.generation_steps(run).size(), 100u);
+  }
+  tr.end_run(RunStatus::Complete);
+  CaptureReader r(file);
+  EXPECT_EQ(r.run(run).status, RunStatus::Complete);
+  EXPECT_EQ(r.generation_steps(run).size(), 100u);
+}
+
+TEST(Store, SigkillMidCaptureLeavesEarlierRunsCompleteAndTheInterruptedOneIncomplete) {
+  const fs::path file = test::scratch_dir("storage_sigkill") / "capture.hscope";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Child: one finished run, then an endless second run, flushing as it goes.
+    close(ready[0]);
+    try {
+      Store store(file);
+      tracer::TracerOptions o;
+      o.chunk_records = 500;  // chunk hand-offs and flushes both fall on multiples of 500
+      HostTracer tr(store, o);
+      tr.begin_run(run_info("first"));
+      for (int i = 0; i < 1000; ++i)
+        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i,
+                      i + 1});
+      tr.end_run(RunStatus::Complete);
+      tr.begin_run(run_info("interrupted"));
+      for (int64_t i = 0;; ++i) {
+        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.1", "LlamaDecoderLayer", i,
+                      i + 1});
+        if (i % 500 == 499) {
+          tr.flush();
+          if (i == 999 && write(ready[1], "x", 1) != 1) _exit(3);
+        }
+      }
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "child failed before the interrupted run was under way";
+  close(ready[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it write more batches
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  {
+    CaptureReader r(file);
+    const auto runs = r.runs();
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].scenario, "first");
+    EXPECT_EQ(runs[0].status, RunStatus::Complete);
+    EXPECT_EQ(r.hook_events(runs[0].id).size(), 1000u);
+    EXPECT_EQ(runs[1].scenario, "interrupted");
+    EXPECT_EQ(runs[1].status, RunStatus::Incomplete);
+    EXPECT_FALSE(runs[1].end_ns.has_value());
+    EXPECT_GE(r.hook_events(runs[1].id).size(), 1000u);
+    EXPECT_EQ(r.hook_events(runs[1].id).size() % 500, 0u) << "only whole batches are visible";
+  }
+  // The file stays usable: a new process appends a run; the interrupted one stays incomplete.
+  {
+    Store store(file);
+    HostTracer tr(store);
+    tr.begin_run(run_info("after"));
+    tr.end_run();
+  }
+  CaptureReader r(file);
+  const auto runs = r.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].status, RunStatus::Incomplete);
+  EXPECT_EQ(runs[2].status, RunStatus::Complete);
+}
+
+TEST(Store, FinalizeBuildsIndexesThatQueriesUse) {
+  const fs::path file = test::scratch_dir("storage_indexes") / "capture.hscope";
+  {
+    Store store(file);
+    HostTracer tr(store);
+    tr.begin_run(run_info("idx"));
+    tr.hook_span({"h", events::HookPhase::PreForward, "m", "C", 1, 2});
+    tr.end_run();
+    CaptureReader before(file);
+    EXPECT_FALSE(before.finalized());
+    for (const auto& name : before.indexes())
+      EXPECT_EQ(name.rfind("sqlite_autoindex", 0), 0u) << "no hookscope index before finalize: " << name;
+    store.finalize();
+    store.finalize();  // idempotent
+  }
+  CaptureReader r(file);
+  EXPECT_TRUE(r.finalized());
+  const auto idx = r.indexes();
+  for (const char* want : {"HOOK_EVENTS_runId_start", "TRANSFERS_runId_start", "WEIGHT_SWAPS_runId_start",
+                           "GRAPH_BREAKS_runId_start", "MODULE_COMPUTE_runId_start",
+                           "CUPTI_ACTIVITY_KIND_KERNEL_correlationId", "CUPTI_ACTIVITY_KIND_MEMCPY_runId_start"})
+    EXPECT_NE(std::find(idx.begin(), idx.end(), want), idx.end()) << "missing index " << want;
+  RawDb db(file);
+  const auto plan = db.rows("EXPLAIN QUERY PLAN SELECT * FROM HOOK_EVENTS WHERE runId = 1 ORDER BY start");
+  std::string text;
+  for (const auto& row : plan) text += row.back() + "\n";
+  EXPECT_NE(text.find("HOOK_EVENTS_runId_start"), std::string::npos) << text;
+}
+
+TEST(Store, AppendsRunsToAnExistingCaptureAndOverwritesOnlyCaptures) {
+  const fs::path dir = test::scratch_dir("storage_append");
+  const fs::path file = dir / "capture.hscope";
+  {
+    Store store(file);
+    const int64_t run = store.add_run(run_info("a"));
+    store.end_run(run, RunStatus::Complete);
+  }
+  {
+    Store store(file);
+    const int64_t run = store.add_run(run_info("b"));
+    store.end_run(run, RunStatus::Failed, "fullgraph=True raised");
+  }
+  {
+    CaptureReader r(file);
+    ASSERT_EQ(r.runs().size(), 2u);
+    EXPECT_EQ(r.runs()[1].status, RunStatus::Failed);
+    EXPECT_EQ(r.runs()[1].error, "fullgraph=True raised");
+  }
+  { Store store(file, {.overwrite = true}); }
+  EXPECT_TRUE(CaptureReader(file).runs().empty()) << "overwrite starts a fresh capture";
+}
+
+TEST(Store, RejectsBadInputWithClearErrorsAndRollsBackPartialBatches) {
+  const fs::path file = test::scratch_dir("storage_bad_input") / "capture.hscope";
+  Store store(file);
+  tracer::RunInfo bad = run_info("bad");
+  bad.device_map_json = "{not json";
+  try {
+    store.begin_run(bad);
+    FAIL() << "invalid JSON must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("RunInfo.device_map_json"), std::string::npos) << e.what();
+  }
+  bad.device_map_json = "[1, 2]";
+  EXPECT_THROW(store.begin_run(bad), std::invalid_argument);
+  EXPECT_THROW(store.set_run_result(42, {{"x", 1}}), std::invalid_argument);
+  EXPECT_THROW(store.set_run_result(1, nlohmann::json::array()), std::invalid_argument);
+  EXPECT_THROW(store.add_compile_result(42, {}), std::invalid_argument);
+  EXPECT_THROW(store.add_device({}), std::invalid_argument);
+
+  const int64_t run = store.begin_run(run_info("ok"));
+  // A batch whose second record names an undefined string id: nothing of it may land.
+  const tracer::StringDef strings[] = {{0, "model.layers.0"}};
+  tracer::Record recs[2];
+  recs[0].event = tracer::rec::MemoryCounter{1, 10, 0};
+  recs[1].event = tracer::rec::MemoryCounter{2, 20, 7};
+  tracer::RecordBatch b;
+  b.run_id = run;
+  b.strings = strings;
+  b.records = recs;
+  try {
+    store.write_batch(b);
+    FAIL() << "an undefined string id must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("never defined"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store.string_count(), 0) << "the failed batch's strings were rolled back";
+  tracer::RecordBatch other;
+  other.run_id = 999;
+  EXPECT_THROW(store.write_batch(other), std::invalid_argument);
+  CaptureReader r(file);
+  EXPECT_TRUE(r.memory_counters(run).empty());
+  EXPECT_EQ(r.run(run).status, RunStatus::Incomplete);
+}
+
+TEST(Store, WritesGpuActivityIntoTheNsysTables) {
+  const fs::path file = test::scratch_dir("storage_gpu") / "capture.hscope";
+  {
+    Store store(file);
+    const int64_t run = store.add_run(run_info("gpu"));
+    storage::GpuInfo g;
+    g.id = 0;
+    g.name = "NVIDIA H200";
+    g.total_memory = int64_t{141} << 30;
+    g.sm_count = 132;
+    g.compute_major = 9;
+    store.add_gpu(g);
+    tracer::KernelActivity k;
+    k.start_ns = 1000;
+    k.end_ns = 2000;
+    k.correlation_id = 7;
+    k.demangled_name = "void gemm<float>(float*)";
+    k.short_name = "gemm";
+    k.grid_x = 128;
+    tracer::MemcpyActivity m1{1100, 1500, 0, 1, 7, 8, 4096, MemcpyKind::HtoD, tracer::MemKind::Pageable,
+                              tracer::MemKind::Device, -1, 0, 0};
+    tracer::MemcpyActivity m2{1600, 1700, 0, 1, 7, 9, 1024, MemcpyKind::HtoD, tracer::MemKind::Pinned,
+                              tracer::MemKind::Device, -1, 0, 0};
+    tracer::MemsetActivity ms{1700, 1710, 0, 1, 7, 10, 0, 256, tracer::MemKind::Device, 0};
+    tracer::ApiActivity api{900, 950, false, 4242, 7, "cudaLaunchKernel", 0};
+    tracer::ApiActivity drv{960, 970, true, 4242, 11, "cuLaunchKernel", 0};
+    tracer::SyncActivity sy{2000, 2100, 0, 1, 7, 12, tracer::SyncType::StreamSynchronize, 0};
+    tracer::ExternalCorrelation ext{tracer::ExternalKind::Custom1, 99, 7};
+    tracer::ClockSample clk{0, 500, 123456789};
+    tracer::GpuActivityBatch b;
+    b.run_id = run;
+    b.kernels = {&k, 1};
+    const tracer::MemcpyActivity copies[] = {m1, m2};
+    b.memcpys = copies;
+    b.memsets = {&ms, 1};
+    const tracer::ApiActivity apis[] = {api, drv};
+    b.api_calls = apis;
+    b.syncs = {&sy, 1};
+    b.external_correlations = {&ext, 1};
+    b.clock_samples = {&clk, 1};
+    store.write_gpu_batch(b);
+    tracer::GpuActivityBatch unknown;
+    unknown.run_id = 77;
+    EXPECT_THROW(store.write_gpu_batch(unknown), std::invalid_argument);
+  }
+  RawDb db(file);
+  // The joins people run on nsys exports work unchanged.
+  EXPECT_EQ(db.one("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                   "ON r.correlationId = k.correlationId JOIN StringIds s ON s.id = k.shortName"),
+            "gemm");
+  EXPECT_EQ(db.rows("SELECT e.label, SUM(m.bytes), COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
+                    "JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = m.copyKind GROUP BY e.label"),
+            (std::vector<std::vector<std::string>>{{"Host-to-Device", "5120", "2"}}));
+  EXPECT_EQ(db.one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEM_KIND k ON k.id = m.srcKind "
+                   "WHERE k.label = 'Pageable'"),
+            "1");
+  EXPECT_EQ(db.one("SELECT s.value FROM CUPTI_ACTIVITY_KIND_DRIVER d JOIN StringIds s ON s.id = d.nameId"),
+            "cuLaunchKernel");
+  EXPECT_EQ(db.one("SELECT globalTid % 0x1000000 FROM CUPTI_ACTIVITY_KIND_RUNTIME"), "4242");
+  EXPECT_EQ(db.one("SELECT globalPid / 0x1000000 FROM CUPTI_ACTIVITY_KIND_KERNEL"), std::to_string(getpid()));
+  EXPECT_EQ(db.one("SELECT e.name FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s JOIN ENUM_CUPTI_SYNC_TYPE e "
+                   "ON e.id = s.syncType"),
+            "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE");
+  EXPECT_EQ(db.one("SELECT externalId FROM CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION WHERE correlationId = 7"), "99");
+  EXPECT_EQ(db.one("SELECT gpuNs FROM CLOCK_CALIBRATION"), "123456789");
+  EXPECT_EQ(db.one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE bytes = 256"), "1");
+  CaptureReader r(file);
+  ASSERT_EQ(r.gpus().size(), 1u);
+  EXPECT_EQ(r.gpus()[0].name, "NVIDIA H200");
+  EXPECT_EQ(r.gpus()[0].sm_count, 132);
+}
+
+// ---- the reader's refusals ---------------------------------------------------------------
+
+TEST(CaptureReader, RefusesFilesThatAreNotCapturesAndLeavesThemUntouched) {
+  const fs::path dir = test::scratch_dir("storage_refuse");
+
+  // An SQLite database of something else.
+  const fs::path other = dir / "other.sqlite";
+  {
+    RawDb db(other, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db.exec("CREATE TABLE notes (id INTEGER, text TEXT); INSERT INTO notes VALUES (1, 'hello');");
+  }
+  const FileState other_before = file_state(other);
+  std::string msg = capture_error([&] { CaptureReader r(other); });
+  EXPECT_NE(msg.find("not a hookscope capture: " + other.string() + " (no META_DATA_EXPORT / schema version)"),
+            std::string::npos)
+      << msg;
+  msg = capture_error([&] { Store s(other); });
+  EXPECT_NE(msg.find("not a hookscope capture: " + other.string()), std::string::npos) << msg;
+  msg = capture_error([&] { Store s(other, {.overwrite = true}); });
+  EXPECT_NE(msg.find("refusing to write into it"), std::string::npos) << msg;
+  EXPECT_TRUE(file_state(other) == other_before) << "a non-capture file must not be modified";
+  EXPECT_FALSE(fs::exists(fs::path(other.string() + "-wal")));
+
+  // Garbage bytes.
+  const fs::path garbage = dir / "garbage.hscope";
+  std::string junk;
+  for (int i = 0; i < 8192; ++i) junk.push_back(static_cast<char>((i * 131 + 7) % 251));
+  write_bytes(garbage, junk);
+  const FileState garbage_before = file_state(garbage);
+  msg = capture_error([&] { CaptureReader r(garbage); });
+  EXPECT_NE(msg.find("not a hookscope capture: " + garbage.string() + " (not an SQLite database"), std::string::npos)
+      << msg;
+  msg = capture_error([&] { Store s(garbage); });
+  EXPECT_NE(msg.find(garbage.string()), std::string::npos) << msg;
+  EXPECT_TRUE(file_state(garbage) == garbage_before);
+
+  // A capture from a newer hookscope.
+  const fs::path newer = dir / "newer.hscope";
+  { Store s(newer); }
+  {
+    RawDb db(newer, SQLITE_OPEN_READWRITE);
+    db.exec("UPDATE META_DATA_EXPORT SET value = '2' WHERE name = 'HOOKSCOPE_SCHEMA_VERSION'");
+  }
+  const FileState newer_before = file_state(newer);
+  msg = capture_error([&] { CaptureReader r(newer); });
+  EXPECT_NE(msg.find("capture " + newer.string() + " has schema version 2, newer than this hookscope reads (1)"),
+            std::string::npos)
+      << msg;
+  msg = capture_error([&] { Store s(newer); });
+  EXPECT_NE(msg.find("schema version 2"), std::string::npos) << msg;
+  EXPECT_TRUE(file_state(newer) == newer_before);
+
+  // Missing file.
+  msg = capture_error([&] { CaptureReader r(dir / "missing.hscope"); });
+  EXPECT_NE(msg.find("cannot open capture " + (dir / "missing.hscope").string() + ": no such file"),
+            std::string::npos)
+      << msg;
+  EXPECT_FALSE(fs::exists(dir / "missing.hscope")) << "the reader must not create files";
+}
+
+TEST(CaptureReader, ReportsCorruptAndLockedCapturesByName) {
+  const fs::path dir = test::scratch_dir("storage_corrupt");
+  const fs::path file = dir / "capture.hscope";
+  {
+    Store store(file);
+    HostTracer tr(store);
+    tr.begin_run(run_info("c"));
+    for (int i = 0; i < 5000; ++i) tr.generation_step({i, i, i, i});
+    tr.end_run();
+  }
+  // Locked: another connection holds an exclusive lock on the (rollback-journal) file.
+  {
+    RawDb locker(file, SQLITE_OPEN_READWRITE);
+    locker.exec("BEGIN EXCLUSIVE");
+    const std::string msg = capture_error([&] { CaptureReader r(file, {.busy_timeout_ms = 50}); });
+    EXPECT_NE(msg.find("capture " + file.string() + " is locked"), std::string::npos) << msg;
+    locker.exec("ROLLBACK");
+  }
+  // Corrupt: the schema page overwritten after the 100-byte header.
+  std::string bytes = test::read_file(file);
+  for (size_t i = 100; i < 4096 && i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5);
+  write_bytes(file, bytes);
+  const FileState before = file_state(file);
+  const std::string msg = capture_error([&] {
+    CaptureReader r(file);
+    r.runs();
+  });
+  EXPECT_NE(msg.find(file.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("corrupt"), std::string::npos) << msg;
+  EXPECT_TRUE(file_state(file) == before);
+}
+
+TEST(CaptureReader, ReadingACaptureDoesNotModifyIt) {
+  const fs::path file = test::scratch_dir("storage_readonly") / "capture.hscope";
+  {
+    Store store(file);
+    const int64_t run = store.add_run(run_info("ro"));
+    store.end_run(run, RunStatus::Complete);
+    store.finalize();
+  }
+  const FileState before = file_state(file);
+  {
+    CaptureReader r(file);
+    EXPECT_EQ(r.runs().size(), 1u);
+    EXPECT_EQ(r.count("RUNS"), 1);
+    EXPECT_EQ(r.count("HOOK_EVENTS", 1), 0);
+  }
+  EXPECT_TRUE(file_state(file) == before);
+}
+
+}  // namespace

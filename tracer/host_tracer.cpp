@@ -1,0 +1,674 @@
+#include "tracer/host_tracer.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace hs::tracer {
+
+std::string_view to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::Incomplete: return "incomplete";
+    case RunStatus::Complete: return "complete";
+    case RunStatus::Failed: return "failed";
+  }
+  return "unknown";
+}
+
+static_assert(sizeof(Record) <= 64, "TracerOptions documents 64-byte records");
+
+namespace {
+
+constexpr uint32_t kNoId = UINT32_MAX;
+
+// Process-wide run generation: every begin_run of every tracer gets a fresh value, so a
+// thread-local cache from an earlier run (or a destroyed tracer at the same address) never
+// matches.
+std::atomic<uint64_t> g_generation{0};
+
+// Per-thread cache of "my buffer in that tracer's current run". Trivially constructible, so
+// it lives in static TLS: touching it never allocates.
+struct TlsCache {
+  const void* tracer;
+  uint64_t gen;
+  HostTracer::ThreadBuffer* tb;
+};
+thread_local TlsCache t_cache{nullptr, 0, nullptr};
+thread_local char t_token;  // its address identifies the thread
+
+// Single-writer counter bump (no read-modify-write bus lock; readers see a recent value).
+inline void bump(std::atomic<uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+uint64_t hash_bytes(std::string_view s) {
+  // 8 bytes at a time, multiply-xorshift mixing (wyhash-style constants).
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xC2B2AE3D27D4EB4Full);
+  const char* p = s.data();
+  size_t n = s.size();
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t v = 0;
+  std::memcpy(&v, p, n);
+  h = (h ^ v) * 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return h;
+}
+
+size_t next_pow2(size_t v) {
+  size_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+/// A chunk: fixed-capacity records, filled by one recording thread, drained by the writer.
+struct HostTracer::Chunk {
+  Record* records = nullptr;
+  uint32_t capacity = 0;
+  std::atomic<uint32_t> size{0};  // written by the owning recording thread (release)
+  uint32_t consumed = 0;          // writer thread only: records already batched
+  ThreadBuffer* owner = nullptr;  // set when a thread takes the chunk
+};
+
+/// One recording thread's state within a run, with its string table.
+struct alignas(64) HostTracer::ThreadBuffer {
+  // Recording thread (and end_run for `busy`).
+  std::atomic<uint32_t> busy{0};
+  std::atomic<Chunk*> current{nullptr};
+  uint32_t index = 0;
+  const void* token = nullptr;
+  int64_t os_tid = 0;
+
+  // String table: open addressing over `slots` (id + 1; 0 = empty), text in `arena`.
+  struct Entry {
+    uint64_t hash;
+    uint32_t offset, len;
+  };
+  std::unique_ptr<char[]> arena;
+  size_t arena_cap = 0, arena_used = 0;
+  std::unique_ptr<Entry[]> entries;
+  uint32_t entry_cap = 0;
+  std::atomic<uint32_t> entry_count{0};
+  std::unique_ptr<uint32_t[]> slots;
+  size_t slot_mask = 0;
+  // Front cache keyed by the view's address: most views point at the same bytes every call
+  // (literals, module FQN members). A hit is still verified byte by byte — the bytes at an
+  // address can change (a reused std::string) — but skips hashing and probing.
+  struct Memo {
+    const char* ptr;
+    uint32_t len, id;
+  };
+  static constexpr size_t kMemo = 64;
+  Memo memo[kMemo] = {};
+
+  // Counters: written by the owning thread only.
+  std::atomic<uint64_t> recorded{0}, dropped_no_chunk{0}, dropped_strings{0}, handed_off{0};
+
+  // Writer thread only.
+  std::unique_ptr<StrId[]> run_ids;  // local id → run-scoped StrId (kNoId = not yet mapped)
+  bool announced = false;
+
+  ThreadBuffer(size_t strings, size_t bytes)
+      : arena(new char[std::max<size_t>(bytes, 1)]),
+        arena_cap(bytes),
+        entries(new Entry[strings]),
+        entry_cap(static_cast<uint32_t>(strings)),
+        slots(new uint32_t[next_pow2(2 * strings)]()),
+        slot_mask(next_pow2(2 * strings) - 1),
+        run_ids(new StrId[strings]) {
+    std::fill_n(run_ids.get(), strings, kNoId);
+  }
+
+  std::string_view text(uint32_t id) const {
+    const Entry& e = entries[id];
+    return {arena.get() + e.offset, e.len};
+  }
+
+  // Returns the local id of `s`, interning it; kNoId when the table or arena is full.
+  uint32_t intern(std::string_view s) noexcept {
+    if (s.empty()) s = std::string_view("", 0);  // never a null data() below
+    Memo& m = memo[((reinterpret_cast<uintptr_t>(s.data()) >> 3) ^ s.size()) & (kMemo - 1)];
+    if (m.ptr == s.data() && m.len == s.size() && m.id < entry_count.load(std::memory_order_relaxed) &&
+        std::memcmp(arena.get() + entries[m.id].offset, s.data(), s.size()) == 0)
+      return m.id;
+    const uint32_t id = intern_slow(s);
+    if (id != kNoId) m = {s.data(), static_cast<uint32_t>(s.size()), id};
+    return id;
+  }
+
+  uint32_t intern_slow(std::string_view s) noexcept {
+    const uint64_t h = hash_bytes(s);
+    size_t i = h & slot_mask;
+    for (;;) {
+      const uint32_t v = slots[i];
+      if (v == 0) break;
+      const Entry& e = entries[v - 1];
+      if (e.hash == h && e.len == s.size() && std::memcmp(arena.get() + e.offset, s.data(), s.size()) == 0) return v - 1;
+      i = (i + 1) & slot_mask;
+    }
+    const uint32_t n = entry_count.load(std::memory_order_relaxed);
+    if (n >= entry_cap || s.size() > arena_cap - arena_used) return kNoId;
+    if (!s.empty()) std::memcpy(arena.get() + arena_used, s.data(), s.size());
+    entries[n] = {h, static_cast<uint32_t>(arena_used), static_cast<uint32_t>(s.size())};
+    arena_used += s.size();
+    slots[i] = n + 1;
+    entry_count.store(n + 1, std::memory_order_release);
+    return n;
+  }
+
+  void reset_run() {
+    current.store(nullptr, std::memory_order_relaxed);
+    token = nullptr;
+    os_tid = 0;
+    arena_used = 0;
+    const uint32_t n = entry_count.load(std::memory_order_relaxed);
+    std::fill_n(slots.get(), slot_mask + 1, 0u);
+    std::fill_n(run_ids.get(), n, kNoId);
+    std::fill_n(memo, kMemo, Memo{});
+    entry_count.store(0, std::memory_order_relaxed);
+    recorded.store(0, std::memory_order_relaxed);
+    dropped_no_chunk.store(0, std::memory_order_relaxed);
+    dropped_strings.store(0, std::memory_order_relaxed);
+    handed_off.store(0, std::memory_order_relaxed);
+    announced = false;
+  }
+};
+
+/// Writer-thread state: the batch being built and the run's string dedupe.
+struct HostTracer::WriterState {
+  std::vector<Record> batch;
+  std::vector<StringDef> strings;
+  std::vector<ThreadDef> threads;
+  std::vector<Chunk*> drained;
+  std::vector<Chunk*> snapshot;
+  std::unordered_map<std::string_view, StrId> run_strings;  // views into thread arenas
+  StrId next_string = 0;
+  std::exception_ptr error;  // first failure of the writer in this run
+  std::string error_text;
+};
+
+HostTracer::HostTracer(EventWriter& writer, TracerOptions options) : writer_(writer), opts_(options) {
+  if (opts_.chunk_records == 0 || opts_.chunks == 0 || opts_.max_threads == 0 || opts_.strings_per_thread == 0 ||
+      opts_.batch_records == 0)
+    throw std::invalid_argument("HostTracer: chunk_records, chunks, max_threads, strings_per_thread and "
+                                "batch_records must be > 0");
+  if (opts_.chunk_records > UINT32_MAX || opts_.strings_per_thread >= UINT32_MAX ||
+      opts_.string_bytes_per_thread > UINT32_MAX)
+    throw std::invalid_argument("HostTracer: chunk_records, strings_per_thread and string_bytes_per_thread must "
+                                "fit in 32 bits");
+  ws_ = std::make_unique<WriterState>();
+  writer_thread_ = std::thread([this] { writer_main(); });
+}
+
+HostTracer::~HostTracer() {
+  if (active_.load()) {
+    try {
+      end_run(RunStatus::Incomplete, "tracer destroyed before end_run");
+    } catch (...) {
+    }
+  }
+  {
+    std::lock_guard lk(pool_mu_);
+    stop_ = true;
+  }
+  pool_cv_.notify_all();
+  writer_thread_.join();
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffers
+
+void HostTracer::allocate_buffers() {
+  if (record_storage_) return;  // sized once from the (immutable) options, reused by every run
+  const size_t n = opts_.chunks;
+  record_storage_.reset(new Record[n * opts_.chunk_records]);
+  chunks_.reset(new Chunk[n]);
+  chunk_count_ = n;
+  spares_.reserve(n);
+  full_.assign(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    chunks_[i].records = record_storage_.get() + i * opts_.chunk_records;
+    chunks_[i].capacity = static_cast<uint32_t>(opts_.chunk_records);
+    spares_.push_back(&chunks_[i]);
+  }
+  spare_count_.store(n);
+  buffers_.reserve(opts_.max_threads);
+  for (size_t i = 0; i < opts_.max_threads; ++i)
+    buffers_.push_back(std::make_unique<ThreadBuffer>(opts_.strings_per_thread, opts_.string_bytes_per_thread));
+  ws_->batch.reserve(opts_.batch_records);
+  ws_->drained.reserve(n);
+  ws_->snapshot.reserve(opts_.max_threads);
+  ws_->threads.reserve(opts_.max_threads);
+}
+
+// After end_run's final drain: every chunk back to the pool, every thread slot free.
+void HostTracer::reset_buffers() {
+  std::lock_guard lk(pool_mu_);
+  spares_.clear();
+  for (size_t i = 0; i < chunk_count_; ++i) {
+    Chunk& c = chunks_[i];
+    c.size.store(0, std::memory_order_relaxed);
+    c.consumed = 0;
+    c.owner = nullptr;
+    spares_.push_back(&c);
+  }
+  spare_count_.store(chunk_count_);
+  full_head_ = full_count_ = 0;
+  const uint32_t n = claimed_.load();
+  for (uint32_t i = 0; i < n; ++i) buffers_[i]->reset_run();
+  claimed_.store(0);
+  ws_->run_strings.clear();
+  ws_->next_string = 0;
+  ws_->error = nullptr;
+  ws_->error_text.clear();
+}
+
+void HostTracer::take_spare(ThreadBuffer& tb) noexcept {
+  if (spare_count_.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard lk(pool_mu_);
+  if (spares_.empty()) return;
+  Chunk* c = spares_.back();
+  spares_.pop_back();
+  spare_count_.store(spares_.size(), std::memory_order_relaxed);
+  c->owner = &tb;
+  tb.current.store(c, std::memory_order_release);
+}
+
+void HostTracer::hand_off(ThreadBuffer& tb) noexcept {
+  {
+    std::lock_guard lk(pool_mu_);
+    Chunk* c = tb.current.load(std::memory_order_relaxed);
+    full_[(full_head_ + full_count_) % chunk_count_] = c;  // never overflows: capacity = all chunks
+    ++full_count_;
+    Chunk* next = nullptr;
+    if (!spares_.empty()) {
+      next = spares_.back();
+      spares_.pop_back();
+      next->owner = &tb;
+    }
+    spare_count_.store(spares_.size(), std::memory_order_relaxed);
+    tb.current.store(next, std::memory_order_release);
+  }
+  bump(tb.handed_off);
+  pool_cv_.notify_one();
+}
+
+// ---------------------------------------------------------------------------------------
+// Recording path
+
+HostTracer::ThreadBuffer* HostTracer::claim_buffer_slow(uint64_t gen) noexcept {
+  std::lock_guard lk(claim_mu_);
+  if (!active_.load() || gen_.load() != gen) return nullptr;
+  ThreadBuffer* tb = nullptr;
+  const uint32_t n = claimed_.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < n; ++i)  // this thread may have claimed one before (it alternated tracers)
+    if (buffers_[i]->token == &t_token) tb = buffers_[i].get();
+  if (!tb && n < buffers_.size()) {
+    tb = buffers_[n].get();
+    tb->token = &t_token;
+    tb->index = n;
+    tb->os_tid = static_cast<int64_t>(::syscall(SYS_gettid));
+    claimed_.store(n + 1, std::memory_order_release);
+    take_spare(*tb);
+  }
+  t_cache = {this, gen, tb};  // tb == nullptr: no slot left; later events drop fast
+  return tb;
+}
+
+HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
+  const uint64_t gen = gen_.load(std::memory_order_acquire);
+  ThreadBuffer* tb;
+  if (t_cache.tracer == this && t_cache.gen == gen) {
+    tb = t_cache.tb;
+  } else {
+    tb = claim_buffer_slow(gen);
+    if (!tb && (t_cache.tracer != this || t_cache.gen != gen)) return nullptr;  // run not active
+  }
+  if (!tb) {
+    dropped_no_thread_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  // Dekker-style handshake with end_run: publish "busy", then re-check that the run we cached
+  // is still the active one. end_run clears active_ and then waits for busy == 0.
+  tb->busy.store(1, std::memory_order_seq_cst);
+  if (!active_.load(std::memory_order_seq_cst) || gen_.load(std::memory_order_seq_cst) != gen) {
+    tb->busy.store(0, std::memory_order_release);
+    return nullptr;
+  }
+  return tb;
+}
+
+template <class Fill>
+void HostTracer::record(Fill&& fill) noexcept {
+  if (!active_.load(std::memory_order_relaxed)) return;
+  ThreadBuffer* tb = acquire_buffer();
+  if (!tb) return;
+  Chunk* c = tb->current.load(std::memory_order_relaxed);
+  if (!c) {
+    take_spare(*tb);
+    c = tb->current.load(std::memory_order_relaxed);
+  }
+  if (!c) {
+    bump(tb->dropped_no_chunk);
+  } else {
+    const uint32_t n = c->size.load(std::memory_order_relaxed);
+    Record& r = c->records[n];
+    if (!fill(*tb, r.event)) {
+      bump(tb->dropped_strings);
+    } else {
+      r.thread = tb->index;
+      c->size.store(n + 1, std::memory_order_release);
+      bump(tb->recorded);
+      if (n + 1 == c->capacity) hand_off(*tb);
+    }
+  }
+  tb->busy.store(0, std::memory_order_release);
+}
+
+#define HS_INTERN(tb, var, view)        \
+  const StrId var = (tb).intern(view); \
+  if (var == kNoId) return false
+
+void HostTracer::hook_span(const events::HookSpan& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, hook, e.hook);
+    HS_INTERN(tb, module, e.module);
+    HS_INTERN(tb, cls, e.module_class);
+    out = rec::HookSpan{e.start_ns, e.end_ns, hook, module, cls, e.phase};
+    return true;
+  });
+}
+
+void HostTracer::weight_swap(const events::WeightSwap& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, module, e.module);
+    HS_INTERN(tb, tensor, e.tensor);
+    HS_INTERN(tb, dtype, e.dtype);
+    HS_INTERN(tb, device, e.device);
+    out = rec::WeightSwap{e.start_ns, e.end_ns, e.bytes, module, tensor, dtype, device, e.source, e.onload, e.pinned};
+    return true;
+  });
+}
+
+void HostTracer::transfer(const events::Transfer& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, src, e.src);
+    HS_INTERN(tb, dst, e.dst);
+    HS_INTERN(tb, module, e.module);
+    out = rec::Transfer{e.start_ns, e.end_ns, e.bytes, src, dst, module, e.emulated};
+    return true;
+  });
+}
+
+void HostTracer::disabled_scope(const events::DisabledScope& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, function, e.function);
+    HS_INTERN(tb, module, e.module);
+    out = rec::DisabledScope{e.start_ns, e.end_ns, function, module, e.depth};
+    return true;
+  });
+}
+
+void HostTracer::module_compute(const events::ModuleCompute& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, module, e.module);
+    HS_INTERN(tb, cls, e.module_class);
+    HS_INTERN(tb, device, e.device);
+    out = rec::ModuleCompute{e.start_ns, e.end_ns, module, cls, device};
+    return true;
+  });
+}
+
+void HostTracer::region(const events::Region& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, backend, e.backend);
+    out = rec::Region{e.start_ns, e.end_ns, e.op_count, backend, e.index};
+    return true;
+  });
+}
+
+void HostTracer::graph_break(const events::GraphBreak& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, reason, e.reason);
+    HS_INTERN(tb, function, e.function);
+    HS_INTERN(tb, module, e.module);
+    HS_INTERN(tb, stack, e.module_stack);
+    out = rec::GraphBreak{e.time_ns, reason, function, module, stack};
+    return true;
+  });
+}
+
+void HostTracer::generation_step(const events::GenerationStep& e) {
+  record([&](ThreadBuffer&, Event& out) {
+    out = rec::GenerationStep{e.start_ns, e.end_ns, e.step, e.token};
+    return true;
+  });
+}
+
+void HostTracer::memory_counter(const events::MemoryCounter& e) {
+  record([&](ThreadBuffer& tb, Event& out) {
+    HS_INTERN(tb, device, e.device);
+    out = rec::MemoryCounter{e.time_ns, e.bytes, device};
+    return true;
+  });
+}
+
+#undef HS_INTERN
+
+// ---------------------------------------------------------------------------------------
+// Writer thread
+
+void HostTracer::writer_main() {
+  std::unique_lock lk(pool_mu_);
+  for (;;) {
+    pool_cv_.wait(lk, [&] { return stop_ || full_count_ > 0 || request_seq_ != done_seq_; });
+    if (stop_ && full_count_ == 0 && request_seq_ == done_seq_) return;
+    const bool request = request_seq_ != done_seq_;
+    const uint64_t seq = request_seq_;
+    const RunEnd* end = request_end_;
+    lk.unlock();
+    writer_round(request, end);
+    lk.lock();
+    if (request) {
+      done_seq_ = seq;
+      done_cv_.notify_all();
+    }
+  }
+}
+
+// One pass: snapshot the threads' current chunks (partial only), batch every full chunk, then
+// the snapshotted partial chunks, then give the full chunks back to the pool.
+void HostTracer::writer_round(bool partial, const RunEnd* end) {
+  WriterState& w = *ws_;
+  w.snapshot.clear();
+  if (partial) {
+    const uint32_t n = claimed_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < n; ++i) w.snapshot.push_back(buffers_[i]->current.load(std::memory_order_acquire));
+  }
+  w.drained.clear();
+  {
+    std::lock_guard lk(pool_mu_);
+    while (full_count_ > 0) {
+      w.drained.push_back(full_[full_head_]);
+      full_head_ = (full_head_ + 1) % chunk_count_;
+      --full_count_;
+    }
+  }
+  for (Chunk* c : w.drained) process_chunk(*c->owner, *c);
+  for (Chunk* c : w.snapshot)
+    if (c) process_chunk(*c->owner, *c);
+  emit_batch(end);
+  if (!w.drained.empty()) {
+    std::lock_guard lk(pool_mu_);
+    for (Chunk* c : w.drained) {
+      c->size.store(0, std::memory_order_relaxed);
+      c->consumed = 0;
+      c->owner = nullptr;
+      spares_.push_back(c);
+    }
+    spare_count_.store(spares_.size(), std::memory_order_relaxed);
+  }
+}
+
+void HostTracer::process_chunk(ThreadBuffer& tb, Chunk& c) {
+  WriterState& w = *ws_;
+  const uint32_t to = c.size.load(std::memory_order_acquire);
+  if (c.consumed >= to) return;
+  if (!tb.announced) {
+    w.threads.push_back({tb.index, tb.os_tid});
+    tb.announced = true;
+  }
+  for (uint32_t i = c.consumed; i < to; ++i) {
+    if (w.batch.size() >= opts_.batch_records) emit_batch(nullptr);
+    Record r = c.records[i];
+    for_each_string(r.event, [&](StrId& id) {
+      StrId& mapped = tb.run_ids[id];
+      if (mapped == kNoId) {
+        const std::string_view text = tb.text(id);
+        auto [it, inserted] = w.run_strings.try_emplace(text, w.next_string);
+        if (inserted) {
+          w.strings.push_back({w.next_string, text});
+          ++w.next_string;
+        }
+        mapped = it->second;
+      }
+      id = mapped;
+    });
+    w.batch.push_back(r);
+  }
+  c.consumed = to;
+}
+
+void HostTracer::emit_batch(const RunEnd* end) {
+  WriterState& w = *ws_;
+  if (w.batch.empty() && w.strings.empty() && w.threads.empty() && !end) return;
+  if (!w.error) {
+    RecordBatch b;
+    b.run_id = run_id_.load(std::memory_order_acquire);
+    b.strings = w.strings;
+    b.threads = w.threads;
+    b.records = w.batch;
+    b.end = end;
+    try {
+      writer_.write_batch(b);
+      batches_written_.fetch_add(1, std::memory_order_relaxed);
+      records_written_.fetch_add(w.batch.size(), std::memory_order_relaxed);
+    } catch (const std::exception& ex) {
+      w.error = std::current_exception();
+      w.error_text = ex.what();
+    } catch (...) {
+      w.error = std::current_exception();
+      w.error_text = "unknown exception from EventWriter::write_batch";
+    }
+  }
+  w.batch.clear();
+  w.strings.clear();
+  w.threads.clear();
+}
+
+void HostTracer::request_and_wait(const RunEnd* end) {
+  std::unique_lock lk(pool_mu_);
+  const uint64_t seq = ++request_seq_;
+  request_end_ = end;
+  pool_cv_.notify_all();
+  done_cv_.wait(lk, [&] { return done_seq_ >= seq; });
+  request_end_ = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------
+// Lifecycle
+
+int64_t HostTracer::begin_run(const RunInfo& info) {
+  std::lock_guard life(lifecycle_mu_);
+  if (active_.load()) throw std::logic_error("HostTracer::begin_run: a run is already active (call end_run first)");
+  allocate_buffers();
+  RunInfo copy = info;
+  if (copy.start_ns == 0) copy.start_ns = events::now_ns();
+  const int64_t id = writer_.begin_run(copy);
+  dropped_no_thread_.store(0);
+  batches_written_.store(0);
+  records_written_.store(0);
+  {
+    std::lock_guard lk(claim_mu_);
+    run_id_.store(id);
+    gen_.store(g_generation.fetch_add(1) + 1);
+    active_.store(true);  // seq_cst, after gen_: a thread that sees active sees the new gen
+  }
+  return id;
+}
+
+void HostTracer::wait_quiescent() {
+  const uint32_t n = claimed_.load();
+  for (uint32_t i = 0; i < n; ++i)
+    while (buffers_[i]->busy.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+}
+
+TracerStats HostTracer::collect_stats() const {
+  TracerStats s;
+  const uint32_t n = claimed_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    const ThreadBuffer& tb = *buffers_[i];
+    s.recorded += tb.recorded.load(std::memory_order_relaxed);
+    s.dropped_no_chunk += tb.dropped_no_chunk.load(std::memory_order_relaxed);
+    s.dropped_strings += tb.dropped_strings.load(std::memory_order_relaxed);
+    s.chunks_handed_off += tb.handed_off.load(std::memory_order_relaxed);
+  }
+  s.dropped_no_thread = dropped_no_thread_.load(std::memory_order_relaxed);
+  s.batches_written = batches_written_.load(std::memory_order_relaxed);
+  s.records_written = records_written_.load(std::memory_order_relaxed);
+  return s;
+}
+
+TracerStats HostTracer::stats() const {
+  if (active_.load()) return collect_stats();
+  return last_stats_;
+}
+
+void HostTracer::flush() {
+  std::lock_guard life(lifecycle_mu_);
+  if (!active_.load()) throw std::logic_error("HostTracer::flush: no active run");
+  request_and_wait(nullptr);
+  std::lock_guard lk(pool_mu_);  // the writer's error state is published under pool_mu_
+  if (ws_->error) throw std::runtime_error(ws_->error_text);
+}
+
+TracerStats HostTracer::end_run(RunStatus status, std::string_view error) {
+  std::lock_guard life(lifecycle_mu_);
+  if (!active_.load()) throw std::logic_error("HostTracer::end_run: no active run");
+  {
+    std::lock_guard lk(claim_mu_);
+    active_.store(false);  // seq_cst; recording threads re-check after raising `busy`
+  }
+  wait_quiescent();
+  TracerStats before = collect_stats();
+  RunEnd end;
+  end.status = status;
+  end.error = error;
+  end.end_ns = events::now_ns();
+  end.dropped_records = before.dropped();
+  request_and_wait(&end);
+  last_stats_ = collect_stats();
+  bool failed = false;
+  std::string failure;
+  {
+    std::lock_guard lk(pool_mu_);
+    failed = static_cast<bool>(ws_->error);
+    failure = ws_->error_text;
+  }
+  reset_buffers();
+  run_id_.store(0);
+  if (failed) throw std::runtime_error(failure);
+  return last_stats_;
+}
+
+}  // namespace hs::tracer
