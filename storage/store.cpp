@@ -134,10 +134,16 @@ struct Store::Impl {
     sqlite3_busy_timeout(db, opts.busy_timeout_ms);
   }
 
+  // WAL + synchronous=NORMAL: a commit is an append to the WAL without fsync — durable against
+  // a killed process (not against power loss, where the last commits may be lost, never the
+  // file's consistency). The WAL is folded into the file every 16384 pages (64 MiB) rather
+  // than SQLite's default 1000: fewer fsyncing checkpoints during capture (measured ~1.5x
+  // ingest), while the WAL stays bounded.
   void set_pragmas() {
     detail::exec(db, path,
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; "
-                 "PRAGMA cache_size=-32768; PRAGMA foreign_keys=OFF;",
+                 "PRAGMA cache_size=-32768; PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=16384; "
+                 "PRAGMA journal_size_limit=67108864;",
                  "configuring");
   }
 
