@@ -22,10 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-hs::test::ProcResult hookscope(std::vector<std::string> args) {
-  args.insert(args.begin(), hs::test::cli());
-  return hs::test::run(args);
-}
+using hs::test::hookscope;
 
 struct Capture {
   fs::path dir, db;

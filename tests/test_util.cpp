@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -91,17 +92,16 @@ std::string run_oracle(const std::string& script, const std::vector<std::string>
   return r.out;
 }
 
-fs::path tiny_checkpoint(const std::string& name) {
-  fs::path dir = fixture_dir();
-  fs::path target = dir / name;
-  if (fs::exists(target / ".complete")) return target;
-  // Serialise fixture generation across the parallel ctest processes.
-  int fd = ::open((dir / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd < 0) throw std::runtime_error("cannot open fixture lock in " + dir.string());
+namespace {
+// Runs `fn` holding the fixture folder's lock: fixture generation is serialised across the
+// parallel ctest processes (each gtest case is its own process).
+void with_fixture_lock(const std::function<void()>& fn) {
+  const fs::path lock = fixture_dir() / ".lock";
+  int fd = ::open(lock.c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open fixture lock " + lock.string());
   flock(fd, LOCK_EX);
   try {
-    if (!fs::exists(target / ".complete"))
-      run_oracle("make_fixtures.py", {"--out", dir.string(), "--only", name});
+    fn();
   } catch (...) {
     flock(fd, LOCK_UN);
     ::close(fd);
@@ -109,6 +109,16 @@ fs::path tiny_checkpoint(const std::string& name) {
   }
   flock(fd, LOCK_UN);
   ::close(fd);
+}
+}  // namespace
+
+fs::path tiny_checkpoint(const std::string& name) {
+  fs::path dir = fixture_dir();
+  fs::path target = dir / name;
+  if (fs::exists(target / ".complete")) return target;
+  with_fixture_lock([&] {
+    if (!fs::exists(target / ".complete")) run_oracle("make_fixtures.py", {"--out", dir.string(), "--only", name});
+  });
   if (!fs::exists(target / ".complete"))
     throw std::runtime_error("make_fixtures.py did not produce " + target.string());
   return target;
@@ -122,25 +132,20 @@ fs::path cached_oracle(const std::string& name, const std::string& script, const
     return fs::exists(dir / ".stamp") && fs::exists(dir / "result.json") && read_file(dir / ".stamp") == stamp_want;
   };
   if (fresh()) return dir;
-  int fd = ::open((fixture_dir() / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd < 0) throw std::runtime_error("cannot open fixture lock");
-  flock(fd, LOCK_EX);
-  try {
-    if (!fresh()) {
-      std::vector<std::string> args{"--out", dir.string()};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::string out = run_oracle(script, args);
-      std::ofstream(dir / "result.json", std::ios::binary) << out;
-      std::ofstream(dir / ".stamp", std::ios::binary) << stamp_want;
-    }
-  } catch (...) {
-    flock(fd, LOCK_UN);
-    ::close(fd);
-    throw;
-  }
-  flock(fd, LOCK_UN);
-  ::close(fd);
+  with_fixture_lock([&] {
+    if (fresh()) return;
+    std::vector<std::string> args{"--out", dir.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string out = run_oracle(script, args);
+    std::ofstream(dir / "result.json", std::ios::binary) << out;
+    std::ofstream(dir / ".stamp", std::ios::binary) << stamp_want;
+  });
   return dir;
+}
+
+ProcResult hookscope(std::vector<std::string> args) {
+  args.insert(args.begin(), cli());
+  return run(args);
 }
 
 }  // namespace hs::test

@@ -30,6 +30,8 @@ struct ProcResult {
 };
 /// Runs argv (no shell) and captures stdout/stderr.
 ProcResult run(const std::vector<std::string>& argv);
+/// Runs the built `hookscope` CLI with `args`.
+ProcResult hookscope(std::vector<std::string> args);
 /// Runs tests/oracles/<script> with the oracle Python; fails the test (throws) on non-zero exit.
 std::string run_oracle(const std::string& script, const std::vector<std::string>& args);
 /// Reads a whole file.
