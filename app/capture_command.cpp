@@ -95,6 +95,11 @@ int run_capture(const CaptureArgs& a) {
   for (const auto& p : split_list(a.policies)) policies.push_back(hooks::parse_policy(p));
   std::vector<compile::Mode> modes;
   for (const auto& m : split_list(a.modes)) modes.push_back(compile::parse_mode(m));
+  if (scenarios.empty() || policies.empty() || modes.empty())
+    throw std::invalid_argument("--scenarios, --policies and --modes each need at least one value");
+  for (Scenario sc : scenarios)
+    if ((sc == Scenario::Sharded || sc == Scenario::Mixed) && a.devices < 2)
+      throw std::invalid_argument("scenario " + scenario_name(sc) + " needs --devices 2 or more");
   std::vector<bool> fullgraphs;
   if (a.fullgraph == "both") fullgraphs = {false, true};
   else if (a.fullgraph == "on" || a.fullgraph == "true") fullgraphs = {true};
@@ -161,7 +166,18 @@ int run_capture(const CaptureArgs& a) {
   ref.model.reset();
 
   fs::path out(a.out);
-  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
+    throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
+  const fs::path work = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  ScenarioOptions sopt{a.model, dtype, max_memory, work / (out.stem().string() + "-offload")};
+  // Prepare the first scenario before the file is opened (and replaced): settings that do not
+  // fit the model fail here and leave an existing capture alone.
+  std::optional<PreparedScenario> first;
+  try {
+    first.emplace(prepare_scenario(scenarios.front(), sopt));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("scenario " + scenario_name(scenarios.front()) + ": " + e.what());
+  }
   storage::StoreOptions so;
   so.overwrite = true;
   storage::Store store(out, so);
@@ -187,8 +203,6 @@ int run_capture(const CaptureArgs& a) {
                          "capture does not fuse or speed anything up");
 
   tracer::HostTracer tracer(store);
-  const fs::path work = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  ScenarioOptions sopt{a.model, dtype, max_memory, work / (out.stem().string() + "-offload")};
   const json versions{{"hookscope", "0.1.0"}, {"torch", TORCH_VERSION}};
 
   size_t total = 0;
@@ -200,6 +214,11 @@ int run_capture(const CaptureArgs& a) {
 
   for (Scenario sc : scenarios) {
     PreparedScenario prep = [&] {
+      if (first) {
+        PreparedScenario p = std::move(*first);
+        first.reset();
+        return p;
+      }
       try {
         return prepare_scenario(sc, sopt);
       } catch (const std::exception& e) {
@@ -391,13 +410,16 @@ struct ReportArgs {
 int run_report(const ReportArgs& a) {
   storage::CaptureReader rd(a.file);
   json report = build_report(rd);
+  if (report["runs"].empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
   const std::string md = render_markdown(report);
-  if (!a.markdown.empty()) {
-    std::ofstream(a.markdown) << md;
-  }
-  if (!a.json_out.empty()) {
-    std::ofstream(a.json_out) << report.dump(2) << "\n";
-  }
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    f.close();
+    if (!f) throw std::runtime_error("cannot write " + path);
+  };
+  if (!a.markdown.empty()) write(a.markdown, md);
+  if (!a.json_out.empty()) write(a.json_out, report.dump(2) + "\n");
   std::cout << md;
   return 0;
 }
@@ -467,6 +489,7 @@ CLI::App* add_explain_command(CLI::App& app, std::function<int()>& run_selected)
 CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected) {
   auto a = std::make_shared<CaptureArgs>();
   auto* c = app.add_subcommand("capture", "Run the scenario x policy x mode matrix and record it into SQLite");
+  c->option_defaults()->always_capture_default();  // --help shows every default
   c->add_option("--model", a->model, "HF checkpoint folder, or a model id in the offline HF cache")->required();
   c->add_option("--scenarios", a->scenarios, "Comma-separated: sharded, cpu-offload, disk-offload, mixed");
   c->add_option("--policies", a->policies, "Comma-separated: whole-hook, offload-only");
@@ -474,13 +497,13 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   c->add_option("--fullgraph", a->fullgraph, "both | on | off (fullgraph runs for the capturing modes)");
   c->add_option("--devices", a->devices, "Logical accelerators (emulated when fewer real ones)")->check(CLI::Range(1, 64));
   c->add_option("--max-memory", a->max_memory, "Budgets for the sharded map, e.g. 0=200MB,1=200MB,cpu=4GiB");
-  c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");
-  c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt");
+  auto* prompt = c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");
+  c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")->excludes(prompt);
   c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens per greedy decode");
   c->add_option("--repeats", a->repeats, "Measured decodes per run");
   c->add_option("--warmup", a->warmup, "Unmeasured decodes first");
   c->add_option("--dtype", a->dtype, "Weight dtype")->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  c->add_option("--out", a->out, "SQLite capture to write (replaced)");
+  c->add_option("--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");
   c->footer("Example:\n  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite");
   c->callback([a, &run_selected] { run_selected = [a] { return run_capture(*a); }; });
   return c;

@@ -54,7 +54,7 @@ std::string fullgraph_cell(const json* r) {
   if (e.size() > 90) e = e.substr(0, 87) + "...";
   for (auto& c : e)
     if (c == '|') c = '/';
-  return "raises: `" + e + "`";
+  return "raises: `` " + e + " ``";
 }
 
 double median_ms(const json* r) {

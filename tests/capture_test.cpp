@@ -34,7 +34,8 @@ struct Capture {
 const Capture& capture() {
   static Capture c = [] {
     Capture k;
-    k.dir = hs::test::scratch_dir("capture-tiny-llama");
+    // ctest runs each case in its own process, in parallel: one folder per process.
+    k.dir = hs::test::scratch_dir("capture-tiny-llama-" + std::to_string(getpid()));
     k.db = k.dir / "capture.sqlite";
     auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "4",
                         "--prompt-ids", "5,17,99,3,42,7", "--max-new-tokens", "4", "--repeats", "2", "--warmup", "1", "--out", k.db.string()});
