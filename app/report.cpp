@@ -47,8 +47,13 @@ std::string fullgraph_cell(const json* r) {
   if (!r) return "–";
   if (r->value("status", "") == "incomplete") return "incomplete";
   if (r->value("status", "") == "ok") return "works";
+  // Name the compiler-disabled function and the module where capture stopped.
+  if (r->contains("break_reasons") && (*r)["break_reasons"].is_array() && !(*r)["break_reasons"].empty()) {
+    const auto& b = (*r)["break_reasons"][0];
+    const std::string m = b.value("module", "");
+    return "raises at `" + b.value("function", "?") + "` (module `" + (m.empty() ? std::string("<root>") : m) + "`)";
+  }
   std::string e = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
-  // Keep the function name visible; tables stay one line.
   auto nl = e.find('\n');
   if (nl != std::string::npos) e = e.substr(0, nl);
   if (e.size() > 90) e = e.substr(0, 87) + "...";
