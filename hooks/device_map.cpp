@@ -192,12 +192,12 @@ struct SizeWithTies {
   std::vector<ModuleEntry> modules;
 };
 SizeWithTies size_with_ties(const std::vector<std::string>& tied_params, int64_t module_size, const ModuleSizes& sizes,
-                            const std::vector<ModuleEntry>& todo) {
+                            const std::vector<ModuleEntry>& pending) {
   SizeWithTies r;
   r.size = module_size;
   for (const auto& tp : tied_params) {
-    auto it = std::find_if(todo.begin(), todo.end(), [&](const ModuleEntry& e) { return starts_with(tp, e.name + "."); });
-    if (it == todo.end())
+    auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return starts_with(tp, e.name + "."); });
+    if (it == pending.end())
       throw std::runtime_error(
           "infer_auto_device_map: the tied parameter '" + tp +
           "' belongs to no module still to be placed (accelerate fails here too, with an IndexError in "
@@ -599,10 +599,10 @@ std::pair<int64_t, std::vector<std::string>> get_max_layer_size(const std::vecto
                                                                 const std::vector<std::string>& no_split) {
   int64_t max_size = 0;
   std::vector<std::string> names;
-  std::vector<ModuleEntry> todo(modules);
-  while (!todo.empty()) {
-    ModuleEntry e = todo.front();
-    todo.erase(todo.begin());
+  std::vector<ModuleEntry> pending(modules);
+  while (!pending.empty()) {
+    ModuleEntry e = pending.front();
+    pending.erase(pending.begin());
     if (e.is_tensor() || !has_children(*e.module) || contains(no_split, e.module->class_name())) {
       const int64_t size = module_sizes.get(e.name);
       if (size > max_size) {
@@ -614,7 +614,7 @@ std::pair<int64_t, std::vector<std::string>> get_max_layer_size(const std::vecto
     } else {
       std::vector<ModuleEntry> children;
       append_children(children, *e.module, e.name);
-      todo.insert(todo.begin(), children.begin(), children.end());
+      pending.insert(pending.begin(), children.begin(), children.end());
     }
   }
   return {max_size, names};
@@ -745,10 +745,10 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
          "The model weights are not tied. Please use the `tie_weights` method before using the `infer_auto_device` "
          "function.");
 
-  std::vector<ModuleEntry> todo;
-  append_params(todo, model, "");
-  append_children(todo, model, "");
-  append_buffers(todo, model, "");
+  std::vector<ModuleEntry> pending;
+  append_params(pending, model, "");
+  append_children(pending, model, "");
+  append_buffers(pending, model, "");
 
   DeviceMap device_map;
   size_t current = 0;
@@ -758,14 +758,14 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
   DeviceCounter min_required;
   std::vector<DeviceId> min_required_devices;
 
-  auto [max_layer_size, max_layer_names] = get_max_layer_size(todo, module_sizes, no_split);
+  auto [max_layer_size, max_layer_names] = get_max_layer_size(pending, module_sizes, no_split);
   auto recompute_max_layer = [&]() {
-    std::tie(max_layer_size, max_layer_names) = get_max_layer_size(modules_only(todo), module_sizes, no_split);
+    std::tie(max_layer_size, max_layer_names) = get_max_layer_size(modules_only(pending), module_sizes, no_split);
   };
 
-  while (!todo.empty()) {
-    ModuleEntry entry = todo.front();
-    todo.erase(todo.begin());
+  while (!pending.empty()) {
+    ModuleEntry entry = pending.front();
+    pending.erase(pending.begin());
     const std::string& name = entry.name;
     verbose("\nTreating module " + name + ".");
     std::erase_if(max_layer_names, [&](const std::string& n) { return n == name || starts_with(n, name + "."); });
@@ -784,7 +784,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       limit = *limit - max_layer_size;
       reserved = max_layer_size;
     }
-    const SizeWithTies with_ties = size_with_ties(ties.outside, module_size, module_sizes, todo);
+    const SizeWithTies with_ties = size_with_ties(ties.outside, module_size, module_sizes, pending);
 
     // The module and its tied modules fit on this device.
     if (!limit || used[device] + with_ties.size <= *limit) {
@@ -797,8 +797,8 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       used[device] += with_ties.size;
       map_set(device_map, name, device);
       for (const auto& tied_name : with_ties.names) {
-        auto it = std::find_if(todo.begin(), todo.end(), [&](const ModuleEntry& e) { return e.name == tied_name; });
-        if (it != todo.end()) todo.erase(it);
+        auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return e.name == tied_name; });
+        if (it != pending.end()) pending.erase(it);
         map_set(device_map, tied_name, device);
       }
       if (!opt.offload_buffers && !entry.is_tensor())
@@ -817,14 +817,14 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
         if (!splittable(tied, no_split)) continue;
         verbose("Splitting " + with_ties.names[i] + ".");
         const std::vector<ModuleEntry> parts = split_entries(tied);
-        auto it = std::find_if(todo.begin(), todo.end(), [&](const ModuleEntry& e) { return e.name == with_ties.names[i]; });
-        const size_t idx = static_cast<size_t>(it - todo.begin());
+        auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return e.name == with_ties.names[i]; });
+        const size_t idx = static_cast<size_t>(it - pending.begin());
         std::vector<ModuleEntry> next;
         next.push_back(entry);
-        next.insert(next.end(), todo.begin(), todo.begin() + idx);
+        next.insert(next.end(), pending.begin(), pending.begin() + idx);
         next.insert(next.end(), parts.begin(), parts.end());
-        next.insert(next.end(), todo.begin() + idx + 1, todo.end());
-        todo = std::move(next);
+        next.insert(next.end(), pending.begin() + idx + 1, pending.end());
+        pending = std::move(next);
         recompute_max_layer();
         split_happened = true;
         break;
@@ -842,7 +842,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       } else {
         verbose("Splitting " + name + ".");
         const std::vector<ModuleEntry> parts = split_entries(entry);
-        todo.insert(todo.begin(), parts.begin(), parts.end());
+        pending.insert(pending.begin(), parts.begin(), parts.end());
         recompute_max_layer();
         continue;
       }
@@ -855,7 +855,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       std::optional<ModuleEntry> found;
       if (fallback_limit - used[device] >= 0) {
         const int64_t size_limit = fallback_limit - used[device];
-        std::vector<ModuleEntry> search(todo);
+        std::vector<ModuleEntry> search(pending);
         while (!search.empty()) {
           ModuleEntry cand = search.front();
           search.erase(search.begin());
@@ -872,7 +872,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       }
       if (found) {
         // Expand the found entry's ancestors in the remaining list, then take it out.
-        std::vector<ModuleEntry> remaining(todo);
+        std::vector<ModuleEntry> remaining(pending);
         for (size_t dot = found->name.find('.'); dot != std::string::npos; dot = found->name.find('.', dot + 1)) {
           const std::string parent = found->name.substr(0, dot);
           auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == parent; });
@@ -887,10 +887,10 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
         if (it == remaining.end())
           throw std::logic_error("infer_auto_device_map: fallback module '" + found->name + "' vanished from the list");
         remaining.erase(it);
-        todo.clear();
-        todo.push_back(*found);
-        todo.push_back(entry);
-        todo.insert(todo.end(), remaining.begin(), remaining.end());
+        pending.clear();
+        pending.push_back(*found);
+        pending.push_back(entry);
+        pending.insert(pending.end(), remaining.begin(), remaining.end());
         continue;
       }
     }
@@ -901,7 +901,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
     }
     used[device] += reserved;
     ++current;
-    todo.insert(todo.begin(), entry);
+    pending.insert(pending.begin(), entry);
     if (current >= devices.size())  // cannot happen: disk takes everything
       throw std::logic_error("infer_auto_device_map: ran out of devices placing '" + name + "'");
   }

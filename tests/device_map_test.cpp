@@ -546,27 +546,16 @@ const json& oracle() {
     fs::create_directories(dir);
     const fs::path out = dir / (std::string(hash) + ".json");
     if (fs::exists(out)) return hs::test::read_json(out);
-    int fd = ::open((dir / ".lock").c_str(), O_CREAT | O_RDWR, 0644);
-    if (fd < 0) throw std::runtime_error("cannot open " + (dir / ".lock").string());
-    flock(fd, LOCK_EX);
-    json result;
-    try {
-      if (!fs::exists(out)) {
-        const fs::path req = dir / (std::string(hash) + ".request.json");
-        std::ofstream(req) << text;
-        const std::string answer = hs::test::run_oracle("device_map_oracle.py", {"--request", req.string()});
-        const fs::path tmp = dir / (std::string(hash) + ".tmp");
-        std::ofstream(tmp) << answer;
-        fs::rename(tmp, out);
-      }
-      result = hs::test::read_json(out);
-    } catch (...) {
-      flock(fd, LOCK_UN);
-      ::close(fd);
-      throw;
-    }
-    flock(fd, LOCK_UN);
-    ::close(fd);
+    hs::test::with_fixture_lock([&] {
+      if (fs::exists(out)) return;
+      const fs::path req = dir / (std::string(hash) + ".request.json");
+      std::ofstream(req) << text;
+      const std::string answer = hs::test::run_oracle("device_map_oracle.py", {"--request", req.string()});
+      const fs::path tmp = dir / (std::string(hash) + ".tmp");
+      std::ofstream(tmp) << answer;
+      fs::rename(tmp, out);
+    });
+    json result = hs::test::read_json(out);
     return result;
   }();
   return answer;

@@ -121,23 +121,12 @@ fs::path oracle_dir() {
   fs::path dir = hs::test::fixture_dir() /
                  ("safetensors-oracle-" + std::to_string(std::hash<std::string>{}(script)));
   if (!fs::exists(dir / ".complete")) {
-    int fd = ::open((hs::test::fixture_dir() / ".safetensors-oracle.lock").c_str(),
-                    O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot open the oracle lock");
-    flock(fd, LOCK_EX);
-    try {
-      if (!fs::exists(dir / ".complete")) {
-        fs::remove_all(dir);
-        hs::test::run_oracle("safetensors_write.py", {"--out", dir.string(), "--seed", "3"});
-        std::ofstream(dir / ".complete") << "ok\n";
-      }
-    } catch (...) {
-      flock(fd, LOCK_UN);
-      ::close(fd);
-      throw;
-    }
-    flock(fd, LOCK_UN);
-    ::close(fd);
+    hs::test::with_fixture_lock([&] {
+      if (fs::exists(dir / ".complete")) return;
+      fs::remove_all(dir);
+      hs::test::run_oracle("safetensors_write.py", {"--out", dir.string(), "--seed", "3"});
+      std::ofstream(dir / ".complete") << "ok\n";
+    });
   }
   cached = dir;
   return cached;

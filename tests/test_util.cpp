@@ -92,9 +92,6 @@ std::string run_oracle(const std::string& script, const std::vector<std::string>
   return r.out;
 }
 
-namespace {
-// Runs `fn` holding the fixture folder's lock: fixture generation is serialised across the
-// parallel ctest processes (each gtest case is its own process).
 void with_fixture_lock(const std::function<void()>& fn) {
   const fs::path lock = fixture_dir() / ".lock";
   int fd = ::open(lock.c_str(), O_CREAT | O_RDWR, 0644);
@@ -110,7 +107,6 @@ void with_fixture_lock(const std::function<void()>& fn) {
   flock(fd, LOCK_UN);
   ::close(fd);
 }
-}  // namespace
 
 fs::path tiny_checkpoint(const std::string& name) {
   fs::path dir = fixture_dir();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct ProcResult {
 };
 /// Runs argv (no shell) and captures stdout/stderr.
 ProcResult run(const std::vector<std::string>& argv);
+/// Runs `fn` holding the fixture folder's lock: fixture generation is serialised across the
+/// parallel ctest processes (each gtest case is its own process).
+void with_fixture_lock(const std::function<void()>& fn);
 /// Runs the built `hookscope` CLI with `args`.
 ProcResult hookscope(std::vector<std::string> args);
 /// Runs tests/oracles/<script> with the oracle Python; fails the test (throws) on non-zero exit.
