@@ -1,0 +1,64 @@
+#include "app/view_command.h"
+
+#include <memory>
+
+#include "ui/viewer.h"
+
+namespace hs::app {
+
+CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
+  auto o = std::make_shared<ui::ViewerOptions>();
+  auto file = std::make_shared<std::string>();
+  auto size = std::make_shared<std::string>("1600x900");
+  auto shot = std::make_shared<std::string>();
+  auto layout = std::make_shared<std::string>();
+  auto run = std::make_shared<int64_t>(0);
+  auto compare = std::make_shared<int64_t>(0);
+  auto* cmd = app.add_subcommand(
+      "view", "Open a capture in the desktop viewer: per-device timelines, the compile-mode comparison, graph "
+              "breaks, transfers and weight swaps (read-only)");
+  cmd->add_option("file", *file, "Capture written by `hookscope capture`")->required();
+  cmd->add_option("--view", o->view, "View to open")
+      ->check(CLI::IsMember({"timeline", "compare", "breaks", "transfers", "swaps"}))
+      ->capture_default_str();
+  auto* run_opt = cmd->add_option("--run", *run, "Run id to open (default: the first run without fullgraph)");
+  auto* cmp_opt = cmd->add_option("--compare", *compare, "A second run id, drawn under the first on the same time scale");
+  cmd->add_option("--size", *size, "Window or screenshot size, WIDTHxHEIGHT pixels")
+      ->check([](const std::string& s) {
+        try {
+          ui::parse_size(s);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      })
+      ->capture_default_str();
+  cmd->add_option("--screenshot", *shot,
+                  "Render without a person and write this PNG, then exit (needs an X display: use xvfb-run -a "
+                  "on a headless machine)");
+  cmd->add_option("--layout", *layout, "With --screenshot: also write what was drawn where as JSON");
+  cmd->footer(
+      "Keys and mouse (timeline): wheel zooms around the cursor (Ctrl finer, Shift faster), drag pans, W/S zoom, "
+      "A/D pan, click selects, drag on the ruler selects a range for its statistics, right-click on the ruler "
+      "clears it; Ctrl+click a run in Runs or Compare to align it under the open one.\n"
+      "Examples:\n"
+      "  hookscope view out/demo.sqlite\n"
+      "  xvfb-run -a hookscope view out/demo.sqlite --screenshot out/compare.png --view compare --size 1600x900\n"
+      "  hookscope view out/demo.sqlite --run 2 --compare 12");
+  run_selected = [o, file, size, shot, layout, run, compare, run_opt, cmp_opt] {
+    ui::ViewerOptions v = *o;
+    v.file = *file;
+    std::tie(v.width, v.height) = ui::parse_size(*size);
+    if (!shot->empty()) v.screenshot = *shot;
+    if (!layout->empty()) {
+      if (shot->empty()) throw std::invalid_argument("--layout is written with --screenshot only");
+      v.layout = *layout;
+    }
+    if (run_opt->count()) v.run = *run;
+    if (cmp_opt->count()) v.compare = *compare;
+    return ui::run_viewer(v);
+  };
+  return cmd;
+}
+
+}  // namespace hs::app

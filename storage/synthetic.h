@@ -1,0 +1,56 @@
+// Synthetic captures for tests and benchmarks of the readers and the viewer: runs shaped like a
+// decoder dispatched over several devices (per layer: hook spans, compiler-disabled scopes,
+// activation transfers at device boundaries, module compute nested layer > attn/mlp, weight
+// onload/offload when offloaded, compiled regions and graph breaks, generation steps, memory
+// counters), written through the real HostTracer → Store path. The clock is synthetic and
+// deterministic: each event kind has a fixed duration, so tests can predict every time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "storage/store.h"
+
+namespace hs::storage {
+
+struct SyntheticRun {
+  std::string scenario = "sharded", policy = "whole-hook", mode = "default";
+  bool fullgraph = false;
+  int devices = 4;       ///< emulated accelerators "0".."devices-1"
+  int layers = 8;        ///< decoder layers, spread evenly over the devices
+  bool offload = false;  ///< weights live in cpu (or disk when `disk`) and are onloaded per layer
+  bool disk = false;
+  int64_t tokens = 4;    ///< generation steps (each a forward over every layer)
+  /// When > 0: repeat forwards until at least this many events were recorded (benchmarks).
+  int64_t min_events = 0;
+  int64_t start_ns = 1'000'000'000;  ///< synthetic clock origin (absolute ns)
+};
+
+/// Durations of the synthetic clock (ns).
+struct SyntheticClock {
+  static constexpr int64_t kHook = 2'000;
+  static constexpr int64_t kTransfer = 5'000;
+  static constexpr int64_t kOnload = 40'000;
+  static constexpr int64_t kOffload = 1'000;
+  static constexpr int64_t kSub = 20'000;  ///< self_attn / mlp compute
+  static constexpr int64_t kGap = 500;
+};
+
+struct SyntheticResult {
+  int64_t run_id = 0;
+  int64_t events = 0;          ///< records written
+  int64_t graph_breaks = 0;
+  int64_t transfers = 0, transfer_bytes = 0;
+  int64_t onloads = 0, onload_bytes = 0;
+  int64_t end_ns = 0;          ///< synthetic time of the last event
+};
+
+/// Adds DEVICES rows for `devices` emulated accelerators (256 MiB max_memory each) and the
+/// cpu, plus the capture's "emulated" diagnostic. Call once per file.
+void add_synthetic_devices(Store& store, int devices);
+
+/// Appends one run to `store` with results JSON like the capture's (latency_ms,
+/// graph_break_count, status, ...). Throws what the Store or HostTracer throw.
+SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& spec);
+
+}  // namespace hs::storage

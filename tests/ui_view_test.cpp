@@ -1,0 +1,303 @@
+// The viewer with a window (a private Xvfb when headless, see with_display.sh): screenshots of
+// every view, input driven through ImGuiIO exactly as a mouse and keyboard drive it, the LOD
+// on a large capture, and files that are not captures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include <stb_image.h>
+
+#include "storage/capture_reader.h"
+#include "storage/schema.h"
+#include "storage/synthetic.h"
+#include "tests/test_util.h"
+#include "ui/view.h"
+#include "ui/viewer.h"
+#include "ui/window.h"
+
+namespace {
+
+using namespace hs;
+using namespace hs::ui;
+namespace fs = std::filesystem;
+
+struct Capture {
+  fs::path file;
+  std::vector<storage::SyntheticResult> runs;
+};
+
+/// Four runs like a small demo: sharded under both policies, a fullgraph run that raises, an
+/// offloaded run.
+Capture make_capture(const std::string& name, int64_t min_events = 0) {
+  Capture c;
+  c.file = test::scratch_dir(name) / "synthetic.sqlite";
+  storage::Store store(c.file);
+  storage::add_synthetic_devices(store, 4);
+  storage::SyntheticRun s;
+  s.min_events = min_events;
+  c.runs.push_back(storage::write_synthetic_run(store, s));
+  s.min_events = 0;
+  s.policy = "offload-only";
+  c.runs.push_back(storage::write_synthetic_run(store, s));
+  s.policy = "whole-hook";
+  s.fullgraph = true;
+  c.runs.push_back(storage::write_synthetic_run(store, s));
+  s.fullgraph = false;
+  s.scenario = "cpu-offload";
+  s.policy = "offload-only";
+  s.offload = true;
+  s.mode = "eager";
+  c.runs.push_back(storage::write_synthetic_run(store, s));
+  store.finalize();
+  store.close();
+  return c;
+}
+
+struct Png {
+  int w = 0, h = 0;
+  std::vector<uint8_t> px;
+  size_t distinct_colors(int x0, int y0, int x1, int y1) const {
+    std::set<uint32_t> c;
+    for (int y = std::max(y0, 0); y < std::min(y1, h); ++y)
+      for (int x = std::max(x0, 0); x < std::min(x1, w); ++x) {
+        const uint8_t* p = &px[(static_cast<size_t>(y) * w + x) * 4];
+        c.insert(p[0] << 16 | p[1] << 8 | p[2]);
+      }
+    return c.size();
+  }
+};
+Png load_png(const fs::path& p) {
+  Png png;
+  int n = 0;
+  unsigned char* d = stbi_load(p.c_str(), &png.w, &png.h, &n, 4);
+  if (!d) throw std::runtime_error("cannot read " + p.string());
+  png.px.assign(d, d + static_cast<size_t>(png.w) * png.h * 4);
+  stbi_image_free(d);
+  return png;
+}
+
+TEST(ViewScreenshot, EveryViewRendersWithOneLaneGroupPerDevice) {
+  auto c = make_capture("shot_views");
+  const fs::path dir = c.file.parent_path();
+  for (const char* v : {"timeline", "compare", "breaks", "transfers", "swaps"}) {
+    ViewerOptions o;
+    o.file = c.file;
+    o.view = v;
+    o.width = 1400;
+    o.height = 1200;
+    o.screenshot = dir / (std::string(v) + ".png");
+    o.layout = dir / (std::string(v) + ".json");
+    if (std::string(v) == "swaps") o.run = c.runs[3].run_id;
+    ASSERT_EQ(run_viewer(o), 0) << v;
+    Png png = load_png(*o.screenshot);
+    EXPECT_EQ(png.w, 1400);
+    EXPECT_EQ(png.h, 1200);
+    EXPECT_GT(png.distinct_colors(0, 0, png.w, png.h), 12u) << v << ": blank screenshot";
+    auto j = test::read_json(*o.layout);
+    EXPECT_EQ(j["tab"], v);
+    if (std::string(v) == "timeline") {
+      std::vector<std::string> groups;
+      for (const auto& g : j["groups"]) groups.push_back(g["host"].get<bool>() ? "host" : g["device"].get<std::string>());
+      EXPECT_EQ(groups, (std::vector<std::string>{"0", "1", "2", "3", "cpu", "host"}));
+      // Each lane group has something drawn in it (the screenshot is tall enough for all).
+      ASSERT_LE(j["groups"].back()["rect"][3].get<double>(), j["lanes"][1].get<double>()) << "not all groups visible";
+      const int x0 = static_cast<int>(j["canvas"][0].get<double>()), x1 = static_cast<int>(j["canvas"][1].get<double>());
+      for (const auto& g : j["groups"]) {
+        auto r = g["rect"];
+        EXPECT_GT(png.distinct_colors(x0, static_cast<int>(r[1].get<double>()) + 20, x1,
+                                      static_cast<int>(r[3].get<double>())),
+                  4u)
+            << "empty lane group " << g["title"];
+      }
+    }
+    if (std::string(v) == "compare") {
+      std::set<int64_t> shown;
+      for (const auto& r : j["compare_rows"]) shown.insert(r["run"].get<int64_t>());
+      EXPECT_EQ(shown.size(), c.runs.size()) << j.dump();
+    }
+  }
+}
+
+// Drives the View through ImGuiIO: the same path as a person (and --screenshot) takes.
+struct Driver {
+  GlWindow win{1200, 700, false, "test"};
+  std::shared_ptr<const storage::CaptureReader> rd;
+  View view;
+  explicit Driver(const fs::path& f) : rd(std::make_shared<const storage::CaptureReader>(f)), view(rd) {}
+  void frame(const ScriptedInput& in) {
+    win.frame([&](float w, float h) { view.Frame(w, h); }, &in);
+  }
+  void idle(int n = 1, float x = -1, float y = -1) {
+    for (int i = 0; i < n; ++i) {
+      ScriptedInput in;
+      in.x = x;
+      in.y = y;
+      frame(in);
+    }
+  }
+};
+
+TEST(ViewInput, WheelZoomsAroundTheCursorDragPansKeysMove) {
+  auto c = make_capture("input_nav");
+  Driver d(c.file);
+  d.idle(3);
+  const auto& l = d.view.layout();
+  ASSERT_GT(l.canvas_x1, l.canvas_x0);
+  const TimeView before = d.view.time_view();
+  // ImGui floors the mouse position: use whole pixels.
+  const float mx = std::floor(l.canvas_x0 + 0.3f * (l.canvas_x1 - l.canvas_x0)), my = std::floor(l.groups.at(1).y0 + 30);
+  const double t_under = before.t_of(mx - l.canvas_x0);
+  d.idle(1, mx, my);  // hover first so the lanes own the mouse
+  ScriptedInput wheel;
+  wheel.x = mx;
+  wheel.y = my;
+  wheel.wheel = 2;  // two clicks in
+  d.frame(wheel);
+  d.idle(1, mx, my);
+  const TimeView z = d.view.time_view();
+  EXPECT_NEAR(z.ns_per_px, before.ns_per_px / (1.25 * 1.25), before.ns_per_px * 1e-9);
+  EXPECT_NEAR(z.t_of(mx - l.canvas_x0), t_under, z.ns_per_px * 0.01);  // the time under the cursor stayed
+
+  // Drag left by 200 px: later times come into view.
+  ScriptedInput in;
+  in.x = mx;
+  in.y = my;
+  in.down[0] = true;
+  d.frame(in);
+  for (int i = 1; i <= 10; ++i) {
+    in.x = mx - 20.0f * i;
+    d.frame(in);
+  }
+  in.down[0] = false;
+  d.frame(in);
+  const TimeView p = d.view.time_view();
+  EXPECT_NEAR(p.start_ns - z.start_ns, 200 * z.ns_per_px, z.ns_per_px * 1.01);
+  EXPECT_DOUBLE_EQ(p.ns_per_px, z.ns_per_px);
+
+  // D pans right by a tenth of the view, W zooms in around the centre.
+  ScriptedInput key;
+  key.keys = {'D'};
+  d.frame(key);
+  d.idle();
+  EXPECT_NEAR(d.view.time_view().start_ns - p.start_ns, 0.1 * p.width_px * p.ns_per_px, p.ns_per_px);
+  const TimeView before_w = d.view.time_view();
+  key.keys = {'W'};
+  d.frame(key);
+  d.idle();
+  EXPECT_NEAR(d.view.time_view().ns_per_px, before_w.ns_per_px / 1.25, before_w.ns_per_px * 1e-9);
+  EXPECT_NEAR(d.view.time_view().t_of(0.5f * before_w.width_px), before_w.t_of(0.5f * before_w.width_px),
+              before_w.ns_per_px);
+}
+
+TEST(ViewInput, ClickingABreakRowCentresAndSelectsItOnTheTimeline) {
+  auto c = make_capture("input_break");
+  Driver d(c.file);
+  d.view.SetTab(Tab::Breaks);
+  d.idle(4);
+  ASSERT_EQ(d.view.tab(), Tab::Breaks);
+  const RunTimeline* tl = d.view.timeline();
+  ASSERT_NE(tl, nullptr);
+  ASSERT_GE(tl->breaks.size(), 3u);
+  // Zoom in first so centring is visible: the view shows 1/50 of the run.
+  d.view.time_view().fit(0, static_cast<double>(tl->duration_ns) / 50, 0);
+  // Rows are sorted by time: the third row is the third break. Click where it was drawn.
+  const auto& rows = d.view.layout().table_rows;
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_EQ(rows[2].row, 2u);
+  const float y = 0.5f * (rows[2].y0 + rows[2].y1);
+  ScriptedInput in;
+  in.x = 600;
+  in.y = y;
+  d.frame(in);
+  in.down[0] = true;
+  d.frame(in);
+  in.down[0] = false;
+  d.frame(in);
+  d.idle(2);
+  ASSERT_TRUE(d.view.selection().has_value());
+  EXPECT_EQ(d.view.selection()->source, Source::Break);
+  const uint32_t row = d.view.selection()->row;
+  EXPECT_EQ(d.view.tab(), Tab::Timeline);
+  const double t = static_cast<double>(tl->breaks.at(row).time_ns - tl->origin_ns);
+  const TimeView& v = d.view.time_view();
+  EXPECT_NEAR(v.t_of(0.5f * v.width_px), t, v.ns_per_px * 1.01) << "the break is not centred";
+  EXPECT_NEAR(v.end_ns() - v.start_ns, static_cast<double>(tl->duration_ns) / 50, 1.0) << "zoom changed";
+}
+
+TEST(ViewInput, RulerDragSelectsARangeWithStatistics) {
+  auto c = make_capture("input_range");
+  Driver d(c.file);
+  d.idle(3);
+  const auto& l = d.view.layout();
+  const float ruler_y = 0.5f * (l.ruler_y0 + l.ruler_y1);
+  const float xa = l.canvas_x0 + 100, xb = l.canvas_x0 + 400;
+  ScriptedInput in;
+  in.x = xa;
+  in.y = ruler_y;
+  d.frame(in);
+  in.down[0] = true;
+  d.frame(in);
+  for (int i = 1; i <= 6; ++i) {
+    in.x = xa + 50.0f * i;
+    d.frame(in);
+  }
+  in.down[0] = false;
+  d.frame(in);
+  d.idle();
+  ASSERT_TRUE(d.view.range().has_value());
+  const TimeView& v = d.view.time_view();
+  EXPECT_NEAR(static_cast<double>(d.view.range()->first), v.t_of(xa - l.canvas_x0), v.ns_per_px * 1.5);
+  EXPECT_NEAR(static_cast<double>(d.view.range()->second), v.t_of(xb - l.canvas_x0), v.ns_per_px * 1.5);
+}
+
+TEST(ViewLod, ALargeCaptureIsDrawnAsMergedBlocks) {
+  auto c = make_capture("lod_large", 300'000);
+  Driver d(c.file);
+  d.idle(3);
+  const auto& l = d.view.layout();
+  EXPECT_GT(l.merged_boxes, 0);
+  EXPECT_LT(l.drawn_boxes, 20000) << "LOD did not bound the boxes drawn";
+  // Zooming all the way into the start leaves only whole events.
+  d.view.time_view().fit(0, 20000, 0);
+  d.idle(2);
+  EXPECT_EQ(d.view.layout().merged_boxes, 0);
+  EXPECT_GT(d.view.layout().drawn_boxes, 0);
+}
+
+TEST(ViewerErrors, NotACaptureIsRefusedAndLeftUntouched) {
+  const fs::path dir = test::scratch_dir("view_errors");
+  const fs::path txt = dir / "notes.sqlite";
+  {
+    std::ofstream f(txt);
+    f << "this is not a database\n";
+  }
+  ViewerOptions o;
+  o.file = txt;
+  o.screenshot = dir / "x.png";
+  try {
+    run_viewer(o);
+    FAIL() << "no error";
+  } catch (const storage::CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("notes.sqlite"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(test::read_file(txt), "this is not a database\n");
+  EXPECT_FALSE(fs::exists(dir / "x.png"));
+  o.file = dir / "missing.sqlite";
+  EXPECT_THROW(run_viewer(o), storage::CaptureError);
+  EXPECT_FALSE(fs::exists(o.file));
+
+  auto c = make_capture("view_errors_run");
+  o.file = c.file;
+  o.run = 999;
+  EXPECT_THROW(run_viewer(o), std::out_of_range);
+  o.run.reset();
+  o.view = "flamegraph";
+  EXPECT_THROW(run_viewer(o), std::invalid_argument);
+  EXPECT_THROW(parse_size("100x100"), std::invalid_argument);
+  EXPECT_THROW(parse_size("1600x"), std::invalid_argument);
+  EXPECT_EQ(parse_size("1600x900"), std::make_pair(1600, 900));
+}
+
+}  // namespace

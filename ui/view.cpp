@@ -1,0 +1,315 @@
+// View: frame layout, runs list, diagnostics strip, details pane.
+#include "ui/view.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include <imgui.h>
+
+#include "ui/view_style.h"
+
+namespace hs::ui {
+
+Tab parse_tab(const std::string& s) {
+  for (Tab t : {Tab::Timeline, Tab::Compare, Tab::Breaks, Tab::Transfers, Tab::Swaps})
+    if (s == tab_name(t)) return t;
+  throw std::invalid_argument("--view: unknown view '" + s + "' (timeline, compare, breaks, transfers, swaps)");
+}
+
+const char* tab_name(Tab t) {
+  switch (t) {
+    case Tab::Timeline: return "timeline";
+    case Tab::Compare: return "compare";
+    case Tab::Breaks: return "breaks";
+    case Tab::Transfers: return "transfers";
+    case Tab::Swaps: return "swaps";
+  }
+  return "?";
+}
+
+nlohmann::json FrameLayout::to_json() const {
+  nlohmann::json j{{"tab", tab_name(tab)},
+                   {"canvas", {canvas_x0, canvas_x1}},
+                   {"ruler", {ruler_y0, ruler_y1}},
+                   {"lanes", {lanes_y0, lanes_y1}},
+                   {"view_ns", {view_start_ns, view_end_ns}},
+                   {"merged_boxes", merged_boxes},
+                   {"drawn_boxes", drawn_boxes},
+                   {"groups", nlohmann::json::array()},
+                   {"compare_rows", nlohmann::json::array()}};
+  for (const auto& g : groups)
+    j["groups"].push_back({{"run", g.run_id},
+                           {"device", g.device},
+                           {"title", g.title},
+                           {"host", g.host},
+                           {"emulated", g.emulated},
+                           {"rect", {g.x0, g.y0, g.x1, g.y1}}});
+  j["table_rows"] = static_cast<int64_t>(table_rows.size());
+  for (const auto& r : compare_rows)
+    j["compare_rows"].push_back({{"run", r.run_id},
+                                 {"scenario", r.scenario},
+                                 {"policy", r.policy},
+                                 {"mode", r.mode},
+                                 {"fullgraph", r.fullgraph},
+                                 {"y", {r.y0, r.y1}}});
+  return j;
+}
+
+View::View(std::shared_ptr<const storage::CaptureReader> reader) : m_reader(std::move(reader)) {
+  m_runs = m_reader->runs();
+  m_diagnostics = m_reader->diagnostics();
+  m_devices = m_reader->devices();
+  // Open on the first run that has events to show (a fullgraph run that raised has few).
+  for (const auto& r : m_runs)
+    if (!r.fullgraph) {
+      LoadRun(0, r.id);
+      break;
+    }
+  if (!m_timeline[0] && !m_runs.empty()) LoadRun(0, m_runs.front().id);
+}
+
+View::~View() = default;
+
+void View::LoadRun(int slot, int64_t run_id) {
+  m_timeline[slot] = std::make_unique<RunTimeline>(load_run_timeline(*m_reader, run_id));
+  if (slot == 0) {
+    m_selected.reset();
+    m_range.reset();
+  } else if (m_selected && m_selected->run == 1) {
+    m_selected.reset();
+  }
+  m_hover.reset();
+  m_fit_pending = true;
+}
+
+void View::SelectRun(int64_t run_id) {
+  (void)m_reader->run(run_id);  // throws std::out_of_range naming the file and run
+  if (m_timeline[0] && m_timeline[0]->run.id == run_id) return;
+  LoadRun(0, run_id);
+}
+
+void View::SetCompareRun(std::optional<int64_t> run_id) {
+  m_compare_id = run_id;
+  if (!run_id) {
+    m_timeline[1].reset();
+    m_fit_pending = true;
+    return;
+  }
+  (void)m_reader->run(*run_id);
+  LoadRun(1, *run_id);
+}
+
+void View::SetTab(Tab t) {
+  m_tab = t;
+  m_tab_request = true;
+}
+
+std::optional<int64_t> View::run_id() const {
+  if (!m_timeline[0]) return std::nullopt;
+  return m_timeline[0]->run.id;
+}
+
+const RunTimeline* View::timeline(int i) const { return (i == 0 || i == 1) ? m_timeline[i].get() : nullptr; }
+
+void View::Focus(int run, Source source, uint32_t row) {
+  const RunTimeline* tl = timeline(run);
+  if (!tl) return;
+  auto [a, b] = extent(*tl, source, row);
+  m_selected = Pick{run, source, row};
+  const double span = static_cast<double>(b - a);
+  if (span > 0.8 * (m_time.end_ns() - m_time.start_ns))
+    m_time.fit(static_cast<double>(a), static_cast<double>(b), 0.1);
+  else
+    m_time.center_on(0.5 * static_cast<double>(a + b));
+  m_fit_pending = false;
+  SetTab(Tab::Timeline);
+}
+
+// ------------------------------------------------------------------ frame
+
+void View::Frame(float width, float height) {
+  m_layout.groups.clear();
+  m_layout.compare_rows.clear();
+  m_layout.table_rows.clear();
+  m_layout.merged_boxes = m_layout.drawn_boxes = 0;
+  m_layout.tab = m_tab;
+
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(width, height));
+  ImGui::Begin("hookscope", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  const std::string file = m_reader->path().filename().string();
+  ImGui::TextUnformatted(("hookscope  " + file).c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("%zu runs, schema %d%s", m_runs.size(), m_reader->schema_version(),
+                      m_reader->finalized() ? "" : ", not finalized (capture interrupted or still running)");
+  const float line = ImGui::GetTextLineHeightWithSpacing();
+  const float diag_h = line * 4 + 6;
+  const float body_h = std::max(ImGui::GetContentRegionAvail().y - diag_h, 100.0f);
+  const float runs_w = std::clamp(width * 0.28f, 200.0f, 460.0f);
+
+  ImGui::BeginChild("runs", ImVec2(runs_w, body_h), true);
+  DrawRuns(runs_w, body_h);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("main", ImVec2(0, body_h), false);
+  if (ImGui::BeginTabBar("views")) {
+    struct Item {
+      Tab tab;
+      const char* label;
+    };
+    const Item items[] = {{Tab::Timeline, "Timeline"},
+                          {Tab::Compare, "Compare"},
+                          {Tab::Breaks, "Graph breaks"},
+                          {Tab::Transfers, "Transfers"},
+                          {Tab::Swaps, "Weight swaps"}};
+    const bool request = m_tab_request;
+    m_tab_request = false;  // a view may ask for another tab while it draws (Focus): next frame
+    for (const auto& it : items) {
+      ImGuiTabItemFlags flags = (request && m_tab == it.tab) ? ImGuiTabItemFlags_SetSelected : 0;
+      if (ImGui::BeginTabItem(it.label, nullptr, flags)) {
+        if (!request) m_tab = it.tab;
+        m_layout.tab = it.tab;
+        switch (it.tab) {
+          case Tab::Timeline: DrawTimelineTab(); break;
+          case Tab::Compare: DrawCompareTab(); break;
+          case Tab::Breaks: DrawBreaksTab(); break;
+          case Tab::Transfers: DrawTransfersTab(); break;
+          case Tab::Swaps: DrawSwapsTab(); break;
+        }
+        ImGui::EndTabItem();
+      }
+    }
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+  DrawDiagnostics(diag_h);
+  ImGui::End();
+}
+
+// ------------------------------------------------------------------ runs
+
+void View::DrawRuns(float, float) {
+  ImGui::TextUnformatted("Runs");
+  ImGui::SameLine();
+  ImGui::TextDisabled("(click: open, ctrl+click: compare)");
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextWithHint("##filter", "filter: scenario policy mode status", m_filter, sizeof m_filter);
+  ImGuiTextFilter filter;
+  std::snprintf(filter.InputBuf, sizeof filter.InputBuf, "%s", m_filter);
+  filter.Build();
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("runs_table", 5, flags)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("id");
+  ImGui::TableSetupColumn("scenario");
+  ImGui::TableSetupColumn("policy");
+  ImGui::TableSetupColumn("mode");
+  ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableHeadersRow();
+  const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
+  for (const auto& r : m_runs) {
+    const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"
+                               : r.status == tracer::RunStatus::Failed   ? "failed"
+                               : (r.results.is_object() && r.results.value("status", "") == "error")
+                                   ? (r.fullgraph ? "raises" : "error")
+                                   : "ok";
+    const std::string mode = r.mode + (r.fullgraph ? " fullgraph" : "");
+    const std::string text = std::to_string(r.id) + " " + r.scenario + " " + r.policy + " " + mode + " " + status;
+    if (!filter.PassFilter(text.c_str())) continue;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    const bool selected = r.id == primary || (m_compare_id && *m_compare_id == r.id);
+    char id[32];
+    std::snprintf(id, sizeof id, "%lld", static_cast<long long>(r.id));
+    if (ImGui::Selectable(id, selected, ImGuiSelectableFlags_SpanAllColumns)) {
+      if (ImGui::GetIO().KeyCtrl && r.id != primary)
+        SetCompareRun(m_compare_id && *m_compare_id == r.id ? std::nullopt : std::optional<int64_t>(r.id));
+      else
+        SelectRun(r.id);
+    }
+    if (ImGui::IsItemHovered() && r.results.is_object() && r.results.value("error", nlohmann::json()).is_string())
+      ImGui::SetTooltip("%s", r.results["error"].get<std::string>().c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(r.scenario.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(r.policy.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(mode.c_str());
+    ImGui::TableNextColumn();
+    const ImU32 c = status == "ok" ? style::kOk : status == "incomplete" ? style::kWarn : style::kBad;
+    ImGui::PushStyleColor(ImGuiCol_Text, c);
+    ImGui::TextUnformatted(status.c_str());
+    ImGui::PopStyleColor();
+  }
+  ImGui::EndTable();
+}
+
+// ------------------------------------------------------------------ diagnostics strip
+
+void View::DrawDiagnostics(float height) {
+  ImGui::BeginChild("diagnostics", ImVec2(0, height), true);
+  auto line = [](ImU32 color, const char* tag, const std::string& text) {
+    ImGui::PushStyleColor(ImGuiCol_Text, color);
+    ImGui::TextUnformatted(tag);
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    ImGui::TextUnformatted(text.c_str());
+  };
+  std::string emulated;
+  for (const auto& d : m_devices)
+    if (d.info.kind == storage::DeviceKind::Emulated && !d.info.run_id)
+      emulated += (emulated.empty() ? "" : ", ") + d.info.name;
+  if (!emulated.empty())
+    line(style::kWarn, "[emulated]",
+         "accelerators " + emulated +
+             " are emulated in host memory: moves between them are real copies, but a CPU capture does not fuse "
+             "or speed anything up");
+  for (const auto& r : m_runs) {
+    const std::string what = "run " + std::to_string(r.id) + " (" + r.scenario + " " + r.policy + " " + r.mode +
+                             (r.fullgraph ? " fullgraph" : "") + ")";
+    if (r.status == tracer::RunStatus::Incomplete)
+      line(style::kWarn, "[incomplete]", what + ": the capture stopped before this run ended");
+    else if (r.status == tracer::RunStatus::Failed)
+      line(style::kBad, "[failed]", what + ": " + r.error);
+    if (r.dropped_records > 0)
+      line(style::kWarn, "[dropped]", what + ": " + std::to_string(r.dropped_records) + " records dropped by the tracer");
+  }
+  for (const auto& d : m_diagnostics) {
+    if (d.severity == storage::Severity::Info && d.source == "devices" && !emulated.empty()) continue;  // said above
+    const char* tag = d.severity == storage::Severity::Error     ? "[error]"
+                      : d.severity == storage::Severity::Warning ? "[warning]"
+                                                                 : "[info]";
+    const ImU32 c = d.severity == storage::Severity::Error     ? style::kBad
+                    : d.severity == storage::Severity::Warning ? style::kWarn
+                                                               : style::kDim;
+    line(c, tag, (d.run_id ? "run " + std::to_string(*d.run_id) + ": " : std::string()) + d.source + ": " + d.text);
+  }
+  ImGui::EndChild();
+}
+
+// ------------------------------------------------------------------ details of the selection
+
+void View::DrawDetails() {
+  if (!m_selected) {
+    ImGui::TextDisabled("Click an event for its details; drag on the ruler for range statistics.");
+    return;
+  }
+  const RunTimeline* tl = timeline(m_selected->run);
+  if (!tl) return;
+  if (ImGui::BeginTable("details", 2, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg)) {
+    for (const auto& [k, v] : describe(*tl, m_selected->source, m_selected->row)) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", k.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(v.c_str());
+    }
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace hs::ui

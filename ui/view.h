@@ -1,0 +1,145 @@
+// The viewer's one View class (DESIGN.md §9, Tracy's layout): it owns the open capture and the
+// navigation state and draws one ImGui frame per call. Split by feature across files:
+//   view.cpp           frame layout, runs list, diagnostics strip, details pane
+//   view_timeline.cpp  per-device lane groups, ruler, zoom/pan, hover/select, range statistics
+//   view_compare.cpp   the policy × mode matrix per scenario, aligned timelines of two runs
+//   view_tables.cpp    graph breaks, transfers, weight swaps (sortable; rows jump to the timeline)
+//
+// Input comes only through ImGui (mouse, wheel, keys), so a test or `--screenshot` that feeds
+// ImGuiIO drives exactly the code a person drives. The View never writes to the capture.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "storage/capture_reader.h"
+#include "ui/run_timeline.h"
+#include "ui/timeline.h"
+
+struct ImDrawList;
+
+namespace hs::ui {
+
+enum class Tab { Timeline, Compare, Breaks, Transfers, Swaps };
+/// "timeline", "compare", "breaks", "transfers", "swaps"; throws std::invalid_argument naming
+/// the allowed values.
+Tab parse_tab(const std::string& s);
+const char* tab_name(Tab t);
+
+/// A slice picked by hover or click: run (0 = primary, 1 = compared), its source row.
+struct Pick {
+  int run = 0;
+  Source source = Source::Compute;
+  uint32_t row = 0;
+  bool operator==(const Pick& o) const { return run == o.run && source == o.source && row == o.row; }
+};
+
+/// What the last frame drew where (screen pixels), for `--layout` and the tests.
+struct FrameLayout {
+  struct Group {
+    int64_t run_id;
+    std::string device, title;
+    bool host, emulated;
+    float x0, y0, x1, y1;
+  };
+  struct CompareRow {
+    int64_t run_id;
+    std::string scenario, policy, mode;
+    bool fullgraph;
+    float y0, y1;
+  };
+  struct TableRow {
+    uint32_t row;  ///< source row (index into the run's breaks / transfers / swaps)
+    float y0, y1;
+  };
+  Tab tab = Tab::Timeline;
+  float canvas_x0 = 0, canvas_x1 = 0;  ///< the time axis' pixel span
+  float ruler_y0 = 0, ruler_y1 = 0;
+  float lanes_y0 = 0, lanes_y1 = 0;    ///< the visible (scrolling) part of the lanes
+  double view_start_ns = 0, view_end_ns = 0;
+  std::vector<Group> groups;           ///< lane groups drawn (visible or not)
+  std::vector<CompareRow> compare_rows;
+  std::vector<TableRow> table_rows;    ///< rows of the breaks/transfers/swaps table drawn this frame
+  int64_t merged_boxes = 0, drawn_boxes = 0;
+  nlohmann::json to_json() const;
+};
+
+class View {
+ public:
+  /// Opens nothing itself: takes a reader the caller opened (read-only).
+  explicit View(std::shared_ptr<const storage::CaptureReader> reader);
+  ~View();
+
+  /// Draws one full-window frame of `width` × `height` pixels (call between ImGui::NewFrame
+  /// and ImGui::Render).
+  void Frame(float width, float height);
+
+  // Programmatic state (the CLI flags; tests).
+  void SelectRun(int64_t run_id);                   ///< throws std::out_of_range naming the run
+  void SetCompareRun(std::optional<int64_t> run_id);  ///< a second run, aligned under the first
+  void SetTab(Tab t);
+  Tab tab() const { return m_tab; }
+  const TimeView& time_view() const { return m_time; }
+  TimeView& time_view() { return m_time; }
+  std::optional<int64_t> run_id() const;
+  std::optional<Pick> selection() const { return m_selected; }
+  const RunTimeline* timeline(int i = 0) const;
+  /// Selects a source row of run `run` (0/1) and centres the timeline on it, widening the
+  /// view when the event is wider than it (what clicking a table row does).
+  void Focus(int run, Source source, uint32_t row);
+  /// Time range picked on the ruler (relative ns), if any.
+  std::optional<std::pair<int64_t, int64_t>> range() const { return m_range; }
+  const FrameLayout& layout() const { return m_layout; }
+
+ private:
+  // view.cpp
+  void DrawRuns(float width, float height);
+  void DrawDiagnostics(float height);
+  void DrawDetails();
+  void LoadRun(int slot, int64_t run_id);
+  // view_timeline.cpp
+  void DrawTimelineTab();
+  void DrawTimelineArea(float height);
+  float DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, float clip_y0, float clip_y1);
+  void DrawRuler(ImDrawList* dl, float x0, float x1, float y, float h);
+  void HandleTimelineInput(float x0, float x1, bool lanes_hovered, bool ruler_hovered);
+  void DrawRangeStats();
+  // view_compare.cpp
+  void DrawCompareTab();
+  // view_tables.cpp
+  void DrawBreaksTab();
+  void DrawTransfersTab();
+  void DrawSwapsTab();
+
+  std::shared_ptr<const storage::CaptureReader> m_reader;
+  std::vector<storage::RunRecord> m_runs;
+  std::vector<storage::DiagnosticRow> m_diagnostics;
+  std::vector<storage::DeviceRow> m_devices;
+  std::unique_ptr<RunTimeline> m_timeline[2];
+  std::optional<int64_t> m_compare_id;
+  Tab m_tab = Tab::Timeline;
+  bool m_tab_request = true;  ///< select m_tab on the next frame's tab bar
+  TimeView m_time;
+  bool m_fit_pending = true;
+  std::optional<Pick> m_hover, m_selected;
+  std::optional<std::pair<int64_t, int64_t>> m_hover_merged;  ///< a merged "zoom in" block under the cursor
+  int64_t m_hover_merged_count = 0;
+  std::optional<RangeStats> m_range_cache[2];
+  int64_t m_range_cache_run[2] = {-1, -1};
+  std::optional<std::pair<int64_t, int64_t>> m_range;
+  std::optional<double> m_range_anchor;  ///< ruler drag in progress (relative ns)
+  std::map<std::string, bool> m_collapsed;  ///< lane group / residency section state by key
+  char m_filter[128] = {};
+  FrameLayout m_layout;
+  // Sorted row orders of the tables (of run slot 0), and the run each was sorted for.
+  std::vector<uint32_t> m_break_order, m_transfer_order, m_swap_order;
+  int64_t m_table_run[3] = {-1, -1, -1};
+};
+
+}  // namespace hs::ui

@@ -1,0 +1,208 @@
+// View: graph breaks, transfers and weight swaps of the open run as sortable tables; clicking a
+// row centres and highlights that event on the timeline.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+
+#include <imgui.h>
+
+#include "ui/view.h"
+#include "ui/view_style.h"
+
+namespace hs::ui {
+
+namespace {
+
+template <class T>
+int cmp3(const T& a, const T& b) {
+  return a < b ? -1 : b < a ? 1 : 0;
+}
+
+struct Column {
+  const char* name;
+  /// Three-way comparison of two rows by this column.
+  std::function<int(uint32_t, uint32_t)> cmp;
+  /// Draws the cell of a row.
+  std::function<void(uint32_t)> cell;
+};
+
+/// A sortable table over `n` rows with ImGui's clipper (only visible rows are drawn). Returns
+/// the row clicked this frame, if any.
+std::optional<uint32_t> event_table(const char* id, size_t n, std::vector<uint32_t>& order, bool& reset,
+                                    const std::vector<Column>& cols, std::optional<uint32_t> selected,
+                                    std::vector<FrameLayout::TableRow>& drawn) {
+  std::optional<uint32_t> clicked;
+  if (order.size() != n || reset) {
+    order.resize(n);
+    std::iota(order.begin(), order.end(), 0u);
+  }
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_SortMulti | ImGuiTableFlags_RowBg |
+                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable(id, static_cast<int>(cols.size()), flags)) return clicked;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (size_t c = 0; c < cols.size(); ++c)
+    ImGui::TableSetupColumn(cols[c].name, c == 0 ? ImGuiTableColumnFlags_DefaultSort : 0);
+  ImGui::TableHeadersRow();
+  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || reset)) {
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      for (int i = 0; i < specs->SpecsCount; ++i) {
+        const auto& s = specs->Specs[i];
+        int r = cols[s.ColumnIndex].cmp(a, b);
+        if (r) return s.SortDirection == ImGuiSortDirection_Ascending ? r < 0 : r > 0;
+      }
+      return a < b;
+    });
+    specs->SpecsDirty = false;
+  }
+  reset = false;
+  ImGuiListClipper clipper;
+  clipper.Begin(static_cast<int>(order.size()));
+  while (clipper.Step())
+    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+      const uint32_t row = order[i];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::PushID(static_cast<int>(row));
+      const float y0 = ImGui::GetCursorScreenPos().y;
+      if (ImGui::Selectable("##row", selected && *selected == row,
+                            ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
+        clicked = row;
+      ImGui::SameLine();
+      cols[0].cell(row);
+      for (size_t c = 1; c < cols.size(); ++c) {
+        ImGui::TableNextColumn();
+        cols[c].cell(row);
+      }
+      drawn.push_back({row, y0, y0 + ImGui::GetTextLineHeightWithSpacing()});
+      ImGui::PopID();
+    }
+  ImGui::EndTable();
+  return clicked;
+}
+
+void text(const std::string& s) { ImGui::TextUnformatted(s.c_str()); }
+
+std::optional<uint32_t> selected_row(const std::optional<Pick>& p, Source s) {
+  if (p && p->run == 0 && p->source == s) return p->row;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void View::DrawBreaksTab() {
+  if (!m_timeline[0]) return;
+  const RunTimeline& tl = *m_timeline[0];
+  const auto& rows = tl.breaks;
+  ImGui::Text("%zu graph breaks in run %lld", rows.size(), static_cast<long long>(tl.run.id));
+  const int64_t o = tl.origin_ns;
+  std::vector<Column> cols = {
+      {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].time_ns, rows[b].time_ns); },
+       [&](uint32_t r) { text(format_duration(static_cast<double>(rows[r].time_ns - o))); }},
+      {"function", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].function, rows[b].function); },
+       [&](uint32_t r) { text(rows[r].function); }},
+      {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
+       [&](uint32_t r) { text(rows[r].module.empty() ? "(root)" : rows[r].module); }},
+      {"reason", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].reason, rows[b].reason); },
+       [&](uint32_t r) { text(rows[r].reason); }},
+      {"module stack", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module_stack, rows[b].module_stack); },
+       [&](uint32_t r) { text(rows[r].module_stack); }},
+  };
+  bool reset = m_table_run[0] != tl.run.id;
+  m_table_run[0] = tl.run.id;
+  if (auto r = event_table("breaks", rows.size(), m_break_order, reset, cols, selected_row(m_selected, Source::Break),
+                           m_layout.table_rows))
+    Focus(0, Source::Break, *r);
+}
+
+void View::DrawTransfersTab() {
+  if (!m_timeline[0]) return;
+  const RunTimeline& tl = *m_timeline[0];
+  const auto& rows = tl.transfers;
+  int64_t bytes = 0;
+  for (const auto& r : rows) bytes += r.bytes;
+  ImGui::Text("%zu activation transfers in run %lld, %s", rows.size(), static_cast<long long>(tl.run.id),
+              format_bytes(static_cast<double>(bytes)).c_str());
+  const int64_t o = tl.origin_ns;
+  auto dur = [&](uint32_t r) { return rows[r].end_ns - rows[r].start_ns; };
+  auto gbps = [&](uint32_t r) { return dur(r) > 0 ? static_cast<double>(rows[r].bytes) / static_cast<double>(dur(r)) : 0.0; };
+  static const char* kinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
+                                "DtoD",    "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
+  auto kind = [&](uint32_t r) {
+    const int k = static_cast<int>(rows[r].copy_kind);
+    return std::string(k >= 0 && k < 14 ? kinds[k] : "?") + (rows[r].emulated ? " (emulated)" : "");
+  };
+  std::vector<Column> cols = {
+      {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].start_ns, rows[b].start_ns); },
+       [&](uint32_t r) { text(format_duration(static_cast<double>(rows[r].start_ns - o))); }},
+      {"duration", [&](uint32_t a, uint32_t b) { return cmp3(dur(a), dur(b)); },
+       [&](uint32_t r) { text(format_duration(static_cast<double>(dur(r)))); }},
+      {"src -> dst",
+       [&](uint32_t a, uint32_t b) { return cmp3(rows[a].src + rows[a].dst, rows[b].src + rows[b].dst); },
+       [&](uint32_t r) { text(rows[r].src + " -> " + rows[r].dst); }},
+      {"copyKind", [&](uint32_t a, uint32_t b) { return cmp3(kind(a), kind(b)); }, [&](uint32_t r) { text(kind(r)); }},
+      {"bytes", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
+       [&](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
+      {"GB/s", [&](uint32_t a, uint32_t b) { return cmp3(gbps(a), gbps(b)); },
+       [&](uint32_t r) {
+         char buf[32];
+         std::snprintf(buf, sizeof buf, "%.2f", gbps(r));
+         text(buf);
+       }},
+      {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
+       [&](uint32_t r) { text(rows[r].module); }},
+  };
+  bool reset = m_table_run[1] != tl.run.id;
+  m_table_run[1] = tl.run.id;
+  if (auto r = event_table("transfers", rows.size(), m_transfer_order, reset, cols,
+                           selected_row(m_selected, Source::Transfer), m_layout.table_rows))
+    Focus(0, Source::Transfer, *r);
+}
+
+void View::DrawSwapsTab() {
+  if (!m_timeline[0]) return;
+  const RunTimeline& tl = *m_timeline[0];
+  const auto& rows = tl.swaps;
+  int64_t bytes = 0, onloads = 0;
+  for (const auto& r : rows)
+    if (r.onload) {
+      bytes += r.bytes;
+      ++onloads;
+    }
+  ImGui::Text("%zu weight swaps in run %lld: %lld onloads moving %s", rows.size(), static_cast<long long>(tl.run.id),
+              static_cast<long long>(onloads), format_bytes(static_cast<double>(bytes)).c_str());
+  const int64_t o = tl.origin_ns;
+  auto dur = [&](uint32_t r) { return rows[r].end_ns - rows[r].start_ns; };
+  static const char* sources[] = {"cpu", "disk", "device"};
+  auto src = [&](uint32_t r) {
+    const int s = static_cast<int>(rows[r].source);
+    return std::string(s >= 0 && s < 3 ? sources[s] : "?");
+  };
+  std::vector<Column> cols = {
+      {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].start_ns, rows[b].start_ns); },
+       [&](uint32_t r) { text(format_duration(static_cast<double>(rows[r].start_ns - o))); }},
+      {"duration", [&](uint32_t a, uint32_t b) { return cmp3(dur(a), dur(b)); },
+       [&](uint32_t r) { text(format_duration(static_cast<double>(dur(r)))); }},
+      {"kind", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].onload, rows[b].onload); },
+       [&](uint32_t r) { text(rows[r].onload ? "onload" : "offload"); }},
+      {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
+       [&](uint32_t r) { text(rows[r].module.empty() ? "(root)" : rows[r].module); }},
+      {"tensor", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].tensor, rows[b].tensor); },
+       [&](uint32_t r) { text(rows[r].tensor); }},
+      {"bytes", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
+       [&](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
+      {"from -> to",
+       [&](uint32_t a, uint32_t b) { return cmp3(src(a) + rows[a].device, src(b) + rows[b].device); },
+       [&](uint32_t r) { text(src(r) + " -> " + rows[r].device); }},
+      {"dtype", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].dtype, rows[b].dtype); },
+       [&](uint32_t r) { text(rows[r].dtype + (rows[r].pinned ? ", pinned" : "")); }},
+  };
+  bool reset = m_table_run[2] != tl.run.id;
+  m_table_run[2] = tl.run.id;
+  if (auto r = event_table("swaps", rows.size(), m_swap_order, reset, cols, selected_row(m_selected, Source::WeightSwap),
+                           m_layout.table_rows))
+    Focus(0, Source::WeightSwap, *r);
+}
+
+}  // namespace hs::ui

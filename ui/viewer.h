@@ -1,0 +1,34 @@
+// `hookscope view`: opens a capture read-only and shows it in a window, or renders frames
+// without a person and writes a PNG (`--screenshot`, for tests and reports).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace hs::ui {
+
+struct ViewerOptions {
+  std::filesystem::path file;
+  std::optional<std::filesystem::path> screenshot;  ///< render headless, write this PNG, exit
+  std::optional<std::filesystem::path> layout;      ///< with --screenshot: what was drawn where (JSON)
+  std::string view = "timeline";                    ///< timeline|compare|breaks|transfers|swaps
+  std::optional<int64_t> run;                       ///< run to open (default: the first non-fullgraph run)
+  std::optional<int64_t> compare;                   ///< second run, aligned under the first
+  int width = 1600, height = 900;                   ///< window / screenshot size in pixels
+  int frames = 4;  ///< frames rendered before the screenshot (ImGui settles tables in 2–3)
+};
+
+/// "1600x900" → {1600, 900}. Throws std::invalid_argument naming `--size` unless both are in
+/// [200, 8192].
+std::pair<int, int> parse_size(const std::string& s);
+
+/// Runs the viewer. Returns the process exit code (0). Throws storage::CaptureError for files
+/// that are not captures (or newer, corrupt, locked, missing), std::out_of_range for an
+/// unknown run, std::invalid_argument for a bad view name, std::runtime_error when no window
+/// can be opened or the PNG cannot be written. The capture is never modified.
+int run_viewer(const ViewerOptions& options);
+
+}  // namespace hs::ui

@@ -1,0 +1,147 @@
+#include "ui/window.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#define GL_GLEXT_PROTOTYPES 1
+#include <GL/gl.h>
+#include <GL/glext.h>
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <stb_image_write.h>
+
+namespace hs::ui {
+
+namespace {
+std::string g_glfw_error;
+void on_glfw_error(int, const char* what) { g_glfw_error = what ? what : "?"; }
+}  // namespace
+
+GlWindow::GlWindow(int width, int height, bool visible, const std::string& title)
+    : m_visible(visible), m_width(width), m_height(height) {
+  glfwSetErrorCallback(on_glfw_error);
+  if (!glfwInit()) {
+    const char* display = std::getenv("DISPLAY");
+    throw std::runtime_error(
+        "cannot open a window: " + g_glfw_error +
+        (display && *display ? std::string(" (DISPLAY=") + display + ")" : std::string(" (DISPLAY is not set)")) +
+        ". Without a desktop, run under a virtual X server: xvfb-run -a hookscope view FILE --screenshot OUT.png");
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_VISIBLE, visible ? GLFW_TRUE : GLFW_FALSE);
+  m_window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
+  if (!m_window) {
+    glfwTerminate();
+    throw std::runtime_error("cannot create an OpenGL 3.3 window: " + g_glfw_error);
+  }
+  glfwMakeContextCurrent(m_window);
+  glfwSwapInterval(visible ? 1 : 0);
+  if (!visible) {
+    // Offscreen target of exactly the requested size.
+    glGenFramebuffers(1, &m_fbo);
+    glGenRenderbuffers(1, &m_color);
+    glBindRenderbuffer(GL_RENDERBUFFER, m_color);
+    glRenderbufferStorage(GL_RENDERBUFFER, GL_RGBA8, width, height);
+    glBindFramebuffer(GL_FRAMEBUFFER, m_fbo);
+    glFramebufferRenderbuffer(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, m_color);
+    if (glCheckFramebufferStatus(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE) {
+      glfwDestroyWindow(m_window);
+      glfwTerminate();
+      throw std::runtime_error("cannot create an offscreen framebuffer of " + std::to_string(width) + "x" +
+                               std::to_string(height));
+    }
+  }
+  IMGUI_CHECKVERSION();
+  m_imgui = ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // no imgui.ini written into the working directory
+  ImGui::StyleColorsDark();
+  ImGui::GetStyle().FrameRounding = 2;
+  ImGui_ImplGlfw_InitForOpenGL(m_window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+}
+
+GlWindow::~GlWindow() {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext(m_imgui);
+  if (m_fbo) glDeleteFramebuffers(1, &m_fbo);
+  if (m_color) glDeleteRenderbuffers(1, &m_color);
+  glfwDestroyWindow(m_window);
+  glfwTerminate();
+}
+
+bool GlWindow::should_close() const { return glfwWindowShouldClose(m_window); }
+
+std::string GlWindow::renderer() const {
+  const GLubyte* r = glGetString(GL_RENDERER);
+  return r ? reinterpret_cast<const char*>(r) : "?";
+}
+
+void GlWindow::frame(const std::function<void(float, float)>& draw, const ScriptedInput* input) {
+  glfwPollEvents();
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGuiIO& io = ImGui::GetIO();
+  if (!m_visible) {
+    io.DisplaySize = ImVec2(static_cast<float>(m_width), static_cast<float>(m_height));
+    io.DisplayFramebufferScale = ImVec2(1, 1);
+  } else {
+    glfwGetFramebufferSize(m_window, &m_width, &m_height);
+  }
+  if (input) {
+    io.MousePos = input->x < 0 ? ImVec2(-FLT_MAX, -FLT_MAX) : ImVec2(input->x, input->y);
+    for (int i = 0; i < 3; ++i) io.MouseDown[i] = input->down[i];
+    io.MouseWheel = input->wheel;
+    io.KeyCtrl = input->ctrl;
+    io.KeyShift = input->shift;
+    std::memset(io.KeysDown, 0, sizeof io.KeysDown);
+    for (int k : input->keys)
+      if (k >= 0 && k < static_cast<int>(IM_ARRAYSIZE(io.KeysDown))) io.KeysDown[k] = true;
+  }
+  ImGui::NewFrame();
+  draw(io.DisplaySize.x, io.DisplaySize.y);
+  ImGui::Render();
+  glBindFramebuffer(GL_FRAMEBUFFER, m_fbo);
+  glViewport(0, 0, m_width, m_height);
+  glClearColor(0.08f, 0.08f, 0.10f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  if (m_visible)
+    glfwSwapBuffers(m_window);
+  else
+    glFinish();
+}
+
+std::vector<uint8_t> GlWindow::read_rgba() const {
+  std::vector<uint8_t> px(static_cast<size_t>(m_width) * m_height * 4);
+  glBindFramebuffer(GL_READ_FRAMEBUFFER, m_fbo);
+  if (!m_fbo) glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, m_width, m_height, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  // GL rows are bottom-up; PNG rows top-down.
+  const size_t stride = static_cast<size_t>(m_width) * 4;
+  std::vector<uint8_t> row(stride);
+  for (int y = 0; y < m_height / 2; ++y) {
+    uint8_t* a = px.data() + y * stride;
+    uint8_t* b = px.data() + (m_height - 1 - y) * stride;
+    std::memcpy(row.data(), a, stride);
+    std::memcpy(a, b, stride);
+    std::memcpy(b, row.data(), stride);
+  }
+  for (size_t i = 3; i < px.size(); i += 4) px[i] = 255;  // opaque
+  return px;
+}
+
+void write_png(const std::filesystem::path& path, int width, int height, const std::vector<uint8_t>& rgba) {
+  if (rgba.size() < static_cast<size_t>(width) * height * 4)
+    throw std::invalid_argument("write_png: fewer pixels than " + std::to_string(width) + "x" + std::to_string(height));
+  if (!stbi_write_png(path.c_str(), width, height, 4, rgba.data(), width * 4))
+    throw std::runtime_error("cannot write " + path.string());
+}
+
+}  // namespace hs::ui
