@@ -33,10 +33,10 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
         }
       })
       ->capture_default_str();
-  cmd->add_option("--screenshot", *shot,
+  auto* shot_opt = cmd->add_option("--screenshot", *shot,
                   "Render without a person and write this PNG, then exit (needs an X display: use xvfb-run -a "
                   "on a headless machine)");
-  cmd->add_option("--layout", *layout, "With --screenshot: also write what was drawn where as JSON");
+  cmd->add_option("--layout", *layout, "With --screenshot: also write what was drawn where as JSON")->needs(shot_opt);
   cmd->footer(
       "Keys and mouse (timeline): wheel zooms around the cursor (Ctrl finer, Shift faster), drag pans, W/S zoom, "
       "A/D pan, click selects, drag on the ruler selects a range for its statistics, right-click on the ruler "
@@ -50,10 +50,7 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
     v.file = *file;
     std::tie(v.width, v.height) = ui::parse_size(*size);
     if (!shot->empty()) v.screenshot = *shot;
-    if (!layout->empty()) {
-      if (shot->empty()) throw std::invalid_argument("--layout is written with --screenshot only");
-      v.layout = *layout;
-    }
+    if (!layout->empty()) v.layout = *layout;
     if (run_opt->count()) v.run = *run;
     if (cmp_opt->count()) v.compare = *compare;
     return ui::run_viewer(v);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include <sqlite3.h>
 #include <stb_image.h>
 
 #include "storage/capture_reader.h"
@@ -264,6 +265,59 @@ TEST(ViewLod, ALargeCaptureIsDrawnAsMergedBlocks) {
   d.idle(2);
   EXPECT_EQ(d.view.layout().merged_boxes, 0);
   EXPECT_GT(d.view.layout().drawn_boxes, 0);
+}
+
+TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {
+  auto c = make_capture("compare_aligned");
+  ViewerOptions o;
+  o.file = c.file;
+  o.view = "timeline";
+  o.run = c.runs[0].run_id;
+  o.compare = c.runs[1].run_id;
+  o.width = 1400;
+  o.height = 2400;
+  o.screenshot = c.file.parent_path() / "aligned.png";
+  o.layout = c.file.parent_path() / "aligned.json";
+  ASSERT_EQ(run_viewer(o), 0);
+  auto j = test::read_json(*o.layout);
+  float first_end = 0, second_start = 1e9;
+  std::set<std::string> first, second;
+  for (const auto& g : j["groups"]) {
+    if (g["run"] == c.runs[0].run_id) {
+      first_end = std::max(first_end, g["rect"][3].get<float>());
+      first.insert(g["title"]);
+    } else {
+      EXPECT_EQ(g["run"], c.runs[1].run_id);
+      second_start = std::min(second_start, g["rect"][1].get<float>());
+      second.insert(g["title"]);
+    }
+  }
+  EXPECT_EQ(first, second);        // the same lane groups, so lanes line up
+  EXPECT_LT(first_end, second_start);  // the compared run is drawn below
+  // One time scale: the view spans the longer of the two runs (both start at 0).
+  const double longest = static_cast<double>(std::max(c.runs[0].end_ns, c.runs[1].end_ns) - 1'000'000'000);
+  EXPECT_NEAR(j["view_ns"][1].get<double>() - j["view_ns"][0].get<double>(), longest * 1.04, longest * 0.001);
+}
+
+TEST(ViewerErrors, NewerSchemaIsRefused) {
+  auto c = make_capture("view_newer");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(c.file.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE META_DATA_EXPORT SET value='99' WHERE name='HOOKSCOPE_SCHEMA_VERSION'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const auto before = test::read_file(c.file);
+  ViewerOptions o;
+  o.file = c.file;
+  o.screenshot = c.file.parent_path() / "x.png";
+  try {
+    run_viewer(o);
+    FAIL() << "no error";
+  } catch (const storage::CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("99"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(test::read_file(c.file), before);
 }
 
 TEST(ViewerErrors, NotACaptureIsRefusedAndLeftUntouched) {

@@ -139,7 +139,7 @@ void View::Frame(float width, float height) {
   ImGui::SetNextWindowSize(ImVec2(width, height));
   ImGui::Begin("hookscope", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoBackground);  // the GL clear paints it
   const std::string file = m_reader->path().filename().string();
   ImGui::TextUnformatted(("hookscope  " + file).c_str());
   ImGui::SameLine();
@@ -263,7 +263,9 @@ void View::DrawDiagnostics(float height) {
   for (const auto& d : m_devices)
     if (d.info.kind == storage::DeviceKind::Emulated && !d.info.run_id)
       emulated += (emulated.empty() ? "" : ", ") + d.info.name;
-  if (!emulated.empty())
+  const bool said = std::any_of(m_diagnostics.begin(), m_diagnostics.end(),
+                                [](const storage::DiagnosticRow& d) { return d.source == "devices"; });
+  if (!emulated.empty() && !said)  // the capture's own "devices" diagnostic says it otherwise
     line(style::kWarn, "[emulated]",
          "accelerators " + emulated +
              " are emulated in host memory: moves between them are real copies, but a CPU capture does not fuse "
@@ -279,7 +281,6 @@ void View::DrawDiagnostics(float height) {
       line(style::kWarn, "[dropped]", what + ": " + std::to_string(r.dropped_records) + " records dropped by the tracer");
   }
   for (const auto& d : m_diagnostics) {
-    if (d.severity == storage::Severity::Info && d.source == "devices" && !emulated.empty()) continue;  // said above
     const char* tag = d.severity == storage::Severity::Error     ? "[error]"
                       : d.severity == storage::Severity::Warning ? "[warning]"
                                                                  : "[info]";

@@ -277,7 +277,9 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
       y += h;
       return;
     }
-    dl->AddRectFilled(ImVec2(c.label_x, y), ImVec2(x1, y + h), row_index % 2 ? style::kLaneBgAlt : style::kLaneBg);
+    // Every other lane gets a lighter band; the rest shows the cleared background (under a
+    // software rasteriser every full-width fill costs milliseconds).
+    if (row_index % 2) dl->AddRectFilled(ImVec2(c.label_x, y), ImVec2(x1, y + h), style::kLaneBgAlt);
     const ImVec4 label_clip(c.label_x, y, x0 - 4, y + h);
     dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(c.label_x + 14, y + 1), style::kDim,
                 (label ? *label : t.name).c_str(), nullptr, 0, &label_clip);
@@ -303,7 +305,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
         }
         if (mx > 0)
           dl->AddRectFilled(ImVec2(x0 + px, y + h - 2 - mx * scale), ImVec2(x0 + px + 1, y + h - 2),
-                            IM_COL32(200, 140, 60, 200));
+                            IM_COL32(200, 140, 60, 130));
         if (it == pts.end() && cur == 0) break;
       }
       dl->AddText(ImVec2(x0 + 4, y + 1), style::kText, ("peak " + format_bytes(static_cast<double>(t.counter_max))).c_str());
@@ -399,7 +401,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
           const std::string label = "[+] weights (" + std::to_string(grp.residency.size()) + " modules)";
           draw_track(grp.residency_summary, nullptr, row++, &label);
         } else {
-          header(style::kLevelHeight, style::kLaneBg,
+          header(style::kLevelHeight, style::kLaneBgAlt,
                  "weight residency per module (" + std::to_string(grp.residency.size()) + ")", rkey, false, style::kDim);
           for (const auto& t : grp.residency) draw_track(t, nullptr, row++);
         }

@@ -108,7 +108,9 @@ void GlWindow::frame(const std::function<void(float, float)>& draw, const Script
   ImGui::Render();
   glBindFramebuffer(GL_FRAMEBUFFER, m_fbo);
   glViewport(0, 0, m_width, m_height);
-  glClearColor(0.08f, 0.08f, 0.10f, 1.0f);
+  // The views draw no full-window background: the clear paints ImGui's window colour.
+  const ImVec4 bg = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];
+  glClearColor(bg.x, bg.y, bg.z, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   if (m_visible)

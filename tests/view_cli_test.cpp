@@ -1,0 +1,131 @@
+// `hookscope view` on a real capture of a tiny checkpoint (the demo's full matrix, small):
+// headless screenshots of every view through the CLI, one lane group per device of the run,
+// every run in the comparison, and the exit codes and messages for bad input. Runs under
+// tools/with_display.sh (a private Xvfb when there is no display).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+#include <stb_image.h>
+
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using hs::test::hookscope;
+using nlohmann::json;
+
+struct Capture {
+  fs::path dir, db;
+};
+
+const Capture& capture() {
+  static Capture c = [] {
+    Capture k;
+    k.dir = hs::test::scratch_dir("view-cli-" + std::to_string(getpid()));
+    k.db = k.dir / "demo.sqlite";
+    auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "3",
+                        "--modes", "eager,default", "--prompt-ids", "5,17,99,3", "--max-new-tokens", "3", "--repeats",
+                        "1", "--warmup", "0", "--out", k.db.string()});
+    if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
+    return k;
+  }();
+  return c;
+}
+
+size_t distinct_colors(const fs::path& png) {
+  int w = 0, h = 0, n = 0;
+  unsigned char* d = stbi_load(png.c_str(), &w, &h, &n, 3);
+  if (!d) throw std::runtime_error("cannot read " + png.string());
+  std::set<uint32_t> c;
+  for (int i = 0; i < w * h; ++i) c.insert(d[3 * i] << 16 | d[3 * i + 1] << 8 | d[3 * i + 2]);
+  stbi_image_free(d);
+  return c.size();
+}
+
+json shot(const std::string& view, std::vector<std::string> extra = {}) {
+  const fs::path png = capture().dir / (view + ".png"), lay = capture().dir / (view + ".json");
+  std::vector<std::string> args = {"view", capture().db.string(), "--view", view, "--screenshot", png.string(),
+                                   "--layout", lay.string(), "--size", "1500x1600"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = hookscope(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(distinct_colors(png), 12u) << view << ": blank screenshot";
+  return hs::test::read_json(lay);
+}
+
+TEST(ViewCli, TimelineHasOneLaneGroupPerDeviceOfTheRun) {
+  hs::storage::CaptureReader rd(capture().db);
+  for (const auto& run : rd.runs()) {
+    if (run.fullgraph || run.scenario != "sharded") continue;
+    json j = shot("timeline", {"--run", std::to_string(run.id)});
+    EXPECT_EQ(j["run"], run.id);
+    std::vector<std::string> groups;
+    for (const auto& g : j["groups"])
+      if (!g["host"].get<bool>()) groups.push_back(g["device"]);
+    // The sharded run computes on all three emulated accelerators and copies from/to the cpu.
+    EXPECT_EQ(groups, (std::vector<std::string>{"0", "1", "2", "cpu"})) << j.dump();
+    for (const auto& g : j["groups"]) {
+      if (!g["host"].get<bool>() && g["device"] != "cpu") {
+        EXPECT_TRUE(g["emulated"].get<bool>()) << g.dump();
+      }
+    }
+    EXPECT_GT(j["drawn_boxes"].get<int64_t>(), 0);
+    break;
+  }
+}
+
+TEST(ViewCli, CompareShowsEveryRun) {
+  json j = shot("compare");
+  std::set<int64_t> shown;
+  for (const auto& r : j["compare_rows"]) shown.insert(r["run"].get<int64_t>());
+  hs::storage::CaptureReader rd(capture().db);
+  EXPECT_EQ(shown.size(), rd.runs().size());
+  EXPECT_EQ(rd.runs().size(), 4u * 2 * 3);  // scenarios x policies x (eager, default, default fullgraph)
+}
+
+TEST(ViewCli, TablesOpenOnAnOffloadedRun) {
+  hs::storage::CaptureReader rd(capture().db);
+  int64_t offload = 0;
+  for (const auto& run : rd.runs())
+    if (run.scenario == "cpu-offload" && !run.fullgraph) offload = run.id;
+  ASSERT_GT(offload, 0);
+  for (const char* v : {"breaks", "transfers", "swaps"}) {
+    json j = shot(v, {"--run", std::to_string(offload)});
+    EXPECT_EQ(j["tab"], v);
+    EXPECT_GT(j["table_rows"].get<int64_t>(), 0) << v << ": no rows drawn";
+  }
+}
+
+TEST(ViewCli, BadInputExitsNonZeroWithAClearMessageAndTouchesNothing) {
+  const fs::path dir = hs::test::scratch_dir("view-cli-bad-" + std::to_string(getpid()));
+  const fs::path notes = dir / "notes.txt";
+  {
+    std::ofstream f(notes);
+    f << "not a capture";
+  }
+  auto r = hookscope({"view", notes.string(), "--screenshot", (dir / "x.png").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a hookscope capture"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("notes.txt"), std::string::npos) << r.err;
+  EXPECT_EQ(hs::test::read_file(notes), "not a capture");
+  EXPECT_FALSE(fs::exists(dir / "x.png"));
+
+  r = hookscope({"view", capture().db.string(), "--run", "9999", "--screenshot", (dir / "x.png").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("9999"), std::string::npos) << r.err;
+  r = hookscope({"view", capture().db.string(), "--view", "flamegraph"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--view"), std::string::npos) << r.err;
+  r = hookscope({"view", capture().db.string(), "--size", "10x10"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = hookscope({"view", capture().db.string(), "--layout", (dir / "l.json").string()});
+  EXPECT_EQ(r.exit_code, 2) << "--layout needs --screenshot";
+}
+
+}  // namespace
