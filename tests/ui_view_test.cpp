@@ -227,6 +227,44 @@ TEST(ViewInput, ClickingABreakRowCentresAndSelectsItOnTheTimeline) {
   EXPECT_NEAR(v.end_ns() - v.start_ns, static_cast<double>(tl->duration_ns) / 50, 1.0) << "zoom changed";
 }
 
+TEST(ViewInput, HoverPicksTheSliceUnderTheCursorAndClickSelectsIt) {
+  auto c = make_capture("input_hover");
+  Driver d(c.file);
+  d.idle(3);
+  const RunTimeline* tl = d.view.timeline();
+  const auto& l = d.view.layout();
+  // The second compute slice of accelerator 1, level 0 (a decoder layer): the first lane of
+  // the group, right under its header.
+  const Slice& s = tl->groups.at(1).tracks.at(0).levels.at(0).at(1);
+  const TimeView& v = d.view.time_view();
+  const float x = std::floor(l.canvas_x0 + v.x_of(0.5 * static_cast<double>(s.start_ns + s.end_ns)));
+  const float y = std::floor(l.groups.at(1).y0 + 20 + 8);
+  d.idle(2, x, y);
+  ASSERT_TRUE(d.view.hovered().has_value()) << "nothing hovered at " << x << "," << y;
+  EXPECT_EQ(d.view.hovered()->source, Source::Compute);
+  EXPECT_EQ(d.view.hovered()->row, s.row);
+  EXPECT_FALSE(d.view.selection().has_value());
+  ScriptedInput in;
+  in.x = x;
+  in.y = y;
+  in.down[0] = true;
+  d.frame(in);
+  in.down[0] = false;
+  d.frame(in);
+  ASSERT_TRUE(d.view.selection().has_value());
+  EXPECT_EQ(d.view.selection()->row, s.row);
+  EXPECT_EQ(describe(*tl, Source::Compute, s.row).at(0).second, "model.layers.3");  // layers 2, 3 run on 1
+  // A click on empty lane space clears the selection.
+  in.x = l.canvas_x1 - 2;
+  in.y = y;
+  d.frame(in);
+  in.down[0] = true;
+  d.frame(in);
+  in.down[0] = false;
+  d.frame(in);
+  EXPECT_FALSE(d.view.selection().has_value());
+}
+
 TEST(ViewInput, RulerDragSelectsARangeWithStatistics) {
   auto c = make_capture("input_range");
   Driver d(c.file);

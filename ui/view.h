@@ -89,6 +89,8 @@ class View {
   TimeView& time_view() { return m_time; }
   std::optional<int64_t> run_id() const;
   std::optional<Pick> selection() const { return m_selected; }
+  /// What the mouse was over in the last frame's timeline (its tooltip shows `describe`).
+  std::optional<Pick> hovered() const { return m_hover; }
   const RunTimeline* timeline(int i = 0) const;
   /// Selects a source row of run `run` (0/1) and centres the timeline on it, widening the
   /// view when the event is wider than it (what clicking a table row does).

@@ -132,7 +132,7 @@ void View::DrawTimelineArea(float height) {
     const float b = x0 + m_time.x_of(static_cast<double>(m_range->second));
     dl->AddRectFilled(ImVec2(std::max(a, x0), clip0), ImVec2(std::min(b, x1), clip1), style::kRange);
   }
-  const bool lanes_hovered = ImGui::IsWindowHovered();
+  const bool lanes_hovered = ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem);
   if (lanes_hovered && io.MousePos.x >= x0 && io.MousePos.x <= x1)
     dl->AddLine(ImVec2(io.MousePos.x, clip0), ImVec2(io.MousePos.x, clip1), style::kHoverLine);
 
@@ -223,7 +223,7 @@ void View::DrawRuler(ImDrawList* dl, float x0, float x1, float y, float h) {
 float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, float clip0, float clip1) {
   const RunTimeline& tl = *m_timeline[slot];
   ImGuiIO& io = ImGui::GetIO();
-  LaneCtx c{dl, &tl, slot, x0 - style::kLabelWidth, x0, x1, clip0, clip1, io.MousePos, ImGui::IsWindowHovered(),
+  LaneCtx c{dl, &tl, slot, x0 - style::kLabelWidth, x0, x1, clip0, clip1, io.MousePos, ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem),
             &m_time};
   const bool clicked = c.mouse_in && ImGui::IsMouseClicked(0);
   const float run_y0 = y;
