@@ -29,13 +29,19 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
           ui::parse_size(s);
           return std::string();
         } catch (const std::exception& e) {
-          return std::string(e.what());
+          std::string m = e.what();
+          return m.rfind("--size: ", 0) == 0 ? m.substr(8) : m;  // CLI11 names the option itself
         }
       })
       ->capture_default_str();
   auto* shot_opt = cmd->add_option("--screenshot", *shot,
                   "Render without a person and write this PNG, then exit (needs an X display: use xvfb-run -a "
-                  "on a headless machine)");
+                  "on a headless machine)")
+      ->check([](const std::string& s) {
+        if (s.size() < 5 || s.compare(s.size() - 4, 4, ".png") != 0)
+          return std::string("expected a .png file name, got '" + s + "'");
+        return std::string();
+      });
   cmd->add_option("--layout", *layout, "With --screenshot: also write what was drawn where as JSON")->needs(shot_opt);
   cmd->footer(
       "Keys and mouse (timeline): wheel zooms around the cursor (Ctrl finer, Shift faster), drag pans, W/S zoom, "

@@ -1,5 +1,10 @@
 #include "storage/capture_reader.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <system_error>
@@ -13,12 +18,38 @@ using detail::Stmt;
 
 struct CaptureReader::Db {
   sqlite3* db = nullptr;
+  fs::path snapshot;  ///< private copy of a WAL capture we may not touch (removed on close)
   ~Db() {
     if (db) sqlite3_close_v2(db);
+    std::error_code ec;
+    if (!snapshot.empty()) fs::remove_all(snapshot, ec);
   }
 };
 
 namespace {
+/// True when the file's header says WAL journal mode (bytes 18 and 19 == 2).
+bool wal_mode(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  char h[20] = {};
+  return f.read(h, sizeof h) && std::string_view(h, 16) == std::string_view("SQLite format 3\0", 16) && h[18] == 2 &&
+         h[19] == 2;
+}
+
+/// "file:" URI of a path (RFC 3986 escaping of what SQLite's URI parser treats specially).
+std::string file_uri(const fs::path& p) {
+  std::string out = "file:";
+  for (unsigned char c : fs::absolute(p).string()) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x21 || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 nlohmann::json parse_json(const std::string& text, nlohmann::json fallback) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? fallback : j;
@@ -30,11 +61,44 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
   if (!fs::exists(path_, ec)) throw CaptureError(path_, "cannot open capture " + path_.string() + ": no such file");
   if (!fs::is_regular_file(path_, ec))
     throw CaptureError(path_, "not a hookscope capture: " + path_.string() + " (not a regular file)");
-  const int rc = sqlite3_open_v2(path_.c_str(), &db_->db, SQLITE_OPEN_READONLY, nullptr);
+  // A closed capture is one rollback-journal file: opened read-only, nothing is written. A
+  // capture still being written, or left by a killed process, is in WAL mode: SQLite reads
+  // its -wal through a -shm index it creates beside the file. Where that would touch anything
+  // the reader must not (no -wal: it would create one; a folder or -shm we cannot write), read
+  // a private snapshot instead.
+  std::string target = path_.string();
+  int flags = SQLITE_OPEN_READONLY;
+  bool missing_wal = false;
+  if (wal_mode(path_)) {
+    const fs::path wal = path_.string() + "-wal", shm = path_.string() + "-shm";
+    const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
+    if (!fs::exists(wal, ec)) {
+      missing_wal = true;  // only what was checkpointed into the main file is there to read
+      target = file_uri(path_) + "?immutable=1";
+      flags |= SQLITE_OPEN_URI;
+    } else if (access(dir.c_str(), W_OK) != 0 || (fs::exists(shm, ec) && access(shm.c_str(), W_OK) != 0)) {
+      std::string tmpl = (fs::temp_directory_path() / "hookscope-reader-XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) throw CaptureError(path_, "cannot make a snapshot folder for " + path_.string());
+      db_->snapshot = tmpl;
+      const fs::path copy = db_->snapshot / path_.filename();
+      fs::copy_file(path_, copy, ec);
+      if (!ec) fs::copy_file(wal, copy.string() + "-wal", ec);
+      if (ec)
+        throw CaptureError(path_, "cannot snapshot " + path_.string() + " (and its -wal) to read it: " + ec.message());
+      target = copy.string();
+    }
+  }
+  const int rc = sqlite3_open_v2(target.c_str(), &db_->db, flags, nullptr);
   if (rc != SQLITE_OK) detail::fail(path_, db_->db, rc, "opening");
   sqlite3_extended_result_codes(db_->db, 1);
   sqlite3_busy_timeout(db_->db, options.busy_timeout_ms);
-  schema_version_ = detail::check_capture(db_->db, path_);
+  try {
+    schema_version_ = detail::check_capture(db_->db, path_);
+  } catch (const CaptureError& e) {
+    if (!missing_wal) throw;
+    throw CaptureError(path_, std::string(e.what()) + "; it is in WAL mode and its write-ahead log " + path_.string() +
+                                  "-wal is missing (copy the capture together with its -wal and -shm files)");
+  }
 }
 
 CaptureReader::~CaptureReader() = default;

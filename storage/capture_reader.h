@@ -1,9 +1,13 @@
 // CaptureReader: read-only queries over a capture file, for reports and the UI (DESIGN.md §7,
 // §9 "Tracy": storage readers feed ui views).
 //
-// The file is opened with SQLITE_OPEN_READONLY and never modified (a capture still being
-// written, or left by a killed process, is read through its WAL; SQLite may then create the
-// `-shm` index beside it, as any reader does). Opening checks the format first and throws a
+// The file is opened with SQLITE_OPEN_READONLY and never modified. A capture still being
+// written, or left by a killed process, is in WAL mode and is read through its `-wal`; SQLite
+// then keeps a `-shm` index beside it, as any reader does — unless the folder or that `-shm`
+// is not writable, in which case a private snapshot (the file and its -wal, copied to a
+// temporary folder removed when the reader closes) is read instead. A WAL-mode file whose
+// `-wal` is missing is opened immutable (nothing created): what was checkpointed is read, and
+// an error says the -wal is missing when that is not a capture. Opening checks the format first and throws a
 // `CaptureError` naming the file when it is not a hookscope capture ("not a hookscope
 // capture: FILE (no META_DATA_EXPORT / schema version)" or "(not an SQLite database: ...)"),
 // has a newer schema version, is corrupt, locked or missing. Query failures also throw

@@ -776,4 +776,32 @@ TEST(CaptureReader, ReadingACaptureDoesNotModifyIt) {
   EXPECT_TRUE(file_state(file) == before);
 }
 
+TEST(CaptureReader, AWalCaptureCopiedWithoutItsWalIsReadWithoutCreatingFiles) {
+  const fs::path dir = test::scratch_dir("storage_wal_copy");
+  const fs::path file = dir / "live.hscope", copy_dir = dir / "copy", copy = copy_dir / "live.hscope";
+  fs::create_directories(copy_dir);
+  Store store(file);  // stays open: the file is in WAL mode with uncheckpointed pages
+  HostTracer tr(store);
+  const int64_t run = tr.begin_run(run_info("wal"));
+  for (int i = 0; i < 100; ++i) tr.generation_step({i, i, i, i + 1});
+  tr.flush();
+  fs::copy_file(file, copy);
+  const FileState before = file_state(copy);
+  try {
+    CaptureReader r(copy);  // whatever was checkpointed is readable
+    EXPECT_LE(r.generation_steps(run).size(), 100u);
+  } catch (const CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("-wal is missing"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(fs::path(copy.string() + "-wal")));
+  EXPECT_FALSE(fs::exists(fs::path(copy.string() + "-shm")));
+  EXPECT_TRUE(file_state(copy) == before);
+  // With its -wal beside it, everything committed so far is there.
+  fs::copy_file(fs::path(file.string() + "-wal"), fs::path(copy.string() + "-wal"));
+  CaptureReader r(copy);
+  EXPECT_EQ(r.run(run).status, RunStatus::Incomplete);
+  EXPECT_EQ(r.generation_steps(run).size(), 100u);
+  tr.end_run(RunStatus::Complete);
+}
+
 }  // namespace

@@ -126,6 +126,22 @@ TEST(ViewCli, BadInputExitsNonZeroWithAClearMessageAndTouchesNothing) {
   EXPECT_EQ(r.exit_code, 2);
   r = hookscope({"view", capture().db.string(), "--layout", (dir / "l.json").string()});
   EXPECT_EQ(r.exit_code, 2) << "--layout needs --screenshot";
+  r = hookscope({"view", capture().db.string(), "--screenshot", ""});
+  EXPECT_EQ(r.exit_code, 2);
+  r = hookscope({"view", capture().db.string(), "--screenshot", (dir / "x.jpg").string()});
+  EXPECT_EQ(r.exit_code, 2);
+
+  // An output that is the capture itself (or names it another way) is refused: nothing written.
+  const fs::path copy = dir / "copy.png";  // a capture may have any name
+  fs::copy_file(capture().db, copy);
+  const std::string before = hs::test::read_file(copy);
+  r = hookscope({"view", copy.string(), "--screenshot", (dir / "." / "copy.png").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is the capture being viewed"), std::string::npos) << r.err;
+  r = hookscope({"view", copy.string(), "--screenshot", (dir / "s.png").string(), "--layout", copy.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(hs::test::read_file(copy), before);
+  EXPECT_FALSE(fs::exists(dir / "s.png"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace hs::ui {
 
@@ -100,6 +101,31 @@ const char* source_name(events::WeightSource s) {
 }
 
 std::string module_name(const std::string& m) { return m.empty() ? "(root)" : m; }
+
+/// "model.layers.9" < "model.layers.10": digit runs compare as numbers.
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      const std::string_view na(a.data() + i, ie - i), nb(b.data() + j, je - j);
+      const auto ta = na.substr(std::min(na.find_first_not_of('0'), na.size())),
+                 tb = nb.substr(std::min(nb.find_first_not_of('0'), nb.size()));
+      if (ta.size() != tb.size()) return ta.size() < tb.size();
+      if (ta != tb) return ta < tb;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
 
 bool under(const std::string& module, const std::string& key) {
   return key.empty() || module == key || (module.size() > key.size() && module.compare(0, key.size(), key) == 0 &&
@@ -300,19 +326,20 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
         auto& iv = dev[g][k];
         std::sort(iv.begin(), iv.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; });
         std::vector<Slice> merged;
-        std::vector<int> modules;
+        std::vector<std::set<uint32_t>> modules;  // distinct residency units per merged interval
         for (const Slice& x : iv) {
           if (!merged.empty() && x.start_ns <= merged.back().end_ns) {
             merged.back().end_ns = std::max(merged.back().end_ns, x.end_ns);
-            ++modules.back();
+            modules.back().insert(x.row);
           } else {
             merged.push_back(x);
-            modules.push_back(1);
+            modules.push_back({x.row});
           }
         }
         for (size_t i = 0; i < merged.size(); ++i)
-          merged[i].label = modules[i] == 1 ? tl.intern(module_name(tl.residency_units[merged[i].row].module))
-                                            : tl.intern(std::to_string(modules[i]) + " modules");
+          merged[i].label = modules[i].size() == 1
+                                ? tl.intern(module_name(tl.residency_units[merged[i].row].module))
+                                : tl.intern(std::to_string(modules[i].size()) + " modules");
         t.levels = build_levels(std::move(merged));
         grp.residency_summary = std::move(t);
         continue;
@@ -325,6 +352,8 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
       grp.tracks.push_back(std::move(t));
     }
     grp.residency = std::move(residency[g]);
+    std::stable_sort(grp.residency.begin(), grp.residency.end(),
+                     [](const Track& a, const Track& b) { return natural_less(a.name, b.name); });
   }
 
   // Host groups, one per recording thread.

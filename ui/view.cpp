@@ -200,15 +200,15 @@ void View::DrawRuns(float, float) {
   ImGuiTextFilter filter;
   std::snprintf(filter.InputBuf, sizeof filter.InputBuf, "%s", m_filter);
   filter.Build();
-  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
-                                ImGuiTableFlags_SizingFixedFit;
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
   if (!ImGui::BeginTable("runs_table", 5, flags)) return;
-  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupScrollFreeze(2, 1);  // id and status stay in view when scrolled sideways
   ImGui::TableSetupColumn("id");
+  ImGui::TableSetupColumn("status");
   ImGui::TableSetupColumn("scenario");
   ImGui::TableSetupColumn("policy");
   ImGui::TableSetupColumn("mode");
-  ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthStretch);
   ImGui::TableHeadersRow();
   const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
   for (const auto& r : m_runs) {
@@ -234,16 +234,16 @@ void View::DrawRuns(float, float) {
     if (ImGui::IsItemHovered() && r.results.is_object() && r.results.value("error", nlohmann::json()).is_string())
       ImGui::SetTooltip("%s", r.results["error"].get<std::string>().c_str());
     ImGui::TableNextColumn();
+    const ImU32 c = status == "ok" ? style::kOk : status == "incomplete" ? style::kWarn : style::kBad;
+    ImGui::PushStyleColor(ImGuiCol_Text, c);
+    ImGui::TextUnformatted(status.c_str());
+    ImGui::PopStyleColor();
+    ImGui::TableNextColumn();
     ImGui::TextUnformatted(r.scenario.c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(r.policy.c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(mode.c_str());
-    ImGui::TableNextColumn();
-    const ImU32 c = status == "ok" ? style::kOk : status == "incomplete" ? style::kWarn : style::kBad;
-    ImGui::PushStyleColor(ImGuiCol_Text, c);
-    ImGui::TextUnformatted(status.c_str());
-    ImGui::PopStyleColor();
   }
   ImGui::EndTable();
 }
@@ -296,7 +296,9 @@ void View::DrawDiagnostics(float height) {
 
 void View::DrawDetails() {
   if (!m_selected) {
-    ImGui::TextDisabled("Click an event for its details; drag on the ruler for range statistics.");
+    ImGui::PushStyleColor(ImGuiCol_Text, style::kDim);
+    ImGui::TextWrapped("Click an event for its details; drag on the ruler for range statistics.");
+    ImGui::PopStyleColor();
     return;
   }
   const RunTimeline* tl = timeline(m_selected->run);

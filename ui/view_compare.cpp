@@ -72,26 +72,34 @@ void View::DrawCompareTab() {
   }
   const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
   const float line_h = ImGui::GetTextLineHeight();
+  // The measured run of a row: the one without fullgraph, else a fullgraph run that worked (a
+  // capture of fullgraph runs only).
+  auto measured = [](const Row& row) -> const storage::RunRecord* {
+    if (row.run) return row.run;
+    const json* st = field(row.fullgraph, "status");
+    return st && st->is_string() && st->get<std::string>() == "ok" ? row.fullgraph : nullptr;
+  };
+  // Every latency bar shares one scale: the slowest max of the capture.
+  double scale = 0;
+  for (const auto& [k, row] : rows) scale = std::max(scale, latency(measured(row), "max").value_or(0));
 
   for (size_t si = 0; si < scenarios.size(); ++si) {
     const std::string& sc = scenarios[si];
-    // Bars of a scenario share one scale: its slowest max.
-    double scale = 0;
-    for (const auto& [k, row] : rows)
-      if (std::get<0>(k) == static_cast<int>(si)) scale = std::max(scale, latency(row.run, "max").value_or(0));
     ImGui::Spacing();
     ImGui::Text("%s", sc.c_str());
     ImGui::SameLine();
-    ImGui::TextDisabled("(latency: decode of the new tokens, median with min-max; speed-up vs eager of the same policy)");
+    ImGui::TextDisabled("(decode latency of the new tokens: median, min-max whiskers, one scale for all scenarios; "
+                        "speed-up vs eager of the same policy)");
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
     if (!ImGui::BeginTable(("compare_" + sc).c_str(), 10, flags)) continue;
-    for (const char* h : {"policy", "mode", "graph breaks", "fullgraph", "decode latency", "vs eager", "argmax",
+    for (const char* h : {"policy", "mode", "graph_break_count", "fullgraph", "decode latency", "vs eager", "argmax",
                           "logits identical", "params on meta", "runs"})
       ImGui::TableSetupColumn(h, std::string(h) == "decode latency" ? ImGuiTableColumnFlags_WidthStretch : 0);
     ImGui::TableHeadersRow();
     for (const auto& [k, row] : rows) {
       if (std::get<0>(k) != static_cast<int>(si)) continue;
       const storage::RunRecord* any = row.run ? row.run : row.fullgraph;
+      const storage::RunRecord* m = measured(row);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       const float y0 = ImGui::GetCursorScreenPos().y;
@@ -108,13 +116,16 @@ void View::DrawCompareTab() {
       ImGui::TextUnformatted(std::get<5>(k).c_str());
       // graph breaks
       ImGui::TableNextColumn();
-      if (const json* b = field(row.run, "graph_break_count"); b && b->is_number()) {
+      if (const json* b = field(m, "graph_break_count"); b && b->is_number()) {
         ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
         ImGui::Text("%lld", static_cast<long long>(b->get<int64_t>()));
         ImGui::PopStyleColor();
       } else {
         ImGui::TextDisabled("-");
       }
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("graph breaks of one compiled forward (Dynamo's graph_break_count); the Graph breaks "
+                          "tab lists every break recorded over all forwards of the run");
       // fullgraph
       ImGui::TableNextColumn();
       if (row.fullgraph) {
@@ -140,11 +151,14 @@ void View::DrawCompareTab() {
       // latency bar
       ImGui::TableNextColumn();
       {
-        const auto med = latency(row.run, "median"), lo = latency(row.run, "min"), hi = latency(row.run, "max");
+        const auto med = latency(m, "median"), lo = latency(m, "min"), hi = latency(m, "max");
+        const bool failed = m && m->status == tracer::RunStatus::Failed;
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const float w = std::max(ImGui::GetContentRegionAvail().x, 120.0f);
         ImDrawList* dl = ImGui::GetWindowDrawList();
-        if (med && scale > 0) {
+        if (failed) {
+          dl->AddText(p, style::kBad, ("failed: " + m->error).c_str());
+        } else if (med && scale > 0) {
           const float bar_w = w - 90;
           auto xs = [&](double v) { return p.x + static_cast<float>(v / scale) * bar_w; };
           dl->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(xs(*med), p.y + line_h - 1),
@@ -158,23 +172,24 @@ void View::DrawCompareTab() {
           char txt[48];
           std::snprintf(txt, sizeof txt, "%.1f ms", *med);
           dl->AddText(ImVec2(p.x + bar_w + 6, p.y), style::kText, txt);
-        } else if (row.run && row.run->status == tracer::RunStatus::Incomplete) {
+        } else if (any->status == tracer::RunStatus::Incomplete) {
           dl->AddText(p, style::kWarn, "incomplete");
         } else {
           dl->AddText(p, style::kDim, "-");
         }
         ImGui::Dummy(ImVec2(w, line_h));
-        if (ImGui::IsItemHovered() && med)
-          ImGui::SetTooltip("median %.2f ms, min %.2f, max %.2f over %lld repeats", *med, lo.value_or(0), hi.value_or(0),
-                            static_cast<long long>(field(row.run, "latency_ms")->value("n", 0)));
+        if (ImGui::IsItemHovered() && med && !failed)
+          ImGui::SetTooltip("median %.2f ms, min %.2f, max %.2f over %lld repeats%s", *med, lo.value_or(0),
+                            hi.value_or(0), static_cast<long long>(field(m, "latency_ms")->value("n", 0)),
+                            m == row.fullgraph ? " (the fullgraph run)" : "");
       }
       // speed-up vs the eager run of the same scenario and policy
       ImGui::TableNextColumn();
       {
         const auto eager = rows.find(Key{std::get<0>(k), sc, std::get<2>(k), std::get<3>(k), 0, "eager"});
-        const auto med = latency(row.run, "median");
-        const auto base = eager != rows.end() ? latency(eager->second.run, "median") : std::nullopt;
-        if (med && base && *med > 0) {
+        const auto med = latency(m, "median");
+        const auto base = eager != rows.end() ? latency(measured(eager->second), "median") : std::nullopt;
+        if (med && base && *med > 0 && !(m && m->status == tracer::RunStatus::Failed)) {
           const double s = *base / *med;
           ImGui::PushStyleColor(ImGuiCol_Text, s >= 1.05 ? style::kOk : s <= 0.95 ? style::kBad : style::kText);
           ImGui::Text("%.2fx", s);
@@ -184,11 +199,11 @@ void View::DrawCompareTab() {
         }
       }
       ImGui::TableNextColumn();
-      check_cell(row.run, "argmax_match");
+      check_cell(m, "argmax_match");
       ImGui::TableNextColumn();
-      check_cell(row.run, "logits_identical");
+      check_cell(m, "logits_identical");
       ImGui::TableNextColumn();
-      check_cell(row.run, "params_on_meta_after");
+      check_cell(m, "params_on_meta_after");
       ImGui::TableNextColumn();
       std::string ids;
       if (row.run) ids += std::to_string(row.run->id);

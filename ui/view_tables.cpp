@@ -95,7 +95,9 @@ void View::DrawBreaksTab() {
   if (!m_timeline[0]) return;
   const RunTimeline& tl = *m_timeline[0];
   const auto& rows = tl.breaks;
-  ImGui::Text("%zu graph breaks in run %lld", rows.size(), static_cast<long long>(tl.run.id));
+  ImGui::Text("%zu graph breaks recorded in run %lld (every compiled forward: prefill, decode steps, warm-ups and "
+              "repeats)",
+              rows.size(), static_cast<long long>(tl.run.id));
   const int64_t o = tl.origin_ns;
   std::vector<Column> cols = {
       {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].time_ns, rows[b].time_ns); },

@@ -227,14 +227,25 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
             &m_time};
   const bool clicked = c.mouse_in && ImGui::IsMouseClicked(0);
   const float run_y0 = y;
+  // Layers: 0 lane bands and headers, 1 flows and break lines, 2 events and text — so the flows
+  // drawn after the groups stay under the events.
+  enum { kBands, kFlows, kEvents };
+  dl->ChannelsSplit(3);
+  dl->ChannelsSetCurrent(kEvents);
+  auto band = [&](ImVec2 a, ImVec2 b, ImU32 col) {
+    dl->ChannelsSetCurrent(kBands);
+    dl->AddRectFilled(a, b, col);
+    dl->ChannelsSetCurrent(kEvents);
+  };
   auto visible = [&](float a, float b) { return b >= clip0 && a <= clip1; };
   auto header = [&](float h, ImU32 bg, const std::string& text, const std::string& key, bool default_collapsed,
                     ImU32 text_color) {
     auto it = m_collapsed.find(key);
     bool collapsed = it == m_collapsed.end() ? default_collapsed : it->second;
     if (visible(y, y + h)) {
-      dl->AddRectFilled(ImVec2(c.label_x, y), ImVec2(x1, y + h), bg);
-      dl->AddText(ImVec2(c.label_x + 4, y + 3), text_color, ((collapsed ? "[+] " : "[-] ") + text).c_str());
+      band(ImVec2(c.label_x, y), ImVec2(x1, y + h), bg);
+      dl->AddText(ImVec2(c.label_x + 4, y + (h - ImGui::GetFontSize()) * 0.5f), text_color,
+                  ((collapsed ? "[+] " : "[-] ") + text).c_str());
     }
     if (clicked && c.mouse.y >= y && c.mouse.y < y + h && c.mouse.x >= c.label_x && c.mouse.x < x0)
       m_collapsed[key] = collapsed = !collapsed;
@@ -250,10 +261,11 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
                                                                          : "complete";
     const std::string text = "run " + std::to_string(r.id) + ": " + r.scenario + ", " + r.policy + ", " + r.mode +
                              (r.fullgraph ? ", fullgraph" : "") + " (" + status + ", " +
+                             (r.dropped_records ? std::to_string(r.dropped_records) + " records DROPPED, " : "") +
                              std::to_string(tl.event_count()) + " events, " +
                              format_duration(static_cast<double>(tl.duration_ns)) + ")";
     if (visible(y, y + style::kHeaderHeight)) {
-      dl->AddRectFilled(ImVec2(c.label_x, y), ImVec2(x1, y + style::kHeaderHeight), IM_COL32(25, 60, 110, 255));
+      band(ImVec2(c.label_x, y), ImVec2(x1, y + style::kHeaderHeight), IM_COL32(25, 60, 110, 255));
       dl->AddText(ImVec2(c.label_x + 4, y + 3), style::kText, text.c_str());
     }
     y += style::kHeaderHeight;
@@ -279,7 +291,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
     }
     // Every other lane gets a lighter band; the rest shows the cleared background (under a
     // software rasteriser every full-width fill costs milliseconds).
-    if (row_index % 2) dl->AddRectFilled(ImVec2(c.label_x, y), ImVec2(x1, y + h), style::kLaneBgAlt);
+    if (row_index % 2) band(ImVec2(c.label_x, y), ImVec2(x1, y + h), style::kLaneBgAlt);
     const ImVec4 label_clip(c.label_x, y, x0 - 4, y + h);
     dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(c.label_x + 14, y + 1), style::kDim,
                 (label ? *label : t.name).c_str(), nullptr, 0, &label_clip);
@@ -386,8 +398,11 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
     const float gy0 = y;
     const std::string key = std::to_string(slot) + ":" + grp.title;
     const ImU32 hc = grp.host ? IM_COL32(70, 60, 90, 255) : grp.emulated ? IM_COL32(80, 70, 40, 255) : style::kGroupHeader;
-    const bool collapsed =
-        header(style::kHeaderHeight, hc, grp.title + (grp.emulated ? "   EMULATED" : ""), key, false, style::kText);
+    size_t events = grp.residency.size();
+    for (const auto& t : grp.tracks) events += t.slice_count();
+    const bool collapsed = header(style::kHeaderHeight, hc,
+                                  grp.title + (grp.emulated ? "   EMULATED" : "") + (events ? "" : "   (no events in this run)"),
+                                  key, /*default_collapsed=*/events == 0, style::kText);
     if (!collapsed) {
       size_t row = 0;
       for (const auto& t : grp.tracks) draw_track(t, &lane_y[g], row++);
@@ -416,6 +431,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
   const float run_y1 = y;
 
   // Graph breaks: faint lines through the whole run where each region ended.
+  dl->ChannelsSetCurrent(kFlows);
   if (break_xs.size() <= 400)
     for (float x : break_xs) dl->AddLine(ImVec2(x, std::max(run_y0, clip0)), ImVec2(x, std::min(run_y1, clip1)), style::kBreakLine);
 
@@ -426,18 +442,19 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
     auto lo = std::partition_point(tl.flows.begin(), tl.flows.end(),
                                    [&](const Flow& f) { return f.start_ns < v.start_ns - 0.25 * span; });
     auto hi = std::partition_point(lo, tl.flows.end(), [&](const Flow& f) { return f.start_ns <= v.end_ns(); });
-    if (hi - lo <= 600)
+    if (hi - lo <= 300)
       for (auto it = lo; it != hi; ++it) {
         const float ya = lane_y[it->src_group].out, yb = lane_y[it->dst_group].in;
         if (ya < 0 || yb < 0) continue;
         const float xa = x0 + v.x_of(static_cast<double>(it->start_ns)), xb = x0 + v.x_of(static_cast<double>(it->end_ns));
         if (std::max(xa, xb) < x0 || std::min(xa, xb) > x1) continue;
         const float dy = (yb - ya) * 0.4f;
-        dl->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa, ya + dy), ImVec2(xb, yb - dy), ImVec2(xb, yb), style::kFlow, 1.2f);
+        dl->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa, ya + dy), ImVec2(xb, yb - dy), ImVec2(xb, yb), style::kFlow, 1.0f);
         dl->AddCircleFilled(ImVec2(xb, yb), 2.5f, style::kFlow);
       }
   }
 
+  dl->ChannelsMerge();
   // The selected event's time as a line through the run.
   if (m_selected && m_selected->run == slot) {
     const auto [a, b] = extent(tl, m_selected->source, m_selected->row);
@@ -453,7 +470,9 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
 
 void View::DrawRangeStats() {
   if (!m_range || !m_timeline[0]) {
-    ImGui::TextDisabled("Range statistics: drag on the time ruler to select a range.");
+    ImGui::PushStyleColor(ImGuiCol_Text, style::kDim);
+    ImGui::TextWrapped("Range statistics: drag on the time ruler to select a range (right-click it to clear).");
+    ImGui::PopStyleColor();
     return;
   }
   for (int slot = 0; slot < 2; ++slot) {

@@ -21,8 +21,33 @@ std::pair<int, int> parse_size(const std::string& s) {
   return {w, h};
 }
 
+namespace {
+/// An output must never be the capture itself (or its -wal/-shm), nor the other output.
+void check_output(const char* flag, const std::filesystem::path& out, const std::filesystem::path& capture) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const fs::path p = capture.string() + suffix;
+    if (fs::exists(out, ec) && fs::exists(p, ec) && fs::equivalent(out, p, ec))
+      throw std::invalid_argument(std::string(flag) + ": " + out.string() + " is the capture being viewed (" +
+                                  p.string() + "); choose another output file");
+    if (fs::weakly_canonical(out, ec) == fs::weakly_canonical(p, ec))
+      throw std::invalid_argument(std::string(flag) + ": " + out.string() + " is the capture being viewed (" +
+                                  p.string() + "); choose another output file");
+  }
+}
+}  // namespace
+
 int run_viewer(const ViewerOptions& o) {
   // Everything that can fail on the file or the flags fails before a window opens.
+  if (o.screenshot) check_output("--screenshot", *o.screenshot, o.file);
+  if (o.layout) {
+    check_output("--layout", *o.layout, o.file);
+    if (o.screenshot && std::filesystem::weakly_canonical(*o.layout) == std::filesystem::weakly_canonical(*o.screenshot))
+      throw std::invalid_argument("--layout: the same file as --screenshot");
+  }
+  if (o.run && o.compare && *o.run == *o.compare)
+    throw std::invalid_argument("--compare: run " + std::to_string(*o.compare) + " is the run opened by --run");
   auto reader = std::make_shared<const storage::CaptureReader>(o.file);
   const Tab tab = parse_tab(o.view);
   View view(reader);
