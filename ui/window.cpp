@@ -83,7 +83,11 @@ std::string GlWindow::renderer() const {
 }
 
 void GlWindow::frame(const std::function<void(float, float)>& draw, const ScriptedInput* input) {
-  glfwPollEvents();
+  // On screen, sleep until input arrives (or 50 ms pass): an idle viewer costs nothing.
+  if (m_visible)
+    glfwWaitEventsTimeout(0.05);
+  else
+    glfwPollEvents();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   ImGuiIO& io = ImGui::GetIO();
