@@ -16,6 +16,7 @@
 #include "app/scenarios.h"
 #include "compile/compile.h"
 #include "hooks/device_map.h"
+#include "hooks/memory.h"
 #include "models/generate.h"
 #include "models/tokenizer.h"
 #include "app/report.h"
@@ -54,6 +55,37 @@ std::vector<std::string> split_list(const std::string& s) {
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// Parse-time check of a comma-separated option against its allowed values: a bad value is a
+// usage error (exit 2) whose message names the option (CLI11 prefixes it) and the choices.
+CLI::Validator list_of(std::vector<std::string> allowed) {
+  return CLI::Validator(
+      [allowed](std::string& value) -> std::string {
+        const auto items = split_list(value);
+        if (items.empty()) return "needs at least one of " + join(allowed, ", ");
+        for (const auto& item : items)
+          if (std::find(allowed.begin(), allowed.end(), item) == allowed.end())
+            return "'" + item + "' is not one of " + join(allowed, ", ");
+        return "";
+      },
+      "{" + join(allowed, ",") + "},...");
+}
+
+// The same for a single value.
+CLI::Validator one_of(std::vector<std::string> allowed) {
+  return CLI::Validator(
+      [allowed](std::string& value) -> std::string {
+        if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return "";
+        return "'" + value + "' is not one of " + join(allowed, ", ");
+      },
+      "{" + join(allowed, ",") + "}");
 }
 
 double median(std::vector<double> v) {
@@ -247,6 +279,8 @@ int run_capture(const CaptureArgs& a) {
           info.versions_json = versions.dump();
           const int64_t run = tracer.begin_run(info);
           events::set_sink(&tracer);
+          auto& ledger = hooks::MemoryLedger::instance();
+          ledger.begin(model);  // MEMORY_COUNTERS: bytes resident per device (hooks/memory.h)
           json r{{"scenario", info.scenario}, {"policy", info.policy}, {"mode", info.mode}, {"fullgraph", fg},
                  {"status", "ok"}, {"error", nullptr}, {"weight_devices", prep.weight_devices}, {"model", model_json}};
           std::string status_line;
@@ -261,6 +295,7 @@ int run_capture(const CaptureArgs& a) {
             // Prefill: structure, argmax and logits against the single-device reference.
             cache = models::KVCache::dynamic_cache(layers);
             torch::Tensor logits = cf.call_tensor({ids})[0][-1].to(torch::kCPU, torch::kFloat);
+            ledger.sample();
             const compile::ExplainOutput ex = cf.explain();
             r["graph_count"] = ex.graph_count;
             r["graph_break_count"] = ex.graph_break_count;
@@ -280,6 +315,7 @@ int run_capture(const CaptureArgs& a) {
               cache = models::KVCache::dynamic_cache(layers);
               auto l = cf.call_tensor({ids});
               int64_t tok_id = l[0][-1].argmax().item<int64_t>();
+              ledger.sample();
               const int64_t t0 = events::now_ns();
               int64_t n = 1;
               for (; n < a.max_new_tokens; ++n) {
@@ -287,6 +323,7 @@ int run_capture(const CaptureArgs& a) {
                 auto step = cf.call_tensor({torch::full({1, 1}, tok_id, torch::kInt64)});
                 tok_id = step[0][-1].argmax().item<int64_t>();
                 tracer.generation_step({n, tok_id, s0, events::now_ns()});
+                ledger.sample();  // step boundary
               }
               if (rep >= a.warmup) lat.push_back((events::now_ns() - t0) / 1e6);
               new_tokens = n;
@@ -330,6 +367,9 @@ int run_capture(const CaptureArgs& a) {
             ++failures;
             status_line = std::string("error: ") + e.what();
           }
+          json peaks = json::object();
+          for (const auto& [dev, bytes] : ledger.end()) peaks[dev.str()] = bytes;
+          r["peak_memory_bytes"] = peaks;
           events::set_sink(nullptr);
           store.set_run_result(run, r);
           tracer.end_run(unexpected ? tracer::RunStatus::Failed : tracer::RunStatus::Complete,
@@ -395,6 +435,14 @@ json build_report(const storage::CaptureReader& rd) {
         sb += w.bytes;
         sn += w.count;
       }
+    // Peak resident bytes per device: the capture stores it with the results; a run that never
+    // ended has only its recorded counters.
+    if (!r.contains("peak_memory_bytes") || !r["peak_memory_bytes"].is_object()) {
+      json peaks = json::object();
+      for (const auto& c : rd.memory_counters(rec.id))
+        peaks[c.device] = std::max(peaks.value(c.device, int64_t{0}), c.bytes);
+      r["peak_memory_bytes"] = peaks;
+    }
     r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb},
                      {"graph_breaks", rd.graph_breaks(rec.id).size()}};
     report["runs"].push_back(r);
@@ -491,10 +539,14 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   auto* c = app.add_subcommand("capture", "Run the scenario x policy x mode matrix and record it into SQLite");
   c->option_defaults()->always_capture_default();  // --help shows every default
   c->add_option("--model", a->model, "HF checkpoint folder, or a model id in the offline HF cache")->required();
-  c->add_option("--scenarios", a->scenarios, "Comma-separated: sharded, cpu-offload, disk-offload, mixed");
-  c->add_option("--policies", a->policies, "Comma-separated: whole-hook, offload-only");
-  c->add_option("--modes", a->modes, "Comma-separated: eager, default, reduce-overhead");
-  c->add_option("--fullgraph", a->fullgraph, "both | on | off (fullgraph runs for the capturing modes)");
+  c->add_option("--scenarios", a->scenarios, "Comma-separated: sharded, cpu-offload, disk-offload, mixed")
+      ->check(list_of({"sharded", "cpu-offload", "disk-offload", "mixed"}));
+  c->add_option("--policies", a->policies, "Comma-separated: whole-hook, offload-only")
+      ->check(list_of({"whole-hook", "offload-only"}));
+  c->add_option("--modes", a->modes, "Comma-separated: eager, default, reduce-overhead")
+      ->check(list_of({"eager", "default", "reduce-overhead"}));
+  c->add_option("--fullgraph", a->fullgraph, "both | on | off (fullgraph runs for the capturing modes)")
+      ->check(one_of({"both", "on", "off", "true", "false"}));
   c->add_option("--devices", a->devices, "Logical accelerators (emulated when fewer real ones)")->check(CLI::Range(1, 64));
   c->add_option("--max-memory", a->max_memory, "Budgets for the sharded map, e.g. 0=200MB,1=200MB,cpu=4GiB");
   auto* prompt = c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");

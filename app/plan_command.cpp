@@ -110,6 +110,19 @@ int run_plan(const PlanArgs& a) {
 
   const std::vector<std::string> no_split =
       a.no_split_opt->count() > 0 ? split_list(a.no_split) : model.no_split_modules();
+  if (a.no_split_opt->count() > 0) {
+    // accelerate silently ignores a class the model does not have; a typo would then split
+    // every layer without a word. Say so.
+    std::set<std::string> classes;
+    for (const auto& [name, m] : models::named_modules(lm.model)) classes.insert(m->class_name());
+    for (const auto& c : no_split)
+      if (!classes.count(c)) {
+        std::string known;
+        for (const auto& k : classes) known += (known.empty() ? "" : ", ") + k;
+        std::cerr << "hookscope: warning: --no-split: " << lm.config.architecture << " has no module of class '" << c
+                  << "' (its classes: " << known << ")\n";
+      }
+  }
   MaxMemory max_memory = get_max_memory(user_max_memory, num_accelerators, log);
   if (a.balanced) {
     GetBalancedMemoryOptions b;
@@ -211,9 +224,12 @@ CLI::App* add_plan_command(CLI::App& app, std::function<int()>& run_selected) {
   plan->add_flag("--offload-buffers", args->offload_buffers, "Offloaded layers offload their buffers too");
   plan->add_flag("--fallback-allocation", args->fallback_allocation,
                  "When nothing fits on a device, place any smaller module that does (accelerate's fallback_allocation)");
-  plan->add_flag("--balanced", args->balanced,
-                 "Spread the model evenly over the accelerators first (get_balanced_memory, device_map=\"balanced\")");
-  plan->add_flag("--low-zero", args->low_zero, "With --balanced: keep accelerator 0 as empty as possible");
+  auto* balanced = plan->add_flag(
+      "--balanced", args->balanced,
+      "Spread the model evenly over the accelerators first (get_balanced_memory, device_map=\"balanced\")");
+  // accelerate's low_zero only exists inside get_balanced_memory: alone it is a usage error.
+  plan->add_flag("--low-zero", args->low_zero, "With --balanced: keep accelerator 0 as empty as possible")
+      ->needs(balanced);
   plan->add_flag("--verbose", args->verbose, "Print accelerate's step-by-step trace to stderr");
   plan->add_flag("--json", args->json, "Print {\"device_map\", \"module_sizes\", \"max_memory\"} as JSON");
   plan->footer(

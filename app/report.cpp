@@ -161,6 +161,38 @@ std::string render_markdown(const json& report) {
          << " | " << speed(a, ea) << " |\n";
     }
 
+  // Peak resident bytes per device (hooks/memory.h says what is counted), the largest over a
+  // scenario's runs: policies and modes move the same weights.
+  std::vector<std::string> mem_devices;
+  for (const auto& d : devices)
+    mem_devices.push_back(d["id"].is_number() ? std::to_string(d["id"].get<int64_t>()) : d["id"].get<std::string>());
+  for (const auto& r : runs)
+    if (r.contains("peak_memory_bytes") && r["peak_memory_bytes"].is_object())
+      for (const auto& [dev, v] : r["peak_memory_bytes"].items())
+        if (std::find(mem_devices.begin(), mem_devices.end(), dev) == mem_devices.end()) mem_devices.push_back(dev);
+  bool any_peak = false;
+  for (const auto& r : runs) any_peak |= r.contains("peak_memory_bytes") && !r["peak_memory_bytes"].empty();
+  if (any_peak) {
+    md << "\n### peak resident memory per device (weights, buffers and hook-moved activations; max over the "
+          "scenario's runs)\n\n| scenario |";
+    for (const auto& d : mem_devices) md << " " << d << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < mem_devices.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& sc : scenarios) {
+      md << "| " << sc << " |";
+      for (const auto& d : mem_devices) {
+        int64_t peak = -1;
+        for (const auto& r : runs)
+          if (r.value("scenario", "") == sc && r.contains("peak_memory_bytes") && r["peak_memory_bytes"].is_object() &&
+              r["peak_memory_bytes"].contains(d))
+            peak = std::max(peak, r["peak_memory_bytes"][d].get<int64_t>());
+        md << " " << (peak < 0 ? std::string("–") : bytes_h(static_cast<double>(peak))) << " |";
+      }
+      md << "\n";
+    }
+  }
+
   md << "\n### graph breaks (graph_break_count per compiled forward)\n\n";
   md << "| scenario | mode | whole-hook | offload-only |\n|---|---|---|---|\n";
   for (const auto& sc : scenarios)

@@ -11,8 +11,9 @@ namespace hs::app {
 /// Renders `report` (the `hookscope report --json` document) as Markdown a reviewer pastes
 /// into a PR: the setup (model, size, devices — emulated ones marked), then per scenario
 /// fullgraph before/after (whole-hook / offload-only), prefill argmax and offload checks,
-/// latency per mode before/after with the speed-up against eager, graph breaks before/after,
-/// and the top break sites. Runs that are `incomplete` or errored are listed as such.
+/// latency per mode before/after with the speed-up against eager, the peak resident bytes per
+/// device (each run's `peak_memory_bytes`, max over a scenario's runs), graph breaks
+/// before/after, and the top break sites. Runs that are `incomplete` or errored are listed as such.
 /// Throws std::invalid_argument when a required field is missing (naming it).
 std::string render_markdown(const nlohmann::json& report);
 

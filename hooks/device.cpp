@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "hooks/memory.h"
 #include "tracer/events.h"
 
 namespace hs::hooks {
@@ -156,6 +157,7 @@ DeviceId DeviceManager::device_of(const torch::Tensor& t) const {
 }
 
 void DeviceManager::tag(const torch::Tensor& t, const DeviceId& d) {
+  MemoryLedger::instance().track(t, d);  // every device, while a capture accounts memory
   if (!t.defined() || t.is_meta() || !d.is_accelerator()) return;
   if (d.index >= num_accelerators() || !accelerators_[d.index].emulated) return;
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();

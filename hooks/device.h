@@ -93,7 +93,8 @@ class DeviceManager {
   /// storage, else the current execution context (see ExecutionContext) for untagged tensors
   /// on an emulated accelerator's backing device, else its torch device (cpu, or cuda:i → i).
   DeviceId device_of(const torch::Tensor& t) const;
-  /// Records that `t`'s storage belongs to logical device `d` (no-op for real devices).
+  /// Records that `t`'s storage belongs to logical device `d` (no-op for real devices), and
+  /// counts it as resident on `d` while a MemoryLedger is active (hooks/memory.h; any device).
   void tag(const torch::Tensor& t, const DeviceId& d);
 
   /// Moves `t` to logical device `d`. A no-op when it is already there; otherwise a real

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "hooks/memory.h"
 #include "hooks/offload.h"
 #include "tracer/events.h"
 
@@ -306,6 +307,7 @@ void AlignDevicesHook::pre_forward_body(HookableModule& m, CallArgs& call) {
 void AlignDevicesHook::pre_forward(HookableModule& m, CallArgs& call) {
   HookSpanTimer t("AlignDevicesHook", events::HookPhase::PreForward, m);
   maybe_disabled(whole_hook(), "AlignDevicesHook.pre_forward", m, [&] { pre_forward_body(m, call); });
+  MemoryLedger::instance().sample_recent();  // weights onloaded, inputs moved
   if (execution_device) DeviceManager::push_execution(*execution_device);
   compute_start_ns_ = events::sink() ? now_ns() : 0;
 }
@@ -326,9 +328,13 @@ c10::IValue AlignDevicesHook::post_forward(HookableModule& m, c10::IValue output
     if (execution_device->is_accelerator()) tag_outputs(output, *execution_device);
     DeviceManager::pop_execution();
   }
+  auto& ledger = MemoryLedger::instance();
+  ledger.sample_recent();  // the module's high-water mark: its weights and its outputs
   HookSpanTimer t("AlignDevicesHook", events::HookPhase::PostForward, m);
-  return maybe_disabled(whole_hook(), "AlignDevicesHook.post_forward", m,
-                        [&] { return post_forward_body(m, std::move(output)); });
+  output = maybe_disabled(whole_hook(), "AlignDevicesHook.post_forward", m,
+                          [&] { return post_forward_body(m, std::move(output)); });
+  ledger.sample_recent();  // weights back on meta (their storages freed), outputs moved
+  return output;
 }
 
 void AlignDevicesHook::detach_hook(HookableModule& m) {
@@ -382,6 +388,7 @@ void CpuOffload::pre_forward(HookableModule& m, CallArgs& call) {
     module_to(m, execution_device);
     send_call_to_device(call, execution_device, {});
   });
+  MemoryLedger::instance().sample_recent();
 }
 
 void UserCpuOffloadHook::offload() { hook->init_hook(*model); }

@@ -70,7 +70,7 @@ TEST(Capture, MatrixIsCompleteAndSchemaShaped) {
   for (const auto& r : rep["runs"]) {
     for (const char* k : {"scenario", "policy", "mode", "fullgraph", "status", "error", "graph_count", "graph_break_count",
                           "break_reasons", "weight_devices", "argmax_match", "logits_identical", "params_on_meta_after",
-                          "latency_ms", "new_tokens"})
+                          "latency_ms", "new_tokens", "peak_memory_bytes"})
       EXPECT_TRUE(r.contains(k)) << k << " in " << r.dump();
     EXPECT_NE(r["status"], "incomplete");
   }
@@ -170,6 +170,106 @@ TEST(Capture, ReportNumbersAddUpToTheSqlInTheFile) {
     }
   }
   EXPECT_NE(capture().markdown.find("### graph breaks"), std::string::npos);
+}
+
+// Bytes (as float32, the capture's dtype) of every tensor in the checkpoint, read straight from
+// the safetensors headers: 8-byte little-endian length, then the JSON header.
+std::map<std::string, int64_t> checkpoint_tensor_bytes(const fs::path& dir) {
+  std::map<std::string, int64_t> out;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".safetensors") continue;
+    std::ifstream in(f.path(), std::ios::binary);
+    unsigned char len[8] = {};
+    in.read(reinterpret_cast<char*>(len), 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    std::string header(n, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(n));
+    const json entries = json::parse(header);
+    for (const auto& [name, e] : entries.items()) {
+      if (name == "__metadata__") continue;
+      int64_t numel = 1;
+      for (const auto& d : e["shape"]) numel *= d.get<int64_t>();
+      out[name] = numel * 4;
+    }
+  }
+  return out;
+}
+
+// The device a device map gives a tensor: its longest module-prefix entry.
+std::string placed_on(const json& device_map, const std::string& tensor) {
+  std::string best_key, best;
+  bool found = false;
+  for (const auto& [k, d] : device_map.items())
+    if ((k.empty() || tensor.rfind(k + ".", 0) == 0) && (!found || k.size() > best_key.size())) {
+      best_key = k;
+      best = d.is_number() ? std::to_string(d.get<int64_t>()) : d.get<std::string>();
+      found = true;
+    }
+  return found ? best : "?";
+}
+
+TEST(Capture, PeakMemoryPerDeviceMatchesTheWeightsPlacedAndTheSql) {
+  const auto tensors = checkpoint_tensor_bytes(hs::test::tiny_checkpoint("tiny-llama"));
+  ASSERT_FALSE(tensors.empty());
+  int64_t total = 0, largest = 0;
+  for (const auto& [n, b] : tensors) {
+    total += b;
+    largest = std::max(largest, b);
+  }
+  EXPECT_EQ(total, capture().report["model"]["bytes"].get<int64_t>());
+  hs::storage::CaptureReader rd(capture().db);
+  const std::vector<std::string> devices = {"0", "1", "2", "3", "cpu"};
+  // Activations of a 6-token prompt through a 64-wide, 256-token-vocab model: a few KiB.
+  const int64_t activations = 16 << 10;
+  for (const auto& r : capture().report["runs"]) {
+    SCOPED_TRACE(r["scenario"].get<std::string>() + " " + r["policy"].get<std::string>() + " " +
+                 r["mode"].get<std::string>() + " " + r["peak_memory_bytes"].dump());
+    const json& peak = r["peak_memory_bytes"];
+    ASSERT_TRUE(peak.is_object());
+    for (const auto& d : devices) ASSERT_TRUE(peak.contains(d)) << d;
+    // The report's peak is the largest sample the file holds for that device.
+    std::map<std::string, int64_t> sql_max;
+    for (const auto& c : rd.memory_counters(r["id"].get<int64_t>()))
+      sql_max[c.device] = std::max(sql_max[c.device], c.bytes);
+    EXPECT_EQ(sql_max.size(), devices.size());
+    for (const auto& [d, v] : sql_max) EXPECT_EQ(peak[d].get<int64_t>(), v) << d;
+    if (r["status"] != "ok") continue;
+    const std::string sc = r["scenario"];
+    if (sc == "sharded") {
+      // Each accelerator holds at least the weights the device map put there, and not much more.
+      const json device_map = rd.run(r["id"].get<int64_t>()).device_map;
+      std::map<std::string, int64_t> placed;
+      for (const auto& [n, b] : tensors) placed[placed_on(device_map, n)] += b;
+      int64_t on_accelerators = 0;
+      for (const auto& d : {"0", "1", "2", "3"}) {
+        EXPECT_GE(peak[d].get<int64_t>(), placed[d]) << d;
+        EXPECT_LE(peak[d].get<int64_t>(), placed[d] + activations) << d;
+        on_accelerators += placed[d];
+      }
+      EXPECT_EQ(on_accelerators, total) << "sharded keeps every weight on an accelerator";
+      EXPECT_LT(peak["cpu"].get<int64_t>(), activations);
+    } else if (sc == "mixed") {
+      // Accelerator entries hold their weights; "cpu" entries keep theirs in host memory.
+      const json device_map = rd.run(r["id"].get<int64_t>()).device_map;
+      std::map<std::string, int64_t> placed;
+      for (const auto& [n, b] : tensors) placed[placed_on(device_map, n)] += b;
+      EXPECT_GT(placed["cpu"], 0);
+      for (const auto& d : devices) EXPECT_GE(peak[d].get<int64_t>(), placed[d]) << d;
+    } else if (sc == "cpu-offload" || sc == "disk-offload") {
+      // One module's weights at a time on the execution device, never the whole model.
+      EXPECT_GE(peak["0"].get<int64_t>(), largest);
+      EXPECT_LT(peak["0"].get<int64_t>(), total / 2);
+      for (const auto& d : {"1", "2", "3"}) EXPECT_EQ(peak[d].get<int64_t>(), 0) << d;
+      if (sc == "cpu-offload") {
+        EXPECT_GE(peak["cpu"].get<int64_t>(), total) << "the offloaded state dict lives in host memory";
+      } else {
+        EXPECT_LT(peak["cpu"].get<int64_t>(), activations) << "disk-offloaded weights are not resident";
+      }
+    }
+  }
+  EXPECT_NE(capture().markdown.find("### peak resident memory per device"), std::string::npos);
+  EXPECT_NE(capture().markdown.find("| cpu-offload | "), std::string::npos);
 }
 
 TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {

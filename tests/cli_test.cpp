@@ -63,3 +63,45 @@ TEST(Cli, UsageErrorsExitWithTwo) {
 }
 
 }  // namespace
+
+// Enumerated options: a bad value is a usage error (2) naming the option and what it accepts,
+// found before any model is loaded.
+TEST(Cli, BadEnumeratedCaptureOptionsAreUsageErrors) {
+  struct Case {
+    std::string option, value;
+    std::vector<std::string> allowed;
+  };
+  const std::vector<Case> cases = {
+      {"--policies", "whole-hook,bogus", {"whole-hook", "offload-only"}},
+      {"--modes", "eager,fast", {"eager", "default", "reduce-overhead"}},
+      {"--scenarios", "sharded,cloud", {"sharded", "cpu-offload", "disk-offload", "mixed"}},
+      {"--fullgraph", "sometimes", {"both", "on", "off"}},
+      {"--policies", ",", {"whole-hook", "offload-only"}},  // no value at all
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.option + " " + c.value);
+    auto r = hookscope({"capture", "--model", "/nonexistent/model-dir", c.option, c.value, "--out", "/nonexistent/x.sqlite"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.option), std::string::npos) << r.err;
+    for (const auto& a : c.allowed) EXPECT_NE(r.err.find(a), std::string::npos) << a << " in " << r.err;
+    EXPECT_EQ(r.err.find("/nonexistent/model-dir"), std::string::npos) << "rejected before loading: " << r.err;
+  }
+}
+
+TEST(Cli, PlanLowZeroNeedsBalanced) {
+  auto r = hookscope({"plan", "--model", "/nonexistent/model-dir", "--low-zero"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--low-zero"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--balanced"), std::string::npos) << r.err;
+}
+
+TEST(Cli, PlanWarnsAboutNoSplitClassesTheModelLacks) {
+  const std::string model = hs::test::tiny_checkpoint("tiny-llama").string();
+  auto r = hookscope({"plan", "--model", model, "--max-memory", "0=200KB,1=200KB,cpu=10MB", "--no-split",
+                      "LlamaDecoderLayer,Bogus", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: --no-split"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'Bogus'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("'LlamaDecoderLayer'"), std::string::npos) << "a class the model has: " << r.err;
+  EXPECT_TRUE(json::accept(r.out)) << "the plan is still printed: " << r.out;
+}

@@ -62,6 +62,19 @@ TEST(Report, MarkdownHasTheReferenceTables) {
   EXPECT_NE(md.find("| `AlignDevicesHook.pre_forward` | `model.layers.0` | 2 |"), std::string::npos) << md;
 }
 
+TEST(Report, PeakMemoryTableTakesEachScenariosLargestPeakPerDevice) {
+  json r = sample_report();
+  for (auto& run : r["runs"]) run["peak_memory_bytes"] = {{"0", 1 << 20}, {"1", 2 << 20}, {"cpu", 512}};
+  r["runs"][4]["peak_memory_bytes"]["1"] = 3 << 20;  // one run peaks higher on accelerator 1
+  const std::string md = hs::app::render_markdown(r);
+  EXPECT_NE(md.find("### peak resident memory per device"), std::string::npos) << md;
+  // Columns: the capture's devices, then any other device a run reports.
+  EXPECT_NE(md.find("| scenario | 0 | 1 | cpu |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sharded | 1.0 MiB | 3.0 MiB | 512 B |"), std::string::npos) << md;
+  // Without peaks (captures from before they were recorded) there is no table.
+  EXPECT_EQ(hs::app::render_markdown(sample_report()).find("peak resident memory"), std::string::npos);
+}
+
 TEST(Report, IncompleteRunsAreNamed) {
   json r = sample_report();
   r["runs"][1]["status"] = "incomplete";
