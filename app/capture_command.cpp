@@ -313,8 +313,10 @@ int run_capture(const CaptureArgs& a) {
             int64_t new_tokens = 0;
             for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
               cache = models::KVCache::dynamic_cache(layers);
+              const int64_t p0 = events::now_ns();
               auto l = cf.call_tensor({ids});
               int64_t tok_id = l[0][-1].argmax().item<int64_t>();
+              tracer.generation_step({0, tok_id, p0, events::now_ns()});  // prefill = step 0
               ledger.sample();
               const int64_t t0 = events::now_ns();
               int64_t n = 1;

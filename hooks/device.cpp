@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "hooks/memory.h"
+#include "models/module.h"
 #include "tracer/events.h"
 
 namespace hs::hooks {
@@ -193,7 +194,10 @@ torch::Tensor DeviceManager::to(const torch::Tensor& t, const DeviceId& d, bool 
     auto emulated = [&](const DeviceId& x) {
       return x.is_accelerator() && x.index < num_accelerators() && accelerators_[x.index].emulated;
     };
-    s->transfer({src_s, dst_s, bytes, emulated(src) || emulated(d), "", start, end});
+    // The module whose call (hook included) made the copy: the innermost one running.
+    const auto& stack = models::HookableModule::call_stack();
+    const std::string module = stack.empty() ? std::string() : stack.back()->fqn();
+    s->transfer({src_s, dst_s, bytes, emulated(src) || emulated(d), module, start, end});
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -270,6 +271,30 @@ TEST(Capture, PeakMemoryPerDeviceMatchesTheWeightsPlacedAndTheSql) {
   }
   EXPECT_NE(capture().markdown.find("### peak resident memory per device"), std::string::npos);
   EXPECT_NE(capture().markdown.find("| cpu-offload | "), std::string::npos);
+}
+
+TEST(Capture, StepsStartWithPrefillAndTransfersNameTheModuleThatMovedThem) {
+  hs::storage::CaptureReader rd(capture().db);
+  int checked = 0;
+  for (const auto& run : rd.runs()) {
+    if (run.fullgraph || run.results.value("status", "") != "ok") continue;
+    // warmup 1 + repeats 2 decodes of 4 new tokens: steps 0 (prefill) .. 3 each.
+    const auto steps = rd.generation_steps(run.id);
+    ASSERT_EQ(steps.size(), 3u * 4) << run.scenario << " " << run.policy << " " << run.mode;
+    int prefills = 0;
+    for (const auto& st : steps) prefills += st.step == 0;
+    EXPECT_EQ(prefills, 3);
+    if (run.scenario == "sharded") {
+      std::set<std::string> modules;
+      for (const auto& t : rd.transfers(run.id)) modules.insert(t.module);
+      // Activations cross devices in the pre_forward of the first module on the next device.
+      EXPECT_TRUE(std::any_of(modules.begin(), modules.end(),
+                              [](const std::string& m) { return m.rfind("model.layers.", 0) == 0; }))
+          << run.id;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
 }
 
 TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
