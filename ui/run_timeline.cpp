@@ -320,7 +320,7 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
         std::sort(counters[g].begin(), counters[g].end());
         t.counter = std::move(counters[g]);
         for (const auto& [_, b] : t.counter) t.counter_max = std::max(t.counter_max, b);
-        if (t.counter.empty()) continue;
+        if (t.counter_max == 0) continue;  // nothing was ever resident: no lane
       } else if (k == kTrResident) {
         // Union of the modules' on-device intervals: one lane, labelled by what it holds.
         auto& iv = dev[g][k];

@@ -317,7 +317,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
         }
         if (mx > 0)
           dl->AddRectFilled(ImVec2(x0 + px, y + h - 2 - mx * scale), ImVec2(x0 + px + 1, y + h - 2),
-                            IM_COL32(200, 140, 60, 130));
+                            IM_COL32(200, 140, 60, 100));
         if (it == pts.end() && cur == 0) break;
       }
       dl->AddText(ImVec2(x0 + 4, y + 1), style::kText, ("peak " + format_bytes(static_cast<double>(t.counter_max))).c_str());
