@@ -130,6 +130,17 @@ struct Driver {
   void frame(const ScriptedInput& in) {
     win.frame([&](float w, float h) { view.Frame(w, h); }, &in);
   }
+  /// Moves the mouse to (x, y), presses and releases the left button: one frame each.
+  void click(float x, float y) {
+    ScriptedInput in;
+    in.x = x;
+    in.y = y;
+    frame(in);
+    in.down[0] = true;
+    frame(in);
+    in.down[0] = false;
+    frame(in);
+  }
   void idle(int n = 1, float x = -1, float y = -1) {
     for (int i = 0; i < n; ++i) {
       ScriptedInput in;
@@ -207,15 +218,7 @@ TEST(ViewInput, ClickingABreakRowCentresAndSelectsItOnTheTimeline) {
   const auto& rows = d.view.layout().table_rows;
   ASSERT_GE(rows.size(), 3u);
   EXPECT_EQ(rows[2].row, 2u);
-  const float y = 0.5f * (rows[2].y0 + rows[2].y1);
-  ScriptedInput in;
-  in.x = 600;
-  in.y = y;
-  d.frame(in);
-  in.down[0] = true;
-  d.frame(in);
-  in.down[0] = false;
-  d.frame(in);
+  d.click(600, 0.5f * (rows[2].y0 + rows[2].y1));
   d.idle(2);
   ASSERT_TRUE(d.view.selection().has_value());
   EXPECT_EQ(d.view.selection()->source, Source::Break);
@@ -244,24 +247,12 @@ TEST(ViewInput, HoverPicksTheSliceUnderTheCursorAndClickSelectsIt) {
   EXPECT_EQ(d.view.hovered()->source, Source::Compute);
   EXPECT_EQ(d.view.hovered()->row, s.row);
   EXPECT_FALSE(d.view.selection().has_value());
-  ScriptedInput in;
-  in.x = x;
-  in.y = y;
-  in.down[0] = true;
-  d.frame(in);
-  in.down[0] = false;
-  d.frame(in);
+  d.click(x, y);
   ASSERT_TRUE(d.view.selection().has_value());
   EXPECT_EQ(d.view.selection()->row, s.row);
   EXPECT_EQ(describe(*tl, Source::Compute, s.row).at(0).second, "model.layers.3");  // layers 2, 3 run on 1
   // A click on empty lane space clears the selection.
-  in.x = l.canvas_x1 - 2;
-  in.y = y;
-  d.frame(in);
-  in.down[0] = true;
-  d.frame(in);
-  in.down[0] = false;
-  d.frame(in);
+  d.click(l.canvas_x1 - 2, y);
   EXPECT_FALSE(d.view.selection().has_value());
 }
 
