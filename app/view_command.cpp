@@ -21,7 +21,7 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
   cmd->add_option("--view", o->view, "View to open")
       ->check(CLI::IsMember({"timeline", "compare", "breaks", "transfers", "swaps"}))
       ->capture_default_str();
-  auto* run_opt = cmd->add_option("--run", *run, "Run id to open (default: the first run without fullgraph)");
+  auto* run_opt = cmd->add_option("--run", *run, "Run id to open (default: the first compiled run without fullgraph)");
   auto* cmp_opt = cmd->add_option("--compare", *compare, "A second run id, drawn under the first on the same time scale");
   cmd->add_option("--size", *size, "Window or screenshot size, WIDTHxHEIGHT pixels")
       ->check([](const std::string& s) {

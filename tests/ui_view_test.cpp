@@ -304,16 +304,15 @@ TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {
   o.run = c.runs[0].run_id;
   o.compare = c.runs[1].run_id;
   o.width = 1400;
-  o.height = 2400;
+  o.height = 900;
   o.screenshot = c.file.parent_path() / "aligned.png";
   o.layout = c.file.parent_path() / "aligned.json";
   ASSERT_EQ(run_viewer(o), 0);
   auto j = test::read_json(*o.layout);
-  float first_end = 0, second_start = 1e9;
+  float second_start = 1e9;
   std::set<std::string> first, second;
   for (const auto& g : j["groups"]) {
     if (g["run"] == c.runs[0].run_id) {
-      first_end = std::max(first_end, g["rect"][3].get<float>());
       first.insert(g["title"]);
     } else {
       EXPECT_EQ(g["run"], c.runs[1].run_id);
@@ -321,8 +320,13 @@ TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {
       second.insert(g["title"]);
     }
   }
-  EXPECT_EQ(first, second);        // the same lane groups, so lanes line up
-  EXPECT_LT(first_end, second_start);  // the compared run is drawn below
+  EXPECT_EQ(first, second);  // the same lane groups, so lanes line up
+  // Each run has its own pane, the compared one below, both in view at the default size.
+  ASSERT_EQ(j["panes"].size(), 2u);
+  const float pane1 = j["panes"][1][0].get<float>();
+  EXPECT_LT(j["groups"][0]["rect"][1].get<float>(), pane1);
+  EXPECT_GE(second_start, pane1);
+  EXPECT_LT(second_start, j["lanes"][1].get<float>());
   // One time scale: the view spans the longer of the two runs (both start at 0).
   const double longest = static_cast<double>(std::max(c.runs[0].end_ns, c.runs[1].end_ns) - 1'000'000'000);
   EXPECT_NEAR(j["view_ns"][1].get<double>() - j["view_ns"][0].get<double>(), longest * 1.04, longest * 0.001);

@@ -100,7 +100,7 @@ const char* source_name(events::WeightSource s) {
   return "?";
 }
 
-std::string module_name(const std::string& m) { return m.empty() ? "(root)" : m; }
+std::string module_name(const std::string& m) { return m.empty() ? "<root>" : m; }
 
 /// "model.layers.9" < "model.layers.10": digit runs compare as numbers.
 bool natural_less(const std::string& a, const std::string& b) {
@@ -213,8 +213,13 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
   std::vector<std::vector<std::vector<Slice>>> dev(n_dev, std::vector<std::vector<Slice>>(kTrCount));
   auto gi = [&](const std::string& d) { return tl.group_of(d); };
 
+  std::vector<uint32_t> root_compute;  // the whole model's forward: a host lane, not device work
   for (uint32_t i = 0; i < tl.compute.size(); ++i) {
     const auto& r = tl.compute[i];
+    if (r.module.empty()) {
+      root_compute.push_back(i);
+      continue;
+    }
     int g = gi(r.device);
     if (g < 0) continue;
     dev[g][kTrCompute].push_back({r.start_ns - o, r.end_ns - o, tl.intern(module_name(r.module)), i, kCompute});
@@ -357,13 +362,19 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
   }
 
   // Host groups, one per recording thread.
-  std::map<uint32_t, std::vector<std::vector<Slice>>> host;  // thread → [hooks, disabled, regions, steps]
+  // thread → [hooks, disabled, regions, steps, model forward]
+  std::map<uint32_t, std::vector<std::vector<Slice>>> host;
   std::map<uint32_t, std::vector<Slice>> breaks;
   auto h = [&](uint32_t thread) -> std::vector<std::vector<Slice>>& {
     auto& v = host[thread];
-    if (v.empty()) v.resize(4);
+    if (v.empty()) v.resize(5);
     return v;
   };
+  for (uint32_t i : root_compute) {
+    const auto& r = tl.compute[i];
+    h(r.thread)[4].push_back(
+        {r.start_ns - o, r.end_ns - o, tl.intern("model forward (on " + r.device + ")"), i, kCompute});
+  }
   for (uint32_t i = 0; i < tl.hooks.size(); ++i) {
     const auto& r = tl.hooks[i];
     const uint8_t cat = r.phase == events::HookPhase::PreForward    ? kPreForward
@@ -402,6 +413,14 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
     g.thread = thread;
     g.title = "host thread " + std::to_string(thread);
     if (tids.count(thread)) g.title += " (tid " + std::to_string(tids[thread]) + ")";
+    if (!lanes[4].empty()) {
+      // The root module's forward spans every device's work: shown here, not as device compute.
+      Track f;
+      f.name = "model forward";
+      f.source = Source::Compute;
+      f.levels = build_levels(std::move(lanes[4]));
+      g.tracks.push_back(std::move(f));
+    }
     for (int k = 0; k < 4; ++k) {
       Track t;
       t.name = host_names[k];

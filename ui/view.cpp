@@ -33,6 +33,7 @@ nlohmann::json FrameLayout::to_json() const {
                    {"canvas", {canvas_x0, canvas_x1}},
                    {"ruler", {ruler_y0, ruler_y1}},
                    {"lanes", {lanes_y0, lanes_y1}},
+                   {"panes", panes},
                    {"view_ns", {view_start_ns, view_end_ns}},
                    {"merged_boxes", merged_boxes},
                    {"drawn_boxes", drawn_boxes},
@@ -60,12 +61,19 @@ View::View(std::shared_ptr<const storage::CaptureReader> reader) : m_reader(std:
   m_runs = m_reader->runs();
   m_diagnostics = m_reader->diagnostics();
   m_devices = m_reader->devices();
-  // Open on the first run that has events to show (a fullgraph run that raised has few).
+  // Open on the first compiled run (regions and graph breaks to show), else the first without
+  // fullgraph (a fullgraph run that raised has few events), else the first.
   for (const auto& r : m_runs)
-    if (!r.fullgraph) {
+    if (!r.fullgraph && r.mode != "eager") {
       LoadRun(0, r.id);
       break;
     }
+  if (!m_timeline[0])
+    for (const auto& r : m_runs)
+      if (!r.fullgraph) {
+        LoadRun(0, r.id);
+        break;
+      }
   if (!m_timeline[0] && !m_runs.empty()) LoadRun(0, m_runs.front().id);
 }
 
@@ -148,7 +156,7 @@ void View::Frame(float width, float height) {
   const float line = ImGui::GetTextLineHeightWithSpacing();
   const float diag_h = line * 4 + 6;
   const float body_h = std::max(ImGui::GetContentRegionAvail().y - diag_h, 100.0f);
-  const float runs_w = std::clamp(width * 0.28f, 200.0f, 460.0f);
+  const float runs_w = std::clamp(width * 0.28f, std::min(340.0f, width * 0.4f), 460.0f);
 
   ImGui::BeginChild("runs", ImVec2(runs_w, body_h), true);
   DrawRuns(runs_w, body_h);

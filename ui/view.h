@@ -62,6 +62,7 @@ struct FrameLayout {
   float canvas_x0 = 0, canvas_x1 = 0;  ///< the time axis' pixel span
   float ruler_y0 = 0, ruler_y1 = 0;
   float lanes_y0 = 0, lanes_y1 = 0;    ///< the visible (scrolling) part of the lanes
+  std::vector<std::pair<float, float>> panes;  ///< one scrolling lane pane per run shown (y0, y1)
   double view_start_ns = 0, view_end_ns = 0;
   std::vector<Group> groups;           ///< lane groups drawn (visible or not)
   std::vector<CompareRow> compare_rows;

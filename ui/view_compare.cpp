@@ -92,7 +92,7 @@ void View::DrawCompareTab() {
                         "speed-up vs eager of the same policy)");
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
     if (!ImGui::BeginTable(("compare_" + sc).c_str(), 10, flags)) continue;
-    for (const char* h : {"policy", "mode", "graph_break_count", "fullgraph", "decode latency", "vs eager", "argmax",
+    for (const char* h : {"policy", "mode", "graph breaks", "fullgraph", "decode latency", "vs eager", "argmax",
                           "logits identical", "params on meta", "runs"})
       ImGui::TableSetupColumn(h, std::string(h) == "decode latency" ? ImGuiTableColumnFlags_WidthStretch : 0);
     ImGui::TableHeadersRow();

@@ -105,7 +105,7 @@ void View::DrawBreaksTab() {
       {"function", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].function, rows[b].function); },
        [&](uint32_t r) { text(rows[r].function); }},
       {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
-       [&](uint32_t r) { text(rows[r].module.empty() ? "(root)" : rows[r].module); }},
+       [&](uint32_t r) { text(rows[r].module.empty() ? "<root>" : rows[r].module); }},
       {"reason", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].reason, rows[b].reason); },
        [&](uint32_t r) { text(rows[r].reason); }},
       {"module stack", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module_stack, rows[b].module_stack); },
@@ -176,6 +176,7 @@ void View::DrawSwapsTab() {
               static_cast<long long>(onloads), format_bytes(static_cast<double>(bytes)).c_str());
   const int64_t o = tl.origin_ns;
   auto dur = [&](uint32_t r) { return rows[r].end_ns - rows[r].start_ns; };
+  auto gbps = [&](uint32_t r) { return dur(r) > 0 ? static_cast<double>(rows[r].bytes) / static_cast<double>(dur(r)) : 0.0; };
   static const char* sources[] = {"cpu", "disk", "device"};
   auto src = [&](uint32_t r) {
     const int s = static_cast<int>(rows[r].source);
@@ -189,11 +190,17 @@ void View::DrawSwapsTab() {
       {"kind", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].onload, rows[b].onload); },
        [&](uint32_t r) { text(rows[r].onload ? "onload" : "offload"); }},
       {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
-       [&](uint32_t r) { text(rows[r].module.empty() ? "(root)" : rows[r].module); }},
+       [&](uint32_t r) { text(rows[r].module.empty() ? "<root>" : rows[r].module); }},
       {"tensor", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].tensor, rows[b].tensor); },
        [&](uint32_t r) { text(rows[r].tensor); }},
       {"bytes", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
        [&](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
+      {"GB/s", [&](uint32_t a, uint32_t b) { return cmp3(gbps(a), gbps(b)); },
+       [&](uint32_t r) {
+         char buf[32];
+         std::snprintf(buf, sizeof buf, "%.2f", gbps(r));
+         text(buf);
+       }},
       {"from -> to",
        [&](uint32_t a, uint32_t b) { return cmp3(src(a) + rows[a].device, src(b) + rows[b].device); },
        [&](uint32_t r) { text(src(r) + " -> " + rows[r].device); }},

@@ -112,52 +112,59 @@ void View::DrawTimelineArea(float height) {
   DrawRuler(fg, x0, x1, origin.y, style::kRulerHeight);
   fg->AddText(ImVec2(label_x + 4, origin.y + 5), style::kDim, "time since run start");
 
-  // Lanes.
-  ImGui::BeginChild("lanes", ImVec2(full_w, std::max(height - style::kRulerHeight, 50.0f)), false,
-                    ImGuiWindowFlags_NoScrollWithMouse);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  const ImVec2 wpos = ImGui::GetWindowPos();
-  const float clip0 = wpos.y, clip1 = wpos.y + ImGui::GetWindowHeight();
-  m_layout.lanes_y0 = clip0;
-  m_layout.lanes_y1 = clip1;
-  float y = p.y;
-  for (int slot = 0; slot < 2; ++slot)
-    if (m_timeline[slot]) y = DrawRunLanes(dl, slot, x0, x1, y, clip0, clip1) + 8.0f;
-  const float content_h = std::max(y - p.y, clip1 - clip0 - 1);
+  // Lanes: one scrolling pane per run (two when comparing, each half the height), all on the
+  // same time scale.
+  const int panes = m_timeline[1] ? 2 : 1;
+  const float lanes_h = std::max(height - style::kRulerHeight, 50.0f);
+  bool lanes_hovered = false;
+  m_layout.panes.clear();
+  for (int slot = 0; slot < panes; ++slot) {
+    ImGui::BeginChild(slot ? "lanes1" : "lanes0", ImVec2(full_w, panes == 2 ? lanes_h * 0.5f - 2 : lanes_h), false,
+                      ImGuiWindowFlags_NoScrollWithMouse);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const ImVec2 wpos = ImGui::GetWindowPos();
+    const float clip0 = wpos.y, clip1 = wpos.y + ImGui::GetWindowHeight();
+    m_layout.panes.emplace_back(clip0, clip1);
+    const float y = DrawRunLanes(dl, slot, x0, x1, p.y, clip0, clip1) + 8.0f;
+    const float content_h = std::max(y - p.y, clip1 - clip0 - 1);
 
-  // Range band and cursor line over every lane.
-  if (m_range) {
-    const float a = x0 + m_time.x_of(static_cast<double>(m_range->first));
-    const float b = x0 + m_time.x_of(static_cast<double>(m_range->second));
-    dl->AddRectFilled(ImVec2(std::max(a, x0), clip0), ImVec2(std::min(b, x1), clip1), style::kRange);
-  }
-  const bool lanes_hovered = ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem);
-  if (lanes_hovered && io.MousePos.x >= x0 && io.MousePos.x <= x1)
-    dl->AddLine(ImVec2(io.MousePos.x, clip0), ImVec2(io.MousePos.x, clip1), style::kHoverLine);
-
-  ImGui::SetCursorScreenPos(p);
-  ImGui::InvisibleButton("canvas", ImVec2(full_w - ImGui::GetStyle().ScrollbarSize, content_h),
-                         ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
-  const bool canvas_active = ImGui::IsItemActive();
-  // Drag (left or right) pans in both axes, as in Tracy.
-  if (canvas_active && (ImGui::IsMouseDragging(0, 1.0f) || ImGui::IsMouseDragging(1, 1.0f))) {
-    m_time.pan_px(io.MouseDelta.x);
-    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
-  }
-  // A click (no drag) selects what is under the cursor, or clears the selection.
-  if (lanes_hovered && ImGui::IsMouseReleased(0)) {
-    const ImVec2 d = ImGui::GetMouseDragDelta(0, 0.0f);
-    if (std::fabs(d.x) < 3 && std::fabs(d.y) < 3) {
-      if (m_hover)
-        m_selected = m_hover;
-      else if (m_hover_merged)
-        m_time.fit(static_cast<double>(m_hover_merged->first), static_cast<double>(m_hover_merged->second), 0.05);
-      else
-        m_selected.reset();
+    // Range band and cursor line over every lane.
+    if (m_range) {
+      const float a = x0 + m_time.x_of(static_cast<double>(m_range->first));
+      const float b = x0 + m_time.x_of(static_cast<double>(m_range->second));
+      dl->AddRectFilled(ImVec2(std::max(a, x0), clip0), ImVec2(std::min(b, x1), clip1), style::kRange);
     }
+    const bool hovered = ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem);
+    lanes_hovered = lanes_hovered || hovered;
+    if (io.MousePos.x >= x0 && io.MousePos.x <= x1 && io.MousePos.y >= m_layout.ruler_y0 &&
+        io.MousePos.y <= wpos.y + lanes_h + style::kRulerHeight)
+      dl->AddLine(ImVec2(io.MousePos.x, clip0), ImVec2(io.MousePos.x, clip1), style::kHoverLine);
+
+    ImGui::SetCursorScreenPos(p);
+    ImGui::InvisibleButton("canvas", ImVec2(full_w - ImGui::GetStyle().ScrollbarSize, content_h),
+                           ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
+    // Drag (left or right) pans in both axes, as in Tracy.
+    if (ImGui::IsItemActive() && (ImGui::IsMouseDragging(0, 1.0f) || ImGui::IsMouseDragging(1, 1.0f))) {
+      m_time.pan_px(io.MouseDelta.x);
+      ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
+    }
+    // A click (no drag) selects what is under the cursor, or clears the selection.
+    if (hovered && ImGui::IsMouseReleased(0)) {
+      const ImVec2 d = ImGui::GetMouseDragDelta(0, 0.0f);
+      if (std::fabs(d.x) < 3 && std::fabs(d.y) < 3) {
+        if (m_hover)
+          m_selected = m_hover;
+        else if (m_hover_merged)
+          m_time.fit(static_cast<double>(m_hover_merged->first), static_cast<double>(m_hover_merged->second), 0.05);
+        else
+          m_selected.reset();
+      }
+    }
+    ImGui::EndChild();
   }
-  ImGui::EndChild();
+  m_layout.lanes_y0 = m_layout.panes.front().first;
+  m_layout.lanes_y1 = m_layout.panes.back().second;
   HandleTimelineInput(x0, x1, lanes_hovered, ruler_hovered);
 
   m_layout.view_start_ns = m_time.start_ns;
@@ -237,13 +244,15 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
     dl->AddRectFilled(a, b, col);
     dl->ChannelsSetCurrent(kEvents);
   };
+  // Header bars sit above the flows, so a flow never runs through a title.
+  auto header_bar = [&](ImVec2 a, ImVec2 b, ImU32 col) { dl->AddRectFilled(a, b, col); };
   auto visible = [&](float a, float b) { return b >= clip0 && a <= clip1; };
   auto header = [&](float h, ImU32 bg, const std::string& text, const std::string& key, bool default_collapsed,
                     ImU32 text_color) {
     auto it = m_collapsed.find(key);
     bool collapsed = it == m_collapsed.end() ? default_collapsed : it->second;
     if (visible(y, y + h)) {
-      band(ImVec2(c.label_x, y), ImVec2(x1, y + h), bg);
+      header_bar(ImVec2(c.label_x, y), ImVec2(x1, y + h), bg);
       dl->AddText(ImVec2(c.label_x + 4, y + (h - ImGui::GetFontSize()) * 0.5f), text_color,
                   ((collapsed ? "[+] " : "[-] ") + text).c_str());
     }
@@ -265,7 +274,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
                              std::to_string(tl.event_count()) + " events, " +
                              format_duration(static_cast<double>(tl.duration_ns)) + ")";
     if (visible(y, y + style::kHeaderHeight)) {
-      band(ImVec2(c.label_x, y), ImVec2(x1, y + style::kHeaderHeight), IM_COL32(25, 60, 110, 255));
+      header_bar(ImVec2(c.label_x, y), ImVec2(x1, y + style::kHeaderHeight), IM_COL32(25, 60, 110, 255));
       dl->AddText(ImVec2(c.label_x + 4, y + 3), style::kText, text.c_str());
     }
     y += style::kHeaderHeight;

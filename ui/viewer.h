@@ -15,7 +15,7 @@ struct ViewerOptions {
   std::optional<std::filesystem::path> screenshot;  ///< render headless, write this PNG, exit
   std::optional<std::filesystem::path> layout;      ///< with --screenshot: what was drawn where (JSON)
   std::string view = "timeline";                    ///< timeline|compare|breaks|transfers|swaps
-  std::optional<int64_t> run;                       ///< run to open (default: the first non-fullgraph run)
+  std::optional<int64_t> run;  ///< run to open (default: the first compiled run without fullgraph)
   std::optional<int64_t> compare;                   ///< second run, aligned under the first
   int width = 1600, height = 900;                   ///< window / screenshot size in pixels
   int frames = 4;  ///< frames rendered before the screenshot (ImGui settles tables in 2–3)
