@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <system_error>
@@ -18,6 +20,8 @@ using detail::Stmt;
 
 struct CaptureReader::Db {
   sqlite3* db = nullptr;
+  std::mutex strings_mu;
+  std::shared_ptr<const std::vector<std::string>> strings;  ///< StringIds by id, loaded on first use
   fs::path snapshot;  ///< private copy of a WAL capture we may not touch (removed on close)
   ~Db() {
     if (db) sqlite3_close_v2(db);
@@ -161,55 +165,96 @@ RunRecord CaptureReader::run(int64_t id) const {
   return read_run(q);
 }
 
-// String columns are resolved with a join on StringIds (`s_<col>` aliases).
+// String columns hold StringIds ids; they are resolved in memory against one copy of the table
+// (a subquery per row made loading 10M events several times slower). A capture still being
+// written may add strings: an id past the copy reloads it.
+namespace {
+class Strings {
+ public:
+  explicit Strings(std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load)
+      : load_(std::move(load)), v_(load_(-1)) {}
+  /// The string of column `col` ("" for NULL or an id the file does not define).
+  std::string operator()(const Stmt& q, int col) {
+    if (q.is_null(col)) return {};
+    const int64_t id = q.int64(col);
+    if (id < 0) return {};
+    if (static_cast<size_t>(id) >= v_->size()) v_ = load_(id);
+    return static_cast<size_t>(id) < v_->size() ? (*v_)[static_cast<size_t>(id)] : std::string();
+  }
+
+ private:
+  std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load_;
+  std::shared_ptr<const std::vector<std::string>> v_;
+};
+}  // namespace
+
+std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int64_t need) const {
+  std::lock_guard<std::mutex> lock(db_->strings_mu);
+  if (db_->strings && (need < 0 || static_cast<size_t>(need) < db_->strings->size())) return db_->strings;
+  auto v = std::make_shared<std::vector<std::string>>();
+  Stmt q(db_->db, path_, "SELECT id, value FROM StringIds ORDER BY id");
+  while (q.step()) {
+    const int64_t id = q.int64(0);
+    if (id < 0 || id > (int64_t{1} << 32)) continue;  // not an id this schema writes
+    if (static_cast<size_t>(id) >= v->size()) v->resize(static_cast<size_t>(id) + 1);
+    (*v)[static_cast<size_t>(id)] = q.text(1);
+  }
+  db_->strings = std::move(v);
+  return db_->strings;
+}
+
+#define HS_STRINGS Strings str([this](int64_t need) { return string_table(need); })
+// Small and aggregate queries resolve strings in SQL.
 #define HS_SV(col) "(SELECT value FROM StringIds WHERE id = " col ")"
 #define HS_STR(col, alias) HS_SV(col) " AS " alias
 
 std::vector<HookEventRow> CaptureReader::hook_events(int64_t run) const {
   std::vector<HookEventRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, " HS_STR("hookId", "h") ", phase, " HS_STR("moduleId", "m")
-         " FROM HOOK_EVENTS WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, end, threadId, hookId, phase, moduleId FROM HOOK_EVENTS WHERE runId = ? ORDER BY start, rowid");
   q.bind(1, run);
+  HS_STRINGS;
   while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3),
-                   static_cast<events::HookPhase>(q.int64(4)), q.text(5)});
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3),
+                   static_cast<events::HookPhase>(q.int64(4)), str(q, 5)});
   return out;
 }
 
 std::vector<WeightSwapRow> CaptureReader::weight_swaps(int64_t run) const {
   std::vector<WeightSwapRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, onload, " HS_STR("moduleId", "m") ", " HS_STR("tensorId", "t")
-         ", bytes, " HS_STR("dtypeId", "d") ", source, " HS_STR("device", "dev")
-         ", pinned FROM WEIGHT_SWAPS WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, end, threadId, onload, moduleId, tensorId, bytes, dtypeId, source, device, pinned "
+         "FROM WEIGHT_SWAPS WHERE runId = ? ORDER BY start, rowid");
   q.bind(1, run);
+  HS_STRINGS;
   while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.int64(3) != 0, q.text(4), q.text(5),
-                   q.int64(6), q.text(7), static_cast<events::WeightSource>(q.int64(8)), q.text(9), q.int64(10) != 0});
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.int64(3) != 0, str(q, 4), str(q, 5),
+                   q.int64(6), str(q, 7), static_cast<events::WeightSource>(q.int64(8)), str(q, 9), q.int64(10) != 0});
   return out;
 }
 
 std::vector<TransferRow> CaptureReader::transfers(int64_t run) const {
   std::vector<TransferRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, " HS_STR("src", "s") ", " HS_STR("dst", "d") ", bytes, copyKind, emulated, "
-         "coalesce(" HS_SV("moduleId") ", '') FROM TRANSFERS WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, end, threadId, src, dst, bytes, copyKind, emulated, moduleId FROM TRANSFERS WHERE runId = ? "
+         "ORDER BY start, rowid");
   q.bind(1, run);
+  HS_STRINGS;
   while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3), q.text(4), q.int64(5),
-                   static_cast<tracer::MemcpyKind>(q.int64(6)), q.int64(7) != 0, q.text(8)});
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3), str(q, 4), q.int64(5),
+                   static_cast<tracer::MemcpyKind>(q.int64(6)), q.int64(7) != 0, str(q, 8)});
   return out;
 }
 
 std::vector<DisabledScopeRow> CaptureReader::disabled_scopes(int64_t run) const {
   std::vector<DisabledScopeRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, " HS_STR("functionId", "f") ", " HS_STR("moduleId", "m")
-         ", depth FROM DISABLED_SCOPES WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, end, threadId, functionId, moduleId, depth FROM DISABLED_SCOPES WHERE runId = ? "
+         "ORDER BY start, rowid");
   q.bind(1, run);
+  HS_STRINGS;
   while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3), q.text(4),
+    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3), str(q, 4),
                    static_cast<int>(q.int64(5))});
   return out;
 }
@@ -217,33 +262,35 @@ std::vector<DisabledScopeRow> CaptureReader::disabled_scopes(int64_t run) const 
 std::vector<ModuleComputeRow> CaptureReader::module_compute(int64_t run) const {
   std::vector<ModuleComputeRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, " HS_STR("moduleId", "m") ", " HS_STR("device", "d")
-         " FROM MODULE_COMPUTE WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, end, threadId, moduleId, device FROM MODULE_COMPUTE WHERE runId = ? ORDER BY start, rowid");
   q.bind(1, run);
-  while (q.step()) out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.text(3), q.text(4)});
+  HS_STRINGS;
+  while (q.step()) out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3), str(q, 4)});
   return out;
 }
 
 std::vector<RegionRow> CaptureReader::regions(int64_t run) const {
   std::vector<RegionRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, regionIndex, opCount, " HS_STR("backendId", "b")
-         " FROM COMPILE_REGIONS WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, end, threadId, regionIndex, opCount, backendId FROM COMPILE_REGIONS WHERE runId = ? "
+         "ORDER BY start, rowid");
   q.bind(1, run);
+  HS_STRINGS;
   while (q.step())
     out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), static_cast<int>(q.int64(3)),
-                   q.int64(4), q.text(5)});
+                   q.int64(4), str(q, 5)});
   return out;
 }
 
 std::vector<GraphBreakRow> CaptureReader::graph_breaks(int64_t run) const {
   std::vector<GraphBreakRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, threadId, " HS_STR("reasonId", "r") ", " HS_STR("functionId", "f") ", " HS_STR("moduleId", "m")
-         ", " HS_STR("moduleStackId", "s") " FROM GRAPH_BREAKS WHERE runId = ? ORDER BY start, rowid");
+         "SELECT start, threadId, reasonId, functionId, moduleId, moduleStackId FROM GRAPH_BREAKS WHERE runId = ? "
+         "ORDER BY start, rowid");
   q.bind(1, run);
+  HS_STRINGS;
   while (q.step())
-    out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), q.text(2), q.text(3), q.text(4), q.text(5)});
+    out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), str(q, 2), str(q, 3), str(q, 4), str(q, 5)});
   return out;
 }
 
@@ -259,10 +306,10 @@ std::vector<GenerationStepRow> CaptureReader::generation_steps(int64_t run) cons
 std::vector<MemoryCounterRow> CaptureReader::memory_counters(int64_t run) const {
   std::vector<MemoryCounterRow> out;
   Stmt q(db_->db, path_,
-         "SELECT start, threadId, " HS_STR("device", "d") ", bytes FROM MEMORY_COUNTERS WHERE runId = ? "
-         "ORDER BY start, rowid");
+         "SELECT start, threadId, device, bytes FROM MEMORY_COUNTERS WHERE runId = ? ORDER BY start, rowid");
   q.bind(1, run);
-  while (q.step()) out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), q.text(2), q.int64(3)});
+  HS_STRINGS;
+  while (q.step()) out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), str(q, 2), q.int64(3)});
   return out;
 }
 
@@ -310,6 +357,7 @@ std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
 
 #undef HS_STR
 #undef HS_SV
+#undef HS_STRINGS
 
 std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64_t> run) const {
   std::vector<CompileResultRow> out;

@@ -203,6 +203,8 @@ class CaptureReader {
   int64_t count(std::string_view table, std::optional<int64_t> run = std::nullopt) const;
 
  private:
+  /// StringIds by id (shared, immutable); reloaded when `need` is past its end.
+  std::shared_ptr<const std::vector<std::string>> string_table(int64_t need) const;
   struct Db;
   std::filesystem::path path_;
   std::unique_ptr<Db> db_;
