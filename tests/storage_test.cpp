@@ -804,4 +804,25 @@ TEST(CaptureReader, AWalCaptureCopiedWithoutItsWalIsReadWithoutCreatingFiles) {
   tr.end_run(RunStatus::Complete);
 }
 
+TEST(CaptureReader, AReaderOfALiveCaptureResolvesStringsAddedAfterItOpened) {
+  const fs::path file = test::scratch_dir("storage_live_strings") / "live.hscope";
+  Store store(file);
+  HostTracer tr(store);
+  const int64_t run = tr.begin_run(run_info("live"));
+  tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 1, 2});
+  tr.flush();
+  CaptureReader r(file);
+  ASSERT_EQ(r.hook_events(run).size(), 1u);
+  EXPECT_EQ(r.hook_events(run)[0].module, "model.layers.0");
+  // New strings after the reader loaded its copy of StringIds.
+  tr.hook_span({"SequentialHook", events::HookPhase::PostForward, "model.layers.17", "LlamaDecoderLayer", 3, 4});
+  tr.flush();
+  const auto rows = r.hook_events(run);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].hook, "SequentialHook");
+  EXPECT_EQ(rows[1].module, "model.layers.17");
+  tr.end_run(RunStatus::Complete);
+}
+
 }  // namespace
+
