@@ -28,10 +28,10 @@ void check_output(const char* flag, const std::filesystem::path& out, const std:
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     const fs::path p = capture.string() + suffix;
-    if (fs::exists(out, ec) && fs::exists(p, ec) && fs::equivalent(out, p, ec))
-      throw std::invalid_argument(std::string(flag) + ": " + out.string() + " is the capture being viewed (" +
-                                  p.string() + "); choose another output file");
-    if (fs::weakly_canonical(out, ec) == fs::weakly_canonical(p, ec))
+    // Same file by inode (hard or symbolic links), or by path (./x, a/../x) when none exists yet.
+    const bool same = (fs::exists(out, ec) && fs::exists(p, ec) && fs::equivalent(out, p, ec)) ||
+                      fs::weakly_canonical(out, ec) == fs::weakly_canonical(p, ec);
+    if (same)
       throw std::invalid_argument(std::string(flag) + ": " + out.string() + " is the capture being viewed (" +
                                   p.string() + "); choose another output file");
   }
