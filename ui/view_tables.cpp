@@ -84,6 +84,35 @@ std::optional<uint32_t> event_table(const char* id, size_t n, std::vector<uint32
 
 void text(const std::string& s) { ImGui::TextUnformatted(s.c_str()); }
 
+// Columns shared by the tables of copies (rows with start_ns, end_ns, bytes).
+template <class Rows>
+int64_t duration_of(const Rows& rows, uint32_t r) {
+  return rows[r].end_ns - rows[r].start_ns;
+}
+template <class Rows>
+double gbps_of(const Rows& rows, uint32_t r) {
+  const int64_t d = duration_of(rows, r);
+  return d > 0 ? static_cast<double>(rows[r].bytes) / static_cast<double>(d) : 0.0;
+}
+/// time (from the run's origin `o`), duration, bytes, GB/s.
+template <class Rows>
+std::vector<Column> copy_columns(const Rows& rows, int64_t o) {
+  return {
+      {"time", [&rows](uint32_t a, uint32_t b) { return cmp3(rows[a].start_ns, rows[b].start_ns); },
+       [&rows, o](uint32_t r) { text(format_duration(static_cast<double>(rows[r].start_ns - o))); }},
+      {"duration", [&rows](uint32_t a, uint32_t b) { return cmp3(duration_of(rows, a), duration_of(rows, b)); },
+       [&rows](uint32_t r) { text(format_duration(static_cast<double>(duration_of(rows, r)))); }},
+      {"bytes", [&rows](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
+       [&rows](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
+      {"GB/s", [&rows](uint32_t a, uint32_t b) { return cmp3(gbps_of(rows, a), gbps_of(rows, b)); },
+       [&rows](uint32_t r) {
+         char buf[32];
+         std::snprintf(buf, sizeof buf, "%.2f", gbps_of(rows, r));
+         text(buf);
+       }},
+  };
+}
+
 std::optional<uint32_t> selected_row(const std::optional<Pick>& p, Source s) {
   if (p && p->run == 0 && p->source == s) return p->row;
   return std::nullopt;
@@ -126,32 +155,22 @@ void View::DrawTransfersTab() {
   for (const auto& r : rows) bytes += r.bytes;
   ImGui::Text("%zu activation transfers in run %lld, %s", rows.size(), static_cast<long long>(tl.run.id),
               format_bytes(static_cast<double>(bytes)).c_str());
-  const int64_t o = tl.origin_ns;
-  auto dur = [&](uint32_t r) { return rows[r].end_ns - rows[r].start_ns; };
-  auto gbps = [&](uint32_t r) { return dur(r) > 0 ? static_cast<double>(rows[r].bytes) / static_cast<double>(dur(r)) : 0.0; };
   static const char* kinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
                                 "DtoD",    "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
   auto kind = [&](uint32_t r) {
     const int k = static_cast<int>(rows[r].copy_kind);
     return std::string(k >= 0 && k < 14 ? kinds[k] : "?") + (rows[r].emulated ? " (emulated)" : "");
   };
+  const auto copy = copy_columns(rows, tl.origin_ns);
   std::vector<Column> cols = {
-      {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].start_ns, rows[b].start_ns); },
-       [&](uint32_t r) { text(format_duration(static_cast<double>(rows[r].start_ns - o))); }},
-      {"duration", [&](uint32_t a, uint32_t b) { return cmp3(dur(a), dur(b)); },
-       [&](uint32_t r) { text(format_duration(static_cast<double>(dur(r)))); }},
+      copy[0],
+      copy[1],
       {"src -> dst",
        [&](uint32_t a, uint32_t b) { return cmp3(rows[a].src + rows[a].dst, rows[b].src + rows[b].dst); },
        [&](uint32_t r) { text(rows[r].src + " -> " + rows[r].dst); }},
       {"copyKind", [&](uint32_t a, uint32_t b) { return cmp3(kind(a), kind(b)); }, [&](uint32_t r) { text(kind(r)); }},
-      {"bytes", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
-       [&](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
-      {"GB/s", [&](uint32_t a, uint32_t b) { return cmp3(gbps(a), gbps(b)); },
-       [&](uint32_t r) {
-         char buf[32];
-         std::snprintf(buf, sizeof buf, "%.2f", gbps(r));
-         text(buf);
-       }},
+      copy[2],
+      copy[3],
       {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
        [&](uint32_t r) { text(rows[r].module); }},
   };
@@ -174,33 +193,23 @@ void View::DrawSwapsTab() {
     }
   ImGui::Text("%zu weight swaps in run %lld: %lld onloads moving %s", rows.size(), static_cast<long long>(tl.run.id),
               static_cast<long long>(onloads), format_bytes(static_cast<double>(bytes)).c_str());
-  const int64_t o = tl.origin_ns;
-  auto dur = [&](uint32_t r) { return rows[r].end_ns - rows[r].start_ns; };
-  auto gbps = [&](uint32_t r) { return dur(r) > 0 ? static_cast<double>(rows[r].bytes) / static_cast<double>(dur(r)) : 0.0; };
   static const char* sources[] = {"cpu", "disk", "device"};
   auto src = [&](uint32_t r) {
     const int s = static_cast<int>(rows[r].source);
     return std::string(s >= 0 && s < 3 ? sources[s] : "?");
   };
+  const auto copy = copy_columns(rows, tl.origin_ns);
   std::vector<Column> cols = {
-      {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].start_ns, rows[b].start_ns); },
-       [&](uint32_t r) { text(format_duration(static_cast<double>(rows[r].start_ns - o))); }},
-      {"duration", [&](uint32_t a, uint32_t b) { return cmp3(dur(a), dur(b)); },
-       [&](uint32_t r) { text(format_duration(static_cast<double>(dur(r)))); }},
+      copy[0],
+      copy[1],
       {"kind", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].onload, rows[b].onload); },
        [&](uint32_t r) { text(rows[r].onload ? "onload" : "offload"); }},
       {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
        [&](uint32_t r) { text(rows[r].module.empty() ? "<root>" : rows[r].module); }},
       {"tensor", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].tensor, rows[b].tensor); },
        [&](uint32_t r) { text(rows[r].tensor); }},
-      {"bytes", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
-       [&](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
-      {"GB/s", [&](uint32_t a, uint32_t b) { return cmp3(gbps(a), gbps(b)); },
-       [&](uint32_t r) {
-         char buf[32];
-         std::snprintf(buf, sizeof buf, "%.2f", gbps(r));
-         text(buf);
-       }},
+      copy[2],
+      copy[3],
       {"from -> to",
        [&](uint32_t a, uint32_t b) { return cmp3(src(a) + rows[a].device, src(b) + rows[b].device); },
        [&](uint32_t r) { text(src(r) + " -> " + rows[r].device); }},
