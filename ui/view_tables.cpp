@@ -94,9 +94,10 @@ double gbps_of(const Rows& rows, uint32_t r) {
   const int64_t d = duration_of(rows, r);
   return d > 0 ? static_cast<double>(rows[r].bytes) / static_cast<double>(d) : 0.0;
 }
-/// time (from the run's origin `o`), duration, bytes, GB/s.
+/// time (from the run's origin `o`), duration, bytes, GB/s — the last only for rows where
+/// `moves` holds (an offload to meta frees memory, it moves nothing).
 template <class Rows>
-std::vector<Column> copy_columns(const Rows& rows, int64_t o) {
+std::vector<Column> copy_columns(const Rows& rows, int64_t o, std::function<bool(uint32_t)> moves = nullptr) {
   return {
       {"time", [&rows](uint32_t a, uint32_t b) { return cmp3(rows[a].start_ns, rows[b].start_ns); },
        [&rows, o](uint32_t r) { text(format_duration(static_cast<double>(rows[r].start_ns - o))); }},
@@ -104,8 +105,12 @@ std::vector<Column> copy_columns(const Rows& rows, int64_t o) {
        [&rows](uint32_t r) { text(format_duration(static_cast<double>(duration_of(rows, r)))); }},
       {"bytes", [&rows](uint32_t a, uint32_t b) { return cmp3(rows[a].bytes, rows[b].bytes); },
        [&rows](uint32_t r) { text(format_bytes(static_cast<double>(rows[r].bytes))); }},
-      {"GB/s", [&rows](uint32_t a, uint32_t b) { return cmp3(gbps_of(rows, a), gbps_of(rows, b)); },
-       [&rows](uint32_t r) {
+      {"GB/s",
+       [&rows, moves](uint32_t a, uint32_t b) {
+         return cmp3(!moves || moves(a) ? gbps_of(rows, a) : -1.0, !moves || moves(b) ? gbps_of(rows, b) : -1.0);
+       },
+       [&rows, moves](uint32_t r) {
+         if (moves && !moves(r)) return text("-");
          char buf[32];
          std::snprintf(buf, sizeof buf, "%.2f", gbps_of(rows, r));
          text(buf);
@@ -198,7 +203,7 @@ void View::DrawSwapsTab() {
     const int s = static_cast<int>(rows[r].source);
     return std::string(s >= 0 && s < 3 ? sources[s] : "?");
   };
-  const auto copy = copy_columns(rows, tl.origin_ns);
+  const auto copy = copy_columns(rows, tl.origin_ns, [&rows](uint32_t r) { return rows[r].onload; });
   std::vector<Column> cols = {
       copy[0],
       copy[1],
