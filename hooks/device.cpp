@@ -14,6 +14,7 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 thread_local std::vector<DeviceId> t_exec_stack;
+thread_local int t_weight_copy_depth = 0;
 }  // namespace
 
 DeviceId DeviceId::parse(const std::string& s, const std::string& what) {
@@ -189,7 +190,7 @@ torch::Tensor DeviceManager::to(const torch::Tensor& t, const DeviceId& d, bool 
   tag(out, d);
   const int64_t bytes = static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
   if (observer_) observer_(src, d, bytes, start, end);
-  if (auto* s = events::sink()) {
+  if (auto* s = events::sink(); s && t_weight_copy_depth == 0) {
     const std::string src_s = src.str(), dst_s = d.str();
     auto emulated = [&](const DeviceId& x) {
       return x.is_accelerator() && x.index < num_accelerators() && accelerators_[x.index].emulated;
@@ -206,6 +207,8 @@ void DeviceManager::push_execution(const DeviceId& d) { t_exec_stack.push_back(d
 void DeviceManager::pop_execution() {
   if (!t_exec_stack.empty()) t_exec_stack.pop_back();
 }
+int& DeviceManager::weight_copy_depth() { return t_weight_copy_depth; }
+
 std::optional<DeviceId> DeviceManager::current_execution() {
   if (t_exec_stack.empty()) return std::nullopt;
   return t_exec_stack.back();

@@ -113,6 +113,11 @@ class DeviceManager {
   static void pop_execution();
   static std::optional<DeviceId> current_execution();
 
+  /// While > 0 on this thread, copies made by `to` are weight onloads, which the hooks record
+  /// as `events::WeightSwap`: they are not reported again as `events::Transfer` (the transfer
+  /// observer and the memory ledger still see them). See WeightCopyScope.
+  static int& weight_copy_depth();
+
  private:
   DeviceManager();
   std::vector<AcceleratorInfo> accelerators_;
@@ -124,6 +129,16 @@ class DeviceManager {
   std::unordered_map<const c10::StorageImpl*, Entry> registry_;
   size_t sweep_at_ = 1024;
   TransferObserver observer_;
+};
+
+/// RAII: the copies made in this scope are weight onloads (recorded as WeightSwap events by
+/// AlignDevicesHook), not activation transfers.
+class WeightCopyScope {
+ public:
+  WeightCopyScope() { ++DeviceManager::weight_copy_depth(); }
+  ~WeightCopyScope() { --DeviceManager::weight_copy_depth(); }
+  WeightCopyScope(const WeightCopyScope&) = delete;
+  WeightCopyScope& operator=(const WeightCopyScope&) = delete;
 };
 
 /// RAII: `DeviceManager::push_execution(d)` for a scope.

@@ -262,7 +262,10 @@ void AlignDevicesHook::onload_weights(HookableModule& m) {
       auto it = tied_params_map->find(ptr);
       if (it != tied_params_map->end() && !it->second.count(dev)) tied_pointers_to_remove_.emplace_back(ptr, dev);
     }
-    set_module_tensor_to_device(m, name, dev, value, std::nullopt, tied_params_map.get());
+    {
+      WeightCopyScope weights;  // recorded below as a WeightSwap, not as an activation Transfer
+      set_module_tensor_to_device(m, name, dev, value, std::nullopt, tied_params_map.get());
+    }
     if (auto* s = events::sink()) {
       const std::string dt = dtype_name(value.scalar_type());
       s->weight_swap({true, m.fqn(), name, static_cast<int64_t>(value.nbytes()), dt, source, dev_s,

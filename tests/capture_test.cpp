@@ -297,6 +297,25 @@ TEST(Capture, StepsStartWithPrefillAndTransfersNameTheModuleThatMovedThem) {
   EXPECT_GT(checked, 10);
 }
 
+TEST(Capture, WeightOnloadsAreWeightSwapsNotAlsoTransfers) {
+  hs::storage::CaptureReader rd(capture().db);
+  int checked = 0;
+  for (const auto& run : rd.runs()) {
+    if (run.scenario != "cpu-offload" || run.fullgraph) continue;
+    const auto swaps = rd.weight_swaps(run.id);
+    std::vector<std::pair<int64_t, int64_t>> onloads;
+    for (const auto& w : swaps)
+      if (w.onload) onloads.emplace_back(w.start_ns, w.end_ns);
+    ASSERT_FALSE(onloads.empty());
+    for (const auto& t : rd.transfers(run.id))
+      for (const auto& [a, b] : onloads)
+        EXPECT_FALSE(t.start_ns >= a && t.end_ns <= b) << "transfer inside a weight onload: " << t.src << "->" << t.dst
+                                                       << " " << t.bytes << " B, module " << t.module;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
   fs::path dir = hs::test::scratch_dir("capture-killed");
   fs::path db = dir / "killed.sqlite";

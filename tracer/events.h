@@ -47,7 +47,8 @@ struct WeightSwap {
   int64_t start_ns, end_ns;
 };
 
-/// An activation / tensor copy between two logical devices.
+/// An activation / tensor copy between two logical devices. Weight onloads are WeightSwap
+/// events, never also Transfers.
 struct Transfer {
   std::string_view src, dst;    ///< logical devices: "0", "1", "cpu"
   int64_t bytes;
