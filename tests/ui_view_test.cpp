@@ -106,6 +106,7 @@ TEST(ViewScreenshot, EveryViewRendersWithOneLaneGroupPerDevice) {
       ASSERT_LE(j["groups"].back()["rect"][3].get<double>(), j["lanes"][1].get<double>()) << "not all groups visible";
       const int x0 = static_cast<int>(j["canvas"][0].get<double>()), x1 = static_cast<int>(j["canvas"][1].get<double>());
       for (const auto& g : j["groups"]) {
+        EXPECT_TRUE(g["visible"].get<bool>()) << g["title"];
         auto r = g["rect"];
         EXPECT_GT(png.distinct_colors(x0, static_cast<int>(r[1].get<double>()) + 20, x1,
                                       static_cast<int>(r[3].get<double>())),

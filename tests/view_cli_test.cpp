@@ -66,8 +66,10 @@ TEST(ViewCli, TimelineHasOneLaneGroupPerDeviceOfTheRun) {
     json j = shot("timeline", {"--run", std::to_string(run.id)});
     EXPECT_EQ(j["run"], run.id);
     std::vector<std::string> groups;
-    for (const auto& g : j["groups"])
+    for (const auto& g : j["groups"]) {
       if (!g["host"].get<bool>()) groups.push_back(g["device"]);
+      EXPECT_TRUE(g["visible"].get<bool>()) << g["title"] << " is scrolled out of the 1500x1600 screenshot";
+    }
     // The sharded run computes on all three emulated accelerators and copies from/to the cpu.
     EXPECT_EQ(groups, (std::vector<std::string>{"0", "1", "2", "cpu"})) << j.dump();
     for (const auto& g : j["groups"]) {

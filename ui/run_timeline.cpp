@@ -211,7 +211,12 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
   const size_t n_dev = tl.groups.size();
   enum { kTrCompute, kTrIn, kTrOut, kTrSwaps, kTrResident, kTrMemory, kTrCount };  // kTrResident: summary
   std::vector<std::vector<std::vector<Slice>>> dev(n_dev, std::vector<std::vector<Slice>>(kTrCount));
-  auto gi = [&](const std::string& d) { return tl.group_of(d); };
+  std::unordered_map<std::string, int> group_index;  // one lookup per event while loading
+  for (size_t g = 0; g < n_dev; ++g) group_index.emplace(tl.groups[g].device, static_cast<int>(g));
+  auto gi = [&](const std::string& d) {
+    auto it = group_index.find(d);
+    return it == group_index.end() ? -1 : it->second;
+  };
 
   std::vector<uint32_t> root_compute;  // the whole model's forward: a host lane, not device work
   for (uint32_t i = 0; i < tl.compute.size(); ++i) {
@@ -262,8 +267,10 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
     const std::string& where = r.onload ? r.device : last_onload_device[r.module];
     int g = gi(where);
     if (g < 0) continue;
-    dev[g][kTrSwaps].push_back({r.start_ns - o, r.end_ns - o, tl.intern(module_name(r.module)), i,
-                                static_cast<uint8_t>(r.onload ? kOnload : kOffload)});
+    // Onloads say where the weights came from (cpu memory or the disk offload folder).
+    const std::string label = module_name(r.module) + (r.onload ? std::string(" <- ") + source_name(r.source) : " -> meta");
+    dev[g][kTrSwaps].push_back(
+        {r.start_ns - o, r.end_ns - o, tl.intern(label), i, static_cast<uint8_t>(r.onload ? kOnload : kOffload)});
   }
   // Device-map entries without swaps under them keep their weights where the map put them.
   if (tl.run.device_map.is_object())

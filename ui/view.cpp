@@ -45,6 +45,7 @@ nlohmann::json FrameLayout::to_json() const {
                            {"title", g.title},
                            {"host", g.host},
                            {"emulated", g.emulated},
+                           {"visible", g.visible},
                            {"rect", {g.x0, g.y0, g.x1, g.y1}}});
   j["table_rows"] = static_cast<int64_t>(table_rows.size());
   for (const auto& r : compare_rows)

@@ -47,6 +47,7 @@ struct FrameLayout {
     std::string device, title;
     bool host, emulated;
     float x0, y0, x1, y1;
+    bool visible;  ///< some of it lies inside its pane (not scrolled out of view)
   };
   struct CompareRow {
     int64_t run_id;

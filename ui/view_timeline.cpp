@@ -434,7 +434,8 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
           m_collapsed[rkey] = false;
       }
     }
-    m_layout.groups.push_back({tl.run.id, grp.device, grp.title, grp.host, grp.emulated, c.label_x, gy0, x1, y});
+    m_layout.groups.push_back(
+        {tl.run.id, grp.device, grp.title, grp.host, grp.emulated, c.label_x, gy0, x1, y, visible(gy0, y)});
     y += 3;
   }
   const float run_y1 = y;
