@@ -61,6 +61,12 @@ fs::path resolve_model_path(const std::string& dir_or_id) {
   throw ModelLoadError("model folder '" + dir_or_id + "' does not exist");
 }
 
+torch::Tensor aligned_for_kernels(torch::Tensor t) {
+  if (t.device().is_cpu() && t.numel() > 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % c10::gAlignment != 0)
+    return t.clone(at::MemoryFormat::Contiguous);  // the CPU allocator's storage: gAlignment-aligned
+  return t;
+}
+
 std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c10::ScalarType dtype,
                                       torch::Device device) {
   // Resolve every tensor first, then install them all: a failure leaves the model untouched.
@@ -98,6 +104,7 @@ std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c
                              ", which hookscope does not load as a weight (supported: F32, BF16, F16)");
       torch::Tensor t = ckpt.get(name);
       if (t.scalar_type() != dtype || t.device() != device) t = t.to(device, dtype);
+      t = aligned_for_kernels(std::move(t));
       pending.push_back({m.get(), slot.name, t});
       used.insert(name);
     }

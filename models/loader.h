@@ -44,10 +44,19 @@ struct LoadedModel {
 
 /// Reads config.json, builds the module tree on `meta`, then fills every parameter from the
 /// safetensors checkpoint (checked: presence, shape, loadable dtype). Same-dtype CPU tensors
-/// stay zero-copy views of the private read-only mapping. Tied embeddings are re-tied after
+/// stay zero-copy views of the private read-only mapping where the data is aligned to
+/// c10::gAlignment (64 bytes) and are copied otherwise (see aligned_for_kernels). Tied embeddings are re-tied after
 /// loading (lm_head.weight is model.embed_tokens.weight). Throws ConfigError, LoadError or
 /// ModelLoadError; the model is never returned half-loaded.
 LoadedModel load_model(const std::string& dir_or_id, const LoadOptions& options = {});
+
+/// `t` itself when its data is where the CPU allocator would put it (c10::gAlignment, 64 bytes),
+/// else a contiguous copy in allocator memory. BLAS picks its kernel partly by the address of
+/// its operands (MKL's sgemm/sgemv take another path for data that is not 64-byte aligned, with
+/// another summation order), so a weight read in place from a safetensors file — whose tensors
+/// are only itemsize-aligned — and the same weight copied to a device by a hook would not give
+/// bit-identical results. Weights loaded here always sit where a copy would put them.
+torch::Tensor aligned_for_kernels(torch::Tensor t);
 
 /// Fills `model`'s parameters from `ckpt` (see load_model). Returns the unused tensor names.
 std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c10::ScalarType dtype,

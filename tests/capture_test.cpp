@@ -144,6 +144,65 @@ TEST(Capture, CorrectnessChecksHoldForEverySuccessfulRun) {
   }
 }
 
+// The same check through the real accelerate, on the same model and prompt, in the same test
+// run: where accelerate's offloaded logits are bit-identical to the undispatched model, so
+// must hookscope's. Each failure prints both sides.
+void expect_offloaded_logits_identical_like_accelerate(const std::vector<json>& runs, const std::string& prompt_ids,
+                                                       const std::string& scratch) {
+  const fs::path dir = hs::test::scratch_dir(scratch + "-" + std::to_string(getpid()));
+  const json py = json::parse(hs::test::run_oracle(
+      "offload_logits.py",
+      {"--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--prompt-ids", prompt_ids, "--out", dir.string()}));
+  int compared = 0;
+  for (const auto& r : runs) {
+    const std::string sc = r["scenario"];
+    if (sc == "sharded") continue;
+    ASSERT_EQ(r["status"], "ok") << r.dump();
+    ASSERT_TRUE(py["scenarios"].contains(sc)) << py.dump();
+    const json& twin = py["scenarios"][sc];
+    const std::string both = "hookscope " + sc + " " + r["policy"].get<std::string>() + " " +
+                             r["mode"].get<std::string>() + (r["fullgraph"].get<bool>() ? " fullgraph" : "") +
+                             ": logits_identical " + r["logits_identical"].dump() + ", max |diff| " +
+                             r["logits_max_abs_diff"].dump() + ", " + r["logits_max_ulp"].dump() +
+                             " ulp; accelerate " + py["accelerate"].get<std::string>() + " (torch " +
+                             py["torch"].get<std::string>() + "): identical " + twin["identical"].dump() +
+                             ", max |diff| " + twin["max_abs_diff"].dump();
+    EXPECT_EQ(r["logits_identical"], true) << both;
+    if (r["logits_identical"] == true) {
+      EXPECT_EQ(r["logits_max_abs_diff"], 0.0) << both;
+      EXPECT_EQ(r["logits_max_ulp"], 0) << both;
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(Capture, OffloadedLogitsAreBitIdenticalWhereAccelerateIs) {
+  std::vector<json> runs;
+  for (const auto& r : capture().report["runs"])
+    if (r["status"] == "ok") runs.push_back(r);
+  expect_offloaded_logits_identical_like_accelerate(runs, "5,17,99,3,42,7", "offload-logits-prefill");
+}
+
+// A one-token prompt makes every linear a matrix-vector product, the BLAS path whose kernel
+// depends most on the operands' alignment (weights read in place from a safetensors file are
+// only 4-byte aligned; hook-copied ones 64-byte): the reference and the offloaded runs must
+// still be the same computation.
+TEST(Capture, OneTokenPromptOffloadedLogitsAreBitIdenticalWhereAccelerateIs) {
+  const fs::path dir = hs::test::scratch_dir("capture-one-token-" + std::to_string(getpid()));
+  const fs::path db = dir / "one.sqlite";
+  auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2",
+                      "--scenarios", "cpu-offload,disk-offload,mixed", "--modes", "eager", "--prompt-ids", "5",
+                      "--max-new-tokens", "1", "--repeats", "1", "--warmup", "0", "--out", db.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rep = hookscope({"report", db.string(), "--json", (dir / "report.json").string()});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const json report = hs::test::read_json(dir / "report.json");
+  const std::vector<json> runs(report["runs"].begin(), report["runs"].end());
+  ASSERT_EQ(runs.size(), 6u);
+  expect_offloaded_logits_identical_like_accelerate(runs, "5", "offload-logits-one-token");
+}
+
 TEST(Capture, ReportNumbersAddUpToTheSqlInTheFile) {
   hs::storage::CaptureReader rd(capture().db);
   for (const auto& r : capture().report["runs"]) {

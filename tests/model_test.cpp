@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <fstream>
 
 #include "models/causal_lm.h"
 #include "models/generate.h"
 #include "models/loader.h"
+#include "models/numerics.h"
 #include "models/safetensors.h"
 #include "tests/test_util.h"
 
@@ -155,6 +157,26 @@ TEST_P(TinyModel, ModuleTreeMatchesTransformers) {
   }
 }
 
+// Loaded weights sit where the CPU allocator (and so any hook copying them to a device) would
+// put them: 64-byte aligned, so BLAS takes the same kernel for the reference model and for an
+// offloaded copy. The checkpoint itself places tensors only 4-byte aligned; the test checks it
+// does, so it keeps meaning something.
+TEST_P(TinyModel, LoadedWeightsAreAllocatorAligned) {
+  fs::path dir = hs::test::tiny_checkpoint(GetParam());
+  Checkpoint ck = Checkpoint::open_dir(dir);
+  int misaligned_in_file = 0;
+  for (const auto& n : ck.names())
+    misaligned_in_file += reinterpret_cast<uintptr_t>(ck.get(n).data_ptr()) % c10::gAlignment != 0;
+  EXPECT_GT(misaligned_in_file, 0) << "every tensor of the checkpoint is already 64-byte aligned";
+  for (auto dtype : {c10::kFloat, c10::kBFloat16}) {
+    LoadOptions o;
+    o.dtype = dtype;
+    LoadedModel lm = load_model(dir.string(), o);
+    for (const auto& [name, t] : named_parameters(*lm.model))
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % c10::gAlignment, 0u) << name << " " << dtype;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, TinyModel, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"),
                          [](const auto& info) {
                            std::string n = info.param;
@@ -162,6 +184,30 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyModel, ::testing::Values("tiny-llama", "t
                              if (c == '-') c = '_';
                            return n;
                          });
+
+TEST(LogitsDiff, UlpsAndMaxAbsDiffInTheComputedDtype) {
+  const float one = 1.0f, next = std::nextafter(1.0f, 2.0f), tiny = std::numeric_limits<float>::denorm_min();
+  auto d = compare_logits(torch::tensor({one, -2.5f, 0.0f}), torch::tensor({one, -2.5f, -0.0f}), c10::kFloat);
+  EXPECT_TRUE(d.identical);  // as torch.equal: -0 == +0
+  EXPECT_EQ(d.max_ulp, 0);
+  EXPECT_EQ(d.max_abs_diff, 0.0);
+  d = compare_logits(torch::tensor({one, 3.0f}), torch::tensor({next, 3.0f}), c10::kFloat);
+  EXPECT_FALSE(d.identical);
+  EXPECT_EQ(d.max_ulp, 1);
+  EXPECT_DOUBLE_EQ(d.max_abs_diff, static_cast<double>(next) - 1.0);
+  // Across zero: -denorm_min, (-0 = +0), +denorm_min.
+  d = compare_logits(torch::tensor({tiny}), torch::tensor({-tiny}), c10::kFloat);
+  EXPECT_EQ(d.max_ulp, 2);
+  // bf16 logits kept as float32: ulps of bf16 (1.0 and the next bf16, 1 + 2^-7).
+  d = compare_logits(torch::tensor({1.0f, 8.0f}), torch::tensor({1.0078125f, 8.0f}), c10::kBFloat16);
+  EXPECT_EQ(d.max_ulp, 1);
+  EXPECT_DOUBLE_EQ(d.max_abs_diff, 0.0078125);
+  d = compare_logits(torch::tensor({1.0f, NAN}), torch::tensor({1.0f, 0.5f}), c10::kFloat);
+  EXPECT_FALSE(d.identical);
+  EXPECT_EQ(d.max_ulp, -1);
+  EXPECT_THROW(compare_logits(torch::zeros({2}), torch::zeros({3}), c10::kFloat), std::invalid_argument);
+  EXPECT_THROW(compare_logits(torch::zeros({2}), torch::zeros({2}), c10::kInt), std::invalid_argument);
+}
 
 TEST(Config, ReadsBothTransformersForms) {
   // tiny-qwen2 is written in the 4.x form (rope_theta/torch_dtype), the others in 5.x.

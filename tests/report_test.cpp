@@ -75,6 +75,30 @@ TEST(Report, PeakMemoryTableTakesEachScenariosLargestPeakPerDevice) {
   EXPECT_EQ(hs::app::render_markdown(sample_report()).find("peak resident memory"), std::string::npos);
 }
 
+TEST(Report, LogitsThatDifferSayHowFar) {
+  json r = sample_report();
+  for (auto& run : r["runs"]) {
+    run["scenario"] = "cpu-offload";
+    if (run["status"] != "ok") continue;
+    run["logits_identical"] = true;
+    run["logits_max_abs_diff"] = 0.0;
+    run["logits_max_ulp"] = 0;
+  }
+  EXPECT_NE(hs::app::render_markdown(r).find("| yes | yes |"), std::string::npos) << hs::app::render_markdown(r);
+  // Two runs differ; the cell shows the worst of them.
+  r["runs"][1]["logits_identical"] = false;
+  r["runs"][1]["logits_max_abs_diff"] = 3.1e-6;
+  r["runs"][1]["logits_max_ulp"] = 2;
+  r["runs"][4]["logits_identical"] = false;
+  r["runs"][4]["logits_max_abs_diff"] = 1.0e-6;
+  r["runs"][4]["logits_max_ulp"] = 5;
+  std::string md = hs::app::render_markdown(r);
+  EXPECT_NE(md.find("| yes | **no** (max \\|Δ\\| 3.1e-06, 5 ulp) |"), std::string::npos) << md;
+  r["runs"][4]["logits_max_ulp"] = -1;
+  md = hs::app::render_markdown(r);
+  EXPECT_NE(md.find("**no** (NaN where the reference has a number)"), std::string::npos) << md;
+}
+
 TEST(Report, IncompleteRunsAreNamed) {
   json r = sample_report();
   r["runs"][1]["status"] = "incomplete";
