@@ -289,6 +289,39 @@ TEST(RunTimeline, ComputeNestsAndTransfersFlowBetweenGroups) {
   EXPECT_EQ(group(tl, "2").residency[0].levels[0][0].end_ns, tl.duration_ns);
 }
 
+std::vector<Lane> lanes(const LaneGroup& g) {
+  std::vector<Lane> v;
+  for (const auto& t : g.tracks) v.push_back(t.lane);
+  return v;
+}
+
+TEST(RunTimeline, LanesComeInTheirNamedOrder) {
+  auto c = make_capture("rt_lanes");
+  storage::CaptureReader rd(c.file);
+  const auto sharded = load_run_timeline(rd, c.sharded.run_id);
+  const auto offload = load_run_timeline(rd, c.offload.run_id);
+  // Compute and transfers always; swaps only when the device onloads; memory only when used.
+  EXPECT_EQ(lanes(group(sharded, "0")), (std::vector<Lane>{Lane::Compute, Lane::TransfersIn, Lane::TransfersOut}));
+  EXPECT_EQ(lanes(group(offload, "0")), (std::vector<Lane>{Lane::Compute, Lane::TransfersIn, Lane::TransfersOut,
+                                                           Lane::WeightSwaps, Lane::Memory}));
+  EXPECT_EQ(lanes(sharded.groups.back()), (std::vector<Lane>{Lane::Hooks, Lane::CompilerDisabled, Lane::Regions,
+                                                             Lane::GraphBreaks, Lane::Steps}));
+  for (const RunTimeline* tl : {&sharded, &offload})
+    for (const auto& g : tl->groups) {
+      for (const auto& t : g.tracks) {
+        EXPECT_EQ(t.name, lane_name(t.lane)) << g.title;
+        EXPECT_EQ(t.source, lane_source(t.lane)) << g.title << " " << t.name;
+      }
+      for (const auto& t : g.residency) {
+        EXPECT_EQ(t.lane, Lane::Residency) << t.name;
+        EXPECT_EQ(t.source, Source::Residency) << t.name;
+      }
+      if (!g.host) {
+        EXPECT_EQ(g.residency_summary.lane, Lane::ResidencySummary) << g.title;
+      }
+    }
+}
+
 TEST(RunTimeline, OffloadedWeightsAreOnTheDeviceOnlyBetweenOnloadAndOffload) {
   auto c = make_capture("rt_offload");
   storage::CaptureReader rd(c.file);

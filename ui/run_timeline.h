@@ -1,9 +1,9 @@
-// One run of a capture laid out for the timeline (DESIGN.md §6 "tracks, slices, instants,
-// counters, flows"): a lane group per device — real or emulated — with module compute,
-// incoming and outgoing activation transfers, weight onloads/offloads, weight residency per
-// module and a memory counter; one host group per recording thread with hook spans,
-// compiler-disabled scopes, compiled regions, graph breaks and generation steps; and the
-// transfer flows between device groups.
+// One run of a capture laid out for the timeline, the way trace viewers (Perfetto, Nsight
+// Systems) show tracks of slices, instants, counters and flows: a lane group per device — real
+// or emulated — with module compute, incoming and outgoing activation transfers, weight
+// onloads/offloads, weight residency per module and a memory counter; one host group per
+// recording thread with the model's forward, hook spans, compiler-disabled scopes, compiled
+// regions, graph breaks and generation steps; and the transfer flows between device groups.
 //
 // Built from a storage::CaptureReader (never from the model). Slice times are ns relative to
 // `origin_ns` (the run's earliest event); the source rows keep the absolute host-clock times
@@ -49,9 +49,39 @@ enum Category : uint8_t {
 };
 const char* category_name(uint8_t c);
 
+/// What a track shows. A device group's tracks come in this order: compute, transfers in,
+/// transfers out, weight onload/offload (only when the device onloads or offloads), memory
+/// (only when something was ever resident); its residency lanes are kept apart
+/// (LaneGroup::residency_summary and LaneGroup::residency). A host group's: model forward
+/// (only on the thread that ran the root module), hooks, compiler-disabled, compiled regions,
+/// graph breaks, generation steps.
+enum class Lane : uint8_t {
+  // device groups
+  Compute,           ///< module compute, nested by module (layer > self_attn / mlp)
+  TransfersIn,       ///< activation transfers arriving on the device (flows end here)
+  TransfersOut,      ///< activation transfers leaving it (flows start here)
+  WeightSwaps,       ///< weight onloads ("<- cpu", "<- disk") and offloads ("-> meta")
+  Memory,            ///< counter: bytes resident on the device
+  ResidencySummary,  ///< the union of every module's on-device intervals, in one lane
+  Residency,         ///< one module's weights: on the device, or on meta with the weights at home
+  // host groups
+  ModelForward,      ///< the root module's forward: spans every device's work
+  Hooks,             ///< pre_forward / post_forward spans
+  CompilerDisabled,  ///< torch.compiler.disable scopes
+  Regions,           ///< compiled regions
+  GraphBreaks,       ///< instants where one region ends and the next begins
+  Steps,             ///< generation steps
+};
+/// The lane's title: "compute", "transfers in", ...; a Residency lane is titled by its module
+/// instead (Track::name).
+const char* lane_name(Lane lane);
+/// Which row vector of RunTimeline the lane's slices index (Memory: none, it has no slices).
+Source lane_source(Lane lane);
+
 struct Track {
   std::string name;
-  Source source = Source::Compute;
+  Lane lane = Lane::Compute;
+  Source source = Source::Compute;                 ///< lane_source(lane)
   std::vector<std::vector<Slice>> levels;          ///< see build_levels
   std::vector<Slice> instants;                     ///< graph breaks: start == end, sorted
   std::vector<std::pair<int64_t, int64_t>> counter;  ///< (relative ns, bytes), sorted; memory
@@ -65,7 +95,7 @@ struct LaneGroup {
   bool emulated = false;
   bool host = false;   ///< a recording thread rather than a device
   uint32_t thread = 0; ///< host groups: the tracer's thread index
-  std::vector<Track> tracks;
+  std::vector<Track> tracks;     ///< in the order Lane lists them
   std::vector<Track> residency;  ///< one lane per module whose weights live on / visit this device
   /// The union of `residency`'s on-device intervals in one lane (shown while the per-module
   /// lanes are collapsed); labelled with the module when one, else "N modules".
@@ -114,6 +144,13 @@ struct RunTimeline {
  private:
   std::unordered_map<std::string, uint32_t> ids_;
 };
+
+/// A module's name as the views show it: "<root>" for the root module ("").
+std::string module_label(const std::string& module);
+/// "cpu", "disk" or "device": where an onloaded weight came from.
+const char* weight_source_name(events::WeightSource source);
+/// "pre_forward", "post_forward", "init_hook", "detach_hook".
+const char* hook_phase_name(events::HookPhase phase);
 
 /// Loads run `run` of `reader`. Throws storage::CaptureError / std::out_of_range (no such run).
 RunTimeline load_run_timeline(const storage::CaptureReader& reader, int64_t run);

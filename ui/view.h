@@ -1,12 +1,16 @@
-// The viewer's one View class (DESIGN.md §9, Tracy's layout): it owns the open capture and the
-// navigation state and draws one ImGui frame per call. Split by feature across files:
+// The viewer's one View class, laid out as Tracy lays out its own: it owns the open capture
+// and the navigation state and draws one ImGui frame per call. Split by feature across files:
 //   view.cpp           frame layout, runs list, diagnostics strip, details pane
-//   view_timeline.cpp  per-device lane groups, ruler, zoom/pan, hover/select, range statistics
+//   view_timeline.cpp  the timeline tab: ruler, lane panes, zoom/pan, hover/select
+//   view_lanes.cpp     one run's lanes: lane groups, tracks, residency, flows, break lines
+//   view_range.cpp     statistics of the time range picked on the ruler
 //   view_compare.cpp   the policy × mode matrix per scenario, aligned timelines of two runs
 //   view_tables.cpp    graph breaks, transfers, weight swaps (sortable; rows jump to the timeline)
 //
-// Input comes only through ImGui (mouse, wheel, keys), so a test or `--screenshot` that feeds
-// ImGuiIO drives exactly the code a person drives. The View never writes to the capture.
+// The views draw through ImGui only: no window, GLFW or OpenGL here (ui/window.h is the
+// platform layer). Input comes only through ImGui (mouse, wheel, keys), so a test or
+// `--screenshot` that feeds ImGuiIO drives exactly the code a person drives. The View never
+// writes to the capture.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +27,14 @@
 #include "ui/timeline.h"
 
 struct ImDrawList;
+struct ImVec2;
 
 namespace hs::ui {
+
+struct LanePass;       // view_lanes.cpp: one run's lanes being drawn
+struct CompareMatrix;  // view_compare.cpp: the capture's runs as rows of the comparison matrix
+struct MatrixKey;      // view_compare.cpp: a row's scenario, policy and mode
+struct MatrixRow;      // view_compare.cpp: a row's runs (without and with fullgraph)
 
 enum class Tab { Timeline, Compare, Breaks, Transfers, Swaps };
 /// "timeline", "compare", "breaks", "transfers", "swaps"; throws std::invalid_argument naming
@@ -110,12 +120,30 @@ class View {
   // view_timeline.cpp
   void DrawTimelineTab();
   void DrawTimelineArea(float height);
-  float DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, float clip_y0, float clip_y1);
+  bool DrawRulerStrip(const ImVec2& origin, float full_w, float x0, float x1);
   void DrawRuler(ImDrawList* dl, float x0, float x1, float y, float h);
+  bool DrawLanePane(int slot, int panes, float full_w, float lanes_h, float x0, float x1);
   void HandleTimelineInput(float x0, float x1, bool lanes_hovered, bool ruler_hovered);
+  void DrawHoverTooltip();
+  // view_lanes.cpp
+  float DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, float clip_y0, float clip_y1);
+  void DrawLaneGroup(LanePass& p, size_t group);
+  void DrawResidency(LanePass& p, const LaneGroup& group, const std::string& key);
+  /// A header row that folds what is under it (clicking its label toggles `key`); returns
+  /// whether it is folded. Colours are ImGui's ImU32.
+  bool DrawFoldHeader(LanePass& p, float height, uint32_t bg, const std::string& text, const std::string& key,
+                      bool default_collapsed, uint32_t text_color);
+  bool IsCollapsed(const std::string& key, bool by_default) const;
+  void DrawTrack(LanePass& p, const Track& t, const std::string* label = nullptr);
+  void DrawInstants(LanePass& p, const Track& t, float height);
+  void DrawSliceLevels(LanePass& p, const Track& t, int levels);
+  void DrawSelectionTime(LanePass& p, float run_y0, float run_y1);
+  // view_range.cpp
   void DrawRangeStats();
   // view_compare.cpp
   void DrawCompareTab();
+  void DrawCompareScenario(const CompareMatrix& matrix, size_t scenario);
+  void DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row);
   // view_tables.cpp
   void DrawBreaksTab();
   void DrawTransfersTab();

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -48,173 +50,191 @@ int rank(const std::string& s, std::initializer_list<const char*> order) {
   return i;
 }
 
+bool succeeded(const storage::RunRecord* r) {
+  const json* st = field(r, "status");
+  return st && st->is_string() && st->get<std::string>() == "ok";
+}
+
+/// The matrix' columns, in order.
+enum Column : int {
+  kPolicy,
+  kMode,
+  kGraphBreaks,
+  kFullgraph,
+  kLatency,
+  kVsEager,
+  kArgmax,
+  kLogitsIdentical,
+  kParamsOnMeta,
+  kRunIds,
+  kColumnCount
+};
+constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",     "graph breaks", "fullgraph",
+                                                    "decode latency", "vs eager", "argmax",       "logits identical",
+                                                    "params on meta", "runs"};
+
+}  // namespace
+
+/// A row of the comparison matrix: one scenario × policy × mode. Rows sort as the capture's
+/// matrix runs: scenarios in order of first appearance, whole-hook before offload-only, eager
+/// before default before reduce-overhead (names outside those after them, by name).
+struct MatrixKey {
+  int scenario_order;  ///< index into CompareMatrix::scenarios
+  std::string scenario;
+  int policy_order;
+  std::string policy;
+  int mode_order;
+  std::string mode;
+  auto operator<=>(const MatrixKey&) const = default;
+};
+
+/// The runs of a row: the one without fullgraph and the one with it (either may be missing).
+struct MatrixRow {
+  const storage::RunRecord* run = nullptr;
+  const storage::RunRecord* fullgraph = nullptr;
+  /// The run that clicking the row opens.
+  const storage::RunRecord* any() const { return run ? run : fullgraph; }
+  /// The run whose measurements the row shows: the one without fullgraph, else a fullgraph run
+  /// that worked (in a capture of fullgraph runs only).
+  const storage::RunRecord* measured() const { return run ? run : succeeded(fullgraph) ? fullgraph : nullptr; }
+};
+
+/// Every run of the capture as rows of the matrix.
+struct CompareMatrix {
+  std::vector<std::string> scenarios;  ///< in order of first appearance
+  std::map<MatrixKey, MatrixRow> rows;
+  double latency_scale = 0;  ///< ms: the slowest max of the capture, shared by every latency bar
+
+  explicit CompareMatrix(const std::vector<storage::RunRecord>& runs) {
+    for (const auto& r : runs) {
+      auto s = std::find(scenarios.begin(), scenarios.end(), r.scenario);
+      if (s == scenarios.end()) s = scenarios.insert(s, r.scenario);
+      const MatrixKey key{static_cast<int>(s - scenarios.begin()),
+                          r.scenario,
+                          rank(r.policy, {"whole-hook", "offload-only"}),
+                          r.policy,
+                          rank(r.mode, {"eager", "default", "reduce-overhead"}),
+                          r.mode};
+      (r.fullgraph ? rows[key].fullgraph : rows[key].run) = &r;
+    }
+    for (const auto& [k, row] : rows)
+      latency_scale = std::max(latency_scale, latency(row.measured(), "max").value_or(0));
+  }
+  /// The eager row of `key`'s scenario and policy, if the capture ran one.
+  const MatrixRow* eager_of(const MatrixKey& key) const {
+    auto it = rows.find(MatrixKey{key.scenario_order, key.scenario, key.policy_order, key.policy, 0, "eager"});
+    return it == rows.end() ? nullptr : &it->second;
+  }
+};
+
+namespace {
+
+/// Graph breaks of one compiled forward, as the run's results report them.
+void graph_breaks_cell(const storage::RunRecord* m) {
+  if (const json* b = field(m, "graph_break_count"); b && b->is_number()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
+    ImGui::Text("%lld", static_cast<long long>(b->get<int64_t>()));
+    ImGui::PopStyleColor();
+  } else {
+    ImGui::TextDisabled("-");
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "graph breaks of one compiled forward (Dynamo's graph_break_count); the Graph breaks "
+        "tab lists every break recorded over all forwards of the run");
+}
+
+/// Whether torch.compile(fullgraph=True) captured the model: ok / raises (the error on hover) /
+/// incomplete.
+void fullgraph_cell(const storage::RunRecord* fullgraph) {
+  if (!fullgraph) {
+    ImGui::TextDisabled("-");
+    return;
+  }
+  const bool incomplete = fullgraph->status == tracer::RunStatus::Incomplete;
+  const bool ok = !incomplete && succeeded(fullgraph);
+  ImGui::PushStyleColor(ImGuiCol_Text, incomplete ? style::kWarn : ok ? style::kOk : style::kBad);
+  ImGui::TextUnformatted(incomplete ? "incomplete" : ok ? "ok" : "raises");
+  ImGui::PopStyleColor();
+  if (!ImGui::IsItemHovered()) return;
+  const json* e = field(fullgraph, "error");
+  ImGui::BeginTooltip();
+  ImGui::PushTextWrapPos(600);
+  ImGui::TextUnformatted(e && e->is_string() ? e->get<std::string>().c_str()
+                         : ok                ? "torch.compile(fullgraph=True) captured one graph"
+                                             : "the run did not finish");
+  ImGui::PopTextWrapPos();
+  ImGui::EndTooltip();
+}
+
+/// The decode latency as a bar (median) with min–max whiskers, on the matrix' one scale.
+void latency_cell(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
+  const storage::RunRecord* m = row.measured();
+  const auto med = latency(m, "median"), lo = latency(m, "min"), hi = latency(m, "max");
+  const bool failed = m && m->status == tracer::RunStatus::Failed;
+  const float line_h = ImGui::GetTextLineHeight();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float w = std::max(ImGui::GetContentRegionAvail().x, 120.0f);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  if (failed) {
+    dl->AddText(p, style::kBad, ("failed: " + m->error).c_str());
+  } else if (med && matrix.latency_scale > 0) {
+    const float bar_w = w - 90;  // the rest: the median as text
+    auto xs = [&](double v) { return p.x + static_cast<float>(v / matrix.latency_scale) * bar_w; };
+    dl->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(xs(*med), p.y + line_h - 1), style::policy_color(key.policy));
+    if (lo && hi) {
+      const float ym = p.y + line_h * 0.5f + 0.5f;
+      dl->AddLine(ImVec2(xs(*lo), ym), ImVec2(xs(*hi), ym), style::kText, 1.5f);
+      dl->AddLine(ImVec2(xs(*lo), p.y + 3), ImVec2(xs(*lo), p.y + line_h - 2), style::kText);
+      dl->AddLine(ImVec2(xs(*hi), p.y + 3), ImVec2(xs(*hi), p.y + line_h - 2), style::kText);
+    }
+    char txt[48];
+    std::snprintf(txt, sizeof txt, "%.1f ms", *med);
+    dl->AddText(ImVec2(p.x + bar_w + 6, p.y), style::kText, txt);
+  } else if (row.any()->status == tracer::RunStatus::Incomplete) {
+    dl->AddText(p, style::kWarn, "incomplete");
+  } else {
+    dl->AddText(p, style::kDim, "-");
+  }
+  ImGui::Dummy(ImVec2(w, line_h));
+  if (ImGui::IsItemHovered() && med && !failed)
+    ImGui::SetTooltip("median %.2f ms, min %.2f, max %.2f over %lld repeats%s", *med, lo.value_or(0), hi.value_or(0),
+                      static_cast<long long>(field(m, "latency_ms")->value("n", 0)),
+                      m == row.fullgraph ? " (the fullgraph run)" : "");
+}
+
+/// Speed-up against the eager run of the same scenario and policy.
+void speedup_cell(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
+  const storage::RunRecord* m = row.measured();
+  const MatrixRow* eager = matrix.eager_of(key);
+  const auto med = latency(m, "median");
+  const auto base = eager ? latency(eager->measured(), "median") : std::nullopt;
+  if (med && base && *med > 0 && !(m && m->status == tracer::RunStatus::Failed)) {
+    const double s = *base / *med;
+    ImGui::PushStyleColor(ImGuiCol_Text, s >= 1.05 ? style::kOk : s <= 0.95 ? style::kBad : style::kText);
+    ImGui::Text("%.2fx", s);
+    ImGui::PopStyleColor();
+  } else {
+    ImGui::TextDisabled("-");
+  }
+}
+
+/// "4, 5 (fullgraph)": the runs of a row.
+void run_ids_cell(const MatrixRow& row) {
+  std::string ids;
+  if (row.run) ids += std::to_string(row.run->id);
+  if (row.fullgraph) ids += (ids.empty() ? "" : ", ") + std::to_string(row.fullgraph->id) + " (fullgraph)";
+  ImGui::TextDisabled("%s", ids.c_str());
+}
+
 }  // namespace
 
 void View::DrawCompareTab() {
   const bool aligned = m_timeline[0] && m_timeline[1];
   const float matrix_h = aligned ? ImGui::GetContentRegionAvail().y * 0.45f : 0.0f;
   ImGui::BeginChild("matrix", ImVec2(0, matrix_h), false);
-
-  // Rows: (scenario, policy, mode) → the run without fullgraph and the one with it.
-  struct Row {
-    const storage::RunRecord* run = nullptr;
-    const storage::RunRecord* fullgraph = nullptr;
-  };
-  using Key = std::tuple<int, std::string, int, std::string, int, std::string>;
-  std::map<Key, Row> rows;
-  std::vector<std::string> scenarios;
-  for (const auto& r : m_runs) {
-    if (std::find(scenarios.begin(), scenarios.end(), r.scenario) == scenarios.end()) scenarios.push_back(r.scenario);
-    const int si = static_cast<int>(std::find(scenarios.begin(), scenarios.end(), r.scenario) - scenarios.begin());
-    Key k{si, r.scenario, rank(r.policy, {"whole-hook", "offload-only"}), r.policy,
-          rank(r.mode, {"eager", "default", "reduce-overhead"}), r.mode};
-    (r.fullgraph ? rows[k].fullgraph : rows[k].run) = &r;
-  }
-  const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
-  const float line_h = ImGui::GetTextLineHeight();
-  // The measured run of a row: the one without fullgraph, else a fullgraph run that worked (a
-  // capture of fullgraph runs only).
-  auto measured = [](const Row& row) -> const storage::RunRecord* {
-    if (row.run) return row.run;
-    const json* st = field(row.fullgraph, "status");
-    return st && st->is_string() && st->get<std::string>() == "ok" ? row.fullgraph : nullptr;
-  };
-  // Every latency bar shares one scale: the slowest max of the capture.
-  double scale = 0;
-  for (const auto& [k, row] : rows) scale = std::max(scale, latency(measured(row), "max").value_or(0));
-
-  for (size_t si = 0; si < scenarios.size(); ++si) {
-    const std::string& sc = scenarios[si];
-    ImGui::Spacing();
-    ImGui::Text("%s", sc.c_str());
-    ImGui::SameLine();
-    ImGui::TextDisabled("(decode latency of the new tokens: median, min-max whiskers, one scale for all scenarios; "
-                        "speed-up vs eager of the same policy)");
-    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
-    if (!ImGui::BeginTable(("compare_" + sc).c_str(), 10, flags)) continue;
-    for (const char* h : {"policy", "mode", "graph breaks", "fullgraph", "decode latency", "vs eager", "argmax",
-                          "logits identical", "params on meta", "runs"})
-      ImGui::TableSetupColumn(h, std::string(h) == "decode latency" ? ImGuiTableColumnFlags_WidthStretch : 0);
-    ImGui::TableHeadersRow();
-    for (const auto& [k, row] : rows) {
-      if (std::get<0>(k) != static_cast<int>(si)) continue;
-      const storage::RunRecord* any = row.run ? row.run : row.fullgraph;
-      const storage::RunRecord* m = measured(row);
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      const float y0 = ImGui::GetCursorScreenPos().y;
-      const bool selected = (row.run && row.run->id == primary) || (row.fullgraph && row.fullgraph->id == primary);
-      if (ImGui::Selectable((std::get<3>(k) + "##" + sc + std::get<5>(k)).c_str(), selected,
-                            ImGuiSelectableFlags_SpanAllColumns)) {
-        const int64_t id = any->id;
-        if (ImGui::GetIO().KeyCtrl && id != primary)
-          SetCompareRun(id);
-        else
-          SelectRun(id);
-      }
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(std::get<5>(k).c_str());
-      // graph breaks
-      ImGui::TableNextColumn();
-      if (const json* b = field(m, "graph_break_count"); b && b->is_number()) {
-        ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
-        ImGui::Text("%lld", static_cast<long long>(b->get<int64_t>()));
-        ImGui::PopStyleColor();
-      } else {
-        ImGui::TextDisabled("-");
-      }
-      if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("graph breaks of one compiled forward (Dynamo's graph_break_count); the Graph breaks "
-                          "tab lists every break recorded over all forwards of the run");
-      // fullgraph
-      ImGui::TableNextColumn();
-      if (row.fullgraph) {
-        const bool incomplete = row.fullgraph->status == tracer::RunStatus::Incomplete;
-        const json* st = field(row.fullgraph, "status");
-        const bool ok = !incomplete && st && st->is_string() && st->get<std::string>() == "ok";
-        ImGui::PushStyleColor(ImGuiCol_Text, incomplete ? style::kWarn : ok ? style::kOk : style::kBad);
-        ImGui::TextUnformatted(incomplete ? "incomplete" : ok ? "ok" : "raises");
-        ImGui::PopStyleColor();
-        if (ImGui::IsItemHovered()) {
-          const json* e = field(row.fullgraph, "error");
-          ImGui::BeginTooltip();
-          ImGui::PushTextWrapPos(600);
-          ImGui::TextUnformatted(e && e->is_string() ? e->get<std::string>().c_str()
-                                                     : ok ? "torch.compile(fullgraph=True) captured one graph"
-                                                          : "the run did not finish");
-          ImGui::PopTextWrapPos();
-          ImGui::EndTooltip();
-        }
-      } else {
-        ImGui::TextDisabled("-");
-      }
-      // latency bar
-      ImGui::TableNextColumn();
-      {
-        const auto med = latency(m, "median"), lo = latency(m, "min"), hi = latency(m, "max");
-        const bool failed = m && m->status == tracer::RunStatus::Failed;
-        const ImVec2 p = ImGui::GetCursorScreenPos();
-        const float w = std::max(ImGui::GetContentRegionAvail().x, 120.0f);
-        ImDrawList* dl = ImGui::GetWindowDrawList();
-        if (failed) {
-          dl->AddText(p, style::kBad, ("failed: " + m->error).c_str());
-        } else if (med && scale > 0) {
-          const float bar_w = w - 90;
-          auto xs = [&](double v) { return p.x + static_cast<float>(v / scale) * bar_w; };
-          dl->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(xs(*med), p.y + line_h - 1),
-                            std::get<3>(k) == "offload-only" ? IM_COL32(80, 170, 120, 255) : IM_COL32(90, 130, 210, 255));
-          if (lo && hi) {
-            const float ym = p.y + line_h * 0.5f + 0.5f;
-            dl->AddLine(ImVec2(xs(*lo), ym), ImVec2(xs(*hi), ym), style::kText, 1.5f);
-            dl->AddLine(ImVec2(xs(*lo), p.y + 3), ImVec2(xs(*lo), p.y + line_h - 2), style::kText);
-            dl->AddLine(ImVec2(xs(*hi), p.y + 3), ImVec2(xs(*hi), p.y + line_h - 2), style::kText);
-          }
-          char txt[48];
-          std::snprintf(txt, sizeof txt, "%.1f ms", *med);
-          dl->AddText(ImVec2(p.x + bar_w + 6, p.y), style::kText, txt);
-        } else if (any->status == tracer::RunStatus::Incomplete) {
-          dl->AddText(p, style::kWarn, "incomplete");
-        } else {
-          dl->AddText(p, style::kDim, "-");
-        }
-        ImGui::Dummy(ImVec2(w, line_h));
-        if (ImGui::IsItemHovered() && med && !failed)
-          ImGui::SetTooltip("median %.2f ms, min %.2f, max %.2f over %lld repeats%s", *med, lo.value_or(0),
-                            hi.value_or(0), static_cast<long long>(field(m, "latency_ms")->value("n", 0)),
-                            m == row.fullgraph ? " (the fullgraph run)" : "");
-      }
-      // speed-up vs the eager run of the same scenario and policy
-      ImGui::TableNextColumn();
-      {
-        const auto eager = rows.find(Key{std::get<0>(k), sc, std::get<2>(k), std::get<3>(k), 0, "eager"});
-        const auto med = latency(m, "median");
-        const auto base = eager != rows.end() ? latency(measured(eager->second), "median") : std::nullopt;
-        if (med && base && *med > 0 && !(m && m->status == tracer::RunStatus::Failed)) {
-          const double s = *base / *med;
-          ImGui::PushStyleColor(ImGuiCol_Text, s >= 1.05 ? style::kOk : s <= 0.95 ? style::kBad : style::kText);
-          ImGui::Text("%.2fx", s);
-          ImGui::PopStyleColor();
-        } else {
-          ImGui::TextDisabled("-");
-        }
-      }
-      ImGui::TableNextColumn();
-      check_cell(m, "argmax_match");
-      ImGui::TableNextColumn();
-      check_cell(m, "logits_identical");
-      ImGui::TableNextColumn();
-      check_cell(m, "params_on_meta_after");
-      ImGui::TableNextColumn();
-      std::string ids;
-      if (row.run) ids += std::to_string(row.run->id);
-      if (row.fullgraph) ids += (ids.empty() ? "" : ", ") + std::to_string(row.fullgraph->id) + " (fullgraph)";
-      ImGui::TextDisabled("%s", ids.c_str());
-      const float y1 = ImGui::GetCursorScreenPos().y;
-      for (const storage::RunRecord* r : {row.run, row.fullgraph})
-        if (r) m_layout.compare_rows.push_back({r->id, r->scenario, r->policy, r->mode, r->fullgraph, y0, y1});
-    }
-    ImGui::EndTable();
-  }
+  const CompareMatrix matrix(m_runs);
+  for (size_t si = 0; si < matrix.scenarios.size(); ++si) DrawCompareScenario(matrix, si);
   if (!aligned) {
     ImGui::Spacing();
     ImGui::TextDisabled("Ctrl+click a second run (here or in Runs) to see both timelines aligned on one time scale.");
@@ -226,6 +246,64 @@ void View::DrawCompareTab() {
                 static_cast<long long>(m_timeline[0]->run.id), static_cast<long long>(m_timeline[1]->run.id));
     DrawTimelineArea(ImGui::GetContentRegionAvail().y);
   }
+}
+
+/// The matrix of one scenario: a row per policy × mode.
+void View::DrawCompareScenario(const CompareMatrix& matrix, size_t si) {
+  const std::string& sc = matrix.scenarios[si];
+  ImGui::Spacing();
+  ImGui::Text("%s", sc.c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled(
+      "(decode latency of the new tokens: median, min-max whiskers, one scale for all scenarios; "
+      "speed-up vs eager of the same policy)");
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable(("compare_" + sc).c_str(), kColumnCount, flags)) return;
+  for (int c = 0; c < kColumnCount; ++c)
+    ImGui::TableSetupColumn(kColumnNames[c], c == kLatency ? ImGuiTableColumnFlags_WidthStretch : 0);
+  ImGui::TableHeadersRow();
+  for (const auto& [key, row] : matrix.rows)
+    if (key.scenario_order == static_cast<int>(si)) DrawCompareRow(matrix, key, row);
+  ImGui::EndTable();
+}
+
+/// One row, cell by cell in Column order; clicking it opens its run (ctrl+click: compares it).
+void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
+  const storage::RunRecord* m = row.measured();
+  const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  const float y0 = ImGui::GetCursorScreenPos().y;
+  const bool selected = (row.run && row.run->id == primary) || (row.fullgraph && row.fullgraph->id == primary);
+  if (ImGui::Selectable((key.policy + "##" + key.scenario + key.mode).c_str(), selected,
+                        ImGuiSelectableFlags_SpanAllColumns)) {
+    const int64_t id = row.any()->id;
+    if (ImGui::GetIO().KeyCtrl && id != primary)
+      SetCompareRun(id);
+    else
+      SelectRun(id);
+  }
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(key.mode.c_str());
+  ImGui::TableNextColumn();
+  graph_breaks_cell(m);
+  ImGui::TableNextColumn();
+  fullgraph_cell(row.fullgraph);
+  ImGui::TableNextColumn();
+  latency_cell(matrix, key, row);
+  ImGui::TableNextColumn();
+  speedup_cell(matrix, key, row);
+  ImGui::TableNextColumn();
+  check_cell(m, "argmax_match");
+  ImGui::TableNextColumn();
+  check_cell(m, "logits_identical");
+  ImGui::TableNextColumn();
+  check_cell(m, "params_on_meta_after");
+  ImGui::TableNextColumn();
+  run_ids_cell(row);
+  const float y1 = ImGui::GetCursorScreenPos().y;
+  for (const storage::RunRecord* r : {row.run, row.fullgraph})
+    if (r) m_layout.compare_rows.push_back({r->id, r->scenario, r->policy, r->mode, r->fullgraph, y0, y1});
 }
 
 }  // namespace hs::ui

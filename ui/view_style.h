@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <imgui.h>
 
@@ -25,6 +26,13 @@ inline constexpr ImU32 kHoverLine = IM_COL32(255, 255, 255, 60);
 inline constexpr ImU32 kBreakMark = IM_COL32(255, 70, 70, 255);
 inline constexpr ImU32 kBreakLine = IM_COL32(255, 70, 70, 70);
 inline constexpr ImU32 kFlow = IM_COL32(240, 200, 90, 150);
+inline constexpr ImU32 kRunHeader = IM_COL32(25, 60, 110, 255);        ///< the bar naming a run above its groups
+inline constexpr ImU32 kHostHeader = IM_COL32(70, 60, 90, 255);        ///< header of a host-thread group
+inline constexpr ImU32 kEmulatedHeader = IM_COL32(80, 70, 40, 255);    ///< header of an emulated device's group
+inline constexpr ImU32 kMemoryFill = IM_COL32(200, 140, 60, 100);      ///< the memory counter's step plot
+inline constexpr ImU32 kSelectionTime = IM_COL32(255, 255, 255, 110);  ///< selected event's start/end through the run
+inline constexpr ImU32 kBarWholeHook = IM_COL32(90, 130, 210, 255);    ///< latency bars of the whole-hook policy
+inline constexpr ImU32 kBarOffloadOnly = IM_COL32(80, 170, 120, 255);  ///< latency bars of the offload-only policy
 
 inline constexpr float kLevelHeight = 17.0f;  ///< one nesting level of a lane
 inline constexpr float kCounterHeight = 28.0f;
@@ -33,6 +41,16 @@ inline constexpr float kLabelWidth = 190.0f;   ///< lane names left of the time 
 inline constexpr float kRulerHeight = 26.0f;
 inline constexpr float kMinBoxPx = 3.0f;       ///< narrower events merge ("zoom in")
 inline constexpr int kMaxLevels = 8;           ///< deeper nesting is drawn as "+N levels"
+inline constexpr float kLaneLabelIndent = 14.0f;   ///< lane names, right of their group's "[-]"
+inline constexpr float kGroupGap = 3.0f;           ///< space below each lane group
+inline constexpr float kSliceLabelMinPx = 24.0f;   ///< narrower slices carry no label
+inline constexpr float kMergedLabelMinPx = 90.0f;  ///< narrower merged blocks carry no "N events"
+inline constexpr float kClickSlopPx = 3.0f;        ///< a press that moves less is a click, not a drag
+
+/// Latency-bar colour of an offloading policy ("offload-only" or anything else: whole-hook).
+inline ImU32 policy_color(const std::string& policy) {
+  return policy == "offload-only" ? kBarOffloadOnly : kBarWholeHook;
+}
 
 /// Fill colour of a slice category.
 inline ImU32 category_color(uint8_t c) {

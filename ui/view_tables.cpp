@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <numeric>
 
 #include <imgui.h>
@@ -118,6 +119,14 @@ std::vector<Column> copy_columns(const Rows& rows, int64_t o, std::function<bool
   };
 }
 
+/// nsys' copyKind names (CUPTI_ACTIVITY_MEMCPY_KIND), by MemcpyKind value.
+const char* copy_kind_name(tracer::MemcpyKind k) {
+  static const char* names[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH",    "AtoA",    "AtoD",
+                                "DtoA",    "DtoD", "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
+  const int i = static_cast<int>(k);
+  return i >= 0 && i < static_cast<int>(std::size(names)) ? names[i] : "?";
+}
+
 std::optional<uint32_t> selected_row(const std::optional<Pick>& p, Source s) {
   if (p && p->run == 0 && p->source == s) return p->row;
   return std::nullopt;
@@ -139,7 +148,7 @@ void View::DrawBreaksTab() {
       {"function", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].function, rows[b].function); },
        [&](uint32_t r) { text(rows[r].function); }},
       {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
-       [&](uint32_t r) { text(rows[r].module.empty() ? "<root>" : rows[r].module); }},
+       [&](uint32_t r) { text(module_label(rows[r].module)); }},
       {"reason", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].reason, rows[b].reason); },
        [&](uint32_t r) { text(rows[r].reason); }},
       {"module stack", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module_stack, rows[b].module_stack); },
@@ -160,11 +169,8 @@ void View::DrawTransfersTab() {
   for (const auto& r : rows) bytes += r.bytes;
   ImGui::Text("%zu activation transfers in run %lld, %s", rows.size(), static_cast<long long>(tl.run.id),
               format_bytes(static_cast<double>(bytes)).c_str());
-  static const char* kinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
-                                "DtoD",    "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
   auto kind = [&](uint32_t r) {
-    const int k = static_cast<int>(rows[r].copy_kind);
-    return std::string(k >= 0 && k < 14 ? kinds[k] : "?") + (rows[r].emulated ? " (emulated)" : "");
+    return std::string(copy_kind_name(rows[r].copy_kind)) + (rows[r].emulated ? " (emulated)" : "");
   };
   const auto copy = copy_columns(rows, tl.origin_ns);
   std::vector<Column> cols = {
@@ -198,11 +204,7 @@ void View::DrawSwapsTab() {
     }
   ImGui::Text("%zu weight swaps in run %lld: %lld onloads moving %s", rows.size(), static_cast<long long>(tl.run.id),
               static_cast<long long>(onloads), format_bytes(static_cast<double>(bytes)).c_str());
-  static const char* sources[] = {"cpu", "disk", "device"};
-  auto src = [&](uint32_t r) {
-    const int s = static_cast<int>(rows[r].source);
-    return std::string(s >= 0 && s < 3 ? sources[s] : "?");
-  };
+  auto src = [&](uint32_t r) { return std::string(weight_source_name(rows[r].source)); };
   const auto copy = copy_columns(rows, tl.origin_ns, [&rows](uint32_t r) { return rows[r].onload; });
   std::vector<Column> cols = {
       copy[0],
@@ -210,13 +212,12 @@ void View::DrawSwapsTab() {
       {"kind", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].onload, rows[b].onload); },
        [&](uint32_t r) { text(rows[r].onload ? "onload" : "offload"); }},
       {"module", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module, rows[b].module); },
-       [&](uint32_t r) { text(rows[r].module.empty() ? "<root>" : rows[r].module); }},
+       [&](uint32_t r) { text(module_label(rows[r].module)); }},
       {"tensor", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].tensor, rows[b].tensor); },
        [&](uint32_t r) { text(rows[r].tensor); }},
       copy[2],
       copy[3],
-      {"from -> to",
-       [&](uint32_t a, uint32_t b) { return cmp3(src(a) + rows[a].device, src(b) + rows[b].device); },
+      {"from -> to", [&](uint32_t a, uint32_t b) { return cmp3(src(a) + rows[a].device, src(b) + rows[b].device); },
        [&](uint32_t r) { text(src(r) + " -> " + rows[r].device); }},
       {"dtype", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].dtype, rows[b].dtype); },
        [&](uint32_t r) { text(rows[r].dtype + (rows[r].pinned ? ", pinned" : "")); }},
