@@ -16,7 +16,9 @@
 #include "models/loader.h"
 #include "models/tokenizer.h"
 #include "app/capture_command.h"
+#include "app/explain_command.h"
 #include "app/plan_command.h"
+#include "app/report_command.h"
 #include "app/view_command.h"
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli_util.h"
 #include "hooks/device.h"
 #include "hooks/device_map.h"
 #include "models/config.h"
@@ -34,18 +35,6 @@ struct PlanArgs {
   CLI::Option* max_memory_opt = nullptr;
   CLI::Option* no_split_opt = nullptr;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const size_t b = item.find_first_not_of(" \t");
-    if (b == std::string::npos) continue;
-    out.push_back(item.substr(b, item.find_last_not_of(" \t") - b + 1));
-  }
-  return out;
-}
 
 std::string with_commas(int64_t v) {
   const std::string digits = std::to_string(v);

@@ -1,0 +1,123 @@
+#include "app/capture_runner.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "storage/store.h"
+
+namespace hs::app {
+
+std::vector<Cell> Matrix::cells(Scenario s) const {
+  std::vector<Cell> out;
+  for (auto policy : policies)
+    for (auto mode : modes)
+      for (bool fg : fullgraphs) {
+        if (mode == compile::Mode::Eager && fg) continue;  // fullgraph only means something when capturing
+        out.push_back({s, policy, mode, fg});
+      }
+  return out;
+}
+
+size_t Matrix::size() const {
+  size_t n = 0;
+  for (auto s : scenarios) n += cells(s).size();
+  return n;
+}
+
+namespace {
+
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(isatty(STDERR_FILENO)) {}
+  void line(const std::string& text) {
+    ++done_;
+    std::fprintf(stderr, "%s[%zu/%zu] %s\n", tty_ ? "\r\033[K" : "", done_, total_, text.c_str());
+    std::fflush(stderr);
+  }
+
+ private:
+  size_t total_, done_ = 0;
+  bool tty_;
+};
+
+void add_devices(storage::Store& store, const std::vector<hooks::AcceleratorInfo>& accelerators) {
+  bool any_emulated = false;
+  for (const auto& acc : accelerators) {
+    storage::DeviceInfo d;
+    d.name = std::to_string(acc.index);
+    d.kind = acc.emulated ? storage::DeviceKind::Emulated : storage::DeviceKind::Cuda;
+    d.backing = acc.backing.str();
+    d.label = acc.name;
+    if (acc.total_memory > 0) d.max_memory = acc.total_memory;
+    store.add_device(d);
+    any_emulated |= acc.emulated;
+  }
+  storage::DeviceInfo cpu;
+  cpu.name = "cpu";
+  cpu.backing = "cpu";
+  cpu.label = "host memory";
+  store.add_device(cpu);
+  if (any_emulated)
+    store.add_diagnostic(std::nullopt, storage::Severity::Warning, "devices",
+                         "accelerators are emulated in host memory: moves between them are real copies, but CPU "
+                         "capture does not fuse or speed anything up");
+}
+
+// One cell: begin the run, let the engine run it, store its result and end the run.
+bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::HostTracer& tracer, Progress& progress) {
+  const RunSetup setup = engine.setup(cell);
+  tracer::RunInfo info;
+  info.scenario = scenario_name(cell.scenario);
+  info.policy = hooks::policy_name(cell.policy);
+  info.mode = compile::mode_name(cell.mode);
+  info.fullgraph = cell.fullgraph;
+  info.model = setup.model;
+  info.device_map_json = setup.device_map.dump();
+  info.versions_json = setup.versions.dump();
+  const int64_t run = tracer.begin_run(info);
+  events::set_sink(&tracer);
+  RunResult r = engine.run(cell, tracer);
+  events::set_sink(nullptr);
+  if (r.outcome != RunResult::Outcome::Failed) {
+    storage::CompileResult cr;
+    cr.fullgraph_ok = r.outcome == RunResult::Outcome::Ok;
+    if (r.outcome == RunResult::Outcome::Unsupported) cr.error = r.error;
+    cr.graph_count = r.graph_count.value_or(0);
+    cr.graph_break_count = r.graph_break_count.value_or(0);
+    cr.recompiles = r.recompiles.value_or(0);
+    cr.break_reasons = r.to_json(cell)["break_reasons"];
+    store.add_compile_result(run, cr);
+  }
+  store.set_run_result(run, r.to_json(cell));
+  const bool failed = r.outcome == RunResult::Outcome::Failed;
+  tracer.end_run(failed ? tracer::RunStatus::Failed : tracer::RunStatus::Complete, failed ? r.error : std::string());
+  progress.line(cell_label(cell) + ": " + r.summary());
+  return !failed;
+}
+
+}  // namespace
+
+int run_matrix(Engine& engine, const Matrix& matrix, const std::filesystem::path& out) {
+  // The first scenario is prepared before the file is opened (and replaced): settings that do
+  // not fit the model fail here and leave an existing capture alone.
+  engine.prepare(matrix.scenarios.front());
+  storage::StoreOptions so;
+  so.overwrite = true;
+  storage::Store store(out, so);
+  add_devices(store, engine.accelerators());
+  tracer::HostTracer tracer(store);
+  Progress progress(matrix.size());
+  int failures = 0;
+  for (size_t i = 0; i < matrix.scenarios.size(); ++i) {
+    if (i > 0) engine.prepare(matrix.scenarios[i]);
+    for (const Cell& cell : matrix.cells(matrix.scenarios[i]))
+      failures += !run_cell(engine, cell, store, tracer, progress);
+  }
+  store.finalize();
+  store.close();
+  std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", out.c_str(), matrix.size());
+  return failures;
+}
+
+}  // namespace hs::app

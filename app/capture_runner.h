@@ -1,0 +1,31 @@
+// The capture runner: walks the comparison matrix through an engine into one SQLite capture.
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "app/engine.h"
+
+namespace hs::app {
+
+/// The cells of one capture: scenarios × policies × modes, and for capturing modes × fullgraph.
+struct Matrix {
+  std::vector<Scenario> scenarios;
+  std::vector<hooks::CompilePolicy> policies;
+  std::vector<compile::Mode> modes;
+  std::vector<bool> fullgraphs;  ///< {false}, {true} or {false, true}; eager runs only without
+
+  /// The cells of scenario `s`, in capture order (policy, then mode, then fullgraph).
+  std::vector<Cell> cells(Scenario s) const;
+  /// Every cell of every scenario.
+  size_t size() const;
+};
+
+/// Runs every cell through `engine`, scenario by scenario, into a new capture at `out` (an
+/// existing file there is replaced once the first scenario is prepared), printing one progress
+/// line per run to stderr. Each run is recorded `incomplete` until its results are stored,
+/// then `complete` (or `failed` when the engine reports a failure). Returns the number of failed runs.
+/// Throws what the engine's prepare throws (naming the scenario) and the store's errors.
+int run_matrix(Engine& engine, const Matrix& matrix, const std::filesystem::path& out);
+
+}  // namespace hs::app

@@ -1,0 +1,107 @@
+// Capture engines: what runs one cell of the comparison matrix.
+//
+// `hookscope capture` walks scenario × policy × mode (× fullgraph) for one model
+// (app/capture_runner.h). For each cell an Engine runs the model — dispatched for the
+// scenario, under the policy, captured in the mode — records its events through the tracer and
+// returns a RunResult; the runner stores the result with the run. `libtorch` (app/libtorch_engine.h)
+// is hookscope's own port of the hooks on LibTorch; a second engine (the real torch.compile in a
+// child Python process) implements the same interface.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/scenarios.h"
+#include "compile/compile.h"
+#include "hooks/device.h"
+#include "hooks/compiler_disable.h"
+#include "models/numerics.h"
+#include "tracer/host_tracer.h"
+
+namespace hs::app {
+
+/// One cell of the matrix. `fullgraph` is only set for capturing modes (not eager).
+struct Cell {
+  Scenario scenario = Scenario::Sharded;
+  hooks::CompilePolicy policy = hooks::CompilePolicy::WholeHook;
+  compile::Mode mode = compile::Mode::Eager;
+  bool fullgraph = false;
+};
+
+/// "sharded whole-hook default fullgraph".
+std::string cell_label(const Cell& c);
+
+/// Decode latency over the measured repeats: the wall time of decode steps 1…N-1 of one greedy
+/// decode (prefill excluded), in ms.
+struct LatencyStats {
+  double median = 0, min = 0, max = 0;
+  size_t n = 0;
+  static LatencyStats of(const std::vector<double>& samples_ms);
+};
+
+/// A graph break as the results list it: Dynamo's reason text, the disabled function, the module.
+struct BreakReason {
+  std::string reason, function, module;
+};
+
+/// What one run produced. Every field an engine could not establish stays empty (null in JSON).
+struct RunResult {
+  enum class Outcome {
+    Ok,           ///< the run completed
+    Unsupported,  ///< fullgraph capture raised at a graph break: a result, not a failure
+    Failed,       ///< anything else went wrong: `error` says what
+  };
+  Outcome outcome = Outcome::Ok;
+  std::string error;                            ///< Unsupported / Failed: the message
+  std::optional<int64_t> graph_count, graph_break_count, recompiles;
+  std::vector<BreakReason> break_reasons;       ///< of the prefill (Unsupported: where it stopped)
+  std::vector<std::string> diagnostics;         ///< the engine's notes on the capture (backend fallbacks, ...)
+  std::vector<std::string> weight_devices;      ///< where the weights live: "0", "cpu", "disk"
+  std::optional<bool> argmax_match;             ///< prefill argmax = the single-device reference's
+  std::optional<models::LogitsDiff> logits;     ///< prefill logits vs the reference (offloaded scenarios)
+  std::optional<bool> params_on_meta_after;     ///< offloaded parameters back on meta after a forward
+  std::optional<LatencyStats> latency_ms;
+  int64_t new_tokens = 0;                       ///< tokens per measured decode
+  std::map<std::string, int64_t> peak_memory_bytes;  ///< per logical device (hooks/memory.h)
+  nlohmann::json model;                         ///< {"id", "path", "dtype", "params", "bytes", "architecture"}
+
+  /// The run result document stored with the run (RUNS.results) and read by `report`: the
+  /// cell, then every field above under its report.json name (`logits_identical`,
+  /// `logits_max_abs_diff`, `logits_max_ulp`, `latency_ms` {median, min, max, n}, ...).
+  nlohmann::json to_json(const Cell& cell) const;
+  /// One line for the progress output: "ok, 3 breaks, 120 ms", "fullgraph raises at F", "error: …".
+  std::string summary() const;
+};
+
+/// Describes a run before it starts (written to RUNS when it begins).
+struct RunSetup {
+  std::string model;            ///< as the user named it (folder or model id)
+  nlohmann::json device_map;    ///< the map dispatched, accelerate's form
+  nlohmann::json versions;      ///< {"hookscope": ..., "torch": ...}
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  /// "libtorch", "torch".
+  virtual std::string name() const = 0;
+  /// The logical accelerators runs use (real or emulated), in index order.
+  virtual std::vector<hooks::AcceleratorInfo> accelerators() const = 0;
+  /// Gets `s` ready (load, dispatch, offload folders); called once per scenario before its
+  /// cells, in matrix order — the first one before the capture file is opened, so settings that
+  /// do not fit the model fail without touching an existing file. Throws with a message that
+  /// names the scenario.
+  virtual void prepare(Scenario s) = 0;
+  /// What RUNS records for a cell of the prepared scenario.
+  virtual RunSetup setup(const Cell& cell) const = 0;
+  /// Runs one cell of the prepared scenario, recording into `tracer` (whose run is active).
+  /// Never throws for a failure of the run itself: that is a RunResult with outcome Failed.
+  virtual RunResult run(const Cell& cell, tracer::HostTracer& tracer) = 0;
+};
+
+}  // namespace hs::app

@@ -1,0 +1,165 @@
+#include "app/libtorch_engine.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "hooks/memory.h"
+#include "models/tokenizer.h"
+
+namespace hs::app {
+
+using nlohmann::json;
+
+namespace {
+
+json device_map_json(const hooks::DeviceMap& m) {
+  json j = json::object();
+  for (const auto& [k, d] : m) j[k] = d.to_json();
+  return j;
+}
+
+std::vector<int64_t> prompt_ids_of(const LibTorchEngineOptions& o, const models::LoadedModel& ref) {
+  for (int64_t v : o.prompt_ids)
+    if (v < 0 || v >= ref.config.vocab_size)
+      throw std::invalid_argument("--prompt-ids: '" + std::to_string(v) + "' is not a token id of this model (vocab_size " +
+                                  std::to_string(ref.config.vocab_size) + ")");
+  std::vector<int64_t> ids = o.prompt_ids;
+  if (ids.empty()) ids = models::Tokenizer::from_file(ref.dir / "tokenizer.json").encode(o.prompt, true);
+  if (ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens");
+  return ids;
+}
+
+}  // namespace
+
+LibTorchEngine::LibTorchEngine(LibTorchEngineOptions options) : opt_(std::move(options)) {
+  std::vector<int64_t> budgets;
+  if (opt_.max_memory)
+    for (const auto& [d, b] : *opt_.max_memory)
+      if (d.is_accelerator()) {
+        if (static_cast<int>(budgets.size()) <= d.index) budgets.resize(d.index + 1, 0);
+        budgets[d.index] = b;
+      }
+  hooks::DeviceManager::instance().configure(opt_.accelerators, /*prefer_real=*/true, /*emulate_on_gpu=*/false,
+                                             budgets);
+  // The reference: the same checkpoint on one device, no hooks.
+  models::LoadOptions lo;
+  lo.dtype = opt_.dtype;
+  models::LoadedModel ref = models::load_model(opt_.model, lo);
+  ids_ = torch::tensor(prompt_ids_of(opt_, ref), torch::kInt64).unsqueeze(0);
+  {
+    c10::InferenceMode g;
+    ref_logits_ = ref.model->forward(ids_, models::KVCache::dynamic_cache(ref.config.num_hidden_layers), 1)[0][-1]
+                      .to(torch::kCPU, torch::kFloat)
+                      .clone();
+  }
+  ref_argmax_ = ref_logits_.argmax().item<int64_t>();
+  int64_t n_params = 0, n_bytes = 0;
+  for (const auto& [n, t] : models::named_parameters(*ref.model)) {
+    n_params += t.numel();
+    n_bytes += static_cast<int64_t>(t.nbytes());
+  }
+  model_json_ = {{"id", opt_.model}, {"path", ref.dir.string()}, {"dtype", models::dtype_short_name(opt_.dtype)},
+                 {"params", n_params}, {"bytes", n_bytes}, {"architecture", ref.config.architecture}};
+}
+
+LibTorchEngine::~LibTorchEngine() = default;
+
+std::vector<hooks::AcceleratorInfo> LibTorchEngine::accelerators() const {
+  return hooks::DeviceManager::instance().accelerators();
+}
+
+void LibTorchEngine::prepare(Scenario s) {
+  prep_.reset();  // the previous scenario's model and offload folder go first
+  cache_.reset();
+  ScenarioOptions so{opt_.model, opt_.dtype, opt_.max_memory, opt_.offload_dir};
+  try {
+    prep_.emplace(prepare_scenario(s, so));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("scenario " + scenario_name(s) + ": " + e.what());
+  }
+}
+
+RunSetup LibTorchEngine::setup(const Cell&) const {
+  if (!prep_) throw std::logic_error("LibTorchEngine::setup before prepare");
+  return {opt_.model, device_map_json(prep_->device_map), {{"hookscope", "0.1.0"}, {"torch", TORCH_VERSION}}};
+}
+
+RunResult LibTorchEngine::run(const Cell& cell, tracer::HostTracer& tracer) {
+  if (!prep_ || prep_->scenario != cell.scenario) throw std::logic_error("LibTorchEngine::run: scenario not prepared");
+  hooks::set_compile_policy(cell.policy);
+  auto& ledger = hooks::MemoryLedger::instance();
+  ledger.begin(*prep_->lm.model);  // MEMORY_COUNTERS: bytes resident per device (hooks/memory.h)
+  RunResult r;
+  r.model = model_json_;
+  r.weight_devices = prep_->weight_devices;
+  try {
+    measure(cell, r, tracer);
+  } catch (const compile::Unsupported& e) {
+    r.outcome = RunResult::Outcome::Unsupported;
+    r.error = e.what();
+    r.break_reasons = {{e.record().reason, e.record().function, e.record().module}};
+  } catch (const std::exception& e) {
+    r.outcome = RunResult::Outcome::Failed;
+    r.error = e.what();
+  }
+  for (const auto& [dev, bytes] : ledger.end()) r.peak_memory_bytes[dev.str()] = bytes;
+  return r;
+}
+
+// Prefill (structure, argmax and logits against the reference), then the decode latency.
+void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer) {
+  auto& model = *prep_->lm.model;
+  compile::Function fn = [this, &model](const std::vector<c10::IValue>& in) -> c10::IValue {
+    return model.forward(in.at(0).toTensor(), cache_, 1);
+  };
+  compile::CompileOptions co;
+  co.mode = cell.mode;
+  co.fullgraph = cell.fullgraph;
+  co.name = "CausalLM.forward";
+  compile::CompiledFunction cf = compile::compile(fn, co);
+  c10::InferenceMode g;
+  cache_ = models::KVCache::dynamic_cache(prep_->lm.config.num_hidden_layers);
+  torch::Tensor logits = cf.call_tensor({ids_})[0][-1].to(torch::kCPU, torch::kFloat);
+  hooks::MemoryLedger::instance().sample();
+  const compile::ExplainOutput ex = cf.explain();
+  r.graph_count = ex.graph_count;
+  r.graph_break_count = ex.graph_break_count;
+  for (const auto& b : ex.break_reasons) r.break_reasons.push_back({b.reason, b.function, b.module});
+  r.diagnostics = ex.diagnostics;
+  r.argmax_match = logits.argmax().item<int64_t>() == ref_argmax_;
+  // Offloaded runs must reproduce the reference bit for bit (as accelerate does); where they
+  // do not, how far: max |Δ| and ulps of the model's dtype.
+  if (cell.scenario != Scenario::Sharded) r.logits = models::compare_logits(logits, ref_logits_, opt_.dtype);
+  if (!prep_->offloaded_params.empty()) r.params_on_meta_after = offloaded_params_on_meta(*prep_);
+  decode_latency(cf, r, tracer);
+  r.recompiles = cf.recompiles();
+}
+
+// Warm-ups, then repeats of a full greedy decode; per repeat the time of the decode steps
+// after prefill. Every step (prefill = step 0) is recorded as a generation step.
+void LibTorchEngine::decode_latency(compile::CompiledFunction& cf, RunResult& r, tracer::HostTracer& tracer) {
+  auto& ledger = hooks::MemoryLedger::instance();
+  const int64_t layers = prep_->lm.config.num_hidden_layers;
+  std::vector<double> lat;
+  for (int rep = 0; rep < opt_.warmup + opt_.repeats; ++rep) {
+    cache_ = models::KVCache::dynamic_cache(layers);
+    const int64_t p0 = events::now_ns();
+    int64_t tok_id = cf.call_tensor({ids_})[0][-1].argmax().item<int64_t>();
+    tracer.generation_step({0, tok_id, p0, events::now_ns()});
+    ledger.sample();
+    const int64_t t0 = events::now_ns();
+    int64_t n = 1;
+    for (; n < opt_.max_new_tokens; ++n) {
+      const int64_t s0 = events::now_ns();
+      auto step = cf.call_tensor({torch::full({1, 1}, tok_id, torch::kInt64)});
+      tok_id = step[0][-1].argmax().item<int64_t>();
+      tracer.generation_step({n, tok_id, s0, events::now_ns()});
+      ledger.sample();  // step boundary
+    }
+    if (rep >= opt_.warmup) lat.push_back((events::now_ns() - t0) / 1e6);
+    r.new_tokens = n;
+  }
+  r.latency_ms = LatencyStats::of(lat);
+}
+
+}  // namespace hs::app

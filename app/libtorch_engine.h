@@ -1,0 +1,62 @@
+// The `libtorch` capture engine: hookscope's own port of accelerate's hooks on LibTorch, with
+// emulated accelerators and the compile engine of compile/ (regions cut at compiler-disabled
+// scopes). Every hook call, weight swap, transfer, region and graph break is recorded with the
+// module that caused it.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "app/engine.h"
+#include "hooks/device_map.h"
+
+namespace hs::app {
+
+struct LibTorchEngineOptions {
+  std::string model;                        ///< HF folder or offline model id
+  c10::ScalarType dtype = c10::kFloat;
+  int accelerators = 4;                     ///< logical accelerators (real GPUs first, the rest emulated)
+  std::optional<hooks::MaxMemory> max_memory;  ///< budgets for the sharded map (accelerators also get them as total memory)
+  std::string prompt;                       ///< encoded with the checkpoint's tokenizer.json unless prompt_ids is set
+  std::vector<int64_t> prompt_ids;
+  int64_t max_new_tokens = 64;              ///< tokens per greedy decode (>= 1)
+  int repeats = 5;                          ///< measured decodes per run (>= 1)
+  int warmup = 2;                           ///< unmeasured decodes first (>= 0)
+  std::filesystem::path offload_dir;        ///< where disk-offload folders go (one per scenario)
+};
+
+class LibTorchEngine final : public Engine {
+ public:
+  /// Configures the logical devices, loads the checkpoint once undispatched on the CPU and
+  /// computes the reference prefill logits. Throws std::invalid_argument for a prompt that
+  /// encodes to nothing or token ids outside the vocabulary (naming --prompt / --prompt-ids),
+  /// and the loaders' errors (naming the file).
+  explicit LibTorchEngine(LibTorchEngineOptions options);
+  ~LibTorchEngine() override;
+
+  std::string name() const override { return "libtorch"; }
+  std::vector<hooks::AcceleratorInfo> accelerators() const override;
+  void prepare(Scenario s) override;
+  RunSetup setup(const Cell& cell) const override;
+  RunResult run(const Cell& cell, tracer::HostTracer& tracer) override;
+
+
+ private:
+  void measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer);
+  void decode_latency(compile::CompiledFunction& cf, RunResult& r, tracer::HostTracer& tracer);
+
+  LibTorchEngineOptions opt_;
+  torch::Tensor ids_;                     ///< [1, prompt length] int64
+  torch::Tensor ref_logits_;              ///< [vocab] float32: the reference's last-position logits
+  int64_t ref_argmax_ = -1;
+  nlohmann::json model_json_;
+  std::optional<PreparedScenario> prep_;
+  c10::intrusive_ptr<models::KVCache> cache_;
+};
+
+}  // namespace hs::app

@@ -1,0 +1,22 @@
+// `hookscope report`: Markdown (app/report.h) and the report JSON (schema 1) from a capture.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "storage/capture_reader.h"
+
+namespace hs::app {
+
+/// The report JSON (schema 1) of a capture: the model, the devices, and per run its stored
+/// result with `recorded` totals computed by SQL over the run's events (transfers, weight
+/// onloads, graph breaks) and its peak resident bytes per device. Runs that never ended are
+/// `incomplete`. Throws the reader's errors.
+nlohmann::json build_report(const storage::CaptureReader& rd);
+
+/// Registers `report`; `run_selected` is set to the command's action when it is chosen.
+CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected);
+
+}  // namespace hs::app
