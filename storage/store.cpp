@@ -220,21 +220,19 @@ struct Store::Impl {
     st->ins_module = p(
         "INSERT INTO MODULES (runId, moduleId, classId) VALUES (?, ?, ?) ON CONFLICT (runId, moduleId) "
         "DO UPDATE SET classId = coalesce(MODULES.classId, excluded.classId)");
-    auto prepare_kind = [&](auto kind, KindTable& t) {
-      using K = typename decltype(kind)::type;
-      t.one = p(detail::insert_sql<K>(1));
-      t.many = p(detail::insert_sql<K>(kMultiRows));
-    };
-#define HS_PREPARE_HOST_(Type, ...)                                   \
-  prepare_kind(std::type_identity<tracer::rec::Type>{}, st->host[static_cast<size_t>(tracer::EventKind::Type)]); \
-  st->host[static_cast<size_t>(tracer::EventKind::Type)].pending.reserve(kMultiRows);
-#define HS_PREPARE_ACTIVITY_(Type, Row, rows, ...) prepare_kind(std::type_identity<tracer::Type>{}, st->rows);
+    // Host event tables now; activity tables on their first rows (CPU captures have none).
+#define HS_PREPARE_HOST_(Type, ...) prepare_kind<tracer::rec::Type>(st->host[static_cast<size_t>(tracer::EventKind::Type)]);
     HS_HOST_EVENT_KINDS(HS_PREPARE_HOST_)
-    HS_ACTIVITY_KINDS(HS_PREPARE_ACTIVITY_)
 #undef HS_PREPARE_HOST_
-#undef HS_PREPARE_ACTIVITY_
+    for (KindTable& t : st->host) t.pending.reserve(kMultiRows);
     st->end_run = p("UPDATE RUNS SET status = ?, error = ?, end = ?, droppedRecords = droppedRecords + ? WHERE id = ?");
     st->ins_diag = p("INSERT INTO DIAGNOSTICS (runId, start, severity, source, text) VALUES (?, ?, ?, ?, ?)");
+  }
+
+  template <class K>
+  void prepare_kind(KindTable& t) {
+    t.one = Stmt(db, path, detail::insert_sql<K>(1));
+    t.many = Stmt(db, path, detail::insert_sql<K>(kMultiRows));
   }
 
   void require_open() const {
@@ -356,6 +354,8 @@ struct Store::Impl {
   template <class At>
   size_t insert_rows(KindTable& t, RowCtx& c, size_t n, bool all, At&& at);
   void flush_rows(tracer::EventKind kind, RowCtx& c, bool all);
+  template <class R>
+  void write_activity_rows(KindTable& t, RowCtx& c, std::span<const R> rows);
   void write_records(int64_t run, RunState& rs, const tracer::RecordBatch& b);
 };
 
@@ -442,6 +442,14 @@ void Store::Impl::flush_rows(tracer::EventKind kind, RowCtx& c, bool all) {
     });
     t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
   });
+}
+
+// Inserts activity records of one kind, preparing the kind's statements on its first rows.
+template <class R>
+void Store::Impl::write_activity_rows(KindTable& t, RowCtx& c, std::span<const R> rows) {
+  if (rows.empty()) return;
+  if (!t.one.raw()) prepare_kind<R>(t);
+  insert_rows(t, c, rows.size(), true, [&](size_t j) -> const R& { return rows[j]; });
 }
 
 void Store::Impl::write_records(int64_t run, RunState& rs, const tracer::RecordBatch& b) {
@@ -586,8 +594,7 @@ void Store::write_activity(const tracer::ActivityBatch& b) {
   const int64_t run = b.run_id;
   Impl::RowCtx c{m, run};
   m.in_transaction([&] {
-#define HS_WRITE_ACTIVITY_(Type, Row, rows, ...) \
-  m.insert_rows(m.st->rows, c, b.rows.size(), true, [&](size_t j) -> const tracer::Type& { return b.rows[j]; });
+#define HS_WRITE_ACTIVITY_(Type, Row, rows, ...) m.write_activity_rows(m.st->rows, c, b.rows);
     HS_ACTIVITY_KINDS(HS_WRITE_ACTIVITY_)
 #undef HS_WRITE_ACTIVITY_
     if (b.dropped_records > 0) {
