@@ -83,24 +83,33 @@ tracer::Record make_record(const Vocabulary& v, Mix mix, int64_t i, int64_t t0) 
   static const tracer::StrId hook = v.id("AlignDevicesHook"), linear = v.id("Linear"), d0 = v.id("0"),
                              d1 = v.id("1"), cpu = v.id("cpu"), weight = v.id("weight"), bf16 = v.id("bfloat16"),
                              onload = v.id("AlignDevicesHook._onload_weights");
-  tracer::Record r;
   const int slot = mix == Mix::HookSpans ? 0 : static_cast<int>(i % 20);
-  if (slot < 8) {
-    r.event = tracer::rec::HookSpan{start, start + 700, hook, module, linear,
-                                    (i & 1) ? events::HookPhase::PostForward : events::HookPhase::PreForward};
-  } else if (slot < 11) {
-    r.event = tracer::rec::ModuleCompute{start, start + 900, module, linear, d0};
-  } else if (slot < 14) {
-    r.event = tracer::rec::DisabledScope{start, start + 400, onload, module, 1};
-  } else if (slot < 16) {
-    r.event = tracer::rec::Transfer{start, start + 300, 8192, d0, d1, module, true};
-  } else if (slot < 18) {
-    r.event = tracer::rec::WeightSwap{start, start + 500, 2 << 20, module, weight, bf16, d0,
-                                      events::WeightSource::Cpu, (i & 1) == 0, false};
-  } else {
-    r.event = tracer::rec::MemoryCounter{start, int64_t{1} << 30, cpu};
-  }
-  return r;
+  namespace rec = tracer::rec;
+  const auto phase = (i & 1) ? events::HookPhase::PostForward : events::HookPhase::PreForward;
+  if (slot < 8) return tracer::Record::of(rec::HookSpan{hook, phase, module, linear, start, start + 700});
+  if (slot < 11) return tracer::Record::of(rec::ModuleCompute{module, linear, d0, start, start + 900});
+  if (slot < 14) return tracer::Record::of(rec::DisabledScope{onload, module, 1, start, start + 400});
+  if (slot < 16) return tracer::Record::of(rec::Transfer{d0, d1, 8192, true, module, start, start + 300});
+  if (slot < 18)
+    return tracer::Record::of(rec::WeightSwap{(i & 1) == 0, module, weight, 2 << 20, bf16, events::WeightSource::Cpu,
+                                              d0, false, start, start + 500});
+  return tracer::Record::of(rec::MemoryCounter{cpu, int64_t{1} << 30, start});
+}
+
+// The event a record was made from, reported to `sink` (strings resolved through `v`).
+void replay(events::EventSink& sink, const Vocabulary& v, const tracer::Record& r) {
+  tracer::visit(r, [&](const auto& recorded) {
+    using R = std::decay_t<decltype(recorded)>;
+    kinds::rebind_t<R, kinds::Emitted> e;
+    R::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+      using Tag = typename decltype(tag)::type;
+      if constexpr (kinds::is_text<Tag>)
+        field(e) = v.all[field(recorded)];
+      else if constexpr (!kinds::is_column_only<Tag>)
+        field(e) = field(recorded);
+    });
+    events::emit(sink, e);
+  });
 }
 
 nlohmann::json run_workload(const fs::path& dir, Mix mix, int64_t events) {
@@ -166,26 +175,7 @@ nlohmann::json run_workload(const fs::path& dir, Mix mix, int64_t events) {
     const auto start = Clock::now();
     const double thread_cpu0 = thread_cpu_seconds();
     for (int64_t i = 0; i < events; ++i) {
-      const tracer::Record r = make_record(v, mix, i, t0);
-      std::visit(
-          [&](const auto& e) {
-            using T = std::decay_t<decltype(e)>;
-            auto s = [&](tracer::StrId id) -> std::string_view { return v.all[id]; };
-            if constexpr (std::is_same_v<T, tracer::rec::HookSpan>)
-              sink.hook_span({s(e.hook), e.phase, s(e.module), s(e.module_class), e.start_ns, e.end_ns});
-            else if constexpr (std::is_same_v<T, tracer::rec::ModuleCompute>)
-              sink.module_compute({s(e.module), s(e.module_class), s(e.device), e.start_ns, e.end_ns});
-            else if constexpr (std::is_same_v<T, tracer::rec::DisabledScope>)
-              sink.disabled_scope({s(e.function), s(e.module), e.depth, e.start_ns, e.end_ns});
-            else if constexpr (std::is_same_v<T, tracer::rec::Transfer>)
-              sink.transfer({s(e.src), s(e.dst), e.bytes, e.emulated, s(e.module), e.start_ns, e.end_ns});
-            else if constexpr (std::is_same_v<T, tracer::rec::WeightSwap>)
-              sink.weight_swap({e.onload, s(e.module), s(e.tensor), e.bytes, s(e.dtype), e.source, s(e.device),
-                                e.pinned, e.start_ns, e.end_ns});
-            else if constexpr (std::is_same_v<T, tracer::rec::MemoryCounter>)
-              sink.memory_counter({s(e.device), e.bytes, e.time_ns});
-          },
-          r.event);
+      replay(sink, v, make_record(v, mix, i, t0));
     }
     const double record_s = seconds_since(start);
     const double record_cpu_s = thread_cpu_seconds() - thread_cpu0;

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "storage/capture_reader.h"
-#include "storage/synthetic.h"
+#include "tests/synthetic.h"
 #include "ui/view.h"
 #include "ui/viewer.h"
 #include "ui/window.h"

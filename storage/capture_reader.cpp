@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "storage/event_tables.h"
 #include "storage/sqlite_util.h"
 
 namespace hs::storage {
@@ -172,12 +173,13 @@ namespace {
 class Strings {
  public:
   explicit Strings(std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load)
-      : load_(std::move(load)), v_(load_(-1)) {}
+      : load_(std::move(load)) {}
   /// The string of column `col` ("" for NULL or an id the file does not define).
   std::string operator()(const Stmt& q, int col) {
     if (q.is_null(col)) return {};
     const int64_t id = q.int64(col);
     if (id < 0) return {};
+    if (!v_) v_ = load_(-1);  // first use
     if (static_cast<size_t>(id) >= v_->size()) v_ = load_(id);
     return static_cast<size_t>(id) < v_->size() ? (*v_)[static_cast<size_t>(id)] : std::string();
   }
@@ -203,115 +205,78 @@ std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int6
   return db_->strings;
 }
 
-#define HS_STRINGS Strings str([this](int64_t need) { return string_table(need); })
 // Small and aggregate queries resolve strings in SQL.
 #define HS_SV(col) "(SELECT value FROM StringIds WHERE id = " col ")"
 #define HS_STR(col, alias) HS_SV(col) " AS " alias
 
-std::vector<HookEventRow> CaptureReader::hook_events(int64_t run) const {
-  std::vector<HookEventRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, hookId, phase, moduleId FROM HOOK_EVENTS WHERE runId = ? ORDER BY start, rowid");
+bool CaptureReader::has_table(std::string_view table) const {
+  Stmt q(db_->db, path_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  q.bind(1, table);
+  return q.step();
+}
+
+namespace {
+/// True for the lines of a kind that the reader selects: columns with a member in the row.
+template <class Tag>
+constexpr bool is_read = kinds::has_column<Tag> && !std::is_empty_v<Stored::member<Tag>>;
+
+/// `SELECT <read columns> FROM <table> WHERE runId = ? ORDER BY start, rowid` (rowid alone for
+/// kinds without times).
+template <class Row>
+std::string select_sql() {
+  std::string columns;
+  Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
+    if constexpr (is_read<typename decltype(tag)::type>) columns += (columns.empty() ? "" : ", ") + std::string(column);
+  });
+  const bool timed = detail::has_tag<Row, kinds::Start>();
+  return "SELECT " + columns + " FROM " + std::string(Row::table) + " WHERE runId = ? ORDER BY " +
+         (timed ? "start, rowid" : "rowid");
+}
+
+// Reads column `col` into the row member of one line (see tracer/event_kinds.h for the tags).
+template <class Tag, class Member>
+void read_value(const Stmt& q, int col, Strings& str, Member& out) {
+  if constexpr (kinds::is_text<Tag>) {
+    out = str(q, col);
+  } else if constexpr (std::is_same_v<Tag, kinds::GlobalTid>) {
+    out = q.int64(col) & 0xFFFFFF;  // globalTid = pid * 0x1000000 + tid
+  } else if constexpr (detail::is_optional_tag<Tag>::value) {
+    if (q.is_null(col))
+      out.reset();
+    else
+      out = static_cast<typename Member::value_type>(q.int64(col));
+  } else if constexpr (std::is_same_v<Member, bool>) {
+    out = q.int64(col) != 0;
+  } else {
+    out = static_cast<Member>(q.int64(col));  // NULL (a Nullable<T> left empty) reads 0
+  }
+}
+}  // namespace
+
+template <class Row>
+std::vector<Row> CaptureReader::read_rows(int64_t run) const {
+  std::vector<Row> out;
+  if (!has_table(Row::table)) return out;
+  static const std::string sql = select_sql<Row>();
+  Stmt q(db_->db, path_, sql);
   q.bind(1, run);
-  HS_STRINGS;
-  while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3),
-                   static_cast<events::HookPhase>(q.int64(4)), str(q, 5)});
+  Strings str([this](int64_t need) { return string_table(need); });
+  while (q.step()) {
+    Row& r = out.emplace_back();
+    int col = 0;
+    Row::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+      using Tag = typename decltype(tag)::type;
+      if constexpr (is_read<Tag>) read_value<Tag>(q, col++, str, field(r));
+    });
+  }
   return out;
 }
 
-std::vector<WeightSwapRow> CaptureReader::weight_swaps(int64_t run) const {
-  std::vector<WeightSwapRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, onload, moduleId, tensorId, bytes, dtypeId, source, device, pinned "
-         "FROM WEIGHT_SWAPS WHERE runId = ? ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.int64(3) != 0, str(q, 4), str(q, 5),
-                   q.int64(6), str(q, 7), static_cast<events::WeightSource>(q.int64(8)), str(q, 9), q.int64(10) != 0});
-  return out;
-}
-
-std::vector<TransferRow> CaptureReader::transfers(int64_t run) const {
-  std::vector<TransferRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, src, dst, bytes, copyKind, emulated, moduleId FROM TRANSFERS WHERE runId = ? "
-         "ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3), str(q, 4), q.int64(5),
-                   static_cast<tracer::MemcpyKind>(q.int64(6)), q.int64(7) != 0, str(q, 8)});
-  return out;
-}
-
-std::vector<DisabledScopeRow> CaptureReader::disabled_scopes(int64_t run) const {
-  std::vector<DisabledScopeRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, functionId, moduleId, depth FROM DISABLED_SCOPES WHERE runId = ? "
-         "ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3), str(q, 4),
-                   static_cast<int>(q.int64(5))});
-  return out;
-}
-
-std::vector<ModuleComputeRow> CaptureReader::module_compute(int64_t run) const {
-  std::vector<ModuleComputeRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, moduleId, device FROM MODULE_COMPUTE WHERE runId = ? ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step()) out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), str(q, 3), str(q, 4)});
-  return out;
-}
-
-std::vector<RegionRow> CaptureReader::regions(int64_t run) const {
-  std::vector<RegionRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, regionIndex, opCount, backendId FROM COMPILE_REGIONS WHERE runId = ? "
-         "ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step())
-    out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), static_cast<int>(q.int64(3)),
-                   q.int64(4), str(q, 5)});
-  return out;
-}
-
-std::vector<GraphBreakRow> CaptureReader::graph_breaks(int64_t run) const {
-  std::vector<GraphBreakRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, threadId, reasonId, functionId, moduleId, moduleStackId FROM GRAPH_BREAKS WHERE runId = ? "
-         "ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step())
-    out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), str(q, 2), str(q, 3), str(q, 4), str(q, 5)});
-  return out;
-}
-
-std::vector<GenerationStepRow> CaptureReader::generation_steps(int64_t run) const {
-  std::vector<GenerationStepRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, end, threadId, step, token FROM GENERATION_STEPS WHERE runId = ? ORDER BY start, rowid");
-  q.bind(1, run);
-  while (q.step()) out.push_back({q.int64(0), q.int64(1), static_cast<uint32_t>(q.int64(2)), q.int64(3), q.int64(4)});
-  return out;
-}
-
-std::vector<MemoryCounterRow> CaptureReader::memory_counters(int64_t run) const {
-  std::vector<MemoryCounterRow> out;
-  Stmt q(db_->db, path_,
-         "SELECT start, threadId, device, bytes FROM MEMORY_COUNTERS WHERE runId = ? ORDER BY start, rowid");
-  q.bind(1, run);
-  HS_STRINGS;
-  while (q.step()) out.push_back({q.int64(0), static_cast<uint32_t>(q.int64(1)), str(q, 2), q.int64(3)});
-  return out;
-}
+#define HS_READER_METHOD_(Type, Row, rows, ...) \
+  std::vector<Row> CaptureReader::rows(int64_t run) const { return read_rows<Row>(run); }
+HS_HOST_EVENT_KINDS(HS_READER_METHOD_)
+HS_ACTIVITY_KINDS(HS_READER_METHOD_)
+#undef HS_READER_METHOD_
 
 std::vector<ModuleRow> CaptureReader::modules(int64_t run) const {
   std::vector<ModuleRow> out;
@@ -357,7 +322,6 @@ std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
 
 #undef HS_STR
 #undef HS_SV
-#undef HS_STRINGS
 
 std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64_t> run) const {
   std::vector<CompileResultRow> out;

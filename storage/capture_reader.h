@@ -1,5 +1,5 @@
-// CaptureReader: read-only queries over a capture file, for reports and the UI (DESIGN.md §7,
-// §9 "Tracy": storage readers feed ui views).
+// CaptureReader: read-only queries over a capture file, for reports and the UI (storage
+// readers feed the ui views).
 //
 // The file is opened with SQLITE_OPEN_READONLY and never modified. A capture still being
 // written, or left by a killed process, is in WAL mode and is read through its `-wal`; SQLite
@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "storage/schema.h"
+#include "tracer/event_kinds.h"
 #include "tracer/event_writer.h"
 #include "tracer/events.h"
 #include "tracer/gpu_activity.h"
@@ -52,67 +53,41 @@ struct RunRecord {
   nlohmann::json results;  ///< object: whatever the app stored with set_run_result
 };
 
-struct HookEventRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  std::string hook;
-  events::HookPhase phase;
-  std::string module;
+/// The form the reader returns: strings owned, plus the columns the store derived that mean
+/// something in a row — `thread` (host events' recording thread) and a transfer's
+/// `copy_kind`. Other derived columns (runId, globalPid, nsys-only ones) and a module's class
+/// (read it with `modules(run)`) are absent (empty members).
+template <class Tag>
+struct stored_member {
+  using type = typename kinds::member_of<Tag, std::string>::type;
 };
-struct WeightSwapRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  bool onload;
-  std::string module, tensor;
-  int64_t bytes;
-  std::string dtype;
-  events::WeightSource source;
-  std::string device;
-  bool pinned;
+template <>
+struct stored_member<kinds::ModuleClass> {
+  using type = kinds::Absent<kinds::ModuleClass>;
 };
-struct TransferRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  std::string src, dst;
-  int64_t bytes;
-  tracer::MemcpyKind copy_kind;
-  bool emulated;
-  std::string module;  ///< "" when unknown
+template <>
+struct stored_member<kinds::Thread> {
+  using type = uint32_t;
 };
-struct DisabledScopeRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  std::string function, module;
-  int depth;
+template <>
+struct stored_member<kinds::CopyKind> {
+  using type = tracer::MemcpyKind;
 };
-struct ModuleComputeRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  std::string module, device;
+struct Stored {
+  template <class Tag>
+  using member = typename stored_member<Tag>::type;
 };
-struct RegionRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  int index;
-  int64_t op_count;
-  std::string backend;
-};
-struct GraphBreakRow {
-  int64_t time_ns;
-  uint32_t thread;
-  std::string reason, function, module, module_stack;
-};
-struct GenerationStepRow {
-  int64_t start_ns, end_ns;
-  uint32_t thread;
-  int64_t step, token;
-};
-struct MemoryCounterRow {
-  int64_t time_ns;
-  uint32_t thread;
-  std::string device;
-  int64_t bytes;
-};
+
+// One row type per event kind, e.g. `HookEventRow` {hook, phase, module, start_ns, end_ns,
+// thread}, `TransferRow` {src, dst, bytes, emulated, module ("" = unknown), start_ns, end_ns,
+// thread, copy_kind}, `KernelRow`, `MemcpyRow`, `CpuOpRow`: the fields of the kind's
+// declaration in tracer/event_kinds.h (instants have `time_ns`; activity records `os_tid` for
+// globalTid).
+#define HS_ROW_TYPE_(Type, Row, ...) using Row = kinds::Type##Row<Stored>;
+HS_HOST_EVENT_KINDS(HS_ROW_TYPE_)
+HS_ACTIVITY_KINDS(HS_ROW_TYPE_)
+#undef HS_ROW_TYPE_
+
 struct ModuleRow {
   std::string fqn, module_class;
 };
@@ -173,16 +148,17 @@ class CaptureReader {
   /// One run. Throws std::out_of_range naming the file when there is no such run.
   RunRecord run(int64_t id) const;
 
-  // Events of one run, ordered by start time.
-  std::vector<HookEventRow> hook_events(int64_t run) const;
-  std::vector<WeightSwapRow> weight_swaps(int64_t run) const;
-  std::vector<TransferRow> transfers(int64_t run) const;
-  std::vector<DisabledScopeRow> disabled_scopes(int64_t run) const;
-  std::vector<ModuleComputeRow> module_compute(int64_t run) const;
-  std::vector<RegionRow> regions(int64_t run) const;
-  std::vector<GraphBreakRow> graph_breaks(int64_t run) const;
-  std::vector<GenerationStepRow> generation_steps(int64_t run) const;
-  std::vector<MemoryCounterRow> memory_counters(int64_t run) const;
+  // Events of one run, one method per kind of tracer/event_kinds.h, each returning its row
+  // type: hook_events, weight_swaps, transfers, disabled_scopes, module_compute, regions,
+  // graph_breaks, generation_steps, memory_counters (host events); kernels, memcpys, memsets,
+  // runtime_calls, driver_calls, syncs, external_correlations, clock_samples, cpu_ops
+  // (activity records). Ordered by start time (then insertion), or by insertion for kinds
+  // without times. A kind whose table the file lacks (written before the kind existed) reads
+  // as empty.
+#define HS_READER_METHOD_(Type, Row, rows, ...) std::vector<Row> rows(int64_t run) const;
+  HS_HOST_EVENT_KINDS(HS_READER_METHOD_)
+  HS_ACTIVITY_KINDS(HS_READER_METHOD_)
+#undef HS_READER_METHOD_
   std::vector<ModuleRow> modules(int64_t run) const;
   std::vector<ThreadRow> threads(int64_t run) const;
 
@@ -203,6 +179,9 @@ class CaptureReader {
   int64_t count(std::string_view table, std::optional<int64_t> run = std::nullopt) const;
 
  private:
+  template <class Row>
+  std::vector<Row> read_rows(int64_t run) const;
+  bool has_table(std::string_view table) const;
   /// StringIds by id (shared, immutable); reloaded when `need` is past its end.
   std::shared_ptr<const std::vector<std::string>> string_table(int64_t need) const;
   struct Db;

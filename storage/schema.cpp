@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+
+#include "storage/event_tables.h"
 
 namespace hs::storage {
 
@@ -39,8 +42,10 @@ tracer::MemcpyKind copy_kind_for(std::string_view src, std::string_view dst) {
   return K::Unknown;
 }
 
-std::string_view schema_sql() {
-  static constexpr std::string_view kSql = R"SQL(
+namespace {
+// The tables that are not event kinds: metadata, strings, the target, enumerations, runs and
+// what the app records about them.
+constexpr std::string_view kFixedSql = R"SQL(
 CREATE TABLE META_DATA_EXPORT (
     -- Capture metadata: HOOKSCOPE_SCHEMA_VERSION, EXPORT_PRODUCT_VERSION, HOOKSCOPE_TIME_DOMAIN, ...
     name                  TEXT     NOT NULL PRIMARY KEY,
@@ -150,125 +155,6 @@ INSERT INTO ENUM_DIAGNOSTIC_SEVERITY VALUES
     (1,'WARNING','warning'),
     (2,'ERROR','error');
 
-CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
-    start                 INTEGER  NOT NULL,   -- host steady-clock ns (converted)
-    end                   INTEGER  NOT NULL,
-    deviceId              INTEGER  NOT NULL,
-    contextId             INTEGER  NOT NULL,
-    greenContextId        INTEGER,
-    streamId              INTEGER  NOT NULL,
-    correlationId         INTEGER,             -- = CUPTI_ACTIVITY_KIND_RUNTIME/DRIVER.correlationId
-    globalPid             INTEGER,             -- pid * 0x1000000 (nsys serialisation)
-    demangledName         INTEGER  NOT NULL,   -- StringIds
-    shortName             INTEGER  NOT NULL,   -- StringIds
-    mangledName           INTEGER,             -- StringIds
-    launchType            INTEGER,
-    cacheConfig           INTEGER,
-    registersPerThread    INTEGER  NOT NULL,
-    gridX                 INTEGER  NOT NULL,
-    gridY                 INTEGER  NOT NULL,
-    gridZ                 INTEGER  NOT NULL,
-    blockX                INTEGER  NOT NULL,
-    blockY                INTEGER  NOT NULL,
-    blockZ                INTEGER  NOT NULL,
-    staticSharedMemory    INTEGER  NOT NULL,   -- bytes
-    dynamicSharedMemory   INTEGER  NOT NULL,   -- bytes
-    localMemoryPerThread  INTEGER  NOT NULL,   -- bytes
-    localMemoryTotal      INTEGER  NOT NULL,   -- bytes
-    gridId                INTEGER  NOT NULL,
-    sharedMemoryExecuted  INTEGER,
-    graphNodeId           INTEGER,             -- NULL unless launched from a CUDA graph
-    sharedMemoryLimitConfig INTEGER,
-    runId                 INTEGER  NOT NULL    -- hookscope: RUNS.id
-);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    deviceId              INTEGER  NOT NULL,
-    contextId             INTEGER  NOT NULL,
-    greenContextId        INTEGER,
-    streamId              INTEGER  NOT NULL,
-    correlationId         INTEGER,
-    globalPid             INTEGER,
-    bytes                 INTEGER  NOT NULL,
-    copyKind              INTEGER  NOT NULL,   -- ENUM_CUDA_MEMCPY_OPER
-    deprecatedSrcId       INTEGER,
-    srcKind               INTEGER,             -- ENUM_CUDA_MEM_KIND
-    dstKind               INTEGER,             -- ENUM_CUDA_MEM_KIND
-    srcDeviceId           INTEGER,
-    srcContextId          INTEGER,
-    dstDeviceId           INTEGER,
-    dstContextId          INTEGER,
-    migrationCause        INTEGER,
-    graphNodeId           INTEGER,
-    virtualAddress        INTEGER,
-    runId                 INTEGER  NOT NULL
-);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    deviceId              INTEGER  NOT NULL,
-    contextId             INTEGER  NOT NULL,
-    greenContextId        INTEGER,
-    streamId              INTEGER  NOT NULL,
-    correlationId         INTEGER,
-    globalPid             INTEGER,
-    value                 INTEGER  NOT NULL,
-    bytes                 INTEGER  NOT NULL,
-    graphNodeId           INTEGER,
-    memKind               INTEGER,             -- ENUM_CUDA_MEM_KIND
-    runId                 INTEGER  NOT NULL
-);
-CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    eventClass            INTEGER  NOT NULL,   -- ENUM_NSYS_EVENT_CLASS
-    globalTid             INTEGER,             -- pid * 0x1000000 + tid (nsys serialisation)
-    correlationId         INTEGER,
-    nameId                INTEGER  NOT NULL,   -- StringIds
-    returnValue           INTEGER  NOT NULL,
-    callchainId           INTEGER,
-    runId                 INTEGER  NOT NULL
-);
-CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER (
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    eventClass            INTEGER  NOT NULL,
-    globalTid             INTEGER,
-    correlationId         INTEGER,
-    nameId                INTEGER  NOT NULL,
-    returnValue           INTEGER  NOT NULL,
-    callchainId           INTEGER,
-    runId                 INTEGER  NOT NULL
-);
-CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    deviceId              INTEGER  NOT NULL,
-    contextId             INTEGER  NOT NULL,
-    greenContextId        INTEGER,
-    streamId              INTEGER  NOT NULL,
-    correlationId         INTEGER,
-    globalPid             INTEGER,
-    syncType              INTEGER  NOT NULL,   -- ENUM_CUPTI_SYNC_TYPE
-    eventId               INTEGER  NOT NULL,
-    runId                 INTEGER  NOT NULL
-);
-CREATE TABLE CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION (
-    -- hookscope: CUPTI correlation id -> the external id pushed around a hook call.
-    externalKind          INTEGER  NOT NULL,   -- ENUM_CUPTI_EXTERNAL_CORRELATION_KIND
-    externalId            INTEGER  NOT NULL,
-    correlationId         INTEGER  NOT NULL,
-    runId                 INTEGER  NOT NULL
-);
-CREATE TABLE CLOCK_CALIBRATION (
-    -- hookscope: host/GPU clock pairs behind the conversion of CUPTI times.
-    runId                 INTEGER  NOT NULL,
-    deviceId              INTEGER  NOT NULL,
-    hostNs                INTEGER  NOT NULL,
-    gpuNs                 INTEGER  NOT NULL
-);
-
 CREATE TABLE RUNS (
     -- One run of a comparison: scenario x policy x mode.
     id                    INTEGER  NOT NULL PRIMARY KEY,
@@ -309,76 +195,6 @@ CREATE TABLE THREADS (
     threadId              INTEGER  NOT NULL,   -- tracer index, as in the event tables
     tid                   INTEGER  NOT NULL    -- Linux thread id
 );
-CREATE TABLE HOOK_EVENTS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    hookId                INTEGER  NOT NULL,   -- StringIds: 'AlignDevicesHook', ...
-    phase                 INTEGER  NOT NULL,   -- ENUM_HOOK_PHASE
-    moduleId              INTEGER  NOT NULL    -- StringIds: FQN
-);
-CREATE TABLE WEIGHT_SWAPS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    onload                INTEGER  NOT NULL,   -- 1: onload to the execution device, 0: offload to meta
-    moduleId              INTEGER  NOT NULL,   -- StringIds: hooked module FQN
-    tensorId              INTEGER  NOT NULL,   -- StringIds: tensor name relative to the module
-    bytes                 INTEGER  NOT NULL,
-    dtypeId               INTEGER  NOT NULL,   -- StringIds: 'float32', ...
-    source                INTEGER  NOT NULL,   -- ENUM_WEIGHT_SOURCE
-    device                INTEGER  NOT NULL,   -- StringIds: destination logical device
-    pinned                INTEGER  NOT NULL    -- host source was pinned
-);
-CREATE TABLE TRANSFERS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    src                   INTEGER  NOT NULL,   -- StringIds: logical device
-    dst                   INTEGER  NOT NULL,   -- StringIds: logical device
-    bytes                 INTEGER  NOT NULL,
-    copyKind              INTEGER  NOT NULL,   -- ENUM_CUDA_MEMCPY_OPER: logical direction
-    emulated              INTEGER  NOT NULL,   -- 1: an emulated accelerator took part
-    moduleId              INTEGER              -- StringIds: module whose hook moved it; NULL = unknown
-);
-CREATE TABLE DISABLED_SCOPES (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    functionId            INTEGER  NOT NULL,   -- StringIds: 'AlignDevicesHook.pre_forward'
-    moduleId              INTEGER  NOT NULL,   -- StringIds
-    depth                 INTEGER  NOT NULL    -- > 1: nested
-);
-CREATE TABLE MODULE_COMPUTE (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    moduleId              INTEGER  NOT NULL,   -- StringIds
-    device                INTEGER  NOT NULL    -- StringIds: execution device
-);
-CREATE TABLE COMPILE_REGIONS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    regionIndex           INTEGER  NOT NULL,   -- 0-based within one compiled call
-    opCount               INTEGER  NOT NULL,
-    backendId             INTEGER  NOT NULL    -- StringIds: 'eager', 'cudagraphs'
-);
-CREATE TABLE GRAPH_BREAKS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,   -- time of the break (instant)
-    threadId              INTEGER  NOT NULL,
-    reasonId              INTEGER  NOT NULL,   -- StringIds: Dynamo's wording
-    functionId            INTEGER  NOT NULL,   -- StringIds: the disabled function
-    moduleId              INTEGER  NOT NULL,   -- StringIds
-    moduleStackId         INTEGER  NOT NULL    -- StringIds: ' > '-joined FQNs, outermost first
-);
 CREATE TABLE COMPILE_RESULTS (
     runId                 INTEGER  NOT NULL,
     graph_count           INTEGER  NOT NULL,
@@ -387,21 +203,6 @@ CREATE TABLE COMPILE_RESULTS (
     fullgraph_ok          INTEGER  NOT NULL,
     error                 TEXT,
     break_reasons         TEXT     NOT NULL DEFAULT '[]'   -- JSON array
-);
-CREATE TABLE GENERATION_STEPS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,
-    end                   INTEGER  NOT NULL,
-    threadId              INTEGER  NOT NULL,
-    step                  INTEGER  NOT NULL,   -- 0 = prefill
-    token                 INTEGER  NOT NULL
-);
-CREATE TABLE MEMORY_COUNTERS (
-    runId                 INTEGER  NOT NULL,
-    start                 INTEGER  NOT NULL,   -- sample time (instant)
-    threadId              INTEGER  NOT NULL,
-    device                INTEGER  NOT NULL,   -- StringIds: logical device
-    bytes                 INTEGER  NOT NULL    -- resident bytes
 );
 CREATE TABLE DIAGNOSTICS (
     id                    INTEGER  NOT NULL PRIMARY KEY,
@@ -412,7 +213,20 @@ CREATE TABLE DIAGNOSTICS (
     text                  TEXT     NOT NULL
 );
 )SQL";
-  return kSql;
+}  // namespace
+
+std::string_view event_tables_sql() {
+  static const std::string sql = [] {
+    std::string out;
+    detail::for_each_kind([&](auto kind) { out += detail::create_table_sql<typename decltype(kind)::type>(); });
+    return out;
+  }();
+  return sql;
+}
+
+std::string_view schema_sql() {
+  static const std::string sql = std::string(kFixedSql) + std::string(event_tables_sql());
+  return sql;
 }
 
 }  // namespace hs::storage

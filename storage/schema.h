@@ -1,9 +1,10 @@
-// The capture file format (DESIGN.md §7): one SQLite file per capture, every run of a
-// comparison in it. Where Nsight Systems' SQLite export has a table for the same thing we use
-// its name and columns (StringIds, ENUM_*, META_DATA_EXPORT, TARGET_INFO_GPU,
+// The capture file format: one SQLite file per capture, every run of a comparison in it.
+// Where Nsight Systems' SQLite export has a table for the same thing we use its name and
+// columns (StringIds, ENUM_*, META_DATA_EXPORT, TARGET_INFO_GPU,
 // TARGET_INFO_SESSION_START_TIME, CUPTI_ACTIVITY_KIND_*), so SQL people already have carries
 // over. hookscope's own tables follow the same conventions. The full DDL, with a comment per
-// column, is `schema_sql()` (and is stored in the file's sqlite_master).
+// column, is `schema_sql()` (and is stored in the file's sqlite_master); the event tables in it
+// follow from the kinds declared in tracer/event_kinds.h.
 //
 // Conventions
 //  - Times are INTEGER ns of the host steady clock (CLOCK_MONOTONIC, `hs::events::now_ns()`),
@@ -12,12 +13,15 @@
 //  - Columns named `*Id` of hookscope strings (hookId, moduleId, tensorId, dtypeId, functionId,
 //    reasonId, moduleStackId, backendId, classId) and the logical-device columns `device`,
 //    `src`, `dst` hold StringIds.id. `deviceId` keeps its nsys meaning (a CUDA device index).
-//  - Every event table has `runId` → RUNS.id and `threadId` → THREADS.threadId (the tracer's
-//    0-based index of the recording thread within the run).
+//  - Every event table has `runId` → RUNS.id. Host event tables also have `threadId` →
+//    THREADS.threadId (the tracer's 0-based index of the recording thread within the run);
+//    activity tables name their thread (globalTid) or device and stream instead.
 //  - Instants (GRAPH_BREAKS, MEMORY_COUNTERS) store their time in `start`.
 //  - Enumerations live in ENUM_*(id, name, label) tables.
 //  - No indexes during capture (as nsys); `Store::finalize()` adds (runId, start) per event
 //    table and (runId, correlationId) per CUPTI table.
+//  - A table added after a capture was written (e.g. CPU_OPS) is created when a Store opens
+//    that capture to append, and reads as empty until then.
 //  - TRANSFERS.copyKind uses nsys' ENUM_CUDA_MEMCPY_OPER ids for the *logical* direction
 //    (cpu→accelerator = HtoD, accelerator→cpu = DtoH, between two accelerators PtoP, within
 //    one DtoD, cpu→cpu HtoH); a copy that involves an emulated accelerator keeps that
@@ -47,6 +51,9 @@ inline constexpr std::string_view kProductVersionKey = "EXPORT_PRODUCT_VERSION";
 
 /// The DDL of a fresh capture (tables and enum rows; no indexes).
 std::string_view schema_sql();
+/// The part of schema_sql() that creates the event tables, one per kind of
+/// tracer/event_kinds.h, as `CREATE TABLE IF NOT EXISTS`.
+std::string_view event_tables_sql();
 
 /// Any failure to open, read or write a capture. `what()` names the file; `path()` is it.
 class CaptureError : public std::runtime_error {

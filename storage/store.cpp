@@ -5,13 +5,13 @@
 #include <array>
 #include <chrono>
 #include <ctime>
-#include <variant>
 #include <mutex>
 #include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "storage/event_tables.h"
 #include "storage/sqlite_util.h"
 
 namespace hs::storage {
@@ -21,34 +21,22 @@ using detail::Stmt;
 
 namespace {
 
-// Event tables and the index finalize() gives each.
-constexpr std::string_view kIndexSql = R"SQL(
-CREATE INDEX IF NOT EXISTS HOOK_EVENTS_runId_start ON HOOK_EVENTS (runId, start);
-CREATE INDEX IF NOT EXISTS WEIGHT_SWAPS_runId_start ON WEIGHT_SWAPS (runId, start);
-CREATE INDEX IF NOT EXISTS TRANSFERS_runId_start ON TRANSFERS (runId, start);
-CREATE INDEX IF NOT EXISTS DISABLED_SCOPES_runId_start ON DISABLED_SCOPES (runId, start);
-CREATE INDEX IF NOT EXISTS MODULE_COMPUTE_runId_start ON MODULE_COMPUTE (runId, start);
-CREATE INDEX IF NOT EXISTS COMPILE_REGIONS_runId_start ON COMPILE_REGIONS (runId, start);
-CREATE INDEX IF NOT EXISTS GRAPH_BREAKS_runId_start ON GRAPH_BREAKS (runId, start);
-CREATE INDEX IF NOT EXISTS GENERATION_STEPS_runId_start ON GENERATION_STEPS (runId, start);
-CREATE INDEX IF NOT EXISTS MEMORY_COUNTERS_runId_start ON MEMORY_COUNTERS (runId, start);
+// The indexes finalize() builds: (runId, start) / (runId, correlationId) per event table (see
+// detail::index_sql), plus these.
+constexpr std::string_view kExtraIndexSql = R"SQL(
 CREATE INDEX IF NOT EXISTS DIAGNOSTICS_runId ON DIAGNOSTICS (runId);
 CREATE INDEX IF NOT EXISTS COMPILE_RESULTS_runId ON COMPILE_RESULTS (runId);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL_runId_start ON CUPTI_ACTIVITY_KIND_KERNEL (runId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL_correlationId ON CUPTI_ACTIVITY_KIND_KERNEL (runId, correlationId);
 CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL_stream ON CUPTI_ACTIVITY_KIND_KERNEL (deviceId, streamId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMCPY_runId_start ON CUPTI_ACTIVITY_KIND_MEMCPY (runId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMCPY_correlationId ON CUPTI_ACTIVITY_KIND_MEMCPY (runId, correlationId);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMSET_runId_start ON CUPTI_ACTIVITY_KIND_MEMSET (runId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMSET_correlationId ON CUPTI_ACTIVITY_KIND_MEMSET (runId, correlationId);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME_runId_start ON CUPTI_ACTIVITY_KIND_RUNTIME (runId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME_correlationId ON CUPTI_ACTIVITY_KIND_RUNTIME (runId, correlationId);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_DRIVER_runId_start ON CUPTI_ACTIVITY_KIND_DRIVER (runId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_DRIVER_correlationId ON CUPTI_ACTIVITY_KIND_DRIVER (runId, correlationId);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_SYNCHRONIZATION_runId_start ON CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (runId, start);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_SYNCHRONIZATION_correlationId ON CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (runId, correlationId);
-CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION_correlationId ON CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION (runId, correlationId);
 )SQL";
+
+const std::string& index_sql() {
+  static const std::string sql = [] {
+    std::string out(kExtraIndexSql);
+    detail::for_each_kind([&](auto kind) { out += detail::index_sql<typename decltype(kind)::type>(); });
+    return out;
+  }();
+  return sql;
+}
 
 std::string iso8601(std::chrono::system_clock::time_point tp, bool utc) {
   const std::time_t t = std::chrono::system_clock::to_time_t(tp);
@@ -87,11 +75,22 @@ struct Store::Impl {
   std::mutex mu;
   int64_t global_pid = static_cast<int64_t>(::getpid()) * 0x1000000;
 
+  // An event table's INSERTs: one row, and kMultiRows rows at once (one VDBE run per group
+  // instead of per row; 128 rows measured ~4 % fewer instructions per event than 32, more
+  // gains nothing).
+  static constexpr size_t kMultiRows = 128;
+  struct KindTable {
+    Stmt one, many;
+    std::vector<const tracer::Record*> pending;  // host events waiting to fill a group
+  };
   struct Stmts {
     Stmt begin, commit;
     Stmt ins_string, ins_thread, ins_module;
-    Stmt ins_kernel, ins_memcpy, ins_memset, ins_runtime, ins_driver, ins_sync, ins_extcorr, ins_clock;
     Stmt end_run, ins_diag;
+    std::array<KindTable, tracer::kEventKinds> host;  // by tracer::EventKind
+#define HS_ACTIVITY_TABLE_(Type, Row, rows, ...) KindTable rows;
+    HS_ACTIVITY_KINDS(HS_ACTIVITY_TABLE_)  // one member per activity kind, named as its batch span
+#undef HS_ACTIVITY_TABLE_
   };
   std::unique_ptr<Stmts> st;
 
@@ -117,7 +116,6 @@ struct Store::Impl {
 
   void close_db() {
     st.reset();
-    for (auto& t : tables) t = EventTable{};
     if (db) sqlite3_close_v2(db);
     db = nullptr;
   }
@@ -181,6 +179,26 @@ struct Store::Impl {
     }
   }
 
+  // A capture written before an event kind existed lacks its table: add it (empty), so runs
+  // appended now can record that kind.
+  void add_missing_event_tables() {
+    bool missing = false;
+    detail::for_each_kind([&](auto kind) {
+      Stmt q(db, path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+      q.bind(1, decltype(kind)::type::table);
+      missing = missing || !q.step();
+    });
+    if (!missing) return;
+    detail::exec(db, path, "BEGIN IMMEDIATE", "upgrading");
+    try {
+      detail::exec(db, path, event_tables_sql(), "adding event tables to");
+      detail::exec(db, path, "COMMIT", "upgrading");
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
   void load_strings() {
     Stmt q(db, path, "SELECT id, value FROM StringIds");
     while (q.step()) {
@@ -202,52 +220,19 @@ struct Store::Impl {
     st->ins_module = p(
         "INSERT INTO MODULES (runId, moduleId, classId) VALUES (?, ?, ?) ON CONFLICT (runId, moduleId) "
         "DO UPDATE SET classId = coalesce(MODULES.classId, excluded.classId)");
-    // Event tables, in Event::index() order, with their column counts.
-    static constexpr std::pair<const char*, int> kEventTables[] = {
-        {"HOOK_EVENTS", 7},     {"WEIGHT_SWAPS", 12},   {"TRANSFERS", 10},
-        {"DISABLED_SCOPES", 7}, {"MODULE_COMPUTE", 6},  {"COMPILE_REGIONS", 7},
-        {"GRAPH_BREAKS", 7},    {"GENERATION_STEPS", 6}, {"MEMORY_COUNTERS", 5}};
-    static_assert(std::size(kEventTables) == std::variant_size_v<tracer::Event>);
-    for (size_t k = 0; k < tables.size(); ++k) {
-      const auto [name, cols] = kEventTables[k];
-      // runId is ?1 in every row: bound once per statement, not once per row.
-      std::string row = "(?1";
-      for (int c = 1; c < cols; ++c) row += ", ?";
-      row += ")";
-      std::string many = std::string("INSERT INTO ") + name + " VALUES " + row;
-      for (size_t r = 1; r < kMultiRows; ++r) many += ", " + row;
-      tables[k].one = p(std::string("INSERT INTO ") + name + " VALUES " + row);
-      tables[k].many = p(many);
-      tables[k].pending.reserve(kMultiRows);
-    }
-    st->ins_kernel = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, "
-        "globalPid, demangledName, shortName, mangledName, launchType, cacheConfig, registersPerThread, gridX, gridY, "
-        "gridZ, blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, "
-        "localMemoryTotal, gridId, graphNodeId, runId) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    st->ins_memcpy = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamId, correlationId, "
-        "globalPid, bytes, copyKind, srcKind, dstKind, srcDeviceId, dstDeviceId, graphNodeId, runId) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    st->ins_memset = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, contextId, streamId, correlationId, "
-        "globalPid, value, bytes, graphNodeId, memKind, runId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    st->ins_runtime = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
-        "returnValue, runId) VALUES (?, ?, 0, ?, ?, ?, ?, ?)");
-    st->ins_driver = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_DRIVER (start, end, eventClass, globalTid, correlationId, nameId, "
-        "returnValue, runId) VALUES (?, ?, 1, ?, ?, ?, ?, ?)");
-    st->ins_sync = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, contextId, streamId, "
-        "correlationId, globalPid, syncType, eventId, runId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    st->ins_extcorr = p(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION (externalKind, externalId, correlationId, runId) "
-        "VALUES (?, ?, ?, ?)");
-    st->ins_clock = p("INSERT INTO CLOCK_CALIBRATION (runId, deviceId, hostNs, gpuNs) VALUES (?, ?, ?, ?)");
+    // Host event tables now; activity tables on their first rows (CPU captures have none).
+#define HS_PREPARE_HOST_(Type, ...) prepare_kind<tracer::rec::Type>(st->host[static_cast<size_t>(tracer::EventKind::Type)]);
+    HS_HOST_EVENT_KINDS(HS_PREPARE_HOST_)
+#undef HS_PREPARE_HOST_
+    for (KindTable& t : st->host) t.pending.reserve(kMultiRows);
     st->end_run = p("UPDATE RUNS SET status = ?, error = ?, end = ?, droppedRecords = droppedRecords + ? WHERE id = ?");
     st->ins_diag = p("INSERT INTO DIAGNOSTICS (runId, start, severity, source, text) VALUES (?, ?, ?, ?, ?)");
+  }
+
+  template <class K>
+  void prepare_kind(KindTable& t) {
+    t.one = Stmt(db, path, detail::insert_sql<K>(1));
+    t.many = Stmt(db, path, detail::insert_sql<K>(kMultiRows));
   }
 
   void require_open() const {
@@ -336,118 +321,135 @@ struct Store::Impl {
   }
 
   // --- event tables -----------------------------------------------------------------
-  static constexpr size_t kMultiRows = 128;
-  struct EventTable {
-    Stmt one, many;  // 1-row and kMultiRows-row INSERTs
-    std::vector<const tracer::Record*> pending;
-  };
-  std::array<EventTable, std::variant_size_v<tracer::Event>> tables;  // by Event::index()
-  struct BatchCtx {
+  // Where a row's derived columns come from: its run, its recording thread (host events),
+  // and how its strings become StringIds ids — run-scoped tracer ids for host events,
+  // interned text for activity records.
+  struct RowCtx {
+    Impl& m;
     int64_t run;
-    RunState& rs;
-    const fs::path& path;
-    int64_t sid(tracer::StrId id) const {
-      if (id >= rs.ids.size() || rs.ids[id] < 0)
+    RunState* rs = nullptr;  // host events only
+    uint32_t thread = 0;     // host events only: the row's recording thread
+    int64_t text_id(tracer::StrId id) const {
+      if (id >= rs->ids.size() || rs->ids[id] < 0)
         throw std::invalid_argument("write_batch: string id " + std::to_string(id) + " of run " +
-                                    std::to_string(run) + " was never defined (capture " + path.string() + ")");
-      return rs.ids[id];
+                                    std::to_string(run) + " was never defined (capture " + m.path.string() + ")");
+      return rs->ids[id];
     }
+    int64_t text_id(std::string_view s) const { return m.intern(s); }
+    std::optional<int64_t> text_or_null(tracer::StrId id) const {
+      const int64_t sid = text_id(id);
+      return sid == m.empty_sid ? std::nullopt : std::optional<int64_t>(sid);
+    }
+    std::optional<int64_t> text_or_null(std::string_view s) const {
+      return s.empty() ? std::nullopt : std::optional<int64_t>(m.intern(s));
+    }
+    std::string_view text(tracer::StrId id) const { return m.text(text_id(id)); }
+    std::string_view text(std::string_view s) const { return s; }
   };
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::HookSpan& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::WeightSwap& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::Transfer& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::DisabledScope& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::ModuleCompute& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::Region& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::GraphBreak& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::GenerationStep& e);
-  int bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::MemoryCounter& e);
-  void flush_rows(size_t kind, BatchCtx& c, bool all);
+
+  template <class Tag, class R, class Field>
+  void bind_value(Stmt& s, int i, RowCtx& c, const R& r, Field field);
+  template <class R>
+  int bind_row(Stmt& s, int first, RowCtx& c, const R& r);
+  template <class At>
+  size_t insert_rows(KindTable& t, RowCtx& c, size_t n, bool all, At&& at);
+  void flush_rows(tracer::EventKind kind, RowCtx& c, bool all);
+  template <class R>
+  void write_activity_rows(KindTable& t, RowCtx& c, std::span<const R> rows);
   void write_records(int64_t run, RunState& rs, const tracer::RecordBatch& b);
 };
 
-// Binds one event's row from parameter `i` (1-based) of `s`, every column but the first
-// (runId: parameter ?1 of every row, bound once per statement); returns the parameters bound.
-// Column order = the table's DDL order.
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::HookSpan& e) {
-  const int64_t module = c.sid(e.module);
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, c.sid(e.hook))
-      .bind(i + 4, static_cast<int>(e.phase)).bind(i + 5, module);
-  note_module(c.run, c.rs, module, c.sid(e.module_class));
-  return 6;
+namespace {
+template <class T>
+int64_t as_int64(T v) {
+  return static_cast<int64_t>(v);
 }
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::WeightSwap& e) {
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, e.onload)
-      .bind(i + 4, c.sid(e.module)).bind(i + 5, c.sid(e.tensor)).bind(i + 6, e.bytes).bind(i + 7, c.sid(e.dtype))
-      .bind(i + 8, static_cast<int>(e.source)).bind(i + 9, c.sid(e.device)).bind(i + 10, e.pinned);
-  return 11;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::Transfer& e) {
-  const int64_t module = c.sid(e.module), src = c.sid(e.src), dst = c.sid(e.dst);
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, src)
-      .bind(i + 4, dst).bind(i + 5, e.bytes).bind(i + 6, static_cast<int>(copy_kind_for(text(src), text(dst))))
-      .bind(i + 7, e.emulated);
-  if (module == empty_sid)
-    s.bind_null(i + 8);
-  else
-    s.bind(i + 8, module);
-  return 9;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::DisabledScope& e) {
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, c.sid(e.function))
-      .bind(i + 4, c.sid(e.module)).bind(i + 5, e.depth);
-  return 6;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::ModuleCompute& e) {
-  const int64_t module = c.sid(e.module);
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, module)
-      .bind(i + 4, c.sid(e.device));
-  note_module(c.run, c.rs, module, c.sid(e.module_class));
-  return 5;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::Region& e) {
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, e.index)
-      .bind(i + 4, e.op_count).bind(i + 5, c.sid(e.backend));
-  return 6;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::GraphBreak& e) {
-  s.bind(i, e.time_ns).bind(i + 1, thread).bind(i + 2, c.sid(e.reason))
-      .bind(i + 3, c.sid(e.function)).bind(i + 4, c.sid(e.module)).bind(i + 5, c.sid(e.module_stack));
-  return 6;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx&, uint32_t thread, const tracer::rec::GenerationStep& e) {
-  s.bind(i, e.start_ns).bind(i + 1, e.end_ns).bind(i + 2, thread).bind(i + 3, e.step)
-      .bind(i + 4, e.token);
-  return 5;
-}
-int Store::Impl::bind_row(Stmt& s, int i, BatchCtx& c, uint32_t thread, const tracer::rec::MemoryCounter& e) {
-  s.bind(i, e.time_ns).bind(i + 1, thread).bind(i + 2, c.sid(e.device)).bind(i + 3, e.bytes);
-  return 4;
+}  // namespace
+
+// Binds the column of one line of a kind's declaration (see tracer/event_kinds.h for the tags).
+template <class Tag, class R, class Field>
+void Store::Impl::bind_value(Stmt& s, int i, RowCtx& c, const R& r, Field field) {
+  namespace k = kinds;
+  if constexpr (std::is_same_v<Tag, k::Text>) {
+    s.bind(i, c.text_id(field(r)));
+  } else if constexpr (std::is_same_v<Tag, k::TextOrNull>) {
+    s.bind(i, c.text_or_null(field(r)));
+  } else if constexpr (std::is_same_v<Tag, k::GlobalTid>) {
+    s.bind(i, global_pid + field(r));
+  } else if constexpr (std::is_same_v<Tag, k::GlobalPid>) {
+    s.bind(i, global_pid);
+  } else if constexpr (std::is_same_v<Tag, k::Thread>) {
+    s.bind(i, c.thread);
+  } else if constexpr (std::is_same_v<Tag, k::CopyKind>) {
+    s.bind(i, static_cast<int>(copy_kind_for(c.text(r.src), c.text(r.dst))));
+  } else if constexpr (k::is_constant<Tag>::value) {
+    s.bind(i, k::is_constant<Tag>::value_of);
+  } else if constexpr (detail::is_optional_tag<Tag>::value) {
+    if (const auto& v = field(r))
+      s.bind(i, as_int64(*v));
+    else
+      s.bind_null(i);
+  } else {
+    s.bind(i, as_int64(field(r)));  // times, Nullable<T>, integers, bools, enums
+  }
 }
 
-// Inserts the pending rows of one event table: groups of kMultiRows through the multi-row
-// statement (one VDBE run per group instead of per row; 128 rows measured ~4 % fewer
-// instructions per event than 32, more gains nothing), the remainder one by one.
-void Store::Impl::flush_rows(size_t kind, BatchCtx& c, bool all) {
-  EventTable& t = tables[kind];
-  auto bind_into = [&](Stmt& s, int base, const tracer::Record* r) {
-    return std::visit([&](const auto& e) { return bind_row(s, base, c, r->thread, e); }, r->event);
-  };
+// Binds one row from parameter `first` (1-based) of `s`: every bound column in table order
+// (runId is ?1 of every row, bound once per statement); returns the parameters bound.
+template <class R>
+int Store::Impl::bind_row(Stmt& s, int first, RowCtx& c, const R& r) {
+  int i = first;
+  R::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    using Tag = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<Tag, kinds::ModuleClass>) {
+      note_module(c.run, *c.rs, c.text_id(r.module), c.text_id(field(r)));
+    } else if constexpr (detail::is_bound<Tag>) {
+      bind_value<Tag>(s, i++, c, r, field);
+    }
+  });
+  return i - first;
+}
+
+// Inserts rows [0, n) of one kind (`at(j)` is row j): groups of kMultiRows through the
+// multi-row statement, the remainder (when `all`) one by one. Returns the rows inserted.
+template <class At>
+size_t Store::Impl::insert_rows(KindTable& t, RowCtx& c, size_t n, bool all, At&& at) {
   size_t k = 0;
-  if (k + kMultiRows <= t.pending.size()) t.many.bind(1, c.run);  // bindings survive exec's reset
-  for (; k + kMultiRows <= t.pending.size(); k += kMultiRows) {
+  if (k + kMultiRows <= n) t.many.bind(1, c.run);  // bindings survive exec's reset
+  for (; k + kMultiRows <= n; k += kMultiRows) {
     int col = 2;
-    for (size_t j = 0; j < kMultiRows; ++j) col += bind_into(t.many, col, t.pending[k + j]);
+    for (size_t j = 0; j < kMultiRows; ++j) col += bind_row(t.many, col, c, at(k + j));
     t.many.exec();
   }
-  if (all && k < t.pending.size()) {
+  if (all && k < n) {
     t.one.bind(1, c.run);
-    for (; k < t.pending.size(); ++k) {
-      bind_into(t.one, 2, t.pending[k]);
+    for (; k < n; ++k) {
+      bind_row(t.one, 2, c, at(k));
       t.one.exec();
     }
   }
-  t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(k));
+  return k;
+}
+
+// Inserts the pending rows of one host event table (all of them, or only full groups).
+void Store::Impl::flush_rows(tracer::EventKind kind, RowCtx& c, bool all) {
+  KindTable& t = st->host[static_cast<size_t>(kind)];
+  tracer::with_kind(kind, [&](auto type) {
+    using R = typename decltype(type)::type;
+    const size_t done = insert_rows(t, c, t.pending.size(), all, [&](size_t j) {
+      c.thread = t.pending[j]->thread;
+      return t.pending[j]->get<R>();
+    });
+    t.pending.erase(t.pending.begin(), t.pending.begin() + static_cast<std::ptrdiff_t>(done));
+  });
+}
+
+// Inserts activity records of one kind, preparing the kind's statements on its first rows.
+template <class R>
+void Store::Impl::write_activity_rows(KindTable& t, RowCtx& c, std::span<const R> rows) {
+  if (rows.empty()) return;
+  if (!t.one.raw()) prepare_kind<R>(t);
+  insert_rows(t, c, rows.size(), true, [&](size_t j) -> const R& { return rows[j]; });
 }
 
 void Store::Impl::write_records(int64_t run, RunState& rs, const tracer::RecordBatch& b) {
@@ -456,17 +458,17 @@ void Store::Impl::write_records(int64_t run, RunState& rs, const tracer::RecordB
     rs.ids[s.id] = intern(s.text);
   }
   for (const tracer::ThreadDef& t : b.threads) st->ins_thread.bind(1, run).bind(2, t.thread).bind(3, t.os_tid).exec();
-  BatchCtx c{run, rs, path};
-  for (auto& t : tables) t.pending.clear();
+  RowCtx c{*this, run, &rs};
+  for (auto& t : st->host) t.pending.clear();
   try {
     for (const tracer::Record& r : b.records) {
-      const size_t kind = r.event.index();
-      tables[kind].pending.push_back(&r);
-      if (tables[kind].pending.size() == kMultiRows) flush_rows(kind, c, false);
+      auto& pending = st->host[static_cast<size_t>(r.kind)].pending;
+      pending.push_back(&r);
+      if (pending.size() == kMultiRows) flush_rows(r.kind, c, false);
     }
-    for (size_t kind = 0; kind < tables.size(); ++kind) flush_rows(kind, c, true);
+    for (size_t kind = 0; kind < tracer::kEventKinds; ++kind) flush_rows(static_cast<tracer::EventKind>(kind), c, true);
   } catch (...) {
-    for (auto& t : tables) t.pending.clear();
+    for (auto& t : st->host) t.pending.clear();
     throw;
   }
 }
@@ -515,6 +517,7 @@ Store::Store(fs::path path, StoreOptions options) : impl_(std::make_unique<Impl>
   } else {
     m.set_pragmas();
     m.load_strings();
+    m.add_missing_event_tables();
   }
   m.prepare();
 }
@@ -581,65 +584,19 @@ void Store::write_batch(const tracer::RecordBatch& batch) {
   if (batch.end) m.runs.erase(batch.run_id);
 }
 
-void Store::write_gpu_batch(const tracer::GpuActivityBatch& b) {
+void Store::write_activity(const tracer::ActivityBatch& b) {
   Impl& m = *impl_;
   std::lock_guard lk(m.mu);
   m.require_open();
   if (!m.run_exists(b.run_id))
-    throw std::invalid_argument("write_gpu_batch: no run " + std::to_string(b.run_id) + " in capture " +
+    throw std::invalid_argument("write_activity: no run " + std::to_string(b.run_id) + " in capture " +
                                 m.path.string());
   const int64_t run = b.run_id;
-  const int64_t gpid = m.global_pid;
-  auto graph_node = [](int64_t id) { return id ? std::optional<int64_t>(id) : std::nullopt; };
+  Impl::RowCtx c{m, run};
   m.in_transaction([&] {
-    for (const auto& k : b.kernels) {
-      auto& s = m.st->ins_kernel;
-      s.bind(1, k.start_ns).bind(2, k.end_ns).bind(3, k.device_id).bind(4, k.context_id).bind(5, k.stream_id)
-          .bind(6, k.correlation_id).bind(7, gpid).bind(8, m.intern(k.demangled_name))
-          .bind(9, m.intern(k.short_name));
-      if (k.mangled_name.empty())
-        s.bind_null(10);
-      else
-        s.bind(10, m.intern(k.mangled_name));
-      s.bind(11, k.launch_type).bind(12, k.cache_config).bind(13, k.registers_per_thread).bind(14, k.grid_x)
-          .bind(15, k.grid_y).bind(16, k.grid_z).bind(17, k.block_x).bind(18, k.block_y).bind(19, k.block_z)
-          .bind(20, k.static_shared_memory).bind(21, k.dynamic_shared_memory).bind(22, k.local_memory_per_thread)
-          .bind(23, k.local_memory_total).bind(24, k.grid_id).bind(25, graph_node(k.graph_node_id)).bind(26, run)
-          .exec();
-    }
-    for (const auto& c : b.memcpys) {
-      auto& s = m.st->ins_memcpy;
-      s.bind(1, c.start_ns).bind(2, c.end_ns).bind(3, c.device_id).bind(4, c.context_id).bind(5, c.stream_id)
-          .bind(6, c.correlation_id).bind(7, gpid).bind(8, c.bytes).bind(9, static_cast<int>(c.copy_kind))
-          .bind(10, static_cast<int>(c.src_kind)).bind(11, static_cast<int>(c.dst_kind));
-      if (c.src_device_id < 0)
-        s.bind_null(12);
-      else
-        s.bind(12, c.src_device_id);
-      if (c.dst_device_id < 0)
-        s.bind_null(13);
-      else
-        s.bind(13, c.dst_device_id);
-      s.bind(14, graph_node(c.graph_node_id)).bind(15, run).exec();
-    }
-    for (const auto& c : b.memsets)
-      m.st->ins_memset.bind(1, c.start_ns).bind(2, c.end_ns).bind(3, c.device_id).bind(4, c.context_id)
-          .bind(5, c.stream_id).bind(6, c.correlation_id).bind(7, gpid).bind(8, c.value).bind(9, c.bytes)
-          .bind(10, graph_node(c.graph_node_id)).bind(11, static_cast<int>(c.mem_kind)).bind(12, run).exec();
-    for (const auto& a : b.api_calls) {
-      auto& s = a.driver ? m.st->ins_driver : m.st->ins_runtime;
-      s.bind(1, a.start_ns).bind(2, a.end_ns).bind(3, gpid + a.os_tid).bind(4, a.correlation_id)
-          .bind(5, m.intern(a.name)).bind(6, a.return_value).bind(7, run).exec();
-    }
-    for (const auto& y : b.syncs)
-      m.st->ins_sync.bind(1, y.start_ns).bind(2, y.end_ns).bind(3, y.device_id).bind(4, y.context_id)
-          .bind(5, y.stream_id).bind(6, y.correlation_id).bind(7, gpid).bind(8, static_cast<int>(y.sync_type))
-          .bind(9, y.event_id).bind(10, run).exec();
-    for (const auto& x : b.external_correlations)
-      m.st->ins_extcorr.bind(1, static_cast<int64_t>(x.kind)).bind(2, static_cast<int64_t>(x.external_id))
-          .bind(3, x.correlation_id).bind(4, run).exec();
-    for (const auto& c : b.clock_samples)
-      m.st->ins_clock.bind(1, run).bind(2, c.device_id).bind(3, c.host_ns).bind(4, c.gpu_ns).exec();
+#define HS_WRITE_ACTIVITY_(Type, Row, rows, ...) m.write_activity_rows(m.st->rows, c, b.rows);
+    HS_ACTIVITY_KINDS(HS_WRITE_ACTIVITY_)
+#undef HS_WRITE_ACTIVITY_
     if (b.dropped_records > 0) {
       Stmt up(m.db, m.path, "UPDATE RUNS SET droppedRecords = droppedRecords + ? WHERE id = ?");
       up.bind(1, static_cast<int64_t>(b.dropped_records)).bind(2, run).exec();
@@ -778,7 +735,7 @@ void Store::finalize() {
   std::lock_guard lk(m.mu);
   m.require_open();
   m.in_transaction([&] {
-    detail::exec(m.db, m.path, kIndexSql, "building the indexes");
+    detail::exec(m.db, m.path, index_sql(), "building the indexes");
     detail::exec(m.db, m.path, "UPDATE META_DATA_EXPORT SET value = '1' WHERE name = 'HOOKSCOPE_FINALIZED'",
                  "finalizing");
   });
@@ -790,7 +747,6 @@ void Store::close() {
   std::lock_guard lk(m.mu);
   if (!m.db) return;
   m.st.reset();
-  for (auto& t : m.tables) t = Impl::EventTable{};
   // Best effort: fold the WAL into the file and leave one self-contained file. Fails harmlessly
   // (stays in WAL mode) while another connection has the file open.
   sqlite3_exec(m.db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;", nullptr, nullptr, nullptr);

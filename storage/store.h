@@ -1,9 +1,9 @@
-// Store: the writer of a capture file (DESIGN.md §7; format in storage/schema.h).
+// Store: the writer of a capture file (format in storage/schema.h).
 //
 // It implements the tracer's consumer interfaces — `tracer::EventWriter` (host events from the
-// HostTracer's writer thread) and `tracer::GpuActivityWriter` (CUPTI records) — and offers
-// direct methods for what the app knows itself (results, devices, diagnostics, compile
-// results). All methods are thread-safe (one connection behind a mutex).
+// HostTracer's writer thread) and `tracer::ActivityWriter` (CUPTI records, imported traces) —
+// and offers direct methods for what the app knows itself (results, devices, diagnostics,
+// compile results). All methods are thread-safe (one connection behind a mutex).
 //
 // Durability: WAL journal, synchronous=NORMAL, one transaction per batch. A run row is written
 // `incomplete` by `begin_run` and flipped to `complete` in the same transaction as its last
@@ -37,7 +37,7 @@ struct StoreOptions {
   int busy_timeout_ms = 5000;
 };
 
-class Store final : public tracer::EventWriter, public tracer::GpuActivityWriter {
+class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
  public:
   /// Creates `path` (a new capture) or opens an existing hookscope capture to append runs.
   /// Throws CaptureError naming the file when it is not a capture ("not a hookscope capture:
@@ -59,8 +59,11 @@ class Store final : public tracer::EventWriter, public tracer::GpuActivityWriter
   /// Throws std::invalid_argument for an unknown run or an undefined string id.
   void write_batch(const tracer::RecordBatch& batch) override;
 
-  // --- tracer::GpuActivityWriter ---------------------------------------------------------
-  void write_gpu_batch(const tracer::GpuActivityBatch& batch) override;
+  // --- tracer::ActivityWriter ------------------------------------------------------------
+  /// One transaction: every record of the batch (strings interned), and a DIAGNOSTICS warning
+  /// plus RUNS.droppedRecords when the source dropped records. Throws std::invalid_argument
+  /// for an unknown run.
+  void write_activity(const tracer::ActivityBatch& batch) override;
 
   // --- direct methods for the app --------------------------------------------------------
   /// Same as begin_run (for runs written without a HostTracer).

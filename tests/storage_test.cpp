@@ -164,6 +164,18 @@ TEST(CaptureSchema, HasNsysTablesColumnsAndEnums) {
   has("MEMORY_COUNTERS", {"runId", "start", "device", "bytes"});
   has("DIAGNOSTICS", {"runId", "severity", "source", "text"});
   has("DISABLED_SCOPES", {"runId", "start", "end", "functionId", "moduleId", "depth"});
+  has("CPU_OPS", {"runId", "start", "end", "globalTid", "nameId", "argsId", "externalId", "sequenceNumber"});
+  // Column order as in earlier captures (SELECT * keeps working).
+  EXPECT_EQ(db.columns("HOOK_EVENTS"),
+            (std::vector<std::string>{"runId", "start", "end", "threadId", "hookId", "phase", "moduleId"}));
+  EXPECT_EQ(db.columns("TRANSFERS"), (std::vector<std::string>{"runId", "start", "end", "threadId", "src", "dst",
+                                                               "bytes", "copyKind", "emulated", "moduleId"}));
+  EXPECT_EQ(db.columns("GRAPH_BREAKS"), (std::vector<std::string>{"runId", "start", "threadId", "reasonId",
+                                                                  "functionId", "moduleId", "moduleStackId"}));
+  EXPECT_EQ(db.columns("CUPTI_ACTIVITY_KIND_RUNTIME"),
+            (std::vector<std::string>{"start", "end", "eventClass", "globalTid", "correlationId", "nameId",
+                                      "returnValue", "callchainId", "runId"}));
+  EXPECT_EQ(db.columns("CLOCK_CALIBRATION"), (std::vector<std::string>{"runId", "deviceId", "hostNs", "gpuNs"}));
 
   // nsys enum ids, names and labels.
   EXPECT_EQ(db.rows("SELECT id, name, label FROM ENUM_CUDA_MEMCPY_OPER WHERE id IN (0, 1, 2, 8, 9, 10) ORDER BY id"),
@@ -571,9 +583,9 @@ TEST(Store, RejectsBadInputWithClearErrorsAndRollsBackPartialBatches) {
   const int64_t run = store.begin_run(run_info("ok"));
   // A batch whose second record names an undefined string id: nothing of it may land.
   const tracer::StringDef strings[] = {{0, "model.layers.0"}};
-  tracer::Record recs[2];
-  recs[0].event = tracer::rec::MemoryCounter{1, 10, 0};
-  recs[1].event = tracer::rec::MemoryCounter{2, 20, 7};
+  const tracer::Record recs[2] = {
+      tracer::Record::of(tracer::rec::MemoryCounter{.device = 0, .bytes = 10, .time_ns = 1}),
+      tracer::Record::of(tracer::rec::MemoryCounter{.device = 7, .bytes = 20, .time_ns = 2})};
   tracer::RecordBatch b;
   b.run_id = run;
   b.strings = strings;
@@ -613,31 +625,41 @@ TEST(Store, WritesGpuActivityIntoTheNsysTables) {
     k.demangled_name = "void gemm<float>(float*)";
     k.short_name = "gemm";
     k.grid_x = 128;
-    tracer::MemcpyActivity m1{1100, 1500, 0, 1, 7, 8, 4096, MemcpyKind::HtoD, tracer::MemKind::Pageable,
-                              tracer::MemKind::Device, -1, 0, 0};
-    tracer::MemcpyActivity m2{1600, 1700, 0, 1, 7, 9, 1024, MemcpyKind::HtoD, tracer::MemKind::Pinned,
-                              tracer::MemKind::Device, -1, 0, 0};
-    tracer::MemsetActivity ms{1700, 1710, 0, 1, 7, 10, 0, 256, tracer::MemKind::Device, 0};
-    tracer::ApiActivity api{900, 950, false, 4242, 7, "cudaLaunchKernel", 0};
-    tracer::ApiActivity drv{960, 970, true, 4242, 11, "cuLaunchKernel", 0};
-    tracer::SyncActivity sy{2000, 2100, 0, 1, 7, 12, tracer::SyncType::StreamSynchronize, 0};
+    tracer::MemcpyActivity m1{.device_id = 0, .context_id = 1, .stream_id = 7, .correlation_id = 8, .bytes = 4096,
+                              .copy_kind = MemcpyKind::HtoD, .src_kind = tracer::MemKind::Pageable,
+                              .dst_kind = tracer::MemKind::Device, .dst_device_id = 0, .start_ns = 1100,
+                              .end_ns = 1500};
+    tracer::MemcpyActivity m2 = m1;
+    m2.correlation_id = 9;
+    m2.bytes = 1024;
+    m2.src_kind = tracer::MemKind::Pinned;
+    m2.start_ns = 1600;
+    m2.end_ns = 1700;
+    tracer::MemsetActivity ms{.device_id = 0, .context_id = 1, .stream_id = 7, .correlation_id = 10, .value = 0,
+                              .bytes = 256, .mem_kind = tracer::MemKind::Device, .start_ns = 1700, .end_ns = 1710};
+    tracer::RuntimeActivity api{.os_tid = 4242, .correlation_id = 7, .name = "cudaLaunchKernel", .start_ns = 900,
+                                .end_ns = 950};
+    tracer::DriverActivity drv{.os_tid = 4242, .correlation_id = 11, .name = "cuLaunchKernel", .start_ns = 960,
+                               .end_ns = 970};
+    tracer::SyncActivity sy{.device_id = 0, .context_id = 1, .stream_id = 7, .correlation_id = 12,
+                            .sync_type = tracer::SyncType::StreamSynchronize, .start_ns = 2000, .end_ns = 2100};
     tracer::ExternalCorrelation ext{tracer::ExternalKind::Custom1, 99, 7};
     tracer::ClockSample clk{0, 500, 123456789};
-    tracer::GpuActivityBatch b;
+    tracer::ActivityBatch b;
     b.run_id = run;
     b.kernels = {&k, 1};
     const tracer::MemcpyActivity copies[] = {m1, m2};
     b.memcpys = copies;
     b.memsets = {&ms, 1};
-    const tracer::ApiActivity apis[] = {api, drv};
-    b.api_calls = apis;
+    b.runtime_calls = {&api, 1};
+    b.driver_calls = {&drv, 1};
     b.syncs = {&sy, 1};
     b.external_correlations = {&ext, 1};
     b.clock_samples = {&clk, 1};
-    store.write_gpu_batch(b);
-    tracer::GpuActivityBatch unknown;
+    store.write_activity(b);
+    tracer::ActivityBatch unknown;
     unknown.run_id = 77;
-    EXPECT_THROW(store.write_gpu_batch(unknown), std::invalid_argument);
+    EXPECT_THROW(store.write_activity(unknown), std::invalid_argument);
   }
   RawDb db(file);
   // The joins people run on nsys exports work unchanged.
@@ -652,6 +674,9 @@ TEST(Store, WritesGpuActivityIntoTheNsysTables) {
             "1");
   EXPECT_EQ(db.one("SELECT s.value FROM CUPTI_ACTIVITY_KIND_DRIVER d JOIN StringIds s ON s.id = d.nameId"),
             "cuLaunchKernel");
+  EXPECT_EQ(db.one("SELECT eventClass || ',' || (SELECT eventClass FROM CUPTI_ACTIVITY_KIND_DRIVER) "
+                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME"),
+            "0,1");
   EXPECT_EQ(db.one("SELECT globalTid % 0x1000000 FROM CUPTI_ACTIVITY_KIND_RUNTIME"), "4242");
   EXPECT_EQ(db.one("SELECT globalPid / 0x1000000 FROM CUPTI_ACTIVITY_KIND_KERNEL"), std::to_string(getpid()));
   EXPECT_EQ(db.one("SELECT e.name FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s JOIN ENUM_CUPTI_SYNC_TYPE e "
@@ -660,10 +685,207 @@ TEST(Store, WritesGpuActivityIntoTheNsysTables) {
   EXPECT_EQ(db.one("SELECT externalId FROM CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION WHERE correlationId = 7"), "99");
   EXPECT_EQ(db.one("SELECT gpuNs FROM CLOCK_CALIBRATION"), "123456789");
   EXPECT_EQ(db.one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE bytes = 256"), "1");
+  // Absent values are NULL, as in nsys: no mangled name, host side of a copy, not from a graph.
+  EXPECT_EQ(db.one("SELECT coalesce(mangledName, 'NULL') || coalesce(graphNodeId, 'NULL') "
+                   "FROM CUPTI_ACTIVITY_KIND_KERNEL"),
+            "NULLNULL");
+  EXPECT_EQ(db.rows("SELECT coalesce(srcDeviceId, 'NULL'), dstDeviceId FROM CUPTI_ACTIVITY_KIND_MEMCPY LIMIT 1"),
+            (std::vector<std::vector<std::string>>{{"NULL", "0"}}));
   CaptureReader r(file);
   ASSERT_EQ(r.gpus().size(), 1u);
   EXPECT_EQ(r.gpus()[0].name, "NVIDIA H200");
   EXPECT_EQ(r.gpus()[0].sm_count, 132);
+  const int64_t run = r.runs()[0].id;
+  ASSERT_EQ(r.syncs(run).size(), 1u);
+  EXPECT_EQ(r.syncs(run)[0].sync_type, tracer::SyncType::StreamSynchronize);
+  ASSERT_EQ(r.external_correlations(run).size(), 1u);
+  EXPECT_EQ(r.external_correlations(run)[0].kind, tracer::ExternalKind::Custom1);
+  EXPECT_EQ(r.external_correlations(run)[0].external_id, 99u);
+  ASSERT_EQ(r.clock_samples(run).size(), 1u);
+  EXPECT_EQ(r.clock_samples(run)[0].gpu_ns, 123456789);
+  ASSERT_EQ(r.driver_calls(run).size(), 1u);
+  EXPECT_EQ(r.driver_calls(run)[0].name, "cuLaunchKernel");
+}
+
+// ---- activity kinds: write through the Store, read through the CaptureReader ---------------
+
+/// A fresh capture with one run, and a batch for it.
+struct ActivityFile {
+  fs::path file;
+  int64_t run = 0;
+  explicit ActivityFile(const std::string& name) : file(test::scratch_dir(name) / "capture.hscope") {
+    Store store(file);
+    run = store.add_run(run_info(name));
+  }
+  template <class F>
+  void write(F&& fill) {
+    Store store(file);
+    tracer::ActivityBatch b;
+    b.run_id = run;
+    fill(b);
+    store.write_activity(b);
+  }
+};
+
+TEST(ActivityKinds, KernelRoundTrips) {
+  ActivityFile f("activity_kernel");
+  tracer::KernelActivity k{.device_id = 1, .context_id = 2, .stream_id = 7, .correlation_id = 41,
+                           .demangled_name = "void at::native::vectorized_elementwise_kernel<4>(int)",
+                           .short_name = "vectorized_elementwise_kernel", .registers_per_thread = 32,
+                           .grid_x = 1024, .grid_y = 2, .grid_z = 1, .block_x = 128, .block_y = 1, .block_z = 1,
+                           .static_shared_memory = 0, .dynamic_shared_memory = 4096, .grid_id = 5, .start_ns = 100,
+                           .end_ns = 180};
+  tracer::KernelActivity graph = k;
+  graph.mangled_name = "_ZN2at6native29vectorized_elementwise_kernel";
+  graph.graph_node_id = 77;
+  graph.start_ns = 50;  // earlier: rows come back ordered by start
+  graph.end_ns = 60;
+  const tracer::KernelActivity kernels[] = {k, graph};
+  f.write([&](tracer::ActivityBatch& b) { b.kernels = kernels; });
+  const auto rows = CaptureReader(f.file).kernels(f.run);
+  ASSERT_EQ(rows.size(), 2u);
+  const storage::KernelRow& a = rows[1];
+  EXPECT_EQ(a.start_ns, 100);
+  EXPECT_EQ(a.end_ns, 180);
+  EXPECT_EQ(a.device_id, 1u);
+  EXPECT_EQ(a.context_id, 2u);
+  EXPECT_EQ(a.stream_id, 7u);
+  EXPECT_EQ(a.correlation_id, 41u);
+  EXPECT_EQ(a.demangled_name, "void at::native::vectorized_elementwise_kernel<4>(int)");
+  EXPECT_EQ(a.short_name, "vectorized_elementwise_kernel");
+  EXPECT_EQ(a.mangled_name, "");
+  EXPECT_EQ(a.grid_x, 1024);
+  EXPECT_EQ(a.grid_y, 2);
+  EXPECT_EQ(a.block_x, 128);
+  EXPECT_EQ(a.registers_per_thread, 32);
+  EXPECT_EQ(a.dynamic_shared_memory, 4096);
+  EXPECT_EQ(a.grid_id, 5);
+  EXPECT_FALSE(a.graph_node_id.has_value());
+  EXPECT_EQ(rows[0].mangled_name, "_ZN2at6native29vectorized_elementwise_kernel");
+  EXPECT_EQ(rows[0].graph_node_id, 77);
+  EXPECT_TRUE(CaptureReader(f.file).kernels(f.run + 1).empty()) << "rows are per run";
+}
+
+TEST(ActivityKinds, MemcpyRoundTripsEveryDirection) {
+  ActivityFile f("activity_memcpy");
+  using tracer::MemKind;
+  const tracer::MemcpyActivity copies[] = {
+      {.device_id = 0, .stream_id = 7, .correlation_id = 1, .bytes = 4096, .copy_kind = MemcpyKind::HtoD,
+       .src_kind = MemKind::Pinned, .dst_kind = MemKind::Device, .dst_device_id = 0, .start_ns = 10, .end_ns = 20},
+      {.device_id = 0, .stream_id = 7, .correlation_id = 2, .bytes = 2048, .copy_kind = MemcpyKind::DtoH,
+       .src_kind = MemKind::Device, .dst_kind = MemKind::Pageable, .src_device_id = 0, .start_ns = 30, .end_ns = 40},
+      {.device_id = 0, .stream_id = 8, .correlation_id = 3, .bytes = 1024, .copy_kind = MemcpyKind::DtoD,
+       .src_kind = MemKind::Device, .dst_kind = MemKind::Device, .src_device_id = 0, .dst_device_id = 0,
+       .start_ns = 50, .end_ns = 55},
+      {.device_id = 1, .stream_id = 9, .correlation_id = 4, .bytes = 8192, .copy_kind = MemcpyKind::PtoP,
+       .src_kind = MemKind::Device, .dst_kind = MemKind::Device, .src_device_id = 0, .dst_device_id = 1,
+       .graph_node_id = 12, .start_ns = 60, .end_ns = 90},
+  };
+  f.write([&](tracer::ActivityBatch& b) { b.memcpys = copies; });
+  const auto rows = CaptureReader(f.file).memcpys(f.run);
+  ASSERT_EQ(rows.size(), 4u);
+  const MemcpyKind kinds[] = {MemcpyKind::HtoD, MemcpyKind::DtoH, MemcpyKind::DtoD, MemcpyKind::PtoP};
+  const int64_t bytes[] = {4096, 2048, 1024, 8192};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].copy_kind, kinds[i]) << i;
+    EXPECT_EQ(rows[i].bytes, bytes[i]) << i;
+    EXPECT_EQ(rows[i].correlation_id, i + 1) << i;
+    EXPECT_EQ(rows[i].start_ns, copies[i].start_ns) << i;
+    EXPECT_EQ(rows[i].end_ns, copies[i].end_ns) << i;
+    EXPECT_EQ(rows[i].src_kind, copies[i].src_kind) << i;
+    EXPECT_EQ(rows[i].dst_kind, copies[i].dst_kind) << i;
+    EXPECT_EQ(rows[i].src_device_id, copies[i].src_device_id) << i;
+    EXPECT_EQ(rows[i].dst_device_id, copies[i].dst_device_id) << i;
+  }
+  EXPECT_EQ(rows[3].device_id, 1u);
+  EXPECT_EQ(rows[3].stream_id, 9u);
+  EXPECT_EQ(rows[3].graph_node_id, 12);
+  EXPECT_FALSE(rows[0].src_device_id.has_value()) << "host side: NULL, read back as none";
+}
+
+TEST(ActivityKinds, MemsetRoundTrips) {
+  ActivityFile f("activity_memset");
+  const tracer::MemsetActivity m{.device_id = 2, .context_id = 1, .stream_id = 3, .correlation_id = 17,
+                                 .value = 255, .bytes = 1 << 20, .mem_kind = tracer::MemKind::Managed,
+                                 .start_ns = 5, .end_ns = 9};
+  f.write([&](tracer::ActivityBatch& b) { b.memsets = {&m, 1}; });
+  const auto rows = CaptureReader(f.file).memsets(f.run);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].device_id, 2u);
+  EXPECT_EQ(rows[0].stream_id, 3u);
+  EXPECT_EQ(rows[0].correlation_id, 17u);
+  EXPECT_EQ(rows[0].value, 255);
+  EXPECT_EQ(rows[0].bytes, 1 << 20);
+  EXPECT_EQ(rows[0].mem_kind, tracer::MemKind::Managed);
+  EXPECT_FALSE(rows[0].graph_node_id.has_value());
+  EXPECT_EQ(rows[0].start_ns, 5);
+  EXPECT_EQ(rows[0].end_ns, 9);
+}
+
+TEST(ActivityKinds, RuntimeCallRoundTrips) {
+  ActivityFile f("activity_runtime");
+  const tracer::RuntimeActivity calls[] = {
+      {.os_tid = 31337, .correlation_id = 41, .name = "cudaLaunchKernel", .return_value = 0, .start_ns = 95,
+       .end_ns = 99},
+      {.os_tid = 31338, .correlation_id = 42, .name = "cudaMemcpyAsync", .return_value = 1, .start_ns = 100,
+       .end_ns = 120},
+  };
+  f.write([&](tracer::ActivityBatch& b) { b.runtime_calls = calls; });
+  CaptureReader r(f.file);
+  const auto rows = r.runtime_calls(f.run);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(rows[0].os_tid, 31337) << "globalTid keeps the Linux tid in its low 24 bits";
+  EXPECT_EQ(rows[0].correlation_id, 41u);
+  EXPECT_EQ(rows[0].start_ns, 95);
+  EXPECT_EQ(rows[0].end_ns, 99);
+  EXPECT_EQ(rows[1].name, "cudaMemcpyAsync");
+  EXPECT_EQ(rows[1].return_value, 1);
+  EXPECT_TRUE(r.driver_calls(f.run).empty()) << "runtime and driver calls have their own tables";
+  RawDb db(f.file);
+  EXPECT_EQ(db.one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid / 0x1000000 = " +
+                   std::to_string(getpid())),
+            "2");
+}
+
+TEST(ActivityKinds, CpuOpRoundTrips) {
+  ActivityFile f("activity_cpu_op");
+  const std::string args = R"({"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]})";
+  const tracer::CpuOpActivity ops[] = {
+      {.os_tid = 777, .name = "aten::mm", .args = args, .external_id = 12, .sequence_number = 3, .start_ns = 10,
+       .end_ns = 30},
+      {.os_tid = 778, .name = "aten::empty", .start_ns = 12, .end_ns = 13},  // no args, no ids
+  };
+  f.write([&](tracer::ActivityBatch& b) { b.cpu_ops = ops; });
+  const auto rows = CaptureReader(f.file).cpu_ops(f.run);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "aten::mm");
+  EXPECT_EQ(rows[0].os_tid, 777);
+  EXPECT_EQ(nlohmann::json::parse(rows[0].args)["Input Dims"][1][1], 16);
+  EXPECT_EQ(rows[0].external_id, 12);
+  EXPECT_EQ(rows[0].sequence_number, 3);
+  EXPECT_EQ(rows[0].start_ns, 10);
+  EXPECT_EQ(rows[0].end_ns, 30);
+  EXPECT_EQ(rows[1].name, "aten::empty");
+  EXPECT_EQ(rows[1].os_tid, 778);
+  EXPECT_EQ(rows[1].args, "");
+  EXPECT_FALSE(rows[1].external_id.has_value());
+  EXPECT_FALSE(rows[1].sequence_number.has_value());
+  RawDb db(f.file);
+  EXPECT_EQ(db.one("SELECT count(*) FROM CPU_OPS WHERE argsId IS NULL AND externalId IS NULL"), "1");
+  // The link an importer relies on: op -> (External id) -> CUDA API call's correlation id.
+  EXPECT_EQ(db.one("SELECT s.value FROM CPU_OPS o JOIN StringIds s ON s.id = o.nameId WHERE o.externalId = 12"),
+            "aten::mm");
+}
+
+TEST(ActivityKinds, ACaptureFromBeforeAKindExistedReadsItEmptyAndTakesItWhenAppended) {
+  ActivityFile f("activity_old_capture");
+  { RawDb(f.file, SQLITE_OPEN_READWRITE).exec("DROP TABLE CPU_OPS"); }  // as written before CPU ops existed
+  EXPECT_TRUE(CaptureReader(f.file).cpu_ops(f.run).empty());
+  const tracer::CpuOpActivity op{.os_tid = 1, .name = "aten::add", .start_ns = 1, .end_ns = 2};
+  f.write([&](tracer::ActivityBatch& b) { b.cpu_ops = {&op, 1}; });
+  ASSERT_EQ(CaptureReader(f.file).cpu_ops(f.run).size(), 1u);
+  EXPECT_EQ(CaptureReader(f.file).cpu_ops(f.run)[0].name, "aten::add");
 }
 
 // ---- the reader's refusals ---------------------------------------------------------------

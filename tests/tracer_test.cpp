@@ -60,9 +60,9 @@ using tracer::TracerOptions;
 
 // ---- an in-memory EventWriter that checks the batch contract --------------------------
 struct Got {
-  size_t kind;  // Event::index()
+  tracer::EventKind kind;
   uint32_t thread;
-  tracer::Event ev;  // string ids as delivered
+  tracer::Record ev;  // string ids as delivered
   std::vector<std::string> strs;  // the event's strings, resolved, in for_each_string order
 };
 
@@ -89,8 +89,8 @@ class MemoryWriter : public tracer::EventWriter {
     }
     for (const auto& t : b.threads) threads[b.run_id].push_back(t);
     for (const auto& r : b.records) {
-      Got g{r.event.index(), r.thread, r.event, {}};
-      tracer::Event copy = r.event;
+      Got g{r.kind, r.thread, r, {}};
+      tracer::Record copy = r;
       tracer::for_each_string(copy, [&](tracer::StrId& id) {
         auto it = strings.find(id);
         if (it == strings.end()) {
@@ -178,34 +178,34 @@ TEST(HostTracer, RecordsEveryEventKindWithItsStrings) {
   ASSERT_TRUE(w.contract_errors.empty()) << w.contract_errors.front();
   const auto& got = w.records[run];
   ASSERT_EQ(got.size(), 9u);
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].kind, i);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(static_cast<size_t>(got[i].kind), i);
 
-  const auto& hs = std::get<tracer::rec::HookSpan>(got[0].ev);
+  const auto& hs = got[0].ev.get<tracer::rec::HookSpan>();
   EXPECT_EQ(hs.start_ns, 1000);
   EXPECT_EQ(hs.end_ns, 1001);
   EXPECT_EQ(hs.phase, events::HookPhase::PreForward);
   EXPECT_EQ(got[0].strs, (std::vector<std::string>{"AlignDevicesHook", "model.layers.0", "LlamaDecoderLayer"}));
-  const auto& ws = std::get<tracer::rec::WeightSwap>(got[1].ev);
+  const auto& ws = got[1].ev.get<tracer::rec::WeightSwap>();
   EXPECT_TRUE(ws.onload);
   EXPECT_TRUE(ws.pinned);
   EXPECT_EQ(ws.bytes, 4096);
   EXPECT_EQ(ws.source, events::WeightSource::Disk);
   EXPECT_EQ(got[1].strs, (std::vector<std::string>{"model.layers.0.mlp", "weight", "bfloat16", "0"}));
-  const auto& tf = std::get<tracer::rec::Transfer>(got[2].ev);
+  const auto& tf = got[2].ev.get<tracer::rec::Transfer>();
   EXPECT_TRUE(tf.emulated);
   EXPECT_EQ(tf.bytes, 512);
   EXPECT_EQ(got[2].strs, (std::vector<std::string>{"cpu", "1", "model.layers.1"}));
-  EXPECT_EQ(std::get<tracer::rec::DisabledScope>(got[3].ev).depth, 2);
+  EXPECT_EQ(got[3].ev.get<tracer::rec::DisabledScope>().depth, 2);
   EXPECT_EQ(got[4].strs, (std::vector<std::string>{"model.layers.0", "LlamaDecoderLayer", "0"}));
-  const auto& rg = std::get<tracer::rec::Region>(got[5].ev);
+  const auto& rg = got[5].ev.get<tracer::rec::Region>();
   EXPECT_EQ(rg.index, 3);
   EXPECT_EQ(rg.op_count, 77);
   EXPECT_EQ(got[6].strs[3], "model > model.layers.2");
-  EXPECT_EQ(std::get<tracer::rec::GraphBreak>(got[6].ev).time_ns, 1000);
-  const auto& gs = std::get<tracer::rec::GenerationStep>(got[7].ev);
+  EXPECT_EQ(got[6].ev.get<tracer::rec::GraphBreak>().time_ns, 1000);
+  const auto& gs = got[7].ev.get<tracer::rec::GenerationStep>();
   EXPECT_EQ(gs.step, 5);
   EXPECT_EQ(gs.token, 42);
-  EXPECT_EQ(std::get<tracer::rec::MemoryCounter>(got[8].ev).bytes, 123456);
+  EXPECT_EQ(got[8].ev.get<tracer::rec::MemoryCounter>().bytes, 123456);
 
   // "model.layers.0" appears in 4 events but is defined once; 16 distinct strings in all.
   EXPECT_EQ(w.run_strings[run].size(), 16u);
@@ -287,13 +287,13 @@ TEST(HostTracer, MultiThreadRecordingWithConcurrentFlushesLandsEveryEventOnce) {
   std::vector<uint8_t> seen(size_t{kThreads} * kPerThread, 0);
   std::map<uint32_t, int> thread_of_index;
   for (const Got& g : got) {
-    const int64_t seq = g.kind == 7 ? std::get<tracer::rec::GenerationStep>(g.ev).step
-                                    : std::get<tracer::rec::HookSpan>(g.ev).start_ns;
+    const int64_t seq = g.kind == tracer::EventKind::GenerationStep ? g.ev.get<tracer::rec::GenerationStep>().step
+                                                                    : g.ev.get<tracer::rec::HookSpan>().start_ns;
     ASSERT_GE(seq, 0);
     ASSERT_LT(seq, int64_t{kThreads} * kPerThread);
     ASSERT_EQ(seen[seq]++, 0) << "record delivered twice: " << seq;
     const int t = static_cast<int>(seq / kPerThread);
-    if (g.kind != 7) {
+    if (g.kind != tracer::EventKind::GenerationStep) {
       EXPECT_EQ(g.strs[1], names[t]);
     }
     auto it = thread_of_index.emplace(g.thread, t).first;
@@ -529,8 +529,8 @@ TEST(CuptiSeam, CpuBuildReportsCuptiUnavailable) {
   ASSERT_NE(t, nullptr);
   EXPECT_FALSE(t->available());
   EXPECT_EQ(t->status(), "CUPTI unavailable (CPU build)");
-  struct NoGpu : tracer::GpuActivityWriter {
-    void write_gpu_batch(const tracer::GpuActivityBatch&) override { FAIL() << "no GPU records on a CPU build"; }
+  struct NoGpu : tracer::ActivityWriter {
+    void write_activity(const tracer::ActivityBatch&) override { FAIL() << "no GPU records on a CPU build"; }
   } sink;
   try {
     t->start(1, {}, sink);

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "storage/capture_reader.h"
-#include "storage/synthetic.h"
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 #include "ui/run_timeline.h"
 #include "ui/timeline.h"

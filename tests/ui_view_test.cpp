@@ -12,7 +12,7 @@
 
 #include "storage/capture_reader.h"
 #include "storage/schema.h"
-#include "storage/synthetic.h"
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 #include "ui/view.h"
 #include "ui/viewer.h"

@@ -19,7 +19,7 @@ std::string_view to_string(ActivityKind k) {
   return "CUPTI_ACTIVITY_KIND_INVALID";
 }
 
-void NullCuptiTracer::start(int64_t, const CuptiOptions&, GpuActivityWriter&) {
+void NullCuptiTracer::start(int64_t, const CuptiOptions&, ActivityWriter&) {
   throw CuptiUnavailable(std::string(kStatus) + ": GPU activity (kernels, memcpy, memset, API calls, syncs) is "
                                                 "not traced; host events are");
 }

@@ -1,11 +1,11 @@
-// The CUPTI seam (DESIGN.md §9 "Kineto": a thin class around buffers and callbacks, all
-// policy above it; CPU builds and tests need none of it).
+// The CUPTI seam: a thin class around buffers and callbacks, all policy above it (the way
+// Kineto is built); CPU builds and tests need none of it.
 //
 // `CuptiTracer` is the interface the GPU build implements around the CUPTI Activity API.
 // This CPU build ships only `NullCuptiTracer`, which reports "CUPTI unavailable (CPU build)"
 // and refuses to start: GPU lanes are then shown as unavailable, never faked.
 //
-// What an implementation must do (spec/profiler-anchors.md §1, the Kineto lessons):
+// What an implementation must do (the lessons Kineto learned):
 //  - defer every CUPTI call (even cuptiGetVersion) until `start`, and check
 //    cudaGetDeviceCount() > 0 first; map CUPTI_ERROR_INSUFFICIENT_PRIVILEGES and
 //    CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39) to `available() == false` with a
@@ -21,7 +21,7 @@
 //  - calibrate host steady-clock vs cuptiGetTimestamp (many pairs, median), convert record
 //    times to host ns, and deliver the raw pairs as `ClockSample`s;
 //  - decode records on a processing thread, never on the launching thread, and deliver them
-//    to a `GpuActivityWriter` (the Store) in batches.
+//    to an `ActivityWriter` (the Store) in batches.
 #pragma once
 
 #include <cstddef>
@@ -71,7 +71,7 @@ class CuptiTracer {
   virtual std::string status() const = 0;
   /// Enables the activity kinds and starts delivering records of run `run_id` to `writer`
   /// (which must outlive `stop`). Throws `CuptiUnavailable` when `!available()`.
-  virtual void start(int64_t run_id, const CuptiOptions& options, GpuActivityWriter& writer) = 0;
+  virtual void start(int64_t run_id, const CuptiOptions& options, ActivityWriter& writer) = 0;
   /// Forces CUPTI to complete its buffers (FLUSH_FORCED) and delivers them; returns once written.
   virtual void flush() = 0;
   /// flush(), then disables the activity kinds. No-op when not started.
@@ -91,7 +91,7 @@ class NullCuptiTracer final : public CuptiTracer {
   static constexpr std::string_view kStatus = "CUPTI unavailable (CPU build)";
   bool available() const noexcept override { return false; }
   std::string status() const override { return std::string(kStatus); }
-  void start(int64_t, const CuptiOptions&, GpuActivityWriter&) override;
+  void start(int64_t, const CuptiOptions&, ActivityWriter&) override;
   void flush() override {}
   void stop() override {}
   void push_external_id(ExternalKind, uint64_t) noexcept override {}

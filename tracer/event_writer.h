@@ -1,18 +1,19 @@
 // The tracer's consumer interface: what the HostTracer's writer thread hands downstream.
 //
-// Layering (DESIGN.md §2): `tracer ← storage`. The tracer never includes storage; it writes
-// through the abstract `EventWriter` declared here, which `hs::storage::Store` implements and
-// the app wires up. Everything here is plain data: no SQLite, no JSON library, no LibTorch.
+// Layering (docs/architecture.md): `tracer <- storage`. The tracer never includes storage; it
+// writes through the abstract `EventWriter` declared here, which `hs::storage::Store`
+// implements and the app wires up. Everything here is plain data: no SQLite, no JSON library, no LibTorch.
 //
 // Units: every time is host steady-clock nanoseconds (`hs::events::now_ns()`), every size bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <variant>
 
 #include "tracer/events.h"
 
@@ -46,94 +47,116 @@ struct RunInfo {
 /// defines each id (in `strings`) no later than the first batch whose records use it.
 using StrId = uint32_t;
 
-/// Recorded events with their strings replaced by run-scoped `StrId`s. One struct per kind of
-/// `hs::events`; field meanings and units as there.
+/// The form the HostTracer records: a host event with its strings replaced by run-scoped
+/// `StrId`s. Trivially copyable, at most `kRecordPayload` bytes.
+struct Recorded {
+  template <class Tag>
+  using member = typename kinds::member_of<Tag, StrId>::type;
+};
+
+/// Recorded host events, one struct per kind (`rec::HookSpan`, ...): the fields of
+/// `events::HookSpan` etc., in the same order, with `StrId` for every string.
 namespace rec {
-struct HookSpan {
-  int64_t start_ns, end_ns;
-  StrId hook, module, module_class;
-  events::HookPhase phase;
-};
-struct WeightSwap {
-  int64_t start_ns, end_ns;
-  int64_t bytes;
-  StrId module, tensor, dtype, device;
-  events::WeightSource source;
-  bool onload, pinned;
-};
-struct Transfer {
-  int64_t start_ns, end_ns;
-  int64_t bytes;
-  StrId src, dst, module;  ///< module: the empty string when unknown
-  bool emulated;
-};
-struct DisabledScope {
-  int64_t start_ns, end_ns;
-  StrId function, module;
-  int32_t depth;
-};
-struct ModuleCompute {
-  int64_t start_ns, end_ns;
-  StrId module, module_class, device;
-};
-struct Region {
-  int64_t start_ns, end_ns;
-  int64_t op_count;
-  StrId backend;
-  int32_t index;
-};
-struct GraphBreak {
-  int64_t time_ns;
-  StrId reason, function, module, module_stack;
-};
-struct GenerationStep {
-  int64_t start_ns, end_ns;
-  int64_t step, token;
-};
-struct MemoryCounter {
-  int64_t time_ns;
-  int64_t bytes;
-  StrId device;
-};
+#define HS_REC_STRUCT_(Type, ...) using Type = kinds::Type<Recorded>;
+HS_HOST_EVENT_KINDS(HS_REC_STRUCT_)
+#undef HS_REC_STRUCT_
 }  // namespace rec
 
-/// One recorded event of any kind.
-using Event = std::variant<rec::HookSpan, rec::WeightSwap, rec::Transfer, rec::DisabledScope, rec::ModuleCompute,
-                           rec::Region, rec::GraphBreak, rec::GenerationStep, rec::MemoryCounter>;
-
-/// An event and the recording thread it came from (`thread`: the tracer's 0-based index of
-/// that thread within the run; `ThreadDef` maps it to the OS thread id).
-struct Record {
-  Event event;
-  uint32_t thread = 0;
+/// Which host event kind a record holds (the order of HS_HOST_EVENT_KINDS).
+enum class EventKind : uint8_t {
+#define HS_EVENT_KIND_(Type, ...) Type,
+  HS_HOST_EVENT_KINDS(HS_EVENT_KIND_)
+#undef HS_EVENT_KIND_
 };
-static_assert(std::is_trivially_copyable_v<Record>, "records are copied into preallocated chunks");
+inline constexpr size_t kEventKinds = 0
+#define HS_COUNT_KIND_(...) +1
+    HS_HOST_EVENT_KINDS(HS_COUNT_KIND_);
+#undef HS_COUNT_KIND_
 
-/// Calls `f(StrId&)` for every string field of `e` (used to remap ids).
+/// The kind of a recorded struct: `kind_of<rec::HookSpan> == EventKind::HookSpan`.
+template <class R>
+inline constexpr EventKind kind_of = EventKind{};
+#define HS_KIND_OF_(Type, ...) \
+  template <>                  \
+  inline constexpr EventKind kind_of<rec::Type> = EventKind::Type;
+HS_HOST_EVENT_KINDS(HS_KIND_OF_)
+#undef HS_KIND_OF_
+
+/// Bytes a recorded event may take (a Record is 64 bytes in all).
+inline constexpr size_t kRecordPayload = 56;
+#define HS_REC_FITS_(Type, ...)                                                                      \
+  static_assert(sizeof(rec::Type) <= kRecordPayload && std::is_trivially_copyable_v<rec::Type>,      \
+                "rec::" #Type " must fit a Record: fewer or smaller fields (strings are 4-byte ids)");
+HS_HOST_EVENT_KINDS(HS_REC_FITS_)
+#undef HS_REC_FITS_
+
+/// One recorded event of any kind, and the recording thread it came from (`thread`: the
+/// tracer's 0-based index of that thread within the run; `ThreadDef` maps it to the OS thread
+/// id). The event is kept as bytes, so chunks of Records are plain arrays.
+struct Record {
+  uint32_t thread = 0;
+  EventKind kind = EventKind{};
+  alignas(8) unsigned char payload[kRecordPayload] = {};
+
+  template <class R>
+  static Record of(const R& event, uint32_t thread = 0) {
+    Record r;
+    r.set(event);
+    r.thread = thread;
+    return r;
+  }
+  /// Stores `event` (and its kind).
+  template <class R>
+  void set(const R& event) {
+    kind = kind_of<R>;
+    std::memcpy(payload, &event, sizeof(R));
+  }
+  template <class R>
+  bool holds() const {
+    return kind == kind_of<R>;
+  }
+  /// The event, which must be of kind `kind_of<R>`.
+  template <class R>
+  R get() const {
+    R event;
+    std::memcpy(static_cast<void*>(&event), payload, sizeof(R));
+    return event;
+  }
+};
+static_assert(sizeof(Record) == 64 && std::is_trivially_copyable_v<Record>,
+              "records are copied into preallocated chunks of 64-byte slots");
+
+/// Calls `f(std::type_identity<rec::X>{})` for the recorded struct of kind `k`.
 template <class F>
-void for_each_string(Event& e, F&& f) {
-  std::visit(
-      [&](auto& r) {
-        using T = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<T, rec::HookSpan>) {
-          f(r.hook), f(r.module), f(r.module_class);
-        } else if constexpr (std::is_same_v<T, rec::WeightSwap>) {
-          f(r.module), f(r.tensor), f(r.dtype), f(r.device);
-        } else if constexpr (std::is_same_v<T, rec::Transfer>) {
-          f(r.src), f(r.dst), f(r.module);
-        } else if constexpr (std::is_same_v<T, rec::DisabledScope>) {
-          f(r.function), f(r.module);
-        } else if constexpr (std::is_same_v<T, rec::ModuleCompute>) {
-          f(r.module), f(r.module_class), f(r.device);
-        } else if constexpr (std::is_same_v<T, rec::Region>) {
-          f(r.backend);
-        } else if constexpr (std::is_same_v<T, rec::GraphBreak>) {
-          f(r.reason), f(r.function), f(r.module), f(r.module_stack);
-        } else if constexpr (std::is_same_v<T, rec::MemoryCounter>) {
-          f(r.device);
-        }
-      },
-      e);
+void with_kind(EventKind k, F&& f) {
+  switch (k) {
+#define HS_WITH_KIND_CASE_(Type, ...) \
+  case EventKind::Type:               \
+    f(std::type_identity<rec::Type>{}); \
+    return;
+    HS_HOST_EVENT_KINDS(HS_WITH_KIND_CASE_)
+#undef HS_WITH_KIND_CASE_
+  }
+}
+
+/// Calls `f(const rec::X&)` with the event of `r`.
+template <class F>
+void visit(const Record& r, F&& f) {
+  with_kind(r.kind, [&](auto type) { f(r.get<typename decltype(type)::type>()); });
+}
+
+/// Calls `f(StrId&)` for every string field of the event in `r`, in declaration order (used
+/// to remap ids).
+template <class F>
+void for_each_string(Record& r, F&& f) {
+  with_kind(r.kind, [&](auto type) {
+    using R = typename decltype(type)::type;
+    R event = r.get<R>();
+    R::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+      if constexpr (kinds::is_text<typename decltype(tag)::type>) f(field(event));
+    });
+    r.set(event);
+  });
 }
 
 /// A string id's text, first defined in this batch.

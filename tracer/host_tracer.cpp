@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -348,8 +349,33 @@ HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
   return tb;
 }
 
-template <class Fill>
-void HostTracer::record(Fill&& fill) noexcept {
+namespace {
+// Fills `out` with `e` in its recorded form, interning its strings into the thread's table.
+// False when a string does not fit (the event is then dropped).
+template <class E>
+bool fill_record(HostTracer::ThreadBuffer& tb, const E& e, Record& out) noexcept {
+  using R = kinds::rebind_t<E, Recorded>;
+  static_assert(alignof(R) <= alignof(Record));
+  R& r = *::new (static_cast<void*>(out.payload)) R;  // built in place: the chunk slot is the record
+  bool ok = true;
+  E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    using Tag = typename decltype(tag)::type;
+    if constexpr (kinds::is_text<Tag>) {
+      if (!ok) return;
+      const StrId id = tb.intern(field(e));
+      ok = id != kNoId;
+      field(r) = id;
+    } else if constexpr (!kinds::is_column_only<Tag>) {
+      field(r) = field(e);
+    }
+  });
+  out.kind = kind_of<R>;
+  return ok;
+}
+}  // namespace
+
+template <class E>
+void HostTracer::record(const E& event) noexcept {
   if (!active_.load(std::memory_order_relaxed)) return;
   ThreadBuffer* tb = acquire_buffer();
   if (!tb) return;
@@ -363,7 +389,7 @@ void HostTracer::record(Fill&& fill) noexcept {
   } else {
     const uint32_t n = c->size.load(std::memory_order_relaxed);
     Record& r = c->records[n];
-    if (!fill(*tb, r.event)) {
+    if (!fill_record(*tb, event, r)) {
       bump(tb->dropped_strings);
     } else {
       r.thread = tb->index;
@@ -375,95 +401,10 @@ void HostTracer::record(Fill&& fill) noexcept {
   tb->busy.store(0, std::memory_order_release);
 }
 
-#define HS_INTERN(tb, var, view)        \
-  const StrId var = (tb).intern(view); \
-  if (var == kNoId) return false
-
-void HostTracer::hook_span(const events::HookSpan& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, hook, e.hook);
-    HS_INTERN(tb, module, e.module);
-    HS_INTERN(tb, cls, e.module_class);
-    out = rec::HookSpan{e.start_ns, e.end_ns, hook, module, cls, e.phase};
-    return true;
-  });
-}
-
-void HostTracer::weight_swap(const events::WeightSwap& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, module, e.module);
-    HS_INTERN(tb, tensor, e.tensor);
-    HS_INTERN(tb, dtype, e.dtype);
-    HS_INTERN(tb, device, e.device);
-    out = rec::WeightSwap{e.start_ns, e.end_ns, e.bytes, module, tensor, dtype, device, e.source, e.onload, e.pinned};
-    return true;
-  });
-}
-
-void HostTracer::transfer(const events::Transfer& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, src, e.src);
-    HS_INTERN(tb, dst, e.dst);
-    HS_INTERN(tb, module, e.module);
-    out = rec::Transfer{e.start_ns, e.end_ns, e.bytes, src, dst, module, e.emulated};
-    return true;
-  });
-}
-
-void HostTracer::disabled_scope(const events::DisabledScope& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, function, e.function);
-    HS_INTERN(tb, module, e.module);
-    out = rec::DisabledScope{e.start_ns, e.end_ns, function, module, e.depth};
-    return true;
-  });
-}
-
-void HostTracer::module_compute(const events::ModuleCompute& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, module, e.module);
-    HS_INTERN(tb, cls, e.module_class);
-    HS_INTERN(tb, device, e.device);
-    out = rec::ModuleCompute{e.start_ns, e.end_ns, module, cls, device};
-    return true;
-  });
-}
-
-void HostTracer::region(const events::Region& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, backend, e.backend);
-    out = rec::Region{e.start_ns, e.end_ns, e.op_count, backend, e.index};
-    return true;
-  });
-}
-
-void HostTracer::graph_break(const events::GraphBreak& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, reason, e.reason);
-    HS_INTERN(tb, function, e.function);
-    HS_INTERN(tb, module, e.module);
-    HS_INTERN(tb, stack, e.module_stack);
-    out = rec::GraphBreak{e.time_ns, reason, function, module, stack};
-    return true;
-  });
-}
-
-void HostTracer::generation_step(const events::GenerationStep& e) {
-  record([&](ThreadBuffer&, Event& out) {
-    out = rec::GenerationStep{e.start_ns, e.end_ns, e.step, e.token};
-    return true;
-  });
-}
-
-void HostTracer::memory_counter(const events::MemoryCounter& e) {
-  record([&](ThreadBuffer& tb, Event& out) {
-    HS_INTERN(tb, device, e.device);
-    out = rec::MemoryCounter{e.time_ns, e.bytes, device};
-    return true;
-  });
-}
-
-#undef HS_INTERN
+#define HS_TRACER_SINK_METHOD_(Type, Row, rows, table, doc, fields, method) \
+  void HostTracer::method(const events::Type& e) { record(e); }
+HS_HOST_EVENT_KINDS(HS_TRACER_SINK_METHOD_)
+#undef HS_TRACER_SINK_METHOD_
 
 // ---------------------------------------------------------------------------------------
 // Writer thread
@@ -531,7 +472,7 @@ void HostTracer::process_chunk(ThreadBuffer& tb, Chunk& c) {
   for (uint32_t i = c.consumed; i < to; ++i) {
     if (w.batch.size() >= opts_.batch_records) emit_batch(nullptr);
     Record r = c.records[i];
-    for_each_string(r.event, [&](StrId& id) {
+    for_each_string(r, [&](StrId& id) {
       StrId& mapped = tb.run_ids[id];
       if (mapped == kNoId) {
         const std::string_view text = tb.text(id);

@@ -1,4 +1,4 @@
-#include "storage/synthetic.h"
+#include "tests/synthetic.h"
 
 #include <algorithm>
 #include <vector>

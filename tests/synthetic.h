@@ -4,6 +4,8 @@
 // onload/offload when offloaded, compiled regions and graph breaks, generation steps, memory
 // counters), written through the real HostTracer → Store path. The clock is synthetic and
 // deterministic: each event kind has a fixed duration, so tests can predict every time.
+//
+// Test and benchmark support (library hookscope_synthetic), not part of the product.
 #pragma once
 
 #include <cstdint>
