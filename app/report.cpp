@@ -81,13 +81,16 @@ std::string breaks_cell(const json* r) {
   return std::to_string((*r)["graph_break_count"].get<int64_t>());
 }
 
-}  // namespace
+// What every table of the report reads: the runs, the devices, and the scenarios and modes in
+// the order they first appear.
+struct Tables {
+  const json& runs;
+  const json& devices;
+  std::vector<std::string> scenarios, modes;
+};
 
-std::string render_markdown(const json& report) {
-  const json& model = need(report, "model", "report");
-  const json& devices = need(report, "devices", "report");
-  const json& runs = need(report, "runs", "report");
-  std::ostringstream md;
+// The setup: model, size, devices (emulated ones marked).
+void write_setup(std::ostringstream& md, const json& model, const json& devices) {
   md << "## hookscope: compile-mode comparison, `whole-hook` (accelerate today) vs `offload-only` (proposed)\n\n";
   md << "| model | dtype | params | size | devices |\n|---|---|---|---|---|\n";
   std::string devs;
@@ -105,14 +108,13 @@ std::string render_markdown(const json& report) {
   if (any_emulated)
     md << "> Emulated accelerators are backed by host memory: moves between them are real copies, but CPU "
           "capture does not fuse or speed anything up — latencies show structure and hook cost, not GPU speed.\n\n";
+}
 
-  std::vector<std::string> scenarios, modes;
-  for (const auto& r : runs) {
-    const std::string sc = r.value("scenario", ""), mode = r.value("mode", "");
-    if (std::find(scenarios.begin(), scenarios.end(), sc) == scenarios.end()) scenarios.push_back(sc);
-    if (std::find(modes.begin(), modes.end(), mode) == modes.end()) modes.push_back(mode);
-  }
-
+// fullgraph before/after and the prefill checks, per scenario.
+void write_correctness(std::ostringstream& md, const Tables& t) {
+  const json& runs = t.runs;
+  const std::vector<std::string>& scenarios = t.scenarios;
+  const std::vector<std::string>& modes = t.modes;
   md << "### fullgraph and correctness\n\n";
   md << "| scenario | fullgraph, whole-hook | fullgraph, offload-only | prefill argmax = eager | logits bit-identical | "
         "params on meta after forward | weights on |\n|---|---|---|---|---|---|---|\n";
@@ -163,7 +165,13 @@ std::string render_markdown(const json& report) {
     md << "| " << sc << " | " << fullgraph_cell(before) << " | " << fullgraph_cell(after) << " | " << all("argmax_match")
        << " | " << logits_cell() << " | " << all("params_on_meta_after") << " | " << where << " |\n";
   }
+}
 
+// Decode latency per mode before/after, with the speed-up against eager.
+void write_latency(std::ostringstream& md, const Tables& t) {
+  const json& runs = t.runs;
+  const std::vector<std::string>& scenarios = t.scenarios;
+  const std::vector<std::string>& modes = t.modes;
   md << "\n### decode latency, ms (median (min–max))\n\n";
   md << "| scenario | mode | whole-hook | offload-only | vs eager, whole-hook | vs eager, offload-only |\n"
         "|---|---|---|---|---|---|\n";
@@ -181,7 +189,13 @@ std::string render_markdown(const json& report) {
       md << "| " << sc << " | " << mode << " | " << latency_cell(b) << " | " << latency_cell(a) << " | " << speed(b, eb)
          << " | " << speed(a, ea) << " |\n";
     }
+}
 
+// Peak resident bytes per device, the largest over each scenario's runs.
+void write_peak_memory(std::ostringstream& md, const Tables& t) {
+  const json& runs = t.runs;
+  const json& devices = t.devices;
+  const std::vector<std::string>& scenarios = t.scenarios;
   // Peak resident bytes per device (hooks/memory.h says what is counted), the largest over a
   // scenario's runs: policies and modes move the same weights.
   std::vector<std::string> mem_devices;
@@ -213,7 +227,13 @@ std::string render_markdown(const json& report) {
       md << "\n";
     }
   }
+}
 
+// Graph breaks per compiled forward before/after, and the top break sites.
+void write_breaks(std::ostringstream& md, const Tables& t) {
+  const json& runs = t.runs;
+  const std::vector<std::string>& scenarios = t.scenarios;
+  const std::vector<std::string>& modes = t.modes;
   md << "\n### graph breaks (graph_break_count per compiled forward)\n\n";
   md << "| scenario | mode | whole-hook | offload-only |\n|---|---|---|---|\n";
   for (const auto& sc : scenarios)
@@ -237,6 +257,11 @@ std::string render_markdown(const json& report) {
       md << "| `" << v[i].first.first << "` | `" << (v[i].first.second.empty() ? "<root>" : v[i].first.second) << "` | "
          << v[i].second << " |\n";
   }
+}
+
+// Runs the capture never finished.
+void write_incomplete(std::ostringstream& md, const Tables& t) {
+  const json& runs = t.runs;
   std::vector<std::string> incomplete;
   for (const auto& r : runs)
     if (r.value("status", "") == "incomplete")
@@ -247,6 +272,25 @@ std::string render_markdown(const json& report) {
     for (size_t i = 0; i < incomplete.size(); ++i) md << (i ? ", " : "") << incomplete[i];
     md << "\n";
   }
+}
+
+}  // namespace
+
+std::string render_markdown(const json& report) {
+  const json& model = need(report, "model", "report");
+  Tables t{need(report, "runs", "report"), need(report, "devices", "report"), {}, {}};
+  for (const auto& r : t.runs) {
+    const std::string sc = r.value("scenario", ""), mode = r.value("mode", "");
+    if (std::find(t.scenarios.begin(), t.scenarios.end(), sc) == t.scenarios.end()) t.scenarios.push_back(sc);
+    if (std::find(t.modes.begin(), t.modes.end(), mode) == t.modes.end()) t.modes.push_back(mode);
+  }
+  std::ostringstream md;
+  write_setup(md, model, t.devices);
+  write_correctness(md, t);
+  write_latency(md, t);
+  write_peak_memory(md, t);
+  write_breaks(md, t);
+  write_incomplete(md, t);
   return md.str();
 }
 
