@@ -1,4 +1,4 @@
-// The PR report: Markdown tables in the shape of DESIGN.md §1's reference experiment, rendered
+// The PR report: Markdown tables in the shape of the reference experiment (graph breaks, fullgraph, latency before/after), rendered
 // from the report JSON (schema 1, see `hookscope report --help`).
 #pragma once
 

@@ -1,7 +1,7 @@
 // Parity suite: the same scenarios through Python accelerate (tests/oracles/accelerate_parity.py,
 // run on CPU during the test) and through hookscope's port; the observable results must agree:
 // tensor devices after attach / forward / remove, outputs (<= 1e-5), exception messages, files
-// written to the offload folder. Test names carry the case numbers of spec §8.
+// written to the offload folder. Test names carry the numbers of the accelerate behaviours they check (the same numbers as the oracle's scenarios).
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -1,8 +1,8 @@
 // Disk-offload store (hooks/offload.h) against the real accelerate 1.15 (tests/oracles/
 // offload_oracle.py): folders written by Python are read here bit-exactly, folders written here
 // are read by accelerate and compared byte for byte with what accelerate writes itself, plus
-// transformers' safetensors-backed index entries, the weight-map semantics of spec §6.4/§6.5 and
-// case 77, and the errors for bad input.
+// transformers' safetensors-backed index entries, the weight-map semantics
+// (OffloadedWeightsLoader, PrefixedDataset) and case 77, and the errors for bad input.
 #include "hooks/offload.h"
 
 #include <gtest/gtest.h>
@@ -122,7 +122,7 @@ TEST(OffloadInterop, ReadsWhatAccelerateWritesBitExactly) {
     }
   }
   EXPECT_GT(checked, 50u);
-  // Spot checks against the spec's worked examples (§6.1).
+  // Spot checks against worked examples computed by hand.
   EXPECT_EQ(out["basic"]["tensors"]["scalar_bf16"]["hex"], "6040");
   OffloadIndex basic = read_offload_index(dir / "basic");
   EXPECT_EQ(basic.at("scalar_bf16").shape, std::vector<int64_t>{});
@@ -292,7 +292,7 @@ TEST(OffloadSafetensors, TransformersDiskOffloadIndex) {
   EXPECT_EQ(n, index.size());
 }
 
-// ---- semantics (§6.4, §6.5, case 77) -----------------------------------------------------------
+// ---- semantics (case 77) ---------------------------------------------------------------
 
 TEST(OffloadSemantics, LoaderPrefixedDatasetAndExtractMatchAccelerate) {
   fs::path dir = hs::test::scratch_dir("offload_semantics");

@@ -3,7 +3,7 @@
 
 The C++ parity suite (tests/hooks_test.cpp) runs the same scenarios through hookscope and
 compares: tensor devices after attach / forward / remove, outputs, exception messages, files
-written to the offload folder. Scenario names carry the spec §8 case numbers.
+written to the offload folder. Scenario names carry case numbers shared with the C++ tests.
 
   accelerate_parity.py --out DIR     writes DIR/weights.safetensors (ModelForTest weights and
                                      the input), then DIR/<scenario>/ folders as needed, and
@@ -173,7 +173,7 @@ def scenarios(out_dir, x):
     add_hook_to_module(m.linear1, ModelHook())
     S["quirk06_replace_does_not_detach"] = {"after": devices(m)}
 
-    # dispatch_model on CPU (spec §3.5, cases 24, 37, 38).
+    # dispatch_model on CPU (cases 24, 37, 38).
     d = os.path.join(out_dir, "dispatch_cpu_disk")
     S["dispatch_cpu_cpu_disk"] = observe(
         make_model(), x,

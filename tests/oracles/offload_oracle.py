@@ -277,7 +277,7 @@ def cmd_semantics(out):
     rep["order_keys"] = list(l3)
     rep["index_only_keys"] = list(OffloadedWeightsLoader(save_folder=folder))
     rep["fresh_pointer"] = l1["linear2.weight"].data_ptr() != l1["linear2.weight"].data_ptr()
-    # PrefixedDataset, spec §6.5 example
+    # PrefixedDataset: a prefix view over a weights map
     pd = PrefixedDataset({"a.x": 1, "a.y": 2, "b.z": 3}, "a.")
     rep["pd_list"], rep["pd_len"] = list(pd), len(pd)
     rep["pd_contains_x"], rep["pd_contains_z"] = "x" in pd, "z" in pd
