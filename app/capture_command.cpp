@@ -16,7 +16,7 @@
 #include "app/scenarios.h"
 #include "compile/compile.h"
 #include "hooks/device_map.h"
-#include "hooks/memory.h"
+#include "hooks/runtime.h"
 #include "models/generate.h"
 #include "models/numerics.h"
 #include "models/tokenizer.h"
@@ -138,19 +138,21 @@ int run_capture(const CaptureArgs& a) {
   std::optional<hooks::MaxMemory> max_memory;
   if (!a.max_memory.empty()) max_memory = hooks::parse_max_memory(a.max_memory);
 
-  auto& dm = hooks::DeviceManager::instance();
-  std::vector<int64_t> budgets;
+  hooks::RuntimeOptions ro;
+  ro.accelerators = a.devices;
   if (max_memory)
     for (const auto& [d, b] : *max_memory)
       if (d.is_accelerator()) {
-        if (static_cast<int>(budgets.size()) <= d.index) budgets.resize(d.index + 1, 0);
-        budgets[d.index] = b;
+        if (static_cast<int>(ro.budget_bytes.size()) <= d.index) ro.budget_bytes.resize(d.index + 1, 0);
+        ro.budget_bytes[d.index] = b;
       }
-  dm.configure(a.devices, /*prefer_real=*/true, /*emulate_on_gpu=*/false, budgets);
-  hooks::set_logger([](const std::string& level, const std::string& msg) {
+  ro.log = [](const std::string& level, const std::string& msg) {
     if (level == "WARNING" && msg.find("offloaded to the") == std::string::npos)
       std::fprintf(stderr, "[accelerate WARNING] %s\n", msg.c_str());
-  });
+  };
+  hooks::Runtime runtime(ro);
+  hooks::RuntimeScope runtime_installed(runtime);
+  const hooks::DeviceManager& dm = runtime.devices();
 
   // The reference: the same checkpoint on one device, no hooks.
   models::LoadOptions lo;
@@ -264,7 +266,7 @@ int run_capture(const CaptureArgs& a) {
       for (auto mode : modes)
         for (bool fg : fullgraphs) {
           if (mode == compile::Mode::Eager && fg) continue;  // fullgraph only means something when capturing
-          hooks::set_compile_policy(pol);
+          runtime.set_compile_policy(pol);
           tracer::RunInfo info;
           info.scenario = scenario_name(sc);
           info.policy = hooks::policy_name(pol);
@@ -274,8 +276,8 @@ int run_capture(const CaptureArgs& a) {
           info.device_map_json = device_map_json(prep.device_map).dump();
           info.versions_json = versions.dump();
           const int64_t run = tracer.begin_run(info);
-          events::set_sink(&tracer);
-          auto& ledger = hooks::MemoryLedger::instance();
+          runtime.set_sink(&tracer);
+          auto& ledger = runtime.ledger();
           ledger.begin(model);  // MEMORY_COUNTERS: bytes resident per device (hooks/memory.h)
           json r{{"scenario", info.scenario}, {"policy", info.policy}, {"mode", info.mode}, {"fullgraph", fg},
                  {"status", "ok"}, {"error", nullptr}, {"weight_devices", prep.weight_devices}, {"model", model_json}};
@@ -376,7 +378,7 @@ int run_capture(const CaptureArgs& a) {
           json peaks = json::object();
           for (const auto& [dev, bytes] : ledger.end()) peaks[dev.str()] = bytes;
           r["peak_memory_bytes"] = peaks;
-          events::set_sink(nullptr);
+          runtime.set_sink(nullptr);
           store.set_run_result(run, r);
           tracer.end_run(unexpected ? tracer::RunStatus::Failed : tracer::RunStatus::Complete,
                          r["error"].is_string() ? r["error"].get<std::string>() : std::string());
@@ -386,7 +388,6 @@ int run_capture(const CaptureArgs& a) {
   }
   store.finalize();
   store.close();
-  hooks::set_logger(nullptr);
   std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", out.c_str(), total);
   return failures ? 1 : 0;
 }

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hooks/device.h"
 #include "hooks/device_map.h"
+#include "hooks/runtime.h"
 #include "models/config.h"
 #include "models/loader.h"
 
@@ -101,9 +101,14 @@ int run_plan(const PlanArgs& a) {
   models::LoadedModel lm = models::load_model(a.model, lo);
   const models::CausalLM& model = *lm.model;
 
-  // Accelerators named in --max-memory are planned for (emulated when absent), so only
-  // negative ids get accelerate's "not available" warning.
-  int num_accelerators = DeviceManager::instance().num_accelerators();
+  // The devices a plain process sees (the default max_memory probes them). Accelerators named
+  // in --max-memory are planned for (emulated when absent), so only negative ids get
+  // accelerate's "not available" warning.
+  RuntimeOptions ro = RuntimeOptions::cuda_devices();
+  ro.log = log;
+  Runtime runtime(ro);
+  RuntimeScope runtime_installed(runtime);
+  int num_accelerators = runtime.devices().num_accelerators();
   if (user_max_memory)
     for (const auto& [d, v] : *user_max_memory)
       if (d.is_accelerator()) num_accelerators = std::max(num_accelerators, d.index + 1);

@@ -39,31 +39,6 @@ bool under(const std::string& key, const std::string& module) {
   return module.empty() || key == module || key.rfind(module + ".", 0) == 0;
 }
 
-// Every AlignDevicesHook attached to `m` (directly or inside SequentialHooks).
-void for_each_align_hook(const std::shared_ptr<ModelHook>& h, const std::function<void(AlignDevicesHook&)>& fn) {
-  if (!h) return;
-  if (auto* a = dynamic_cast<AlignDevicesHook*>(h.get())) fn(*a);
-  if (auto* s = dynamic_cast<SequentialHook*>(h.get()))
-    for (auto& inner : s->hooks) for_each_align_hook(inner, fn);
-}
-
-std::shared_ptr<AlignDevicesHook> make_align(std::optional<DeviceId> exec, bool offload,
-                                             std::shared_ptr<WeightsMap> wm, bool offload_buffers, bool io_same_device,
-                                             bool place_submodules, const std::vector<std::string>& skip_keys,
-                                             bool skip_keys_given, std::shared_ptr<TiedParamsMap> tied) {
-  auto h = std::make_shared<AlignDevicesHook>();
-  h->execution_device = exec;
-  h->offload = offload;
-  h->weights_map = std::move(wm);
-  h->offload_buffers = offload_buffers;
-  h->io_same_device = io_same_device;
-  h->place_submodules = place_submodules;
-  h->skip_keys = skip_keys;
-  h->skip_keys_given = skip_keys_given;
-  h->tied_params_map = std::move(tied);
-  return h;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ attach helpers
@@ -79,8 +54,14 @@ void attach_align_device_hook(HookableModule& module, std::optional<DeviceId> ex
     if (weights_map)
       prefixed = module_name.empty() ? weights_map : std::make_shared<PrefixedDataset>(weights_map, module_name + ".");
     add_hook_to_module(module,
-                       make_align(exec, offload, prefixed, offload_buffers, false, full_offload, skip_keys,
-                                  skip_keys_given, tied),
+                       std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{.execution_device = exec,
+                                                                                  .offload = offload,
+                                                                                  .weights_map = prefixed,
+                                                                                  .offload_buffers = offload_buffers,
+                                                                                  .place_submodules = full_offload,
+                                                                                  .skip_keys = skip_keys,
+                                                                                  .skip_keys_given = skip_keys_given,
+                                                                                  .tied_params_map = tied}),
                        /*append=*/true);
   }
   if (full_offload) return;
@@ -93,7 +74,11 @@ void attach_execution_device_hook(HookableModule& module, const DeviceId& exec,
                                   const std::vector<std::string>& skip_keys, const std::vector<std::string>& preload,
                                   std::shared_ptr<TiedParamsMap> tied, bool skip_keys_given) {
   if (!module.hook() && has_state(module))
-    add_hook_to_module(module, make_align(exec, false, nullptr, false, false, false, skip_keys, skip_keys_given, tied));
+    add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                   .execution_device = exec,
+                                   .skip_keys = skip_keys,
+                                   .skip_keys_given = skip_keys_given,
+                                   .tied_params_map = tied}));
   if (contains(preload, module.class_name())) return;
   for (auto& [n, child] : module.hookable_children())
     attach_execution_device_hook(*child, exec, skip_keys, preload, tied, skip_keys_given);
@@ -109,22 +94,37 @@ void attach_align_device_hook_on_blocks(HookableModule& module, const std::map<s
   auto o = offload.find(module_name);
   if (e != exec.end() && o != offload.end() && !o->second) {
     // (a) a resident block: one hook for its subtree, then execution-device hooks below.
-    add_hook_to_module(module, make_align(e->second, false, nullptr, offload_buffers, module_name.empty(), true,
-                                          skip_keys, skip_keys_given, tied));
+    add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                   .execution_device = e->second,
+                                   .io_same_device = module_name.empty(),
+                                   .offload_buffers = offload_buffers,
+                                   .place_submodules = true,
+                                   .skip_keys = skip_keys,
+                                   .skip_keys_given = skip_keys_given,
+                                   .tied_params_map = tied}));
     attach_execution_device_hook(module, e->second, skip_keys, {}, tied, skip_keys_given);
   } else if (e != exec.end() && o != offload.end() && o->second) {
     // (b) an offloaded block.
     attach_align_device_hook(module, e->second, true, weights_map, offload_buffers, module_name, skip_keys, preload,
                              tied, skip_keys_given);
     if (!module.hook())
-      add_hook_to_module(module, make_align(e->second, false, nullptr, false, module_name.empty(), false, skip_keys,
-                                            skip_keys_given, tied));
+      add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                     .execution_device = e->second,
+                                     .io_same_device = module_name.empty(),
+                                     .skip_keys = skip_keys,
+                                     .skip_keys_given = skip_keys_given,
+                                     .tied_params_map = tied}));
     attach_execution_device_hook(module, e->second, skip_keys, preload, tied, skip_keys_given);
   } else if (module_name.empty()) {
     // (c) the root, not in the maps.
     std::optional<DeviceId> root_exec;
     if (e != exec.end()) root_exec = e->second;
-    add_hook_to_module(module, make_align(root_exec, false, nullptr, false, true, false, skip_keys, skip_keys_given, tied));
+    add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                   .execution_device = root_exec,
+                                   .io_same_device = true,
+                                   .skip_keys = skip_keys,
+                                   .skip_keys_given = skip_keys_given,
+                                   .tied_params_map = tied}));
   }
   for (auto& [n, child] : module.hookable_children())
     attach_align_device_hook_on_blocks(*child, exec, offload, weights_map, offload_buffers, child_name(module_name, n),
@@ -142,17 +142,17 @@ void attach_layerwise_casting_hooks(HookableModule& module, c10::ScalarType stor
       throw std::invalid_argument("skip_modules_pattern '" + p + "' is not a valid regex: " + e.what());
     }
   }
-  std::function<void(HookableModule&)> rec = [&](HookableModule& m) {
-    if (contains(classes, m.class_name())) return;
+  // A skipped module's subtree is skipped too; a Linear gets the hook and is not descended.
+  models::walk_modules(module, [&](HookableModule& m, const std::string&) {
+    if (contains(classes, m.class_name())) return false;
     for (const auto& r : res)
-      if (std::regex_search(m.fqn(), r)) return;
+      if (std::regex_search(m.fqn(), r)) return false;
     if (m.class_name() == "Linear") {
       add_hook_to_module(m, std::make_shared<LayerwiseCastingHook>(storage, compute, non_blocking), true);
-      return;
+      return false;
     }
-    for (auto& [n, child] : m.hookable_children()) rec(*child);
-  };
-  rec(module);
+    return true;
+  });
 }
 
 // ------------------------------------------------------------------ ties
@@ -189,7 +189,7 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
   if (device_map.empty()) throw std::invalid_argument("dispatch_model: the device_map is empty");
   // ---- validation, before anything is touched
   check_device_map(*model, device_map);
-  auto& dm = DeviceManager::instance();
+  auto& dm = Runtime::current().devices();
   std::vector<DeviceId> devices;  // insertion order (quirk 1 fixed)
   for (const auto& [name, dev] : device_map) {
     if (dev.is_meta())
@@ -318,12 +318,6 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
 
   attach_align_device_hook_on_blocks(*model, exec, offload, weights_map, opt.offload_buffers, "", opt.skip_keys,
                                      opt.preload_module_classes, tied_map, !opt.skip_keys.empty());
-  // hookscope: label where each offloaded module's weights come from (for the tracer).
-  for (const auto& [name, m] : models::named_modules(model))
-    for (const auto& dmod : disk_modules)
-      if (under(name, dmod)) for_each_align_hook(get_hook(*m), [](AlignDevicesHook& h) {
-          if (h.offload) h.weights_source = "disk";
-        });
 
   if (has_cpu || has_disk)
     log("WARNING", std::string("Some parameters are on the meta device because they were offloaded to the ") +
@@ -343,12 +337,12 @@ void cpu_offload(const std::shared_ptr<HookableModule>& model, std::optional<Dev
     exec = first_param_device(*model);
     if (!exec) throw std::invalid_argument("cpu_offload: the model has no parameters (StopIteration)");
   }
-  auto& dm = DeviceManager::instance();
+  auto& dm = Runtime::current().devices();
   if (!sd) {
     sd.emplace();
     for (auto& [k, t] : state_dict(*model)) sd->emplace_back(k, dm.to(t, DeviceId::cpu()));
   }
-  add_hook_to_module(*model, make_align(std::nullopt, false, nullptr, false, true, false, {}, false, nullptr), true);
+  add_hook_to_module(*model, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{.io_same_device = true}), true);
   attach_align_device_hook(*model, exec, true, std::make_shared<StateDictMap>(std::move(*sd)), offload_buffers, "", {},
                            preload, nullptr);
 }
@@ -374,12 +368,8 @@ void disk_offload(const std::shared_ptr<HookableModule>& model, const fs::path& 
     }
   }
   auto loader = std::make_shared<OffloadedWeightsLoader>(std::nullopt, offload_dir, std::nullopt, std::nullopt);
-  add_hook_to_module(*model, make_align(std::nullopt, false, nullptr, false, true, false, {}, false, nullptr), true);
+  add_hook_to_module(*model, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{.io_same_device = true}), true);
   attach_align_device_hook(*model, exec, true, loader, offload_buffers, "", {}, preload, nullptr);
-  for (const auto& [name, m] : models::named_modules(model))
-    for_each_align_hook(get_hook(*m), [](AlignDevicesHook& h) {
-      if (h.offload) h.weights_source = "disk";
-    });
 }
 
 std::shared_ptr<UserCpuOffloadHook> cpu_offload_with_hook(const std::shared_ptr<HookableModule>& model,

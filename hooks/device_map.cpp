@@ -260,7 +260,7 @@ int64_t read_mem_available() {
 }
 
 std::optional<int64_t> default_accelerator_free_memory(int index) {
-  auto& dm = DeviceManager::instance();
+  const DeviceManager& dm = Runtime::current().devices();
   if (index < 0 || index >= dm.num_accelerators()) return std::nullopt;
   const AcceleratorInfo& a = dm.accelerators()[index];
   if (a.emulated && a.total_memory > 0) return a.total_memory;
@@ -270,7 +270,7 @@ std::optional<int64_t> default_accelerator_free_memory(int index) {
   return static_cast<int64_t>(at::accelerator::getMemoryInfo(a.backing.index()).first);
 }
 
-int resolve_num_accelerators(int n) { return n >= 0 ? n : DeviceManager::instance().num_accelerators(); }
+int resolve_num_accelerators(int n) { return n >= 0 ? n : Runtime::current().devices().num_accelerators(); }
 
 std::string py_range_list(int n) {
   std::string out = "[";

@@ -95,10 +95,10 @@ int64_t convert_file_size_to_int(const std::string& size);
 MaxMemory parse_max_memory(const std::string& spec);
 
 /// Where `get_max_memory(None)` gets its numbers. Null members use the defaults:
-///  - accelerator i: the DeviceManager's logical device i — an emulated one reports its
-///    budget (`AcceleratorInfo::total_memory`; 0 = the free memory of its backing device), a
-///    real one its current free memory (`at::accelerator::getMemoryInfo`, after a tiny
-///    allocation as accelerate does); nullopt or an exception = unavailable (logged at INFO,
+///  - accelerator i: logical device i of the current runtime (hooks/runtime.h) — an emulated
+///    one reports its budget (`AcceleratorInfo::total_memory`; 0 = the free memory of its
+///    backing device), a real one its current free memory (`at::accelerator::getMemoryInfo`,
+///    after a tiny allocation as accelerate does); nullopt or an exception = unavailable (logged at INFO,
 ///    "Device i seems unavailable, Proceeding to check subsequent devices.", and skipped);
 ///  - cpu: the available RAM (`MemAvailable` of /proc/meminfo, what psutil reports).
 struct MemoryProbe {
@@ -106,7 +106,8 @@ struct MemoryProbe {
   std::function<int64_t()> cpu_available_memory;
 };
 
-/// `get_max_memory`. `num_accelerators` < 0 means DeviceManager::instance().num_accelerators().
+/// `get_max_memory`. `num_accelerators` < 0 means the current runtime's accelerator count
+/// (`Runtime::current().devices()`; std::logic_error when no runtime is installed).
 ///  - nullopt (Python None): each accelerator 0..num_accelerators-1 from `probe`, then "cpu";
 ///    "disk" is not added.
 ///  - given: reordered (accelerators ascending, then "mps", "cpu", "disk"); an accelerator
@@ -217,7 +218,7 @@ struct InferAutoDeviceMapOptions {
   bool offload_buffers = false;
   /// When nothing fits on a device, look (depth-first) for any later module that does.
   bool fallback_allocation = false;
-  /// For get_max_memory's range warning / None probe; < 0: the DeviceManager's count.
+  /// For get_max_memory's range warning / None probe; < 0: the current runtime's count.
   int num_accelerators = -1;
   LogFn log;
   MemoryProbe probe;

@@ -223,6 +223,11 @@ class WeightsMap {
   virtual size_t size() const = 0;
   /// `map.get(key)`: nullopt when absent.
   std::optional<torch::Tensor> get_or_none(const std::string& key) const;
+  /// hookscope only: the tensor this map holds in memory for `key` (what get() returns without
+  /// loading anything), or nullopt when get() would load it from a file (.dat or safetensors)
+  /// or the key is absent. Decides where an onload comes from ("cpu" or "disk") and what the
+  /// memory ledger counts as resident.
+  virtual std::optional<torch::Tensor> in_memory(const std::string& key) const = 0;
 };
 
 /// A plain map over named tensors (a Python `dict` used as weights_map, e.g. `model.state_dict()`).
@@ -235,6 +240,8 @@ class StateDictMap : public WeightsMap {
   torch::Tensor get(const std::string& key) const override;
   std::vector<std::string> keys() const override;
   size_t size() const override { return tensors_.size(); }
+  /// Every entry: get(key) when present.
+  std::optional<torch::Tensor> in_memory(const std::string& key) const override { return get_or_none(key); }
   const NamedTensors& tensors() const { return tensors_; }
 
  private:
@@ -273,6 +280,10 @@ class OffloadedWeightsLoader : public WeightsMap {
   torch::Tensor get(const std::string& key) const override;
   std::vector<std::string> keys() const override { return all_keys_; }
   size_t size() const override { return all_keys_.size(); }
+  /// The state-dict entries; index entries are loaded from their files.
+  std::optional<torch::Tensor> in_memory(const std::string& key) const override {
+    return state_dict_.in_memory(key);
+  }
 
   const StateDictMap& state_dict() const { return state_dict_; }
   const std::optional<std::filesystem::path>& save_folder() const { return save_folder_; }
@@ -309,6 +320,9 @@ class PrefixedDataset : public WeightsMap {
   torch::Tensor get(const std::string& key) const override;
   std::vector<std::string> keys() const override;
   size_t size() const override { return dataset_->size(); }
+  std::optional<torch::Tensor> in_memory(const std::string& key) const override {
+    return dataset_->in_memory(prefix_ + key);
+  }
 
   const std::shared_ptr<const WeightsMap>& dataset() const { return dataset_; }
   const std::string& prefix() const { return prefix_; }

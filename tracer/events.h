@@ -5,7 +5,6 @@
 // Times are host steady-clock nanoseconds (`hs::events::now_ns()`); sizes are bytes.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -119,17 +118,5 @@ class EventSink {
   virtual void generation_step(const GenerationStep&) {}
   virtual void memory_counter(const MemoryCounter&) {}
 };
-
-namespace detail {
-inline std::atomic<EventSink*>& sink_slot() {
-  static std::atomic<EventSink*> slot{nullptr};
-  return slot;
-}
-}  // namespace detail
-
-/// The process-wide sink the hooks report to (nullptr = recording off). Not owned: the
-/// caller keeps it alive until it sets another.
-inline EventSink* sink() { return detail::sink_slot().load(std::memory_order_acquire); }
-inline void set_sink(EventSink* s) { detail::sink_slot().store(s, std::memory_order_release); }
 
 }  // namespace hs::events
