@@ -184,13 +184,12 @@ void retie_parameters(HookableModule& model, const std::vector<std::vector<std::
 
 // ------------------------------------------------------------------ dispatch_model
 
-DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, const DeviceMapEntries& device_map,
-                              const DispatchOptions& opt) {
-  if (device_map.empty()) throw std::invalid_argument("dispatch_model: the device_map is empty");
-  // ---- validation, before anything is touched
-  check_device_map(*model, device_map);
-  auto& dm = Runtime::current().devices();
-  std::vector<DeviceId> devices;  // insertion order (quirk 1 fixed)
+namespace {
+
+// The devices of a device map in insertion order (quirk 1 fixed); throws for "meta" and for
+// accelerators the runtime does not have.
+std::vector<DeviceId> mapped_devices(const DeviceMapEntries& device_map, const DeviceManager& dm) {
+  std::vector<DeviceId> devices;
   for (const auto& [name, dev] : device_map) {
     if (dev.is_meta())
       throw std::invalid_argument("device_map: module '" + name + "' is mapped to \"meta\", which holds no data");
@@ -200,6 +199,81 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
                                   " accelerator(s) are configured (real or emulated)");
     if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
   }
+  return devices;
+}
+
+// Where the disk-mapped weights will come from: an index to read, or a folder to write first.
+struct DiskOffloadPlan {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;  // the disk-mapped state-dict entries
+  std::optional<OffloadIndex> index;
+  bool write = false;  // offload_dir has no index.json yet: write `tensors` there
+};
+
+// Validates the disk part of a dispatch without touching anything: an offload_dir or index is
+// given, and an existing index holds every disk-mapped tensor with its dtype and shape.
+DiskOffloadPlan plan_disk_offload(const HookableModule& model, const std::vector<std::string>& disk_modules,
+                                  const DispatchOptions& opt) {
+  DiskOffloadPlan plan;
+  plan.index = opt.offload_index;
+  if (disk_modules.empty()) return plan;
+  if (!opt.offload_dir && !opt.offload_index) {
+    std::string names;
+    for (size_t i = 0; i < disk_modules.size(); ++i) names += (i ? ", " : "") + disk_modules[i];
+    throw std::invalid_argument(
+        "We need an `offload_dir` to dispatch this model according to this `device_map`, the following submodules "
+        "need to be offloaded: " + names + ".");
+  }
+  // Quirk 2 fixed: "" selects every tensor (under() treats it so).
+  for (const auto& [k, t] : state_dict(model))
+    for (const auto& dmod : disk_modules)
+      if (under(k, dmod)) {
+        plan.tensors.emplace_back(k, t);
+        break;
+      }
+  if (!opt.offload_index && opt.offload_dir && !fs::exists(*opt.offload_dir / "index.json")) {
+    for (const auto& [k, t] : plan.tensors)
+      if (t.is_meta())
+        throw std::invalid_argument("dispatch_model: disk-mapped tensor '" + k +
+                                    "' is on the meta device and no offload folder holds it: Cannot copy out of "
+                                    "meta tensor");
+    plan.write = true;
+    return plan;
+  }
+  if (!opt.offload_index) plan.index = read_offload_index(*opt.offload_dir);
+  for (const auto& [k, t] : plan.tensors) {
+    const OffloadIndexEntry* e = plan.index->find(k);
+    if (!e)
+      throw std::invalid_argument("offload folder " + (opt.offload_dir ? opt.offload_dir->string() : std::string("<index>")) +
+                                  ": index.json has no entry for '" + k + "' (module mapped to \"disk\")");
+    check_entry_matches(k, *e, t, opt.offload_dir.value_or(fs::path()));
+  }
+  return plan;
+}
+
+// accelerate's `tied_params_map`: an empty entry for the data pointer of every tied parameter
+// that is not on meta.
+std::shared_ptr<TiedParamsMap> tied_params_map_of(const std::shared_ptr<HookableModule>& model,
+                                                  const std::vector<std::vector<std::string>>& tied_groups) {
+  auto tied_map = std::make_shared<TiedParamsMap>();
+  for (const auto& group : tied_groups)
+    for (const auto& name : group) {
+      auto dot = name.rfind('.');
+      auto m = models::get_submodule(model, dot == std::string::npos ? "" : name.substr(0, dot));
+      const auto& t = m->get_tensor(dot == std::string::npos ? name : name.substr(dot + 1));
+      if (!t.is_meta()) (*tied_map)[t.data_ptr()];
+    }
+  return tied_map;
+}
+
+}  // namespace
+
+DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, const DeviceMapEntries& device_map,
+                              const DispatchOptions& opt) {
+  if (device_map.empty()) throw std::invalid_argument("dispatch_model: the device_map is empty");
+  // ---- validation, before anything is touched
+  check_device_map(*model, device_map);
+  const DeviceManager& dm = Runtime::current().devices();
+  const std::vector<DeviceId> devices = mapped_devices(device_map, dm);
   const bool has_disk = std::find(devices.begin(), devices.end(), DeviceId::disk()) != devices.end();
   const bool has_cpu = std::find(devices.begin(), devices.end(), DeviceId::cpu()) != devices.end();
 
@@ -222,11 +296,7 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
       }
   }
   result.main_device = main;
-  std::vector<DeviceId> offloaded_devices = {DeviceId::disk()};
-  if (!(main.is_cpu() || main.kind == DeviceId::Kind::Mps)) offloaded_devices.push_back(DeviceId::cpu());
-  auto is_offloaded = [&](const DeviceId& d) {
-    return std::find(offloaded_devices.begin(), offloaded_devices.end(), d) != offloaded_devices.end();
-  };
+  const bool cpu_offloaded = !(main.is_cpu() || main.kind == DeviceId::Kind::Mps);  // disk always is
 
   std::vector<std::string> cpu_modules, disk_modules;
   for (const auto& [name, dev] : device_map) {
@@ -240,58 +310,19 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
     sd = extract_submodules_state_dict(state_dict(*model), cpu_modules);
     have_sd = true;
   }
-
-  std::optional<OffloadIndex> index = opt.offload_index;
-  bool write_disk = false;
-  std::vector<std::pair<std::string, torch::Tensor>> disk_sd;
-  if (!disk_modules.empty()) {
-    if (!opt.offload_dir && !opt.offload_index) {
-      std::string names;
-      for (size_t i = 0; i < disk_modules.size(); ++i) names += (i ? ", " : "") + disk_modules[i];
-      throw std::invalid_argument(
-          "We need an `offload_dir` to dispatch this model according to this `device_map`, the following submodules "
-          "need to be offloaded: " + names + ".");
-    }
-    // Quirk 2 fixed: "" selects every tensor (under() treats it so).
-    for (const auto& [k, t] : state_dict(*model))
-      for (const auto& dmod : disk_modules)
-        if (under(k, dmod)) {
-          disk_sd.emplace_back(k, t);
-          break;
-        }
-    if (!opt.offload_index && opt.offload_dir && !fs::exists(*opt.offload_dir / "index.json")) {
-      for (const auto& [k, t] : disk_sd)
-        if (t.is_meta())
-          throw std::invalid_argument("dispatch_model: disk-mapped tensor '" + k +
-                                      "' is on the meta device and no offload folder holds it: Cannot copy out of "
-                                      "meta tensor");
-      write_disk = true;
-    } else if (!opt.offload_index) {
-      index = read_offload_index(*opt.offload_dir);
-    }
-    // An existing index must hold every disk-mapped tensor with its dtype and shape.
-    if (index) {
-      for (const auto& [k, t] : disk_sd) {
-        const OffloadIndexEntry* e = index->find(k);
-        if (!e)
-          throw std::invalid_argument("offload folder " + (opt.offload_dir ? opt.offload_dir->string() : std::string("<index>")) +
-                                      ": index.json has no entry for '" + k + "' (module mapped to \"disk\")");
-        check_entry_matches(k, *e, t, opt.offload_dir.value_or(fs::path()));
-      }
-    }
-  }
+  DiskOffloadPlan disk = plan_disk_offload(*model, disk_modules, opt);
 
   // ---- from here on the model is changed
-  if (write_disk) {
-    offload_state_dict(*opt.offload_dir, disk_sd);
-    index = read_offload_index(*opt.offload_dir);
+  if (disk.write) {
+    offload_state_dict(*opt.offload_dir, disk.tensors);
+    disk.index = read_offload_index(*opt.offload_dir);
   }
 
   std::map<std::string, DeviceId> exec;
   std::map<std::string, bool> offload;
   for (const auto& [name, dev] : device_map) {
     exec[name] = (dev.is_cpu() || dev.is_disk()) ? main : dev;
-    offload[name] = is_offloaded(dev);
+    offload[name] = dev.is_disk() || (dev.is_cpu() && cpu_offloaded);
   }
   exec[""] = main;
 
@@ -302,22 +333,13 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
     if (opt.offload_index) load_dev = dm.backing(main);
     weights_map = std::make_shared<OffloadedWeightsLoader>(
         have_sd ? std::optional<std::vector<std::pair<std::string, torch::Tensor>>>(sd) : std::nullopt,
-        folder ? opt.offload_dir : std::nullopt, index, load_dev);
+        folder ? opt.offload_dir : std::nullopt, disk.index, load_dev);
   }
 
-  auto tied_groups = find_tied_parameters(*model);
-  auto tied_map = std::make_shared<TiedParamsMap>();
-  for (const auto& group : tied_groups)
-    for (const auto& name : group) {
-      auto dot = name.rfind('.');
-      auto m = models::get_submodule(model, dot == std::string::npos ? "" : name.substr(0, dot));
-      const auto& t = m->get_tensor(dot == std::string::npos ? name : name.substr(dot + 1));
-      if (!t.is_meta()) (*tied_map)[t.data_ptr()];
-    }
-  result.tied_params_map = tied_map;
-
+  const auto tied_groups = find_tied_parameters(*model);
+  result.tied_params_map = tied_params_map_of(model, tied_groups);
   attach_align_device_hook_on_blocks(*model, exec, offload, weights_map, opt.offload_buffers, "", opt.skip_keys,
-                                     opt.preload_module_classes, tied_map, !opt.skip_keys.empty());
+                                     opt.preload_module_classes, result.tied_params_map, !opt.skip_keys.empty());
 
   if (has_cpu || has_disk)
     log("WARNING", std::string("Some parameters are on the meta device because they were offloaded to the ") +
