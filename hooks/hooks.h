@@ -20,6 +20,7 @@
 // quirk 14, replicated trivially).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
