@@ -7,7 +7,6 @@
 #include "app/capture_runner.h"
 #include "app/cli_util.h"
 #include "app/libtorch_engine.h"
-#include "hooks/hooks.h"
 
 namespace hs::app {
 
@@ -87,14 +86,13 @@ int run_capture(const CaptureArgs& a) {
   const fs::path out(a.out);
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
     throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
-  hooks::set_logger([](const std::string& level, const std::string& msg) {
+  LibTorchEngineOptions options = engine_options(a, out);
+  options.log = [](const std::string& level, const std::string& msg) {
     if (level == "WARNING" && msg.find("offloaded to the") == std::string::npos)
       std::fprintf(stderr, "[accelerate WARNING] %s\n", msg.c_str());
-  });
-  LibTorchEngine engine(engine_options(a, out));
-  const int failures = run_matrix(engine, matrix, out);
-  hooks::set_logger(nullptr);
-  return failures ? 1 : 0;
+  };
+  LibTorchEngine engine(std::move(options));
+  return run_matrix(engine, matrix, out) ? 1 : 0;
 }
 
 }  // namespace

@@ -76,9 +76,7 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   info.device_map_json = setup.device_map.dump();
   info.versions_json = setup.versions.dump();
   const int64_t run = tracer.begin_run(info);
-  events::set_sink(&tracer);
   RunResult r = engine.run(cell, tracer);
-  events::set_sink(nullptr);
   if (r.outcome != RunResult::Outcome::Failed) {
     storage::CompileResult cr;
     cr.fullgraph_ok = r.outcome == RunResult::Outcome::Ok;

@@ -99,7 +99,8 @@ class Engine {
   virtual void prepare(Scenario s) = 0;
   /// What RUNS records for a cell of the prepared scenario.
   virtual RunSetup setup(const Cell& cell) const = 0;
-  /// Runs one cell of the prepared scenario, recording into `tracer` (whose run is active).
+  /// Runs one cell of the prepared scenario, recording its events into `tracer` (whose run is
+  /// active; the engine installs it as its sink for the run).
   /// Never throws for a failure of the run itself: that is a RunResult with outcome Failed.
   virtual RunResult run(const Cell& cell, tracer::HostTracer& tracer) = 0;
 };

@@ -32,15 +32,17 @@ std::vector<int64_t> prompt_ids_of(const LibTorchEngineOptions& o, const models:
 }  // namespace
 
 LibTorchEngine::LibTorchEngine(LibTorchEngineOptions options) : opt_(std::move(options)) {
-  std::vector<int64_t> budgets;
+  hooks::RuntimeOptions ro;
+  ro.accelerators = opt_.accelerators;
+  ro.log = opt_.log;
   if (opt_.max_memory)
     for (const auto& [d, b] : *opt_.max_memory)
       if (d.is_accelerator()) {
-        if (static_cast<int>(budgets.size()) <= d.index) budgets.resize(d.index + 1, 0);
-        budgets[d.index] = b;
+        if (static_cast<int>(ro.budget_bytes.size()) <= d.index) ro.budget_bytes.resize(d.index + 1, 0);
+        ro.budget_bytes[d.index] = b;
       }
-  hooks::DeviceManager::instance().configure(opt_.accelerators, /*prefer_real=*/true, /*emulate_on_gpu=*/false,
-                                             budgets);
+  runtime_ = std::make_unique<hooks::Runtime>(ro);
+  installed_ = std::make_unique<hooks::RuntimeScope>(*runtime_);
   // The reference: the same checkpoint on one device, no hooks.
   models::LoadOptions lo;
   lo.dtype = opt_.dtype;
@@ -62,10 +64,15 @@ LibTorchEngine::LibTorchEngine(LibTorchEngineOptions options) : opt_(std::move(o
                  {"params", n_params}, {"bytes", n_bytes}, {"architecture", ref.config.architecture}};
 }
 
-LibTorchEngine::~LibTorchEngine() = default;
+LibTorchEngine::~LibTorchEngine() {
+  // The model and its hooks go before the runtime they were dispatched on.
+  prep_.reset();
+  cache_.reset();
+  installed_.reset();
+}
 
 std::vector<hooks::AcceleratorInfo> LibTorchEngine::accelerators() const {
-  return hooks::DeviceManager::instance().accelerators();
+  return runtime_->devices().accelerators();
 }
 
 void LibTorchEngine::prepare(Scenario s) {
@@ -86,8 +93,9 @@ RunSetup LibTorchEngine::setup(const Cell&) const {
 
 RunResult LibTorchEngine::run(const Cell& cell, tracer::HostTracer& tracer) {
   if (!prep_ || prep_->scenario != cell.scenario) throw std::logic_error("LibTorchEngine::run: scenario not prepared");
-  hooks::set_compile_policy(cell.policy);
-  auto& ledger = hooks::MemoryLedger::instance();
+  runtime_->set_compile_policy(cell.policy);
+  runtime_->set_sink(&tracer);
+  auto& ledger = runtime_->ledger();
   ledger.begin(*prep_->lm.model);  // MEMORY_COUNTERS: bytes resident per device (hooks/memory.h)
   RunResult r;
   r.model = model_json_;
@@ -103,6 +111,7 @@ RunResult LibTorchEngine::run(const Cell& cell, tracer::HostTracer& tracer) {
     r.error = e.what();
   }
   for (const auto& [dev, bytes] : ledger.end()) r.peak_memory_bytes[dev.str()] = bytes;
+  runtime_->set_sink(nullptr);
   return r;
 }
 
@@ -120,7 +129,7 @@ void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer&
   c10::InferenceMode g;
   cache_ = models::KVCache::dynamic_cache(prep_->lm.config.num_hidden_layers);
   torch::Tensor logits = cf.call_tensor({ids_})[0][-1].to(torch::kCPU, torch::kFloat);
-  hooks::MemoryLedger::instance().sample();
+  runtime_->ledger().sample();
   const compile::ExplainOutput ex = cf.explain();
   r.graph_count = ex.graph_count;
   r.graph_break_count = ex.graph_break_count;
@@ -138,7 +147,7 @@ void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer&
 // Warm-ups, then repeats of a full greedy decode; per repeat the time of the decode steps
 // after prefill. Every step (prefill = step 0) is recorded as a generation step.
 void LibTorchEngine::decode_latency(compile::CompiledFunction& cf, RunResult& r, tracer::HostTracer& tracer) {
-  auto& ledger = hooks::MemoryLedger::instance();
+  auto& ledger = runtime_->ledger();
   const int64_t layers = prep_->lm.config.num_hidden_layers;
   std::vector<double> lat;
   for (int rep = 0; rep < opt_.warmup + opt_.repeats; ++rep) {

@@ -14,6 +14,7 @@
 
 #include "app/engine.h"
 #include "hooks/device_map.h"
+#include "hooks/runtime.h"
 
 namespace hs::app {
 
@@ -28,11 +29,12 @@ struct LibTorchEngineOptions {
   int repeats = 5;                          ///< measured decodes per run (>= 1)
   int warmup = 2;                           ///< unmeasured decodes first (>= 0)
   std::filesystem::path offload_dir;        ///< where disk-offload folders go (one per scenario)
+  hooks::LogFn log;                         ///< accelerate's messages (null: stderr)
 };
 
 class LibTorchEngine final : public Engine {
  public:
-  /// Configures the logical devices, loads the checkpoint once undispatched on the CPU and
+  /// Builds its runtime (the logical devices, installed on the calling thread), loads the checkpoint once undispatched on the CPU and
   /// computes the reference prefill logits. Throws std::invalid_argument for a prompt that
   /// encodes to nothing or token ids outside the vocabulary (naming --prompt / --prompt-ids),
   /// and the loaders' errors (naming the file).
@@ -51,6 +53,10 @@ class LibTorchEngine final : public Engine {
   void decode_latency(compile::CompiledFunction& cf, RunResult& r, tracer::HostTracer& tracer);
 
   LibTorchEngineOptions opt_;
+  // The engine's runtime (devices, ledger, sink, compile policy), installed on the thread that
+  // constructs the engine for its lifetime: run the engine on that thread.
+  std::unique_ptr<hooks::Runtime> runtime_;
+  std::unique_ptr<hooks::RuntimeScope> installed_;
   torch::Tensor ids_;                     ///< [1, prompt length] int64
   torch::Tensor ref_logits_;              ///< [vocab] float32: the reference's last-position logits
   int64_t ref_argmax_ = -1;

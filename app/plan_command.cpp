@@ -14,6 +14,7 @@
 #include "app/cli_util.h"
 #include "hooks/device.h"
 #include "hooks/device_map.h"
+#include "hooks/runtime.h"
 #include "models/config.h"
 #include "models/loader.h"
 
@@ -62,6 +63,57 @@ std::string human(int64_t bytes) {
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
+// The plan as a readable table: the model, per device its budget and what was placed, then
+// every device_map entry with its size (tied weights noted).
+void print_plan(const models::LoadedModel& lm, c10::ScalarType dtype, const std::vector<std::string>& no_split,
+                const hooks::MaxMemory& max_memory, const hooks::DeviceMap& device_map,
+                const hooks::ModuleSizes& sizes) {
+  using namespace hs::hooks;
+  const models::CausalLM& model = *lm.model;
+  const int64_t total = sizes.get("");
+  std::cout << lm.dir.filename().string() << " (" << lm.config.architecture << "), dtype "
+            << models::dtype_short_name(dtype) << ": " << with_commas(total) << " bytes (" << human(total) << ")\n";
+  std::string ns;
+  for (const auto& c : no_split) ns += (ns.empty() ? "" : ", ") + c;
+  std::cout << "no_split_module_classes: " << (ns.empty() ? "(none)" : ns) << "\n\n";
+
+  std::vector<DeviceId> devices;
+  for (const auto& [d, v] : max_memory) devices.push_back(d);
+  for (const auto& [k, d] : device_map)
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  std::cout << pad("device", 8) << pad("max_memory", 28) << pad("placed", 28) << "entries\n";
+  for (const auto& d : devices) {
+    int64_t placed = 0;
+    int entries = 0;
+    for (const auto& [k, dev] : device_map)
+      if (dev == d) {
+        placed += sizes.get(k);
+        ++entries;
+      }
+    std::string budget = "unlimited";
+    for (const auto& [md, v] : max_memory)
+      if (md == d) budget = with_commas(v) + " (" + human(v) + ")";
+    std::cout << pad(d.str(), 8) << pad(budget, 28) << pad(with_commas(placed) + " (" + human(placed) + ")", 28)
+              << entries << "\n";
+  }
+  std::cout << "\ndevice_map:\n";
+  size_t width = 4;
+  for (const auto& [k, d] : device_map) width = std::max(width, k.size());
+  const auto tied = find_tied_parameters(model);
+  for (const auto& [k, d] : device_map) {
+    // Tied weights are counted once, under their first name (accelerate's accounting).
+    std::string note;
+    for (const auto& group : tied)
+      for (const auto& member : group)
+        if (k.empty() || member.rfind(k + ".", 0) == 0)
+          for (const auto& other : group)
+            if (other != member && !(k.empty() || other.rfind(k + ".", 0) == 0) && note.empty())
+              note = " (" + member + " is tied to " + other + ")";
+    std::cout << "  " << pad(k.empty() ? "\"\"" : k, width + 2) << pad(d.str(), 6) << with_commas(sizes.get(k))
+              << " bytes" << note << "\n";
+  }
+}
+
 int run_plan(const PlanArgs& a) {
   using namespace hs::hooks;
   // accelerate's warnings and info lines, each once, on stderr.
@@ -90,9 +142,14 @@ int run_plan(const PlanArgs& a) {
   models::LoadedModel lm = models::load_model(a.model, lo);
   const models::CausalLM& model = *lm.model;
 
-  // Accelerators named in --max-memory are planned for (emulated when absent), so only
-  // negative ids get accelerate's "not available" warning.
-  int num_accelerators = DeviceManager::instance().num_accelerators();
+  // The devices a plain process sees (the default max_memory probes them). Accelerators named
+  // in --max-memory are planned for (emulated when absent), so only negative ids get
+  // accelerate's "not available" warning.
+  RuntimeOptions ro = RuntimeOptions::cuda_devices();
+  ro.log = log;
+  Runtime runtime(ro);
+  RuntimeScope runtime_installed(runtime);
+  int num_accelerators = runtime.devices().num_accelerators();
   if (user_max_memory)
     for (const auto& [d, v] : *user_max_memory)
       if (d.is_accelerator()) num_accelerators = std::max(num_accelerators, d.index + 1);
@@ -149,49 +206,7 @@ int run_plan(const PlanArgs& a) {
     return 0;
   }
 
-  // ---- readable table
-  const int64_t total = sizes.get("");
-  std::cout << lm.dir.filename().string() << " (" << lm.config.architecture << "), dtype "
-            << models::dtype_short_name(*lo.dtype) << ": " << with_commas(total) << " bytes (" << human(total) << ")\n";
-  std::string ns;
-  for (const auto& c : no_split) ns += (ns.empty() ? "" : ", ") + c;
-  std::cout << "no_split_module_classes: " << (ns.empty() ? "(none)" : ns) << "\n\n";
-
-  std::vector<DeviceId> devices;
-  for (const auto& [d, v] : max_memory) devices.push_back(d);
-  for (const auto& [k, d] : device_map)
-    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
-  std::cout << pad("device", 8) << pad("max_memory", 28) << pad("placed", 28) << "entries\n";
-  for (const auto& d : devices) {
-    int64_t placed = 0;
-    int entries = 0;
-    for (const auto& [k, dev] : device_map)
-      if (dev == d) {
-        placed += sizes.get(k);
-        ++entries;
-      }
-    std::string budget = "unlimited";
-    for (const auto& [md, v] : max_memory)
-      if (md == d) budget = with_commas(v) + " (" + human(v) + ")";
-    std::cout << pad(d.str(), 8) << pad(budget, 28) << pad(with_commas(placed) + " (" + human(placed) + ")", 28)
-              << entries << "\n";
-  }
-  std::cout << "\ndevice_map:\n";
-  size_t width = 4;
-  for (const auto& [k, d] : device_map) width = std::max(width, k.size());
-  const auto tied = find_tied_parameters(model);
-  for (const auto& [k, d] : device_map) {
-    // Tied weights are counted once, under their first name (accelerate's accounting).
-    std::string note;
-    for (const auto& group : tied)
-      for (const auto& member : group)
-        if (k.empty() || member.rfind(k + ".", 0) == 0)
-          for (const auto& other : group)
-            if (other != member && !(k.empty() || other.rfind(k + ".", 0) == 0) && note.empty())
-              note = " (" + member + " is tied to " + other + ")";
-    std::cout << "  " << pad(k.empty() ? "\"\"" : k, width + 2) << pad(d.str(), 6) << with_commas(sizes.get(k))
-              << " bytes" << note << "\n";
-  }
+  print_plan(lm, *lo.dtype, no_split, max_memory, device_map, sizes);
   return 0;
 }
 

@@ -4,11 +4,12 @@
 #include <set>
 #include <stdexcept>
 
+#include "hooks/runtime.h"
+
 namespace hs::app {
 
 namespace fs = std::filesystem;
 using hooks::DeviceId;
-using hooks::DeviceManager;
 
 std::string scenario_name(Scenario s) {
   switch (s) {
@@ -66,7 +67,7 @@ fs::path offload_folder(const ScenarioOptions& o, const std::string& what) {
 }  // namespace
 
 PreparedScenario prepare_scenario(Scenario s, const ScenarioOptions& o) {
-  const int n = DeviceManager::instance().num_accelerators();
+  const int n = hooks::Runtime::current().devices().num_accelerators();
   if (n < 1) throw std::invalid_argument("scenario " + scenario_name(s) + " needs at least one accelerator (--devices)");
   if ((s == Scenario::Sharded || s == Scenario::Mixed) && n < 2)
     throw std::invalid_argument("scenario " + scenario_name(s) + " needs at least 2 accelerators (--devices 2 or more)");

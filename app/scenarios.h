@@ -43,8 +43,8 @@ struct PreparedScenario {
   std::vector<std::string> weight_devices;     ///< where the weights live: "0", "1", "cpu", "disk"
 };
 
-/// Loads a fresh copy of the model and dispatches it for `s` over the configured
-/// accelerators (hooks::DeviceManager; at least 2 are needed for sharded and mixed).
+/// Loads a fresh copy of the model and dispatches it for `s` over the accelerators of the
+/// current runtime (hooks/runtime.h; at least 2 are needed for sharded and mixed).
 /// Throws std::invalid_argument / std::runtime_error with a message naming the scenario.
 PreparedScenario prepare_scenario(Scenario s, const ScenarioOptions& options);
 

@@ -2,7 +2,8 @@
 // bench/hook_overhead.py runs this next to the same measurement in Python accelerate and
 // reports the ratios; run alone it prints Google Benchmark's table.
 //
-// Module: Linear(64, 64) with bias (small, so the hook dominates), input [1, 64] float32, execution device "cpu":
+// Module: Linear(64, 64) with bias (small, so the hook dominates), input [1, 64] float32, execution device "cpu",
+// under a runtime with no sink (recording off), as in an unprofiled process:
 //   plain      — no hook
 //   hooked     — AlignDevicesHook(execution_device=cpu)            (a sharded model's hook)
 //   offloaded  — AlignDevicesHook(execution_device=cpu, offload=True, weights_map=state dict)
@@ -10,6 +11,7 @@
 
 #include "hooks/hooks.h"
 #include "hooks/offload.h"
+#include "hooks/runtime.h"
 #include "models/causal_lm.h"
 
 namespace {
@@ -31,9 +33,15 @@ void run(benchmark::State& state, const std::shared_ptr<hs::models::Linear>& m) 
   for (auto _ : state) benchmark::DoNotOptimize(m->call_tensor({{x}, {}}));
 }
 
-void BM_plain(benchmark::State& state) { run(state, make_linear()); }
+void BM_plain(benchmark::State& state) {
+  Runtime runtime;
+  RuntimeScope installed(runtime);
+  run(state, make_linear());
+}
 
 void BM_hooked(benchmark::State& state) {
+  Runtime runtime;
+  RuntimeScope installed(runtime);
   auto m = make_linear();
   auto h = std::make_shared<AlignDevicesHook>();
   h->execution_device = DeviceId::cpu();
@@ -42,6 +50,8 @@ void BM_hooked(benchmark::State& state) {
 }
 
 void BM_offloaded(benchmark::State& state) {
+  Runtime runtime;
+  RuntimeScope installed(runtime);
   auto m = make_linear();
   auto h = std::make_shared<AlignDevicesHook>();
   h->execution_device = DeviceId::cpu();

@@ -12,7 +12,7 @@
 // One model is dispatched once for the scenario (app/scenarios.h) and compiled once, exactly as
 // `hookscope capture` does; then `--repeats` pairs of greedy decodes (rounded up to even) run
 // interleaved, half of the pairs off-first and half on-first (off,on | on,off | ...):
-//   off  no event sink: the hooks' `events::sink()` checks see nullptr, the MemoryLedger is idle;
+//   off  no event sink: the runtime has no sink (no event adapter subscribed), the MemoryLedger is idle;
 //   on   what capture records: the HostTracer is the sink (hook spans, weight swaps, transfers,
 //        disabled scopes, regions, graph breaks, generation steps), the MemoryLedger samples
 //        resident bytes, and the tracer's writer thread batches everything into a Store (SQLite,
@@ -45,7 +45,7 @@
 
 #include "app/scenarios.h"
 #include "compile/compile.h"
-#include "hooks/memory.h"
+#include "hooks/runtime.h"
 #include "models/kv_cache.h"
 #include "storage/store.h"
 #include "tracer/host_tracer.h"
@@ -94,9 +94,9 @@ int run(const Args& a) {
   const app::Scenario scenario = app::parse_scenario(a.scenario);
   const hooks::CompilePolicy policy = hooks::parse_policy(a.policy);
   const compile::Mode mode = compile::parse_mode(a.mode);
-  hooks::DeviceManager::instance().configure(a.devices);
-  hooks::set_logger([](const std::string&, const std::string&) {});
-  hooks::set_compile_policy(policy);
+  hooks::Runtime runtime(hooks::RuntimeOptions{
+      .accelerators = a.devices, .compile_policy = policy, .log = [](const std::string&, const std::string&) {}});
+  hooks::RuntimeScope runtime_installed(runtime);
 
   app::ScenarioOptions so;
   so.model = a.model;
@@ -128,14 +128,14 @@ int run(const Args& a) {
   info.mode = a.mode;
   info.model = a.model;
   tracer.begin_run(info);
-  auto& ledger = hooks::MemoryLedger::instance();
+  hooks::MemoryLedger& ledger = runtime.ledger();
 
   const bool use_tracer = a.on == "all" || a.on == "tracer", use_ledger = a.on == "all" || a.on == "ledger";
   // One greedy decode; returns the decode steps' wall and process CPU time in ms.
   auto decode = [&](bool on) -> Sample {
     c10::InferenceMode g;
     const bool record = on && use_tracer;
-    if (record) events::set_sink(&tracer);
+    if (record) runtime.set_sink(&tracer);
     if (on && use_ledger) ledger.begin(model);
     cache = models::KVCache::dynamic_cache(layers);
     int64_t tok = cf.call_tensor({ids})[0][-1].argmax().item<int64_t>();
@@ -151,7 +151,7 @@ int run(const Args& a) {
     const Sample s{static_cast<double>(events::now_ns() - t0) / 1e6, (process_cpu_s() - c0) * 1e3};
     if (ledger.active()) ledger.end();
     if (record) {
-      events::set_sink(nullptr);
+      runtime.set_sink(nullptr);
       tracer.flush();
     }
     return s;

@@ -1,4 +1,4 @@
-// Region backends: what runs a captured region (DESIGN.md §5).
+// Region backends: what runs a captured region (docs/architecture.md).
 //
 // The engine (compile/compile.h) cuts every compiled call into regions at graph breaks and
 // tells the cache entry's backend when each region begins and ends. Two backends are named:

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "hooks/compiler_disable.h"
-#include "hooks/device.h"
+#include "hooks/runtime.h"
 #include "models/module.h"
 #include "tracer/events.h"
 
@@ -17,7 +17,6 @@ namespace hs::compile {
 
 using events::now_ns;
 using hooks::DeviceId;
-using hooks::DeviceManager;
 
 // ------------------------------------------------------------------ modes
 
@@ -138,19 +137,20 @@ std::string ExplainOutput::str() const {
 
 namespace {
 
-// One capture at a time per process: the scope observer is process-wide.
+// Captures run one at a time: a CompiledFunction's cache is shared by every thread that calls
+// it. Frame ids number compiled functions in creation order, as Dynamo numbers frames.
 std::mutex g_capture_mu;
 std::atomic<int> g_next_frame{0};
 
-class Capture;
-thread_local Capture* t_capture = nullptr;
-thread_local int t_op_depth = 0;  // RecordFunction nesting on this thread
-
 // Receives scope entries/exits and ATen op starts for one compiled call; writes into `result`.
+// While the call runs it is the runtime's scope observer, which is how the ATen callbacks
+// (plain function pointers) find it.
 class Capture final : public hooks::DisabledScopeObserver {
  public:
-  Capture(CompileResult& result, RegionBackend& backend, bool fullgraph, hooks::DisabledScopeObserver* previous)
-      : result_(result),
+  Capture(hooks::Runtime& runtime, CompileResult& result, RegionBackend& backend, bool fullgraph,
+          hooks::DisabledScopeObserver* previous)
+      : runtime_(runtime),
+        result_(result),
         backend_(backend),
         fullgraph_(fullgraph),
         previous_(previous),
@@ -178,7 +178,7 @@ class Capture final : public hooks::DisabledScopeObserver {
       return;  // out of memory: drop the record rather than throw from here
     }
     backend_.end_region(r);
-    if (auto* s = events::sink()) s->region({r.index, r.op_count, backend_.name(), r.start_ns, r.end_ns});
+    if (auto* s = runtime_.sink()) s->region({r.index, r.op_count, backend_.name(), r.start_ns, r.end_ns});
   }
 
   void on_enter(std::string_view function, std::string_view module, int depth) override {
@@ -192,12 +192,16 @@ class Capture final : public hooks::DisabledScopeObserver {
     if (previous_) previous_->on_exit(function, module, depth);
   }
 
-  // A top-level ATen op started on the capturing thread.
-  void count_op() {
-    if (hooks::CompilerDisabledScope::depth() > 0)
+  // An ATen op started / ended on the capturing thread; only top-level ones count.
+  void op_started() {
+    if (op_depth_++ > 0) return;
+    if (runtime_.scopes().depth > 0)
       ++result_.ops_outside_regions;
     else if (open_)
       ++ops_;
+  }
+  void op_ended() {
+    if (op_depth_ > 0) --op_depth_;
   }
 
  private:
@@ -211,7 +215,7 @@ class Capture final : public hooks::DisabledScopeObserver {
                     "` since it was wrapped with `torch.compiler.disable` (reason: None)";
     b.function = std::string(function);
     b.module = std::string(module);
-    for (const auto* m : models::HookableModule::call_stack()) {
+    for (const auto* m : runtime_.call_stack()) {
       b.module_stack.push_back(m->fqn());
       b.module_classes.push_back(m->class_name());
     }
@@ -219,7 +223,7 @@ class Capture final : public hooks::DisabledScopeObserver {
     b.region_index = static_cast<int>(result_.regions.size());
     close_region(t);
     result_.breaks.push_back(b);
-    if (auto* s = events::sink()) {
+    if (auto* s = runtime_.sink()) {
       const std::string stack = join_stack(b.module_stack);
       s->graph_break({b.reason, b.function, b.module, stack, t});
     }
@@ -228,6 +232,7 @@ class Capture final : public hooks::DisabledScopeObserver {
     if (fullgraph_) throw Unsupported(std::move(b));
   }
 
+  hooks::Runtime& runtime_;
   CompileResult& result_;
   RegionBackend& backend_;
   bool fullgraph_;
@@ -236,64 +241,49 @@ class Capture final : public hooks::DisabledScopeObserver {
   bool open_ = false;
   int64_t start_ = 0;
   int64_t ops_ = 0;
+  int op_depth_ = 0;  // RecordFunction nesting
 };
 
+// The capture in progress in `runtime` (its scope observer, see Capture), or nullptr.
+Capture* capture_in(hooks::Runtime* runtime) {
+  return runtime ? dynamic_cast<Capture*>(runtime->scopes().observer) : nullptr;
+}
+
 std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction&) {
-  if (t_op_depth++ == 0 && t_capture) t_capture->count_op();
+  if (Capture* c = capture_in(hooks::Runtime::current_or_null())) c->op_started();
   return nullptr;
 }
 
 void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
-  if (t_op_depth > 0) --t_op_depth;
+  if (Capture* c = capture_in(hooks::Runtime::current_or_null())) c->op_ended();
 }
 
-// Installs the capture for the duration of a call and removes it again, also on unwinding.
+// Installs the capture as the runtime's scope observer, with the ATen callback, for the
+// duration of a call, and removes both again, also on unwinding.
 class CaptureInstall {
  public:
-  CaptureInstall(Capture& c, hooks::DisabledScopeObserver* previous) : previous_(previous) {
-    t_op_depth = 0;
-    t_capture = &c;
-    hooks::set_disabled_scope_observer(&c);
+  CaptureInstall(hooks::Runtime& runtime, Capture& c) : scopes_(runtime.scopes()), previous_(scopes_.observer) {
+    scopes_.observer = &c;
     try {
       handle_ = at::addThreadLocalCallback(
           at::RecordFunctionCallback(on_op_start, on_op_end).scopes({at::RecordScope::FUNCTION}));
     } catch (...) {
-      hooks::set_disabled_scope_observer(previous_);
-      t_capture = nullptr;
+      scopes_.observer = previous_;
       throw;
     }
   }
   ~CaptureInstall() {
     at::removeCallback(handle_);
-    hooks::set_disabled_scope_observer(previous_);
-    t_capture = nullptr;
-    t_op_depth = 0;
+    scopes_.observer = previous_;
   }
   CaptureInstall(const CaptureInstall&) = delete;
   CaptureInstall& operator=(const CaptureInstall&) = delete;
 
  private:
+  hooks::DisabledScopes& scopes_;
   hooks::DisabledScopeObserver* previous_;
   at::CallbackHandle handle_ = 0;
 };
-
-// The thread's DeviceManager execution stack, bottom first. DeviceManager exposes only
-// push/pop/current, so the stack is read by popping it and pushed back unchanged.
-std::vector<DeviceId> execution_stack() {
-  std::vector<DeviceId> top_first;
-  while (auto d = DeviceManager::current_execution()) {
-    top_first.push_back(*d);
-    DeviceManager::pop_execution();
-  }
-  std::vector<DeviceId> bottom_first(top_first.rbegin(), top_first.rend());
-  for (const auto& d : bottom_first) DeviceManager::push_execution(d);
-  return bottom_first;
-}
-
-void restore_execution_stack(const std::vector<DeviceId>& bottom_first) {
-  while (DeviceManager::current_execution()) DeviceManager::pop_execution();
-  for (const auto& d : bottom_first) DeviceManager::push_execution(d);
-}
 
 std::string what_of(const std::exception_ptr& e) {
   try {
@@ -364,11 +354,12 @@ c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs)
   };
 
   if (st.options.mode == Mode::Eager) return run_plain();
-  if (t_capture) {
+  hooks::Runtime& rt = hooks::Runtime::current();
+  if (capture_in(&rt)) {
     r.diagnostics.push_back("inlined into the enclosing compiled call (its ops and graph breaks count there)");
     return run_plain();
   }
-  if (hooks::CompilerDisabledScope::depth() > 0) {
+  if (rt.scopes().depth > 0) {
     r.diagnostics.push_back(
         "ran eagerly: called inside a compiler-disabled scope (torch.compiler.disable is recursive)");
     return run_plain();
@@ -436,13 +427,12 @@ c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs)
   r.captured = true;
   for (const auto& d : e.backend_diagnostics) r.diagnostics.push_back(d);
 
-  const std::vector<DeviceId> exec_stack = execution_stack();
-  hooks::DisabledScopeObserver* previous = hooks::disabled_scope_observer();
-  Capture capture(r, *backend, st.options.fullgraph, previous);
+  const std::vector<DeviceId> exec_stack = rt.devices().execution_stack();
+  Capture capture(rt, r, *backend, st.options.fullgraph, rt.scopes().observer);
   c10::IValue out;
   std::exception_ptr error;
   {
-    CaptureInstall install(capture, previous);
+    CaptureInstall install(rt, capture);
     capture.open_region(now_ns());
     try {
       out = st.fn(inputs);
@@ -454,8 +444,8 @@ c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs)
   r.end_ns = now_ns();
   if (error) {
     // Hooks whose pre_forward ran but whose post_forward never will may have left execution
-    // devices pushed; put the thread's stack back as it was at entry.
-    restore_execution_stack(exec_stack);
+    // devices pushed; put the stack back as it was at entry.
+    rt.devices().restore_execution_stack(exec_stack);
     r.failed = true;
     r.error = what_of(error);
     if (created) {

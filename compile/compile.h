@@ -1,10 +1,12 @@
-// The capture engine: hookscope's honest stand-in for torch.compile / Dynamo (DESIGN.md §5).
+// The capture engine: hookscope's honest stand-in for torch.compile / Dynamo.
 //
 //   auto cf = hs::compile::compile(fn, {.mode = Mode::Default});
 //   c10::IValue out = cf({input_ids});          // runs fn, traced as regions
 //   std::cout << cf.explain().str();             // like torch._dynamo.explain
 //
-// What a compiled call does (modes `default` and `reduce-overhead`):
+// A compiled call in mode `default` or `reduce-overhead` needs a hooks::Runtime installed on the
+// calling thread (hooks/runtime.h): the scopes it observes, the devices its guards compare and
+// the sink its regions and breaks are recorded to are the runtime's. What such a call does:
 //  - Guards (compile/guards.h) pick the cache entry for the inputs' signature. A new signature
 //    "compiles" a new entry; every entry after the first is a recompile, recorded with
 //    Dynamo's guard-failure text. With `cache_size_limit` entries already cached, a new
@@ -41,18 +43,18 @@
 //    `format_graph_break_message`'s text.
 //  - Dynamo raises Unsupported while *tracing*, before any of the frame runs. hookscope has no
 //    tracer: it raises when the break is *reached*, so ops before it have already run. The
-//    engine restores what it owns (scope observer, RecordFunction callback, the thread's
-//    hooks::DeviceManager execution stack — a hook whose pre_forward pushed a device but whose
+//    engine restores what it owns (scope observer, RecordFunction callback, the runtime's
+//    execution-device stack — a hook whose pre_forward pushed a device but whose
 //    post_forward never ran would otherwise leave it behind); it cannot undo other side effects
 //    of the interrupted code. With accelerate's hooks the first break comes before any weight
 //    is onloaded, so a later call starts clean.
 //  - A call made while the thread is inside a compiler-disabled scope runs eagerly
 //    (torch.compiler.disable is recursive); a compiled call made from inside another compiled
 //    call on the same thread is inlined into the outer capture (as Dynamo inlines).
-//  - One capture at a time per process: compiled calls on different threads are serialised
-//    (the scope observer is process-wide). Scope entries from other threads are ignored.
-//    The engine's observer replaces `hooks::disabled_scope_observer()` only for the call and
-//    forwards every entry and exit to the one it replaced (chained), then restores it.
+//  - One capture at a time per process: compiled calls on different threads are serialised.
+//    Scope entries from other threads are ignored. The engine's observer replaces the
+//    runtime's `scopes().observer` only for the call and forwards every entry and exit to the
+//    one it replaced (chained), then restores it.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "hooks/runtime.h"
+
 namespace hs::compile {
 
 namespace {
@@ -18,7 +20,7 @@ void walk(const c10::IValue& v, const std::string& name, std::vector<GuardItem>&
       g.kind = GuardItem::Kind::Tensor;
       g.sizes = t.sizes().vec();
       g.dtype = t.scalar_type();
-      g.device = hooks::DeviceManager::instance().device_of(t);
+      g.device = hooks::Runtime::current().devices().device_of(t);
       g.torch_device = t.device();
     }
     out.push_back(std::move(g));

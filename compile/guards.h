@@ -10,7 +10,8 @@
 //   tensor 'args[0]' Tensor device index mismatch. Expected device index to be 0, actual 1
 //   args[1] == 3
 //   len(args) == 2
-// Devices are *logical* (hooks::DeviceManager::device_of), so two emulated accelerators that
+// Devices are *logical* (the current runtime's DeviceManager::device_of; computing a signature
+// needs a hooks::Runtime installed), so two emulated accelerators that
 // share CPU memory still guard apart. A change of device kind (accelerator <-> cpu) has no
 // Dynamo text of its own (Dynamo reports a dispatch-key-set mismatch); it reads
 //   tensor 'args[0]' device mismatch. expected 0, actual cpu

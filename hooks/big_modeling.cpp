@@ -39,31 +39,6 @@ bool under(const std::string& key, const std::string& module) {
   return module.empty() || key == module || key.rfind(module + ".", 0) == 0;
 }
 
-// Every AlignDevicesHook attached to `m` (directly or inside SequentialHooks).
-void for_each_align_hook(const std::shared_ptr<ModelHook>& h, const std::function<void(AlignDevicesHook&)>& fn) {
-  if (!h) return;
-  if (auto* a = dynamic_cast<AlignDevicesHook*>(h.get())) fn(*a);
-  if (auto* s = dynamic_cast<SequentialHook*>(h.get()))
-    for (auto& inner : s->hooks) for_each_align_hook(inner, fn);
-}
-
-std::shared_ptr<AlignDevicesHook> make_align(std::optional<DeviceId> exec, bool offload,
-                                             std::shared_ptr<WeightsMap> wm, bool offload_buffers, bool io_same_device,
-                                             bool place_submodules, const std::vector<std::string>& skip_keys,
-                                             bool skip_keys_given, std::shared_ptr<TiedParamsMap> tied) {
-  auto h = std::make_shared<AlignDevicesHook>();
-  h->execution_device = exec;
-  h->offload = offload;
-  h->weights_map = std::move(wm);
-  h->offload_buffers = offload_buffers;
-  h->io_same_device = io_same_device;
-  h->place_submodules = place_submodules;
-  h->skip_keys = skip_keys;
-  h->skip_keys_given = skip_keys_given;
-  h->tied_params_map = std::move(tied);
-  return h;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ attach helpers
@@ -79,8 +54,14 @@ void attach_align_device_hook(HookableModule& module, std::optional<DeviceId> ex
     if (weights_map)
       prefixed = module_name.empty() ? weights_map : std::make_shared<PrefixedDataset>(weights_map, module_name + ".");
     add_hook_to_module(module,
-                       make_align(exec, offload, prefixed, offload_buffers, false, full_offload, skip_keys,
-                                  skip_keys_given, tied),
+                       std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{.execution_device = exec,
+                                                                                  .offload = offload,
+                                                                                  .weights_map = prefixed,
+                                                                                  .offload_buffers = offload_buffers,
+                                                                                  .place_submodules = full_offload,
+                                                                                  .skip_keys = skip_keys,
+                                                                                  .skip_keys_given = skip_keys_given,
+                                                                                  .tied_params_map = tied}),
                        /*append=*/true);
   }
   if (full_offload) return;
@@ -93,7 +74,11 @@ void attach_execution_device_hook(HookableModule& module, const DeviceId& exec,
                                   const std::vector<std::string>& skip_keys, const std::vector<std::string>& preload,
                                   std::shared_ptr<TiedParamsMap> tied, bool skip_keys_given) {
   if (!module.hook() && has_state(module))
-    add_hook_to_module(module, make_align(exec, false, nullptr, false, false, false, skip_keys, skip_keys_given, tied));
+    add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                   .execution_device = exec,
+                                   .skip_keys = skip_keys,
+                                   .skip_keys_given = skip_keys_given,
+                                   .tied_params_map = tied}));
   if (contains(preload, module.class_name())) return;
   for (auto& [n, child] : module.hookable_children())
     attach_execution_device_hook(*child, exec, skip_keys, preload, tied, skip_keys_given);
@@ -109,22 +94,37 @@ void attach_align_device_hook_on_blocks(HookableModule& module, const std::map<s
   auto o = offload.find(module_name);
   if (e != exec.end() && o != offload.end() && !o->second) {
     // (a) a resident block: one hook for its subtree, then execution-device hooks below.
-    add_hook_to_module(module, make_align(e->second, false, nullptr, offload_buffers, module_name.empty(), true,
-                                          skip_keys, skip_keys_given, tied));
+    add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                   .execution_device = e->second,
+                                   .io_same_device = module_name.empty(),
+                                   .offload_buffers = offload_buffers,
+                                   .place_submodules = true,
+                                   .skip_keys = skip_keys,
+                                   .skip_keys_given = skip_keys_given,
+                                   .tied_params_map = tied}));
     attach_execution_device_hook(module, e->second, skip_keys, {}, tied, skip_keys_given);
   } else if (e != exec.end() && o != offload.end() && o->second) {
     // (b) an offloaded block.
     attach_align_device_hook(module, e->second, true, weights_map, offload_buffers, module_name, skip_keys, preload,
                              tied, skip_keys_given);
     if (!module.hook())
-      add_hook_to_module(module, make_align(e->second, false, nullptr, false, module_name.empty(), false, skip_keys,
-                                            skip_keys_given, tied));
+      add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                     .execution_device = e->second,
+                                     .io_same_device = module_name.empty(),
+                                     .skip_keys = skip_keys,
+                                     .skip_keys_given = skip_keys_given,
+                                     .tied_params_map = tied}));
     attach_execution_device_hook(module, e->second, skip_keys, preload, tied, skip_keys_given);
   } else if (module_name.empty()) {
     // (c) the root, not in the maps.
     std::optional<DeviceId> root_exec;
     if (e != exec.end()) root_exec = e->second;
-    add_hook_to_module(module, make_align(root_exec, false, nullptr, false, true, false, skip_keys, skip_keys_given, tied));
+    add_hook_to_module(module, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{
+                                   .execution_device = root_exec,
+                                   .io_same_device = true,
+                                   .skip_keys = skip_keys,
+                                   .skip_keys_given = skip_keys_given,
+                                   .tied_params_map = tied}));
   }
   for (auto& [n, child] : module.hookable_children())
     attach_align_device_hook_on_blocks(*child, exec, offload, weights_map, offload_buffers, child_name(module_name, n),
@@ -142,17 +142,17 @@ void attach_layerwise_casting_hooks(HookableModule& module, c10::ScalarType stor
       throw std::invalid_argument("skip_modules_pattern '" + p + "' is not a valid regex: " + e.what());
     }
   }
-  std::function<void(HookableModule&)> rec = [&](HookableModule& m) {
-    if (contains(classes, m.class_name())) return;
+  // A skipped module's subtree is skipped too; a Linear gets the hook and is not descended.
+  models::walk_modules(module, [&](HookableModule& m, const std::string&) {
+    if (contains(classes, m.class_name())) return false;
     for (const auto& r : res)
-      if (std::regex_search(m.fqn(), r)) return;
+      if (std::regex_search(m.fqn(), r)) return false;
     if (m.class_name() == "Linear") {
       add_hook_to_module(m, std::make_shared<LayerwiseCastingHook>(storage, compute, non_blocking), true);
-      return;
+      return false;
     }
-    for (auto& [n, child] : m.hookable_children()) rec(*child);
-  };
-  rec(module);
+    return true;
+  });
 }
 
 // ------------------------------------------------------------------ ties
@@ -184,13 +184,12 @@ void retie_parameters(HookableModule& model, const std::vector<std::vector<std::
 
 // ------------------------------------------------------------------ dispatch_model
 
-DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, const DeviceMapEntries& device_map,
-                              const DispatchOptions& opt) {
-  if (device_map.empty()) throw std::invalid_argument("dispatch_model: the device_map is empty");
-  // ---- validation, before anything is touched
-  check_device_map(*model, device_map);
-  auto& dm = DeviceManager::instance();
-  std::vector<DeviceId> devices;  // insertion order (quirk 1 fixed)
+namespace {
+
+// The devices of a device map in insertion order (quirk 1 fixed); throws for "meta" and for
+// accelerators the runtime does not have.
+std::vector<DeviceId> mapped_devices(const DeviceMapEntries& device_map, const DeviceManager& dm) {
+  std::vector<DeviceId> devices;
   for (const auto& [name, dev] : device_map) {
     if (dev.is_meta())
       throw std::invalid_argument("device_map: module '" + name + "' is mapped to \"meta\", which holds no data");
@@ -200,6 +199,81 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
                                   " accelerator(s) are configured (real or emulated)");
     if (std::find(devices.begin(), devices.end(), dev) == devices.end()) devices.push_back(dev);
   }
+  return devices;
+}
+
+// Where the disk-mapped weights will come from: an index to read, or a folder to write first.
+struct DiskOffloadPlan {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;  // the disk-mapped state-dict entries
+  std::optional<OffloadIndex> index;
+  bool write = false;  // offload_dir has no index.json yet: write `tensors` there
+};
+
+// Validates the disk part of a dispatch without touching anything: an offload_dir or index is
+// given, and an existing index holds every disk-mapped tensor with its dtype and shape.
+DiskOffloadPlan plan_disk_offload(const HookableModule& model, const std::vector<std::string>& disk_modules,
+                                  const DispatchOptions& opt) {
+  DiskOffloadPlan plan;
+  plan.index = opt.offload_index;
+  if (disk_modules.empty()) return plan;
+  if (!opt.offload_dir && !opt.offload_index) {
+    std::string names;
+    for (size_t i = 0; i < disk_modules.size(); ++i) names += (i ? ", " : "") + disk_modules[i];
+    throw std::invalid_argument(
+        "We need an `offload_dir` to dispatch this model according to this `device_map`, the following submodules "
+        "need to be offloaded: " + names + ".");
+  }
+  // Quirk 2 fixed: "" selects every tensor (under() treats it so).
+  for (const auto& [k, t] : state_dict(model))
+    for (const auto& dmod : disk_modules)
+      if (under(k, dmod)) {
+        plan.tensors.emplace_back(k, t);
+        break;
+      }
+  if (!opt.offload_index && opt.offload_dir && !fs::exists(*opt.offload_dir / "index.json")) {
+    for (const auto& [k, t] : plan.tensors)
+      if (t.is_meta())
+        throw std::invalid_argument("dispatch_model: disk-mapped tensor '" + k +
+                                    "' is on the meta device and no offload folder holds it: Cannot copy out of "
+                                    "meta tensor");
+    plan.write = true;
+    return plan;
+  }
+  if (!opt.offload_index) plan.index = read_offload_index(*opt.offload_dir);
+  for (const auto& [k, t] : plan.tensors) {
+    const OffloadIndexEntry* e = plan.index->find(k);
+    if (!e)
+      throw std::invalid_argument("offload folder " + (opt.offload_dir ? opt.offload_dir->string() : std::string("<index>")) +
+                                  ": index.json has no entry for '" + k + "' (module mapped to \"disk\")");
+    check_entry_matches(k, *e, t, opt.offload_dir.value_or(fs::path()));
+  }
+  return plan;
+}
+
+// accelerate's `tied_params_map`: an empty entry for the data pointer of every tied parameter
+// that is not on meta.
+std::shared_ptr<TiedParamsMap> tied_params_map_of(const std::shared_ptr<HookableModule>& model,
+                                                  const std::vector<std::vector<std::string>>& tied_groups) {
+  auto tied_map = std::make_shared<TiedParamsMap>();
+  for (const auto& group : tied_groups)
+    for (const auto& name : group) {
+      auto dot = name.rfind('.');
+      auto m = models::get_submodule(model, dot == std::string::npos ? "" : name.substr(0, dot));
+      const auto& t = m->get_tensor(dot == std::string::npos ? name : name.substr(dot + 1));
+      if (!t.is_meta()) (*tied_map)[t.data_ptr()];
+    }
+  return tied_map;
+}
+
+}  // namespace
+
+DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, const DeviceMapEntries& device_map,
+                              const DispatchOptions& opt) {
+  if (device_map.empty()) throw std::invalid_argument("dispatch_model: the device_map is empty");
+  // ---- validation, before anything is touched
+  check_device_map(*model, device_map);
+  const DeviceManager& dm = Runtime::current().devices();
+  const std::vector<DeviceId> devices = mapped_devices(device_map, dm);
   const bool has_disk = std::find(devices.begin(), devices.end(), DeviceId::disk()) != devices.end();
   const bool has_cpu = std::find(devices.begin(), devices.end(), DeviceId::cpu()) != devices.end();
 
@@ -222,11 +296,7 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
       }
   }
   result.main_device = main;
-  std::vector<DeviceId> offloaded_devices = {DeviceId::disk()};
-  if (!(main.is_cpu() || main.kind == DeviceId::Kind::Mps)) offloaded_devices.push_back(DeviceId::cpu());
-  auto is_offloaded = [&](const DeviceId& d) {
-    return std::find(offloaded_devices.begin(), offloaded_devices.end(), d) != offloaded_devices.end();
-  };
+  const bool cpu_offloaded = !(main.is_cpu() || main.kind == DeviceId::Kind::Mps);  // disk always is
 
   std::vector<std::string> cpu_modules, disk_modules;
   for (const auto& [name, dev] : device_map) {
@@ -240,58 +310,19 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
     sd = extract_submodules_state_dict(state_dict(*model), cpu_modules);
     have_sd = true;
   }
-
-  std::optional<OffloadIndex> index = opt.offload_index;
-  bool write_disk = false;
-  std::vector<std::pair<std::string, torch::Tensor>> disk_sd;
-  if (!disk_modules.empty()) {
-    if (!opt.offload_dir && !opt.offload_index) {
-      std::string names;
-      for (size_t i = 0; i < disk_modules.size(); ++i) names += (i ? ", " : "") + disk_modules[i];
-      throw std::invalid_argument(
-          "We need an `offload_dir` to dispatch this model according to this `device_map`, the following submodules "
-          "need to be offloaded: " + names + ".");
-    }
-    // Quirk 2 fixed: "" selects every tensor (under() treats it so).
-    for (const auto& [k, t] : state_dict(*model))
-      for (const auto& dmod : disk_modules)
-        if (under(k, dmod)) {
-          disk_sd.emplace_back(k, t);
-          break;
-        }
-    if (!opt.offload_index && opt.offload_dir && !fs::exists(*opt.offload_dir / "index.json")) {
-      for (const auto& [k, t] : disk_sd)
-        if (t.is_meta())
-          throw std::invalid_argument("dispatch_model: disk-mapped tensor '" + k +
-                                      "' is on the meta device and no offload folder holds it: Cannot copy out of "
-                                      "meta tensor");
-      write_disk = true;
-    } else if (!opt.offload_index) {
-      index = read_offload_index(*opt.offload_dir);
-    }
-    // An existing index must hold every disk-mapped tensor with its dtype and shape.
-    if (index) {
-      for (const auto& [k, t] : disk_sd) {
-        const OffloadIndexEntry* e = index->find(k);
-        if (!e)
-          throw std::invalid_argument("offload folder " + (opt.offload_dir ? opt.offload_dir->string() : std::string("<index>")) +
-                                      ": index.json has no entry for '" + k + "' (module mapped to \"disk\")");
-        check_entry_matches(k, *e, t, opt.offload_dir.value_or(fs::path()));
-      }
-    }
-  }
+  DiskOffloadPlan disk = plan_disk_offload(*model, disk_modules, opt);
 
   // ---- from here on the model is changed
-  if (write_disk) {
-    offload_state_dict(*opt.offload_dir, disk_sd);
-    index = read_offload_index(*opt.offload_dir);
+  if (disk.write) {
+    offload_state_dict(*opt.offload_dir, disk.tensors);
+    disk.index = read_offload_index(*opt.offload_dir);
   }
 
   std::map<std::string, DeviceId> exec;
   std::map<std::string, bool> offload;
   for (const auto& [name, dev] : device_map) {
     exec[name] = (dev.is_cpu() || dev.is_disk()) ? main : dev;
-    offload[name] = is_offloaded(dev);
+    offload[name] = dev.is_disk() || (dev.is_cpu() && cpu_offloaded);
   }
   exec[""] = main;
 
@@ -302,28 +333,13 @@ DispatchResult dispatch_model(const std::shared_ptr<HookableModule>& model, cons
     if (opt.offload_index) load_dev = dm.backing(main);
     weights_map = std::make_shared<OffloadedWeightsLoader>(
         have_sd ? std::optional<std::vector<std::pair<std::string, torch::Tensor>>>(sd) : std::nullopt,
-        folder ? opt.offload_dir : std::nullopt, index, load_dev);
+        folder ? opt.offload_dir : std::nullopt, disk.index, load_dev);
   }
 
-  auto tied_groups = find_tied_parameters(*model);
-  auto tied_map = std::make_shared<TiedParamsMap>();
-  for (const auto& group : tied_groups)
-    for (const auto& name : group) {
-      auto dot = name.rfind('.');
-      auto m = models::get_submodule(model, dot == std::string::npos ? "" : name.substr(0, dot));
-      const auto& t = m->get_tensor(dot == std::string::npos ? name : name.substr(dot + 1));
-      if (!t.is_meta()) (*tied_map)[t.data_ptr()];
-    }
-  result.tied_params_map = tied_map;
-
+  const auto tied_groups = find_tied_parameters(*model);
+  result.tied_params_map = tied_params_map_of(model, tied_groups);
   attach_align_device_hook_on_blocks(*model, exec, offload, weights_map, opt.offload_buffers, "", opt.skip_keys,
-                                     opt.preload_module_classes, tied_map, !opt.skip_keys.empty());
-  // hookscope: label where each offloaded module's weights come from (for the tracer).
-  for (const auto& [name, m] : models::named_modules(model))
-    for (const auto& dmod : disk_modules)
-      if (under(name, dmod)) for_each_align_hook(get_hook(*m), [](AlignDevicesHook& h) {
-          if (h.offload) h.weights_source = "disk";
-        });
+                                     opt.preload_module_classes, result.tied_params_map, !opt.skip_keys.empty());
 
   if (has_cpu || has_disk)
     log("WARNING", std::string("Some parameters are on the meta device because they were offloaded to the ") +
@@ -343,12 +359,12 @@ void cpu_offload(const std::shared_ptr<HookableModule>& model, std::optional<Dev
     exec = first_param_device(*model);
     if (!exec) throw std::invalid_argument("cpu_offload: the model has no parameters (StopIteration)");
   }
-  auto& dm = DeviceManager::instance();
+  auto& dm = Runtime::current().devices();
   if (!sd) {
     sd.emplace();
     for (auto& [k, t] : state_dict(*model)) sd->emplace_back(k, dm.to(t, DeviceId::cpu()));
   }
-  add_hook_to_module(*model, make_align(std::nullopt, false, nullptr, false, true, false, {}, false, nullptr), true);
+  add_hook_to_module(*model, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{.io_same_device = true}), true);
   attach_align_device_hook(*model, exec, true, std::make_shared<StateDictMap>(std::move(*sd)), offload_buffers, "", {},
                            preload, nullptr);
 }
@@ -374,12 +390,8 @@ void disk_offload(const std::shared_ptr<HookableModule>& model, const fs::path& 
     }
   }
   auto loader = std::make_shared<OffloadedWeightsLoader>(std::nullopt, offload_dir, std::nullopt, std::nullopt);
-  add_hook_to_module(*model, make_align(std::nullopt, false, nullptr, false, true, false, {}, false, nullptr), true);
+  add_hook_to_module(*model, std::make_shared<AlignDevicesHook>(AlignDevicesHookOptions{.io_same_device = true}), true);
   attach_align_device_hook(*model, exec, true, loader, offload_buffers, "", {}, preload, nullptr);
-  for (const auto& [name, m] : models::named_modules(model))
-    for_each_align_hook(get_hook(*m), [](AlignDevicesHook& h) {
-      if (h.offload) h.weights_source = "disk";
-    });
 }
 
 std::shared_ptr<UserCpuOffloadHook> cpu_offload_with_hook(const std::shared_ptr<HookableModule>& model,

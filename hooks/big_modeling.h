@@ -1,7 +1,7 @@
 // accelerate's big-model entry points (`accelerate/big_modeling.py` and the attach helpers of
 // `hooks.py`): dispatch a model over devices by a device map, CPU and disk offload.
 //
-// Quirk decisions (spec §11), documented where they apply:
+// Decisions on accelerate's quirks, documented where they apply:
 //  1 (fixed)  the default main device is the first accelerator in device-map insertion order
 //             (accelerate takes it from an unordered set).
 //  2 (fixed)  an all-disk map that is not expanded to submodules (`{"": "disk"}`) offloads the

@@ -1,18 +1,11 @@
 #include "hooks/compiler_disable.h"
 
-#include <atomic>
 #include <stdexcept>
 
+#include "hooks/runtime.h"
 #include "tracer/events.h"
 
 namespace hs::hooks {
-
-namespace {
-std::atomic<CompilePolicy> g_policy{CompilePolicy::WholeHook};
-std::atomic<DisabledScopeObserver*> g_observer{nullptr};
-thread_local int t_depth = 0;
-thread_local long long t_outermost = 0;
-}  // namespace
 
 std::string policy_name(CompilePolicy p) { return p == CompilePolicy::WholeHook ? "whole-hook" : "offload-only"; }
 
@@ -22,28 +15,27 @@ CompilePolicy parse_policy(const std::string& s) {
   throw std::invalid_argument("unknown policy '" + s + "' (expected whole-hook or offload-only)");
 }
 
-CompilePolicy compile_policy() { return g_policy.load(); }
-void set_compile_policy(CompilePolicy p) { g_policy.store(p); }
-void set_disabled_scope_observer(DisabledScopeObserver* obs) { g_observer.store(obs); }
-DisabledScopeObserver* disabled_scope_observer() { return g_observer.load(); }
-
 CompilerDisabledScope::CompilerDisabledScope(std::string_view function, std::string_view module)
-    : function_(function), module_(module), depth_(++t_depth), start_ns_(events::now_ns()) {
-  if (depth_ == 1) ++t_outermost;
-  if (auto* obs = g_observer.load()) {
+    : runtime_(Runtime::current()),
+      function_(function),
+      module_(module),
+      depth_(++runtime_.scopes().depth),
+      start_ns_(events::now_ns()) {
+  if (auto* obs = runtime_.scopes().observer) {
     try {
       obs->on_enter(function_, module_, depth_);
     } catch (...) {
-      --t_depth;  // the scope never opened
+      --runtime_.scopes().depth;  // the scope never opened
       throw;
     }
   }
 }
 
 CompilerDisabledScope::~CompilerDisabledScope() {
-  --t_depth;
-  if (auto* s = events::sink()) s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
-  if (auto* obs = g_observer.load()) {
+  DisabledScopes& scopes = runtime_.scopes();
+  --scopes.depth;
+  if (auto* s = runtime_.sink()) s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
+  if (auto* obs = scopes.observer) {
     try {
       obs->on_exit(function_, module_, depth_);
     } catch (...) {
@@ -52,8 +44,9 @@ CompilerDisabledScope::~CompilerDisabledScope() {
   }
 }
 
-int CompilerDisabledScope::depth() { return t_depth; }
-long long CompilerDisabledScope::outermost_entries() { return t_outermost; }
-void CompilerDisabledScope::reset_counters() { t_outermost = 0; }
+int CompilerDisabledScope::depth() {
+  const Runtime* r = Runtime::current_or_null();
+  return r ? r->scopes().depth : 0;
+}
 
 }  // namespace hs::hooks

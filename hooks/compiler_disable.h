@@ -1,4 +1,4 @@
-// Compiler-disabled scopes: the C++ stand-in for `torch.compiler.disable` (DESIGN.md §5).
+// Compiler-disabled scopes: the C++ stand-in for `torch.compiler.disable`.
 //
 // accelerate wraps hook methods in a lazy `torch.compiler.disable` decorator; under
 // torch.compile, calling such a function from a captured region is a graph break (and an
@@ -17,7 +17,6 @@
 //    moving inputs and outputs between devices stays capturable.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <string_view>
 
@@ -30,11 +29,7 @@ std::string policy_name(CompilePolicy p);
 /// Parses "whole-hook" / "offload-only"; throws std::invalid_argument naming the value.
 CompilePolicy parse_policy(const std::string& s);
 
-/// The process-wide policy the hooks consult at call time (default: WholeHook, as accelerate).
-CompilePolicy compile_policy();
-void set_compile_policy(CompilePolicy p);
-
-/// Receives scope entries and exits (the compile engine installs one; nullptr = none).
+/// Receives scope entries and exits (the compile engine installs one for a compiled call).
 /// `depth` is 1 for an outermost scope.
 class DisabledScopeObserver {
  public:
@@ -42,13 +37,23 @@ class DisabledScopeObserver {
   virtual void on_enter(std::string_view function, std::string_view module, int depth) = 0;
   virtual void on_exit(std::string_view function, std::string_view module, int depth) = 0;
 };
-void set_disabled_scope_observer(DisabledScopeObserver* obs);
-DisabledScopeObserver* disabled_scope_observer();
 
-/// RAII scope: the guarded function runs eagerly, outside any captured region.
-/// Records the entry (event sink + observer + counters). The constructor throws only what
-/// the observer throws on entry (the compile engine raises `Unsupported` under fullgraph);
-/// the destructor never throws.
+/// The compiler-disabled scopes of one runtime (hooks/runtime.h: `Runtime::scopes()`).
+struct DisabledScopes {
+  /// The policy the hooks consult at call time (default: WholeHook, as accelerate).
+  CompilePolicy policy = CompilePolicy::WholeHook;
+  /// Hears every scope entry and exit; nullptr = none. Not owned.
+  DisabledScopeObserver* observer = nullptr;
+  int depth = 0;  ///< scopes open now (0 = not inside any)
+};
+
+class Runtime;
+
+/// RAII scope: the guarded function runs eagerly, outside any captured region. Counts itself in
+/// the current runtime's `DisabledScopes`, tells its observer, and when it closes records a
+/// `DisabledScope` event to the runtime's sink. The constructor throws std::logic_error when no
+/// runtime is installed, and otherwise only what the observer throws on entry (the compile
+/// engine raises `Unsupported` under fullgraph); the destructor never throws.
 class CompilerDisabledScope {
  public:
   CompilerDisabledScope(std::string_view function, std::string_view module);
@@ -56,13 +61,11 @@ class CompilerDisabledScope {
   CompilerDisabledScope(const CompilerDisabledScope&) = delete;
   CompilerDisabledScope& operator=(const CompilerDisabledScope&) = delete;
 
-  /// Current nesting depth on this thread (0 = not inside any scope).
+  /// The current runtime's `DisabledScopes::depth` (0 when no runtime is installed).
   static int depth();
-  /// Outermost scope entries on this thread since the last reset (nested ones not counted).
-  static long long outermost_entries();
-  static void reset_counters();
 
  private:
+  Runtime& runtime_;
   std::string_view function_;
   std::string module_;
   int depth_;

@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "hooks/memory.h"
-#include "models/module.h"
+#include "hooks/runtime.h"
 #include "tracer/events.h"
 
 namespace hs::hooks {
@@ -13,8 +12,6 @@ namespace {
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
-thread_local std::vector<DeviceId> t_exec_stack;
-thread_local int t_weight_copy_depth = 0;
 }  // namespace
 
 DeviceId DeviceId::parse(const std::string& s, const std::string& what) {
@@ -75,46 +72,33 @@ bool DeviceId::operator<(const DeviceId& o) const {
   return index < o.index;
 }
 
-DeviceManager& DeviceManager::instance() {
-  static DeviceManager m;
-  return m;
-}
-
-DeviceManager::DeviceManager() {
-  // Default: the real CUDA devices, if any; configure() replaces this.
-  const int n = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  for (int i = 0; i < n; ++i)
-    accelerators_.push_back({i, false, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)),
-                             "cuda:" + std::to_string(i), 0});
-}
-
-void DeviceManager::configure(int n, bool prefer_real, bool emulate_on_gpu, const std::vector<int64_t>& budget) {
-  if (n < 0) throw std::invalid_argument("number of accelerators must be >= 0");
-  std::lock_guard<std::mutex> lock(mu_);
-  accelerators_.clear();
-  registry_.clear();
-  const int real = (prefer_real && torch::cuda::is_available()) ? static_cast<int>(torch::cuda::device_count()) : 0;
+DeviceManager::DeviceManager(Runtime& runtime, const RuntimeOptions& options) : runtime_(runtime) {
+  const int n = options.accelerators;
+  if (n < 0) throw std::invalid_argument("number of accelerators must be >= 0, got " + std::to_string(n));
+  const int real = (options.prefer_real && torch::cuda::is_available()) ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const auto& budget = options.budget_bytes;
   for (int i = 0; i < n; ++i) {
     AcceleratorInfo a;
     a.index = i;
     a.total_memory = i < static_cast<int>(budget.size()) ? budget[i] : 0;
-    if (i < real && !emulate_on_gpu) {
+    if (i < real && !options.emulate_on_gpu) {
       a.emulated = false;
       a.backing = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
       a.name = "cuda:" + std::to_string(i);
-    } else if (emulate_on_gpu && real > 0) {
+    } else if (options.emulate_on_gpu && real > 0) {
       a.backing = torch::Device(torch::kCUDA, 0);
       a.name = "emulated accelerator " + std::to_string(i) + " (on cuda:0)";
     } else {
       a.backing = torch::Device(torch::kCPU);
       a.name = "emulated accelerator " + std::to_string(i) + " (CPU memory)";
     }
+    any_emulated_ |= a.emulated;
     accelerators_.push_back(a);
   }
 }
 
-bool DeviceManager::any_emulated() const {
-  return std::any_of(accelerators_.begin(), accelerators_.end(), [](const auto& a) { return a.emulated; });
+bool DeviceManager::is_emulated(const DeviceId& d) const {
+  return d.is_accelerator() && d.index < num_accelerators() && accelerators_[d.index].emulated;
 }
 
 torch::Device DeviceManager::backing(const DeviceId& d) const {
@@ -137,7 +121,7 @@ torch::Device DeviceManager::backing(const DeviceId& d) const {
 DeviceId DeviceManager::device_of(const torch::Tensor& t) const {
   if (!t.defined()) return DeviceId::cpu();
   if (t.is_meta()) return DeviceId::meta();
-  if (any_emulated()) {
+  if (any_emulated_) {
     const c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -145,10 +129,9 @@ DeviceId DeviceManager::device_of(const torch::Tensor& t) const {
       if (it != registry_.end() && !it->second.storage.expired()) return it->second.device;
     }
     // Untagged: computed inside a forward on an emulated device → that device.
-    if (auto cur = current_execution(); cur && cur->is_accelerator() && cur->index < num_accelerators() &&
-                                        accelerators_[cur->index].emulated &&
-                                        accelerators_[cur->index].backing == t.device())
-      return *cur;
+    if (!exec_stack_.empty() && is_emulated(exec_stack_.back()) &&
+        accelerators_[exec_stack_.back().index].backing == t.device())
+      return exec_stack_.back();
   }
   if (t.is_cuda()) {
     for (const auto& a : accelerators_)
@@ -159,9 +142,7 @@ DeviceId DeviceManager::device_of(const torch::Tensor& t) const {
 }
 
 void DeviceManager::tag(const torch::Tensor& t, const DeviceId& d) {
-  MemoryLedger::instance().track(t, d);  // every device, while a capture accounts memory
-  if (!t.defined() || t.is_meta() || !d.is_accelerator()) return;
-  if (d.index >= num_accelerators() || !accelerators_[d.index].emulated) return;
+  if (!t.defined() || t.is_meta() || !is_emulated(d)) return;
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   std::lock_guard<std::mutex> lock(mu_);
   if (registry_.size() >= sweep_at_) {
@@ -189,29 +170,17 @@ torch::Tensor DeviceManager::to(const torch::Tensor& t, const DeviceId& d, bool 
   const int64_t end = events::now_ns();
   tag(out, d);
   const int64_t bytes = static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
-  if (observer_) observer_(src, d, bytes, start, end);
-  if (auto* s = events::sink(); s && t_weight_copy_depth == 0) {
-    const std::string src_s = src.str(), dst_s = d.str();
-    auto emulated = [&](const DeviceId& x) {
-      return x.is_accelerator() && x.index < num_accelerators() && accelerators_[x.index].emulated;
-    };
-    // The module whose call (hook included) made the copy: the innermost one running.
-    const auto& stack = models::HookableModule::call_stack();
-    const std::string module = stack.empty() ? std::string() : stack.back()->fqn();
-    s->transfer({src_s, dst_s, bytes, emulated(src) || emulated(d), module, start, end});
-  }
+  runtime_.publish(Move{src, d, bytes, start, end, weight_onload_depth_ > 0, out});
   return out;
 }
 
-void DeviceManager::push_execution(const DeviceId& d) { t_exec_stack.push_back(d); }
 void DeviceManager::pop_execution() {
-  if (!t_exec_stack.empty()) t_exec_stack.pop_back();
+  if (!exec_stack_.empty()) exec_stack_.pop_back();
 }
-int& DeviceManager::weight_copy_depth() { return t_weight_copy_depth; }
 
-std::optional<DeviceId> DeviceManager::current_execution() {
-  if (t_exec_stack.empty()) return std::nullopt;
-  return t_exec_stack.back();
+std::optional<DeviceId> DeviceManager::current_execution() const {
+  if (exec_stack_.empty()) return std::nullopt;
+  return exec_stack_.back();
 }
 
 }  // namespace hs::hooks

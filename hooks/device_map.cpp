@@ -1,5 +1,5 @@
 // Device maps: see device_map.h. Behaviour follows accelerate 1.15 `utils/modeling.py`
-// (spec/accelerate-hooks.md §5); the code is written from the spec, not translated.
+// (accelerate's `utils/modeling.py`); written from its documented behaviour, not translated.
 #include "hooks/device_map.h"
 
 #include <ATen/DeviceAccelerator.h>
@@ -260,7 +260,7 @@ int64_t read_mem_available() {
 }
 
 std::optional<int64_t> default_accelerator_free_memory(int index) {
-  auto& dm = DeviceManager::instance();
+  const DeviceManager& dm = Runtime::current().devices();
   if (index < 0 || index >= dm.num_accelerators()) return std::nullopt;
   const AcceleratorInfo& a = dm.accelerators()[index];
   if (a.emulated && a.total_memory > 0) return a.total_memory;
@@ -270,7 +270,7 @@ std::optional<int64_t> default_accelerator_free_memory(int index) {
   return static_cast<int64_t>(at::accelerator::getMemoryInfo(a.backing.index()).first);
 }
 
-int resolve_num_accelerators(int n) { return n >= 0 ? n : DeviceManager::instance().num_accelerators(); }
+int resolve_num_accelerators(int n) { return n >= 0 ? n : Runtime::current().devices().num_accelerators(); }
 
 std::string py_range_list(int n) {
   std::string out = "[";
@@ -715,6 +715,166 @@ void check_device_map(const HookableModule& model, const DeviceMap& device_map, 
   }
 }
 
+namespace {
+
+// The devices infer_auto_device_map fills, in order (max_memory's, then "disk"), the
+// accelerators among them, and the "main devices" on which room for the largest layer is kept.
+struct PlacementDevices {
+  std::vector<DeviceId> all, gpus, main;
+  bool is_main(const DeviceId& d) const { return std::find(main.begin(), main.end(), d) != main.end(); }
+};
+
+PlacementDevices placement_devices(const MaxMemory& max_memory) {
+  PlacementDevices p;
+  for (const auto& [d, v] : max_memory) p.all.push_back(d);
+  if (std::find(p.all.begin(), p.all.end(), DeviceId::disk()) == p.all.end()) p.all.push_back(DeviceId::disk());
+  for (const auto& d : p.all)
+    if (!d.is_cpu() && !d.is_disk()) p.gpus.push_back(d);
+  if (std::find(p.gpus.begin(), p.gpus.end(), mps_device()) != p.gpus.end())
+    p.main = {mps_device()};
+  else if (!p.gpus.empty())
+    p.main = {p.gpus[0], DeviceId::cpu()};
+  else
+    p.main = {DeviceId::cpu()};
+  return p;
+}
+
+// A CausalLM whose config ties the embeddings but whose weights are not tied.
+void warn_if_not_tied(const HookableModule& model, const std::vector<std::vector<std::string>>& tied_parameters,
+                      const LogFn& log) {
+  if (auto* lm = dynamic_cast<const models::CausalLM*>(&model); lm && !lm->tied_weights().empty() && tied_parameters.empty())
+    emit(log, "WARNING",
+         "The model weights are not tied. Please use the `tie_weights` method before using the `infer_auto_device` "
+         "function.");
+}
+
+// Puts `name` and the modules tied to it on `device`; the tied ones leave `pending`.
+void place_with_ties(DeviceMap& device_map, std::vector<ModuleEntry>& pending, const std::string& name,
+                     const SizeWithTies& with_ties, const DeviceId& device) {
+  map_set(device_map, name, device);
+  for (const auto& tied_name : with_ties.names) {
+    auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return e.name == tied_name; });
+    if (it != pending.end()) pending.erase(it);
+    map_set(device_map, tied_name, device);
+  }
+}
+
+// accelerate's verbose "Putting ... on D." line.
+std::string putting_message(const std::string& name, int64_t module_size, const SizeWithTies& with_ties,
+                            std::optional<int64_t> available, const DeviceId& device) {
+  std::string out = "Putting " + name;
+  out += with_ties.names.empty() ? " (size=" + std::to_string(module_size) + ")" : " and " + py_repr(with_ties.names);
+  if (available) out += " (available=" + std::to_string(*available) + ")";
+  return out + " on " + device.str() + ".";
+}
+
+// accelerate's "try to split one of the tied modules": the first splittable module tied to
+// `entry` is replaced by its parts in `pending`, and `entry` goes back in front. False when none
+// of them can be split.
+bool split_a_tied_module(std::vector<ModuleEntry>& pending, const ModuleEntry& entry, const SizeWithTies& with_ties,
+                         const std::vector<std::string>& no_split,
+                         const std::function<void(const std::string&)>& verbose) {
+  for (size_t i = 0; i < with_ties.names.size(); ++i) {
+    const ModuleEntry& tied = with_ties.modules[i];
+    if (!splittable(tied, no_split)) continue;
+    verbose("Splitting " + with_ties.names[i] + ".");
+    const std::vector<ModuleEntry> parts = split_entries(tied);
+    auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return e.name == with_ties.names[i]; });
+    const size_t idx = static_cast<size_t>(it - pending.begin());
+    std::vector<ModuleEntry> next;
+    next.push_back(entry);
+    next.insert(next.end(), pending.begin(), pending.begin() + idx);
+    next.insert(next.end(), parts.begin(), parts.end());
+    next.insert(next.end(), pending.begin() + idx + 1, pending.end());
+    pending = std::move(next);
+    return true;
+  }
+  return false;
+}
+
+// accelerate's `fallback_allocate`: the first entry of `pending`, depth-first (splitting what may
+// be split), whose size with its tied modules is at most `size_limit` (a negative limit finds
+// nothing: accelerate's size conversion fails on it).
+std::optional<ModuleEntry> fallback_allocate(const std::vector<ModuleEntry>& pending, int64_t size_limit,
+                                             const ModuleSizes& module_sizes,
+                                             const std::vector<std::vector<std::string>>& tied_parameters,
+                                             const std::vector<std::string>& no_split) {
+  if (size_limit < 0) return std::nullopt;
+  std::vector<ModuleEntry> search(pending);
+  while (!search.empty()) {
+    ModuleEntry cand = search.front();
+    search.erase(search.begin());
+    const TieInfo cties = relevant_ties(cand.name, tied_parameters);
+    const SizeWithTies csize = size_with_ties(cties.outside, module_sizes.get(cand.name), module_sizes, search);
+    if (csize.size <= size_limit) return cand;
+    if (!splittable(cand, no_split)) continue;
+    const std::vector<ModuleEntry> parts = split_entries(cand);
+    search.insert(search.begin(), parts.begin(), parts.end());
+  }
+  return std::nullopt;
+}
+
+// The list to continue with once a fallback found `found`: `found`, `entry`, then `pending` with
+// `found`'s ancestors expanded into their parts and `found` itself taken out.
+std::vector<ModuleEntry> after_fallback(const std::vector<ModuleEntry>& pending, const ModuleEntry& found,
+                                        const ModuleEntry& entry) {
+  std::vector<ModuleEntry> remaining(pending);
+  for (size_t dot = found.name.find('.'); dot != std::string::npos; dot = found.name.find('.', dot + 1)) {
+    const std::string parent = found.name.substr(0, dot);
+    auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == parent; });
+    if (it == remaining.end() || it->is_tensor()) continue;
+    const std::vector<ModuleEntry> parts = split_entries(*it);
+    const size_t idx = static_cast<size_t>(it - remaining.begin());
+    remaining.erase(remaining.begin() + idx);
+    remaining.insert(remaining.begin() + idx, parts.begin(), parts.end());
+  }
+  auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == found.name; });
+  if (it == remaining.end())
+    throw std::logic_error("infer_auto_device_map: fallback module '" + found.name + "' vanished from the list");
+  remaining.erase(it);
+  std::vector<ModuleEntry> next{found, entry};
+  next.insert(next.end(), remaining.begin(), remaining.end());
+  return next;
+}
+
+// What infer_auto_device_map logs once everything is placed: the buffers of offloaded modules
+// that fit no accelerator's remaining memory (WARNING), the devices that got nothing (INFO).
+void log_placement_notes(const InferAutoDeviceMapOptions& opt, const MaxMemory& max_memory,
+                         const PlacementDevices& devices, const DeviceCounter& used,
+                         const DeviceCounter& buffer_sizes, const DeviceCounter& min_required,
+                         const std::vector<DeviceId>& min_required_devices) {
+  const int64_t non_gpu_buffer = buffer_sizes.get(DeviceId::cpu()) + buffer_sizes.get(DeviceId::disk());
+  if (non_gpu_buffer > 0 && !opt.offload_buffers) {
+    bool fits_any = false;
+    for (const auto& [d, mem] : max_memory) {
+      if (d.is_cpu() || d.is_disk()) continue;
+      if (mem >= non_gpu_buffer + used.get(d)) fits_any = true;
+    }
+    if (!devices.gpus.empty() && !fits_any)
+      emit(opt.log, "WARNING",
+           "Current model requires " + std::to_string(non_gpu_buffer) +
+               " bytes of buffer for offloaded layers, which seems does not fit any GPU's remaining memory. If you "
+               "are experiencing a OOM later, please consider using offload_buffers=True.");
+  }
+  if (!min_required_devices.empty()) {
+    std::string lines;
+    for (size_t i = 0; i < min_required_devices.size(); ++i) {
+      if (i) lines += "\n";
+      lines += "  - " + min_required_devices[i].str() + ": " +
+               std::to_string(min_required.get(min_required_devices[i])) + " bytes required";
+    }
+    emit(opt.log, "INFO",
+         "Based on the current allocation process, no modules could be assigned to the following devices due to "
+         "insufficient memory:\n" +
+             lines +
+             "\nThese minimum requirements are specific to this allocation attempt and may vary. Consider increasing "
+             "the available memory for these devices to at least the specified minimum, or adjusting the model "
+             "config.");
+  }
+}
+
+}  // namespace
+
 DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDeviceMapOptions& opt) {
   const LogFn& log = opt.log;
   auto verbose = [&](const std::string& msg) {
@@ -723,27 +883,12 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
   // ---- setup
   const MaxMemory max_memory = get_max_memory(opt.max_memory, opt.num_accelerators, log, opt.probe);
   const std::vector<std::string>& no_split = opt.no_split_module_classes;
-  std::vector<DeviceId> devices;
-  for (const auto& [d, v] : max_memory) devices.push_back(d);
-  if (std::find(devices.begin(), devices.end(), DeviceId::disk()) == devices.end()) devices.push_back(DeviceId::disk());
-  std::vector<DeviceId> gpus;
-  for (const auto& d : devices)
-    if (!d.is_cpu() && !d.is_disk()) gpus.push_back(d);
-  std::vector<DeviceId> main_devices;
-  if (std::find(gpus.begin(), gpus.end(), mps_device()) != gpus.end())
-    main_devices = {mps_device()};
-  else if (!gpus.empty())
-    main_devices = {gpus[0], DeviceId::cpu()};
-  else
-    main_devices = {DeviceId::cpu()};
-  auto is_main = [&](const DeviceId& d) { return std::find(main_devices.begin(), main_devices.end(), d) != main_devices.end(); };
+  const PlacementDevices placement = placement_devices(max_memory);
+  const std::vector<DeviceId>& devices = placement.all;
 
   const ModuleSizes module_sizes = compute_module_sizes(model, opt.dtype, opt.special_dtypes);
   const auto tied_parameters = find_tied_parameters(model);
-  if (auto* lm = dynamic_cast<const models::CausalLM*>(&model); lm && !lm->tied_weights().empty() && tied_parameters.empty())
-    emit(log, "WARNING",
-         "The model weights are not tied. Please use the `tie_weights` method before using the `infer_auto_device` "
-         "function.");
+  warn_if_not_tied(model, tied_parameters, log);
 
   std::vector<ModuleEntry> pending;
   append_params(pending, model, "");
@@ -780,7 +925,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
     std::optional<int64_t> limit;
     if (!device.is_disk()) limit = *max_memory_of(max_memory, device);
     int64_t reserved = 0;
-    if (is_main(device)) {
+    if (placement.is_main(device)) {
       limit = *limit - max_layer_size;
       reserved = max_layer_size;
     }
@@ -788,19 +933,11 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
 
     // The module and its tied modules fit on this device.
     if (!limit || used[device] + with_ties.size <= *limit) {
-      if (opt.verbose) {
-        std::string out = "Putting " + name;
-        out += with_ties.names.empty() ? " (size=" + std::to_string(module_size) + ")" : " and " + py_repr(with_ties.names);
-        if (limit) out += " (available=" + std::to_string(*limit - used[device]) + ")";
-        verbose(out + " on " + device.str() + ".");
-      }
+      if (opt.verbose)
+        verbose(putting_message(name, module_size, with_ties,
+                                limit ? std::optional<int64_t>(*limit - used[device]) : std::nullopt, device));
       used[device] += with_ties.size;
-      map_set(device_map, name, device);
-      for (const auto& tied_name : with_ties.names) {
-        auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return e.name == tied_name; });
-        if (it != pending.end()) pending.erase(it);
-        map_set(device_map, tied_name, device);
-      }
+      place_with_ties(device_map, pending, name, with_ties, device);
       if (!opt.offload_buffers && !entry.is_tensor())
         buffer_sizes[device] += compute_module_total_buffer_size(*entry.module, opt.dtype, opt.special_dtypes);
       continue;
@@ -811,25 +948,10 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       verbose("Not enough space on " + device.str() + " to put " + name + " and " + py_repr(with_ties.names) +
               " (space available " + std::to_string(*limit - used[device]) + ", needed size " +
               std::to_string(with_ties.size) + ").");
-      bool split_happened = false;
-      for (size_t i = 0; i < with_ties.names.size(); ++i) {
-        const ModuleEntry& tied = with_ties.modules[i];
-        if (!splittable(tied, no_split)) continue;
-        verbose("Splitting " + with_ties.names[i] + ".");
-        const std::vector<ModuleEntry> parts = split_entries(tied);
-        auto it = std::find_if(pending.begin(), pending.end(), [&](const ModuleEntry& e) { return e.name == with_ties.names[i]; });
-        const size_t idx = static_cast<size_t>(it - pending.begin());
-        std::vector<ModuleEntry> next;
-        next.push_back(entry);
-        next.insert(next.end(), pending.begin(), pending.begin() + idx);
-        next.insert(next.end(), parts.begin(), parts.end());
-        next.insert(next.end(), pending.begin() + idx + 1, pending.end());
-        pending = std::move(next);
+      if (split_a_tied_module(pending, entry, with_ties, no_split, verbose)) {
         recompute_max_layer();
-        split_happened = true;
-        break;
+        continue;
       }
-      if (split_happened) continue;
       verbose("None of the tied module can be split, going to the next device.");
     }
 
@@ -851,46 +973,8 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
     // Nothing placed on this device yet: look for any later module that fits.
     if (used[device] == 0 && opt.fallback_allocation && !device.is_disk()) {
       const int64_t fallback_limit = *max_memory_of(max_memory, device) - std::max(max_layer_size, with_ties.size);
-      // accelerate's fallback_allocate (a negative limit fails its size conversion: nothing found).
-      std::optional<ModuleEntry> found;
-      if (fallback_limit - used[device] >= 0) {
-        const int64_t size_limit = fallback_limit - used[device];
-        std::vector<ModuleEntry> search(pending);
-        while (!search.empty()) {
-          ModuleEntry cand = search.front();
-          search.erase(search.begin());
-          const TieInfo cties = relevant_ties(cand.name, tied_parameters);
-          const SizeWithTies csize = size_with_ties(cties.outside, module_sizes.get(cand.name), module_sizes, search);
-          if (csize.size <= size_limit) {
-            found = cand;
-            break;
-          }
-          if (!splittable(cand, no_split)) continue;
-          const std::vector<ModuleEntry> parts = split_entries(cand);
-          search.insert(search.begin(), parts.begin(), parts.end());
-        }
-      }
-      if (found) {
-        // Expand the found entry's ancestors in the remaining list, then take it out.
-        std::vector<ModuleEntry> remaining(pending);
-        for (size_t dot = found->name.find('.'); dot != std::string::npos; dot = found->name.find('.', dot + 1)) {
-          const std::string parent = found->name.substr(0, dot);
-          auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == parent; });
-          if (it == remaining.end()) continue;
-          if (it->is_tensor()) continue;
-          const std::vector<ModuleEntry> parts = split_entries(*it);
-          const size_t idx = static_cast<size_t>(it - remaining.begin());
-          remaining.erase(remaining.begin() + idx);
-          remaining.insert(remaining.begin() + idx, parts.begin(), parts.end());
-        }
-        auto it = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleEntry& e) { return e.name == found->name; });
-        if (it == remaining.end())
-          throw std::logic_error("infer_auto_device_map: fallback module '" + found->name + "' vanished from the list");
-        remaining.erase(it);
-        pending.clear();
-        pending.push_back(*found);
-        pending.push_back(entry);
-        pending.insert(pending.end(), remaining.begin(), remaining.end());
+      if (auto found = fallback_allocate(pending, fallback_limit - used[device], module_sizes, tied_parameters, no_split)) {
+        pending = after_fallback(pending, *found, entry);
         continue;
       }
     }
@@ -908,32 +992,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
 
   if (opt.clean_result) device_map = clean_device_map(std::move(device_map));
 
-  const int64_t non_gpu_buffer = buffer_sizes.get(DeviceId::cpu()) + buffer_sizes.get(DeviceId::disk());
-  if (non_gpu_buffer > 0 && !opt.offload_buffers) {
-    bool fits_any = false;
-    for (const auto& [d, mem] : max_memory) {
-      if (d.is_cpu() || d.is_disk()) continue;
-      if (mem >= non_gpu_buffer + used.get(d)) fits_any = true;
-    }
-    if (!gpus.empty() && !fits_any)
-      emit(log, "WARNING",
-           "Current model requires " + std::to_string(non_gpu_buffer) +
-               " bytes of buffer for offloaded layers, which seems does not fit any GPU's remaining memory. If you "
-               "are experiencing a OOM later, please consider using offload_buffers=True.");
-  }
-  if (!min_required_devices.empty()) {
-    std::string lines;
-    for (size_t i = 0; i < min_required_devices.size(); ++i)
-      lines += (i ? "\n" : "") + std::string("  - ") + min_required_devices[i].str() + ": " +
-               std::to_string(min_required.get(min_required_devices[i])) + " bytes required";
-    emit(log, "INFO",
-         "Based on the current allocation process, no modules could be assigned to the following devices due to "
-         "insufficient memory:\n" +
-             lines +
-             "\nThese minimum requirements are specific to this allocation attempt and may vary. Consider increasing "
-             "the available memory for these devices to at least the specified minimum, or adjusting the model "
-             "config.");
-  }
+  log_placement_notes(opt, max_memory, placement, used, buffer_sizes, min_required, min_required_devices);
   return device_map;
 }
 

@@ -1,5 +1,5 @@
 // Device maps: accelerate's `infer_auto_device_map` and its helpers (`accelerate/utils/
-// modeling.py`; spec/accelerate-hooks.md §3.1, §5, §11).
+// modeling.py`).
 //
 // Every size is in **bytes** (int64). A device map is ordered like the Python dict accelerate
 // returns; a max_memory is ordered accelerators ascending, then "mps", "cpu", "disk".
@@ -10,7 +10,7 @@
 // "VERBOSE" — with accelerate's texts. A null `LogFn` means the process-wide hooks logger
 // (`hooks::log`, stderr by default).
 //
-// Quirk decisions (spec §11; R = replicated, F = fixed):
+// Decisions on accelerate's quirks (R = replicated, F = fixed):
 //  3 (F)  accelerate drops the direct buffers of a module it splits, so its map then fails
 //         `check_device_map`. Here a split module is replaced by its direct parameters, then
 //         its direct buffers, then its children (accelerate: parameters, children), so the
@@ -20,7 +20,7 @@
 //         module has direct buffers (where accelerate's map is incomplete). The same holds
 //         for the splits done by the tied-module and fallback paths.
 //  2 (R here, F in dispatch)  like accelerate, `infer_auto_device_map` returns `{"": "disk"}`
-//         when nothing fits anywhere but disk (spec §5.4 E, I); `check_device_map` accepts it,
+//         when nothing fits anywhere but disk (accelerate's test cases E, I); `check_device_map` accepts it,
 //         and `dispatch_model` (big_modeling.h) expands it and offloads the whole model.
 //  4 (F)  `get_balanced_memory` ignores a "disk" key (accelerate crashes on it).
 //  8 (R)  a lowercase trailing "b" in "GB"/"MB"/"KB" sizes means bits: "1gb" = 125000000.
@@ -95,10 +95,10 @@ int64_t convert_file_size_to_int(const std::string& size);
 MaxMemory parse_max_memory(const std::string& spec);
 
 /// Where `get_max_memory(None)` gets its numbers. Null members use the defaults:
-///  - accelerator i: the DeviceManager's logical device i — an emulated one reports its
-///    budget (`AcceleratorInfo::total_memory`; 0 = the free memory of its backing device), a
-///    real one its current free memory (`at::accelerator::getMemoryInfo`, after a tiny
-///    allocation as accelerate does); nullopt or an exception = unavailable (logged at INFO,
+///  - accelerator i: logical device i of the current runtime (hooks/runtime.h) — an emulated
+///    one reports its budget (`AcceleratorInfo::total_memory`; 0 = the free memory of its
+///    backing device), a real one its current free memory (`at::accelerator::getMemoryInfo`,
+///    after a tiny allocation as accelerate does); nullopt or an exception = unavailable (logged at INFO,
 ///    "Device i seems unavailable, Proceeding to check subsequent devices.", and skipped);
 ///  - cpu: the available RAM (`MemAvailable` of /proc/meminfo, what psutil reports).
 struct MemoryProbe {
@@ -106,7 +106,8 @@ struct MemoryProbe {
   std::function<int64_t()> cpu_available_memory;
 };
 
-/// `get_max_memory`. `num_accelerators` < 0 means DeviceManager::instance().num_accelerators().
+/// `get_max_memory`. `num_accelerators` < 0 means the current runtime's accelerator count
+/// (`Runtime::current().devices()`; std::logic_error when no runtime is installed).
 ///  - nullopt (Python None): each accelerator 0..num_accelerators-1 from `probe`, then "cpu";
 ///    "disk" is not added.
 ///  - given: reordered (accelerators ascending, then "mps", "cpu", "disk"); an accelerator
@@ -217,7 +218,7 @@ struct InferAutoDeviceMapOptions {
   bool offload_buffers = false;
   /// When nothing fits on a device, look (depth-first) for any later module that does.
   bool fallback_allocation = false;
-  /// For get_max_memory's range warning / None probe; < 0: the DeviceManager's count.
+  /// For get_max_memory's range warning / None probe; < 0: the current runtime's count.
   int num_accelerators = -1;
   LogFn log;
   MemoryProbe probe;
@@ -225,7 +226,7 @@ struct InferAutoDeviceMapOptions {
 
 /// `infer_auto_device_map`: fills the accelerators in order, then the cpu, then disk (only
 /// devices present in max_memory are used, plus "disk": without a "cpu" key the overflow goes
-/// to disk). Step by step as spec §5.3: on the first accelerator and the cpu ("main devices";
+/// to disk). Step by step as accelerate does it: on the first accelerator and the cpu ("main devices";
 /// only "mps" when present) room for the largest remaining layer is kept free; a module and
 /// the modules it shares tied weights with go together (the substring quirk of the tie test
 /// is kept); a module that does not fit (`used + size >= limit`) is split into its parts
@@ -235,7 +236,7 @@ struct InferAutoDeviceMapOptions {
 /// required ..."), and, for a CausalLM whose config ties the embeddings but whose weights are
 /// not tied, "The model weights are not tied. ...". Quirks 2, 3, a, b, c: see the top of this
 /// file. Throws what get_max_memory throws, and std::runtime_error for quirk c.
-/// Example (spec §5.4 A): Linear(3,4)/BatchNorm1d(4)/Linear(4,5) with {0: 200, 1: 200} ->
+/// Example (accelerate's test case A): Linear(3,4)/BatchNorm1d(4)/Linear(4,5) with {0: 200, 1: 200} ->
 /// {"linear1": 0, "batchnorm": 1, "linear2": 1}.
 DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDeviceMapOptions& options = {});
 

@@ -2,40 +2,25 @@
 
 #include <algorithm>
 #include <iostream>
-#include <mutex>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_set>
 
-#include "hooks/memory.h"
 #include "hooks/offload.h"
+#include "hooks/runtime.h"
 #include "tracer/events.h"
 
 namespace hs::hooks {
 
-using events::now_ns;
+using events::HookPhase;
 
 // ------------------------------------------------------------------ logging
 
-namespace {
-std::mutex g_log_mu;
-LogFn g_log;
-}  // namespace
-
-void set_logger(LogFn fn) {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  g_log = std::move(fn);
-}
-
 void log(const std::string& level, const std::string& message) {
-  LogFn fn;
-  {
-    std::lock_guard<std::mutex> lock(g_log_mu);
-    fn = g_log;
-  }
-  if (fn)
-    fn(level, message);
+  if (const Runtime* r = Runtime::current_or_null())
+    r->log(level, message);
   else
     std::cerr << "[accelerate " << level << "] " << message << "\n";
 }
@@ -57,17 +42,15 @@ struct TensorRef {
 std::vector<TensorRef> module_tensors(HookableModule& m, bool recurse) {
   std::vector<TensorRef> params, buffers;
   std::unordered_set<const void*> seen;
-  std::function<void(HookableModule&, const std::string&)> rec = [&](HookableModule& mod, const std::string& prefix) {
+  models::walk_modules(m, [&](HookableModule& mod, const std::string& prefix) {
     for (const auto& s : mod.local_tensors()) {
       if (!s.value.defined()) continue;
       if (!seen.insert(s.value.unsafeGetTensorImpl()).second) continue;
       TensorRef r{prefix.empty() ? s.name : prefix + "." + s.name, &mod, s.name, s.is_parameter, s.persistent};
       (s.is_parameter ? params : buffers).push_back(std::move(r));
     }
-    if (!recurse) return;
-    for (auto& [n, child] : mod.hookable_children()) rec(*child, prefix.empty() ? n : prefix + "." + n);
-  };
-  rec(m, "");
+    return recurse;
+  });
   params.insert(params.end(), buffers.begin(), buffers.end());
   return params;
 }
@@ -103,49 +86,6 @@ std::string torch_size(c10::IntArrayRef s) {
 
 bool is_integral_or_bool(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
 
-std::string dtype_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::kFloat: return "float32";
-    case c10::kBFloat16: return "bfloat16";
-    case c10::kHalf: return "float16";
-    case c10::kDouble: return "float64";
-    case c10::kLong: return "int64";
-    case c10::kInt: return "int32";
-    default: return c10::toString(t);
-  }
-}
-
-void tag_outputs(const c10::IValue& v, const DeviceId& d) {
-  auto& dm = DeviceManager::instance();
-  if (v.isTensor()) {
-    dm.tag(v.toTensor(), d);
-  } else if (v.isTensorList()) {
-    for (const auto& t : v.toTensorVector()) dm.tag(t, d);
-  } else if (v.isList()) {
-    for (const auto& e : v.toListRef()) tag_outputs(e, d);
-  } else if (v.isTuple()) {
-    for (const auto& e : v.toTupleRef().elements()) tag_outputs(e, d);
-  } else if (v.isGenericDict()) {
-    for (const auto& kv : v.toGenericDict()) tag_outputs(kv.value(), d);
-  }
-}
-
-// Times one hook callback and reports it to the event sink.
-class HookSpanTimer {
- public:
-  HookSpanTimer(const char* hook, events::HookPhase phase, const HookableModule& m)
-      : hook_(hook), phase_(phase), m_(m), start_(events::sink() ? now_ns() : 0) {}
-  ~HookSpanTimer() {
-    if (auto* s = events::sink()) s->hook_span({hook_, phase_, m_.fqn(), m_.class_name(), start_, now_ns()});
-  }
-
- private:
-  const char* hook_;
-  events::HookPhase phase_;
-  const HookableModule& m_;
-  int64_t start_;
-};
-
 // Runs `fn` inside a compiler-disabled scope named `function` when `guard` is true.
 template <typename Fn>
 auto maybe_disabled(bool guard, const char* function, const HookableModule& m, Fn&& fn) {
@@ -154,11 +94,51 @@ auto maybe_disabled(bool guard, const char* function, const HookableModule& m, F
   return fn();
 }
 
-bool whole_hook() { return compile_policy() == CompilePolicy::WholeHook; }
+bool whole_hook() { return Runtime::current().compile_policy() == CompilePolicy::WholeHook; }
 
-// Dispatch move guards (accelerate's `.to`/`.cuda` wrappers).
-std::mutex g_guard_mu;
-std::unordered_set<const HookableModule*> g_guarded;
+// Tells the runtime a hook method ended; if the method throws first, says so on the way out.
+class HookCallEnd {
+ public:
+  HookCallEnd(Runtime& rt, HookCall& call) : rt_(rt), call_(call) {}
+  ~HookCallEnd() {
+    if (!done_) rt_.hook_end(call_);  // completed == false: the method threw
+  }
+  void completed() {
+    done_ = true;
+    call_.completed = true;
+    rt_.hook_end(call_);
+  }
+
+ private:
+  Runtime& rt_;
+  HookCall& call_;
+  bool done_ = false;
+};
+
+// What wraps every hook method, as accelerate's decorators do in Python: the runtime hears the
+// method begin and end (Runtime::hook_begin / hook_end: spans, execution devices, memory
+// samples, compute spans), and under the whole-hook policy pre_forward and post_forward run
+// inside a compiler-disabled scope named `method` (accelerate's `torch.compiler.disable`).
+// `output` is post_forward's argument.
+template <typename Hook, typename Body>
+auto hook_method(const Hook& hook, const char* method, HookPhase phase, HookableModule& m, Body&& body,
+                 const c10::IValue* output = nullptr) {
+  Runtime& rt = Runtime::current();
+  HookCall call{hook, method, phase, m, output};
+  if constexpr (std::is_same_v<Hook, AlignDevicesHook>) call.align = &hook;
+  rt.hook_begin(call);
+  HookCallEnd end(rt, call);
+  const bool guard = (phase == HookPhase::PreForward || phase == HookPhase::PostForward) &&
+                     rt.compile_policy() == CompilePolicy::WholeHook;
+  if constexpr (std::is_void_v<std::invoke_result_t<Body&>>) {
+    maybe_disabled(guard, method, m, body);
+    end.completed();
+  } else {
+    auto result = maybe_disabled(guard, method, m, body);
+    end.completed();
+    return result;
+  }
+}
 
 }  // namespace
 
@@ -169,18 +149,16 @@ void SequentialHook::init_hook(HookableModule& m) {
 }
 
 void SequentialHook::pre_forward(HookableModule& m, CallArgs& call) {
-  HookSpanTimer t("SequentialHook", events::HookPhase::PreForward, m);
-  maybe_disabled(whole_hook(), "SequentialHook.pre_forward", m, [&] {
+  hook_method(*this, "SequentialHook.pre_forward", HookPhase::PreForward, m, [&] {
     for (auto& h : hooks) h->pre_forward(m, call);
   });
 }
 
 c10::IValue SequentialHook::post_forward(HookableModule& m, c10::IValue output) {
-  HookSpanTimer t("SequentialHook", events::HookPhase::PostForward, m);
-  return maybe_disabled(whole_hook(), "SequentialHook.post_forward", m, [&] {
+  return hook_method(*this, "SequentialHook.post_forward", HookPhase::PostForward, m, [&] {
     for (auto& h : hooks) output = h->post_forward(m, std::move(output));
     return output;
-  });
+  }, &output);
 }
 
 void SequentialHook::detach_hook(HookableModule& m) {
@@ -209,50 +187,50 @@ std::vector<std::string> AlignDevicesHook::offloaded_tensors(HookableModule& m) 
 }
 
 void AlignDevicesHook::init_hook(HookableModule& m) {
-  HookSpanTimer t("AlignDevicesHook", events::HookPhase::InitHook, m);
-  if (execution_device && execution_device->is_meta()) tied_params_map = nullptr;
-  auto tensors = module_tensors(m, place_submodules);
-  if (!offload) {
-    if (execution_device)
+  hook_method(*this, "AlignDevicesHook.init_hook", HookPhase::InitHook, m, [&] {
+    if (execution_device && execution_device->is_meta()) tied_params_map = nullptr;
+    auto tensors = module_tensors(m, place_submodules);
+    if (!offload) {
+      if (execution_device)
+        for (const auto& r : tensors)
+          set_module_tensor_to_device(m, r.name, *execution_device, {}, std::nullopt, tied_params_map.get());
+      return;
+    }
+    if (!execution_device)
+      throw std::invalid_argument("AlignDevicesHook on " + module_label(m) + ": offload=True needs an execution_device");
+    auto& dm = Runtime::current().devices();
+    original_devices.clear();
+    for (const auto& r : tensors) original_devices.emplace_back(r.name, dm.device_of(r.owner->get_tensor(r.local)));
+    if (!weights_map) {
+      // name -> tensor.to("cpu") (an alias when already on the CPU, as upstream).
+      std::vector<std::pair<std::string, torch::Tensor>> sd;
       for (const auto& r : tensors)
+        if (r.is_param || offload_buffers) sd.emplace_back(r.name, dm.to(r.owner->get_tensor(r.local), DeviceId::cpu()));
+      weights_map = std::make_shared<StateDictMap>(std::move(sd));
+    }
+    for (const auto& r : tensors) {
+      if (!(r.is_param || (offload_buffers && r.persistent))) continue;
+      const auto& cur = r.owner->get_tensor(r.local);
+      if (tied_params_map && !cur.is_meta() && tied_params_map->count(cur.data_ptr())) tied_params_names.insert(r.name);
+      set_module_tensor_to_device(m, r.name, DeviceId::meta());
+    }
+    for (const auto& r : tensors) {
+      if (r.is_param) continue;
+      // Buffers stay resident: all of them without offload_buffers, else the non-persistent
+      // ones (by full name: quirk 5 fixed).
+      if (!offload_buffers || !r.persistent)
         set_module_tensor_to_device(m, r.name, *execution_device, {}, std::nullopt, tied_params_map.get());
-    return;
-  }
-  if (!execution_device)
-    throw std::invalid_argument("AlignDevicesHook on " + module_label(m) + ": offload=True needs an execution_device");
-  auto& dm = DeviceManager::instance();
-  original_devices.clear();
-  for (const auto& r : tensors) original_devices.emplace_back(r.name, dm.device_of(r.owner->get_tensor(r.local)));
-  if (!weights_map) {
-    // name -> tensor.to("cpu") (an alias when already on the CPU, as upstream).
-    std::vector<std::pair<std::string, torch::Tensor>> sd;
-    for (const auto& r : tensors)
-      if (r.is_param || offload_buffers) sd.emplace_back(r.name, dm.to(r.owner->get_tensor(r.local), DeviceId::cpu()));
-    weights_map = std::make_shared<StateDictMap>(std::move(sd));
-  }
-  for (const auto& r : tensors) {
-    if (!(r.is_param || (offload_buffers && r.persistent))) continue;
-    const auto& cur = r.owner->get_tensor(r.local);
-    if (tied_params_map && !cur.is_meta() && tied_params_map->count(cur.data_ptr())) tied_params_names.insert(r.name);
-    set_module_tensor_to_device(m, r.name, DeviceId::meta());
-  }
-  for (const auto& r : tensors) {
-    if (r.is_param) continue;
-    // Buffers stay resident: all of them without offload_buffers, else the non-persistent
-    // ones (by full name: quirk 5 fixed).
-    if (!offload_buffers || !r.persistent)
-      set_module_tensor_to_device(m, r.name, *execution_device, {}, std::nullopt, tied_params_map.get());
-  }
+    }
+  });
 }
 
 void AlignDevicesHook::onload_weights(HookableModule& m) {
   tied_pointers_to_remove_.clear();
   const DeviceId dev = *execution_device;
-  const std::string dev_s = dev.str();
-  const auto source = weights_source == "disk" ? events::WeightSource::Disk : events::WeightSource::Cpu;
   for (const auto& name : offloaded_tensors(m)) {
-    const int64_t t0 = now_ns();
+    WeightSwapScope onload(WeightSwapScope::Kind::Onload, *this, m, name, dev);
     torch::Tensor value = weights_map->get(name);
+    onload.set_tensor(value);
     if (tied_params_map) {
       const void* ptr = value.data_ptr();
       if (tied_params_names.count(name) && !tied_params_map->count(ptr)) {
@@ -262,29 +240,16 @@ void AlignDevicesHook::onload_weights(HookableModule& m) {
       auto it = tied_params_map->find(ptr);
       if (it != tied_params_map->end() && !it->second.count(dev)) tied_pointers_to_remove_.emplace_back(ptr, dev);
     }
-    {
-      WeightCopyScope weights;  // recorded below as a WeightSwap, not as an activation Transfer
-      set_module_tensor_to_device(m, name, dev, value, std::nullopt, tied_params_map.get());
-    }
-    if (auto* s = events::sink()) {
-      const std::string dt = dtype_name(value.scalar_type());
-      s->weight_swap({true, m.fqn(), name, static_cast<int64_t>(value.nbytes()), dt, source, dev_s,
-                      value.is_pinned(), t0, now_ns()});
-    }
+    set_module_tensor_to_device(m, name, dev, value, std::nullopt, tied_params_map.get());
   }
 }
 
 void AlignDevicesHook::offload_weights(HookableModule& m) {
   for (const auto& name : offloaded_tensors(m)) {
-    const int64_t t0 = now_ns();
+    WeightSwapScope offload(WeightSwapScope::Kind::Offload, *this, m, name, DeviceId::meta());
     auto [owner, local] = resolve_tensor(m, name);
-    const torch::Tensor cur = owner->get_tensor(local);
+    offload.set_tensor(owner->get_tensor(local));
     set_module_tensor_to_device(m, name, DeviceId::meta());
-    if (auto* s = events::sink()) {
-      const std::string dt = dtype_name(cur.scalar_type());
-      s->weight_swap({false, m.fqn(), name, static_cast<int64_t>(cur.nbytes()), dt, events::WeightSource::Device,
-                      "meta", false, t0, now_ns()});
-    }
   }
   if (tied_params_map) {
     for (const auto& [ptr, dev] : tied_pointers_to_remove_) {
@@ -301,53 +266,31 @@ void AlignDevicesHook::offload_weights(HookableModule& m) {
   tied_pointers_to_remove_.clear();
 }
 
-void AlignDevicesHook::pre_forward_body(HookableModule& m, CallArgs& call) {
-  if (io_same_device) input_device = find_device(call);
-  if (offload) maybe_disabled(!whole_hook(), "AlignDevicesHook._onload_weights", m, [&] { onload_weights(m); });
-  if (execution_device) send_call_to_device(call, *execution_device, skip_keys);
-}
-
 void AlignDevicesHook::pre_forward(HookableModule& m, CallArgs& call) {
-  HookSpanTimer t("AlignDevicesHook", events::HookPhase::PreForward, m);
-  maybe_disabled(whole_hook(), "AlignDevicesHook.pre_forward", m, [&] { pre_forward_body(m, call); });
-  MemoryLedger::instance().sample_recent();  // weights onloaded, inputs moved
-  if (execution_device) DeviceManager::push_execution(*execution_device);
-  compute_start_ns_ = events::sink() ? now_ns() : 0;
-}
-
-c10::IValue AlignDevicesHook::post_forward_body(HookableModule& m, c10::IValue output) {
-  if (offload) maybe_disabled(!whole_hook(), "AlignDevicesHook._offload_weights", m, [&] { offload_weights(m); });
-  if (io_same_device && input_device) output = send_to_device(output, *input_device, skip_keys);
-  return output;
+  hook_method(*this, "AlignDevicesHook.pre_forward", HookPhase::PreForward, m, [&] {
+    if (io_same_device) input_device = find_device(call);
+    if (offload) maybe_disabled(!whole_hook(), "AlignDevicesHook._onload_weights", m, [&] { onload_weights(m); });
+    if (execution_device) send_call_to_device(call, *execution_device, skip_keys);
+  });
 }
 
 c10::IValue AlignDevicesHook::post_forward(HookableModule& m, c10::IValue output) {
-  if (auto* s = events::sink(); s && compute_start_ns_) {
-    const std::string dev = execution_device ? execution_device->str() : std::string("cpu");
-    s->module_compute({m.fqn(), m.class_name(), dev, compute_start_ns_, now_ns()});
-  }
-  if (execution_device) {
-    // Everything this module computed lives on its execution device.
-    if (execution_device->is_accelerator()) tag_outputs(output, *execution_device);
-    DeviceManager::pop_execution();
-  }
-  auto& ledger = MemoryLedger::instance();
-  ledger.sample_recent();  // the module's high-water mark: its weights and its outputs
-  HookSpanTimer t("AlignDevicesHook", events::HookPhase::PostForward, m);
-  output = maybe_disabled(whole_hook(), "AlignDevicesHook.post_forward", m,
-                          [&] { return post_forward_body(m, std::move(output)); });
-  ledger.sample_recent();  // weights back on meta (their storages freed), outputs moved
-  return output;
+  return hook_method(*this, "AlignDevicesHook.post_forward", HookPhase::PostForward, m, [&] {
+    if (offload) maybe_disabled(!whole_hook(), "AlignDevicesHook._offload_weights", m, [&] { offload_weights(m); });
+    if (io_same_device && input_device) output = send_to_device(output, *input_device, skip_keys);
+    return output;
+  }, &output);
 }
 
 void AlignDevicesHook::detach_hook(HookableModule& m) {
-  HookSpanTimer t("AlignDevicesHook", events::HookPhase::DetachHook, m);
-  if (!offload) return;
-  for (const auto& [name, dev] : original_devices) {
-    if (dev.is_meta()) continue;
-    torch::Tensor value = weights_map && weights_map->contains(name) ? weights_map->get(name) : torch::Tensor();
-    set_module_tensor_to_device(m, name, dev, value, std::nullopt, tied_params_map.get());
-  }
+  hook_method(*this, "AlignDevicesHook.detach_hook", HookPhase::DetachHook, m, [&] {
+    if (!offload) return;
+    for (const auto& [name, dev] : original_devices) {
+      if (dev.is_meta()) continue;
+      torch::Tensor value = weights_map && weights_map->contains(name) ? weights_map->get(name) : torch::Tensor();
+      set_module_tensor_to_device(m, name, dev, value, std::nullopt, tied_params_map.get());
+    }
+  });
 }
 
 std::string AlignDevicesHook::repr() const {
@@ -373,15 +316,14 @@ std::string AlignDevicesHook::repr() const {
 
 CpuOffload::CpuOffload(std::optional<DeviceId> exec, std::shared_ptr<UserCpuOffloadHook> prev)
     : execution_device(exec ? *exec
-                            : (DeviceManager::instance().num_accelerators() > 0 ? DeviceId::accelerator(0)
-                                                                                 : DeviceId::cpu())),
+                            : (Runtime::current().devices().num_accelerators() > 0 ? DeviceId::accelerator(0)
+                                                                                   : DeviceId::cpu())),
       prev_module_hook(std::move(prev)) {}
 
 void CpuOffload::init_hook(HookableModule& m) { module_to(m, DeviceId::cpu()); }
 
 void CpuOffload::pre_forward(HookableModule& m, CallArgs& call) {
-  HookSpanTimer t("CpuOffload", events::HookPhase::PreForward, m);
-  maybe_disabled(whole_hook(), "CpuOffload.pre_forward", m, [&] {
+  hook_method(*this, "CpuOffload.pre_forward", HookPhase::PreForward, m, [&] {
     if (prev_module_hook) {
       auto prev_dev = first_param_device(*prev_module_hook->model);
       if (prev_dev && !prev_dev->is_cpu()) prev_module_hook->offload();
@@ -391,7 +333,6 @@ void CpuOffload::pre_forward(HookableModule& m, CallArgs& call) {
     module_to(m, execution_device);
     send_call_to_device(call, execution_device, {});
   });
-  MemoryLedger::instance().sample_recent();
 }
 
 void UserCpuOffloadHook::offload() { hook->init_hook(*model); }
@@ -402,13 +343,13 @@ void UserCpuOffloadHook::remove() { remove_hook_from_module(*model); }
 void LayerwiseCastingHook::init_hook(HookableModule& m) { module_to_dtype(m, storage_dtype); }
 
 void LayerwiseCastingHook::pre_forward(HookableModule& m, CallArgs&) {
-  HookSpanTimer t("LayerwiseCastingHook", events::HookPhase::PreForward, m);
-  maybe_disabled(whole_hook(), "LayerwiseCastingHook.pre_forward", m, [&] { module_to_dtype(m, compute_dtype); });
+  hook_method(*this, "LayerwiseCastingHook.pre_forward", HookPhase::PreForward, m,
+              [&] { module_to_dtype(m, compute_dtype); });
 }
 
 c10::IValue LayerwiseCastingHook::post_forward(HookableModule& m, c10::IValue output) {
-  HookSpanTimer t("LayerwiseCastingHook", events::HookPhase::PostForward, m);
-  maybe_disabled(whole_hook(), "LayerwiseCastingHook.post_forward", m, [&] { module_to_dtype(m, storage_dtype); });
+  hook_method(*this, "LayerwiseCastingHook.post_forward", HookPhase::PostForward, m,
+              [&] { module_to_dtype(m, storage_dtype); }, &output);
   return output;
 }
 
@@ -416,6 +357,13 @@ c10::IValue LayerwiseCastingHook::post_forward(HookableModule& m, c10::IValue ou
 
 std::shared_ptr<ModelHook> get_hook(const HookableModule& module) {
   return std::dynamic_pointer_cast<ModelHook>(module.hook());
+}
+
+void for_each_align_hook(const std::shared_ptr<ModelHook>& hook, const std::function<void(AlignDevicesHook&)>& fn) {
+  if (!hook) return;
+  if (auto* a = dynamic_cast<AlignDevicesHook*>(hook.get())) fn(*a);
+  if (auto* s = dynamic_cast<SequentialHook*>(hook.get()))
+    for (const auto& inner : s->hooks) for_each_align_hook(inner, fn);
 }
 
 void add_hook_to_module(HookableModule& module, std::shared_ptr<ModelHook> hook, bool append) {
@@ -447,7 +395,7 @@ void set_module_tensor_to_device(HookableModule& module, const std::string& tens
                                  TiedParamsMap* tied) {
   auto [owner, local] = resolve_tensor(module, tensor_name);
   const torch::Tensor old = owner->get_tensor(local);
-  auto& dm = DeviceManager::instance();
+  auto& dm = Runtime::current().devices();
   // Tied shortcut: a tensor already materialised on this device for the same pointer.
   if (tied) {
     for (const torch::Tensor* t : {&value_in, &old}) {
@@ -487,7 +435,7 @@ void set_module_tensor_to_device(HookableModule& module, const std::string& tens
 }
 
 c10::IValue send_to_device(const c10::IValue& v, const DeviceId& device, const std::vector<std::string>& skip_keys) {
-  auto& dm = DeviceManager::instance();
+  auto& dm = Runtime::current().devices();
   if (v.isTensor()) return dm.to(v.toTensor(), device);
   if (v.isTensorList()) {
     std::vector<torch::Tensor> out;
@@ -525,9 +473,9 @@ void send_call_to_device(CallArgs& call, const DeviceId& device, const std::vect
 }
 
 std::optional<DeviceId> find_device(const c10::IValue& v) {
-  if (v.isTensor()) return DeviceManager::instance().device_of(v.toTensor());
+  if (v.isTensor()) return Runtime::current().devices().device_of(v.toTensor());
   if (v.isTensorList()) {
-    for (const auto& t : v.toTensorVector()) return DeviceManager::instance().device_of(t);
+    for (const auto& t : v.toTensorVector()) return Runtime::current().devices().device_of(t);
     return std::nullopt;
   }
   if (v.isTuple()) {
@@ -553,7 +501,7 @@ std::optional<DeviceId> find_device(const CallArgs& call) {
 
 std::optional<DeviceId> first_param_device(HookableModule& module) {
   for (const auto& r : module_tensors(module, true))
-    if (r.is_param) return DeviceManager::instance().device_of(r.owner->get_tensor(r.local));
+    if (r.is_param) return Runtime::current().devices().device_of(r.owner->get_tensor(r.local));
   return std::nullopt;
 }
 
@@ -566,7 +514,7 @@ void module_to(HookableModule& module, const DeviceId& device) {
   }
   // Like nn.Module.to: a tensor shared by several slots (tied weights) is converted once and
   // every slot that held it gets the result.
-  auto& dm = DeviceManager::instance();
+  auto& dm = Runtime::current().devices();
   std::unordered_map<const void*, torch::Tensor> done;
   for (const auto& [name, m] : models::named_modules(std::dynamic_pointer_cast<HookableModule>(module.shared_from_this())))
     for (const auto& slot : m->local_tensors()) {
@@ -580,7 +528,7 @@ void module_to(HookableModule& module, const DeviceId& device) {
 
 void module_to_dtype(HookableModule& module, c10::ScalarType dtype, bool recurse) {
   std::unordered_map<const void*, torch::Tensor> done;
-  std::function<void(HookableModule&)> rec = [&](HookableModule& m) {
+  models::walk_modules(module, [&](HookableModule& m, const std::string&) {
     for (const auto& slot : m.local_tensors()) {
       const auto& t = slot.value;
       if (!t.defined() || !c10::isFloatingType(t.scalar_type()) || t.scalar_type() == dtype) continue;
@@ -589,38 +537,24 @@ void module_to_dtype(HookableModule& module, c10::ScalarType dtype, bool recurse
       if (it == done.end()) it = done.emplace(key, t.to(dtype)).first;
       m.set_tensor(slot.name, it->second);
     }
-    if (recurse)
-      for (auto& [n, child] : m.hookable_children()) rec(*child);
-  };
-  rec(module);
+    return recurse;
+  });
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const HookableModule& module) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  std::function<void(const HookableModule&, const std::string&)> rec = [&](const HookableModule& m,
-                                                                           const std::string& prefix) {
+  models::walk_modules(module, [&](const HookableModule& m, const std::string& prefix) {
     for (const auto& s : m.local_tensors())
       if (s.value.defined() && s.is_parameter) out.emplace_back(prefix.empty() ? s.name : prefix + "." + s.name, s.value);
     for (const auto& s : m.local_tensors())
       if (s.value.defined() && !s.is_parameter && s.persistent)
         out.emplace_back(prefix.empty() ? s.name : prefix + "." + s.name, s.value);
-    for (auto& [n, child] : m.hookable_children()) rec(*child, prefix.empty() ? n : prefix + "." + n);
-  };
-  rec(module, "");
+  });
   return out;
 }
 
-void set_move_guard(HookableModule& module, bool on) {
-  std::lock_guard<std::mutex> lock(g_guard_mu);
-  if (on)
-    g_guarded.insert(&module);
-  else
-    g_guarded.erase(&module);
-}
+void set_move_guard(HookableModule& module, bool on) { Runtime::current().set_move_guard(module, on); }
 
-bool has_move_guard(const HookableModule& module) {
-  std::lock_guard<std::mutex> lock(g_guard_mu);
-  return g_guarded.count(&module) > 0;
-}
+bool has_move_guard(const HookableModule& module) { return Runtime::current().has_move_guard(module); }
 
 }  // namespace hs::hooks

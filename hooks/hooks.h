@@ -2,18 +2,25 @@
 //
 // A hook attaches to one `HookableModule` (Python: `module._hf_hook`); every call of that
 // module runs `pre_forward -> forward -> post_forward` (models/module.h). The classes and
-// their fields mirror accelerate 1.15; where accelerate misbehaves (spec §11) the choice made
-// is noted at the declaration.
+// their fields mirror accelerate 1.15; where accelerate misbehaves, the choice made (a numbered
+// quirk, replicated or fixed) is noted at the declaration.
 //
 // Devices are logical (`DeviceId`): accelerator indices may be emulated (hooks/device.h), and
-// every move goes through `DeviceManager::to`, so a move between two emulated accelerators is
-// a real copy that the tracer sees.
+// every move goes through the current runtime's `DeviceManager::to`, so a move between two
+// emulated accelerators is a real copy that the tracer sees.
+//
+// Instrumentation stays out of the hook bodies: every hook method tells the runtime
+// (hooks/runtime.h) when it begins and ends — which is where spans, the execution-device
+// bookkeeping, memory samples and compute spans happen — and, under the whole-hook policy,
+// runs inside a compiler-disabled scope, as accelerate's decorator does. The hooks need a
+// runtime installed on the calling thread (`Runtime::current()`).
 //
 // Inference only: module calls always run under no_grad, so `ModelHook::no_grad` is kept for
 // fidelity but has no further effect (accelerate reads it only from the top-level hook —
 // quirk 14, replicated trivially).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +31,7 @@
 
 #include "hooks/compiler_disable.h"
 #include "hooks/device.h"
+#include "hooks/runtime.h"
 #include "models/module.h"
 
 namespace hs::hooks {
@@ -67,8 +75,8 @@ class SequentialHook : public ModelHook {
 };
 
 /// Moves inputs and weights to `execution_device` for a forward; with `offload`, keeps the
-/// weights on `meta` between calls and materialises them from `weights_map` each time.
-/// See spec §2 for the case-by-case behaviour this mirrors.
+/// weights on `meta` between calls and materialises them from `weights_map` each time, as
+/// accelerate's AlignDevicesHook does case by case.
 ///
 /// Compiler-disabled scopes: `whole-hook` guards all of pre_forward and post_forward;
 /// `offload-only` guards only `_onload_weights` (inside pre_forward) and `_offload_weights`
@@ -80,8 +88,34 @@ class SequentialHook : public ModelHook {
 /// shared `tied_params_map` does not grow by one entry per forward; outputs are unchanged.
 /// Quirk 15 (replicated): in-place updates to offloaded buffers are lost when the
 /// materialised copy is a different tensor from the weights_map entry.
+/// AlignDevicesHook's constructor keywords, in accelerate's order
+/// (`AlignDevicesHook(execution_device=None, offload=False, io_same_device=False, ...)`).
+struct AlignDevicesHookOptions {
+  std::optional<DeviceId> execution_device = std::nullopt;
+  bool offload = false;
+  bool io_same_device = false;
+  std::shared_ptr<WeightsMap> weights_map = nullptr;
+  bool offload_buffers = false;
+  bool place_submodules = false;
+  std::vector<std::string> skip_keys = {};
+  bool skip_keys_given = false;  ///< false = Python `skip_keys=None` (for repr)
+  std::shared_ptr<TiedParamsMap> tied_params_map = nullptr;
+};
+
 class AlignDevicesHook : public ModelHook {
  public:
+  AlignDevicesHook() = default;
+  explicit AlignDevicesHook(AlignDevicesHookOptions o)
+      : execution_device(std::move(o.execution_device)),
+        offload(o.offload),
+        io_same_device(o.io_same_device),
+        weights_map(std::move(o.weights_map)),
+        offload_buffers(o.offload_buffers),
+        place_submodules(o.place_submodules),
+        skip_keys(std::move(o.skip_keys)),
+        skip_keys_given(o.skip_keys_given),
+        tied_params_map(std::move(o.tied_params_map)) {}
+
   std::optional<DeviceId> execution_device;
   bool offload = false;
   bool io_same_device = false;
@@ -91,8 +125,6 @@ class AlignDevicesHook : public ModelHook {
   std::vector<std::string> skip_keys;
   bool skip_keys_given = false;  ///< false = Python `skip_keys=None` (for repr)
   std::shared_ptr<TiedParamsMap> tied_params_map;
-  /// hookscope only: where the weights_map entries live ("cpu" or "disk"), for events.
-  std::string weights_source = "cpu";
 
   // runtime state
   std::optional<DeviceId> input_device;
@@ -115,11 +147,8 @@ class AlignDevicesHook : public ModelHook {
  private:
   void onload_weights(HookableModule& m);   // accelerate: part of pre_forward
   void offload_weights(HookableModule& m);  // accelerate: part of post_forward
-  void pre_forward_body(HookableModule& m, CallArgs& call);
-  c10::IValue post_forward_body(HookableModule& m, c10::IValue output);
   std::vector<std::pair<const void*, DeviceId>> tied_pointers_to_remove_;
   std::vector<const void*> tied_entries_added_;
-  int64_t compute_start_ns_ = 0;
 };
 
 class UserCpuOffloadHook;
@@ -178,6 +207,9 @@ void remove_hook_from_module(HookableModule& module, bool recurse = false);
 inline void remove_hook_from_submodules(HookableModule& module) { remove_hook_from_module(module, true); }
 /// The module's hook as a ModelHook (nullptr if none).
 std::shared_ptr<ModelHook> get_hook(const HookableModule& module);
+/// Calls `fn` for every AlignDevicesHook in `hook`: the hook itself, or the hooks of a
+/// SequentialHook, recursively (insertion order). `hook` may be null.
+void for_each_align_hook(const std::shared_ptr<ModelHook>& hook, const std::function<void(AlignDevicesHook&)>& fn);
 
 // ------------------------------------------------------------------ tensors and devices
 
@@ -216,14 +248,13 @@ std::optional<DeviceId> first_param_device(HookableModule& module);
 /// in module order.
 std::vector<std::pair<std::string, torch::Tensor>> state_dict(const HookableModule& module);
 
-/// Marks `module` as dispatched (accelerate's `.to`/`.cuda` guard wrappers); cleared by
-/// remove_hook_from_module.
+/// Marks `module` as dispatched (accelerate's `.to`/`.cuda` guard wrappers) in the current
+/// runtime; cleared by remove_hook_from_module.
 void set_move_guard(HookableModule& module, bool on);
 bool has_move_guard(const HookableModule& module);
 
-/// Logger for accelerate's warnings and info lines (default: stderr).
-using LogFn = std::function<void(const std::string& level, const std::string& message)>;
-void set_logger(LogFn fn);
+/// accelerate's warnings and info lines: the current runtime's logger (`Runtime::log`); stderr
+/// ("[accelerate LEVEL] message") when no runtime is installed.
 void log(const std::string& level, const std::string& message);
 
 }  // namespace hs::hooks

@@ -1,41 +1,15 @@
 #include "hooks/memory.h"
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <string>
 
 #include "hooks/hooks.h"
 #include "hooks/offload.h"
+#include "hooks/runtime.h"
 #include "tracer/events.h"
 
 namespace hs::hooks {
-
-namespace {
-
-// The tensor a weights_map holds in memory for `key`, or nullopt when it would be loaded on
-// demand (disk .dat files, safetensors index entries) — those are not resident.
-std::optional<torch::Tensor> in_memory(const WeightsMap& map, const std::string& key) {
-  if (auto* p = dynamic_cast<const PrefixedDataset*>(&map)) return in_memory(*p->dataset(), p->prefix() + key);
-  if (auto* l = dynamic_cast<const OffloadedWeightsLoader*>(&map)) return in_memory(l->state_dict(), key);
-  if (auto* s = dynamic_cast<const StateDictMap*>(&map))
-    if (s->contains(key)) return s->get(key);
-  return std::nullopt;
-}
-
-void for_each_align_hook(const std::shared_ptr<ModelHook>& h, const std::function<void(AlignDevicesHook&)>& fn) {
-  if (!h) return;
-  if (auto* a = dynamic_cast<AlignDevicesHook*>(h.get())) fn(*a);
-  if (auto* s = dynamic_cast<SequentialHook*>(h.get()))
-    for (const auto& inner : s->hooks) for_each_align_hook(inner, fn);
-}
-
-}  // namespace
-
-MemoryLedger& MemoryLedger::instance() {
-  static MemoryLedger ledger;
-  return ledger;
-}
 
 int MemoryLedger::slot_of(const DeviceId& d) const {
   if (d.is_accelerator()) return d.index < accelerators_ ? d.index : -1;
@@ -47,7 +21,7 @@ DeviceId MemoryLedger::device_at(int slot) const {
 }
 
 void MemoryLedger::begin(models::HookableModule& model) {
-  auto& dm = DeviceManager::instance();
+  const DeviceManager& dm = runtime_.devices();
   {
     std::lock_guard<std::mutex> lock(mu_);
     accelerators_ = dm.num_accelerators();
@@ -61,17 +35,15 @@ void MemoryLedger::begin(models::HookableModule& model) {
     peak_.assign(slots, 0);
   }
   active_.store(true, std::memory_order_relaxed);
-  std::function<void(models::HookableModule&)> walk = [&](models::HookableModule& m) {
+  models::walk_modules(model, [&](models::HookableModule& m, const std::string&) {
     for (const auto& slot : m.local_tensors())
       if (slot.value.defined() && !slot.value.is_meta()) track(slot.value, dm.device_of(slot.value));
     for_each_align_hook(get_hook(m), [&](AlignDevicesHook& h) {
       if (!h.offload || !h.weights_map) return;
       for (const auto& name : h.offloaded_tensors(m))
-        if (auto t = in_memory(*h.weights_map, name); t && t->defined() && !t->is_meta()) track(*t, dm.device_of(*t));
+        if (auto t = h.weights_map->in_memory(name); t && t->defined() && !t->is_meta()) track(*t, dm.device_of(*t));
     });
-    for (auto& [name, child] : m.hookable_children()) walk(*child);
-  };
-  walk(model);
+  });
   sample();
 }
 
@@ -150,7 +122,7 @@ void MemoryLedger::sample_locked(bool all) {
   if (all) old_end_ = entries_.size();
   young_.store(entries_.size() - old_end_, std::memory_order_relaxed);
   const int64_t now = events::now_ns();
-  auto* sink = events::sink();
+  events::EventSink* sink = runtime_.sink();
   for (size_t s = 0; s < resident_.size(); ++s) {
     peak_[s] = std::max(peak_[s], resident_[s]);
     if (resident_[s] == reported_[s]) continue;
@@ -175,6 +147,26 @@ std::map<DeviceId, int64_t> MemoryLedger::peaks() const {
   std::map<DeviceId, int64_t> out;
   for (size_t i = 0; i < peak_.size(); ++i) out[device_at(static_cast<int>(i))] = peak_[i];
   return out;
+}
+
+void MemoryLedger::on_move(const Move& m) { track(m.tensor, m.dst); }
+
+void MemoryLedger::on_hook_begin(const HookCall& call) {
+  if (call.phase != events::HookPhase::PostForward || !call.align) return;
+  // The module's outputs live on its execution accelerator; then its high-water mark: its
+  // weights and its outputs.
+  const std::optional<DeviceId>& exec = call.align->execution_device;
+  if (exec && exec->is_accelerator() && call.output && active())
+    for_each_tensor(*call.output, [&](const torch::Tensor& t) { track(t, *exec); });
+  sample_recent();
+}
+
+void MemoryLedger::on_hook_end(const HookCall& call) {
+  if (!call.completed) return;
+  // pre_forward: weights onloaded, inputs moved. post_forward: weights back on meta (their
+  // storages freed), outputs moved.
+  const bool pre = call.phase == events::HookPhase::PreForward, post = call.phase == events::HookPhase::PostForward;
+  if ((call.align && (pre || post)) || (pre && call.hook_class() == "CpuOffload")) sample_recent();
 }
 
 }  // namespace hs::hooks

@@ -2,7 +2,9 @@
 //
 // Emulated accelerators share host memory, so no allocator can say how much of it "belongs" to
 // accelerator 2. The ledger answers from what hookscope itself knows: which tensor storage sits
-// on which logical device (the DeviceManager registry's view, hooks/device.h).
+// on which logical device (the DeviceManager registry's view, hooks/device.h). Each runtime owns
+// one (`Runtime::ledger()`, hooks/runtime.h) and it subscribes to the runtime's notifications
+// (hooks/subscriber.h): every move, and the hook calls it samples at.
 //
 // What "resident on device D" counts — the bytes (`StorageImpl::nbytes`, so a view counts its
 // whole storage, and a storage shared by several tensors, e.g. tied weights, counts once) of
@@ -11,10 +13,11 @@
 //     there, non-persistent buffers, weights already materialised);
 //   - an in-memory source of offloaded weights (`weights_map` entries held as tensors: the
 //     state dict `cpu_offload` keeps, the "cpu" entries of a mixed device map) on "cpu";
-//   - produced by `DeviceManager::to` on D: weights onloaded by `AlignDevicesHook`, inputs and
-//     outputs moved by the hooks (`send_to_device`, `io_same_device`), `module.to(D)`;
-//   - the output of a module whose `AlignDevicesHook` runs it on accelerator D (tagged in
-//     post_forward: hidden states, logits).
+//   - produced by `DeviceManager::to` on D (every `Move`): weights onloaded by
+//     `AlignDevicesHook`, inputs and outputs moved by the hooks (`send_to_device`,
+//     `io_same_device`), `module.to(D)`;
+//   - the output of a module whose `AlignDevicesHook` runs it on accelerator D (as its
+//     post_forward begins: hidden states, logits).
 // A storage stops counting when it is freed (weights offloaded back to `meta`, activations
 // dropped). It is NOT counted: the KV cache and other tensors a forward creates without handing
 // them through a hook (attention scores, MLP intermediates, ...), weights on disk (`.dat` and
@@ -47,13 +50,19 @@
 #include <torch/torch.h>
 
 #include "hooks/device.h"
+#include "hooks/subscriber.h"
 #include "models/module.h"
 
 namespace hs::hooks {
 
-class MemoryLedger {
+class Runtime;
+
+class MemoryLedger final : public RuntimeSubscriber {
  public:
-  static MemoryLedger& instance();
+  /// An inactive ledger over `runtime`'s devices, reporting to its sink.
+  explicit MemoryLedger(Runtime& runtime) : runtime_(runtime) {}
+  MemoryLedger(const MemoryLedger&) = delete;
+  MemoryLedger& operator=(const MemoryLedger&) = delete;
 
   /// Starts accounting: forgets every tracked storage and peak, tracks what `model` holds now
   /// (see above: its non-meta parameters and buffers on `DeviceManager::device_of`, the
@@ -67,12 +76,11 @@ class MemoryLedger {
 
   /// Counts `t`'s storage as resident on `d` until it is freed; a storage tracked before moves
   /// to `d`. No-op while inactive, for undefined or meta tensors and for devices other than the
-  /// configured accelerators and "cpu". Called by DeviceManager::tag (hence by every copy
-  /// DeviceManager::to makes).
+  /// configured accelerators and "cpu". Every `Move` is tracked this way.
   void track(const torch::Tensor& t, const DeviceId& d);
   /// Forgets every freed storage, updates the peaks and reports every device whose resident
-  /// bytes changed since the last report to `events::sink()` (one `MemoryCounter` each, at the
-  /// time of the call). No-op while inactive. For coarse boundaries (generation steps).
+  /// bytes changed since the last report to the runtime's sink (one `MemoryCounter` each, at
+  /// the time of the call). No-op while inactive. For coarse boundaries (generation steps).
   void sample();
   /// The same, rechecking only the storages tracked since the last `sample()` — cheap enough
   /// for every hook call. No-op when there are none and nothing moved.
@@ -83,8 +91,15 @@ class MemoryLedger {
   std::map<DeviceId, int64_t> resident() const;
   std::map<DeviceId, int64_t> peaks() const;
 
+  /// Subscriber side: a move tracks the copy on its destination; an AlignDevicesHook's outputs
+  /// are tracked on its execution accelerator as its post_forward begins; samples
+  /// (`sample_recent`) are taken when an AlignDevicesHook or CpuOffload pre_forward ends and
+  /// when an AlignDevicesHook post_forward begins and ends.
+  void on_move(const Move& m) override;
+  void on_hook_begin(const HookCall& call) override;
+  void on_hook_end(const HookCall& call) override;
+
  private:
-  MemoryLedger() = default;
   int slot_of(const DeviceId& d) const;  // -1: not accounted
   DeviceId device_at(int slot) const;
   void sample_locked(bool all);
@@ -94,6 +109,7 @@ class MemoryLedger {
     int64_t bytes;
     int slot;
   };
+  Runtime& runtime_;
   std::atomic<bool> active_{false};
   std::atomic<bool> dirty_{false};            // an old storage changed device since the last report
   std::atomic<size_t> young_{0};              // entries_ tracked since the last sample()

@@ -1,4 +1,4 @@
-// accelerate's disk-offload store (`accelerate/utils/offload.py`, spec §6) and the weight maps
+// accelerate's disk-offload store (`accelerate/utils/offload.py`) and the weight maps
 // the hooks read offloaded tensors from.
 //
 // Folder format, as accelerate 1.15 writes it (byte-compatible both ways):
@@ -171,7 +171,7 @@ OffloadIndex offload_state_dict(const std::filesystem::path& folder, const Named
 
 // ---- reading -------------------------------------------------------------------------------
 
-/// Path of FOLDER/index.json (dispatch_model skips writing when it exists, spec §3.4).
+/// Path of FOLDER/index.json (dispatch_model skips writing when it exists).
 std::filesystem::path offload_index_path(const std::filesystem::path& folder);
 
 /// Reads and validates FOLDER/index.json (see the file comment). Unknown fields in an entry are
@@ -223,6 +223,11 @@ class WeightsMap {
   virtual size_t size() const = 0;
   /// `map.get(key)`: nullopt when absent.
   std::optional<torch::Tensor> get_or_none(const std::string& key) const;
+  /// hookscope only: the tensor this map holds in memory for `key` (what get() returns without
+  /// loading anything), or nullopt when get() would load it from a file (.dat or safetensors)
+  /// or the key is absent. Decides where an onload comes from ("cpu" or "disk") and what the
+  /// memory ledger counts as resident.
+  virtual std::optional<torch::Tensor> in_memory(const std::string& key) const = 0;
 };
 
 /// A plain map over named tensors (a Python `dict` used as weights_map, e.g. `model.state_dict()`).
@@ -235,6 +240,8 @@ class StateDictMap : public WeightsMap {
   torch::Tensor get(const std::string& key) const override;
   std::vector<std::string> keys() const override;
   size_t size() const override { return tensors_.size(); }
+  /// Every entry: get(key) when present.
+  std::optional<torch::Tensor> in_memory(const std::string& key) const override { return get_or_none(key); }
   const NamedTensors& tensors() const { return tensors_; }
 
  private:
@@ -242,7 +249,7 @@ class StateDictMap : public WeightsMap {
   std::unordered_map<std::string, size_t> pos_;
 };
 
-/// `OffloadedWeightsLoader(state_dict=None, save_folder=None, index=None, device=None)` (§6.4).
+/// `OffloadedWeightsLoader(state_dict=None, save_folder=None, index=None, device=None)`.
 ///
 /// - All three absent: OffloadError with accelerate's text "Need either a `state_dict`, a
 ///   `save_folder` or an `index` containing offloaded weights.".
@@ -273,6 +280,10 @@ class OffloadedWeightsLoader : public WeightsMap {
   torch::Tensor get(const std::string& key) const override;
   std::vector<std::string> keys() const override { return all_keys_; }
   size_t size() const override { return all_keys_.size(); }
+  /// The state-dict entries; index entries are loaded from their files.
+  std::optional<torch::Tensor> in_memory(const std::string& key) const override {
+    return state_dict_.in_memory(key);
+  }
 
   const StateDictMap& state_dict() const { return state_dict_; }
   const std::optional<std::filesystem::path>& save_folder() const { return save_folder_; }
@@ -296,7 +307,7 @@ class OffloadedWeightsLoader : public WeightsMap {
   mutable std::unordered_map<std::string, std::shared_ptr<models::SafetensorsFile>> files_;
 };
 
-/// `PrefixedDataset(dataset, prefix)` (§6.5): a view of `dataset` under a name prefix, used to
+/// `PrefixedDataset(dataset, prefix)`: a view of `dataset` under a name prefix, used to
 /// hand each hooked module its own part of the weights map.
 /// - get(k) / contains(k) look up `prefix + k`.
 /// - keys() are the **full, unstripped** keys of the underlying map that start with the prefix
@@ -309,6 +320,9 @@ class PrefixedDataset : public WeightsMap {
   torch::Tensor get(const std::string& key) const override;
   std::vector<std::string> keys() const override;
   size_t size() const override { return dataset_->size(); }
+  std::optional<torch::Tensor> in_memory(const std::string& key) const override {
+    return dataset_->in_memory(prefix_ + key);
+  }
 
   const std::shared_ptr<const WeightsMap>& dataset() const { return dataset_; }
   const std::string& prefix() const { return prefix_; }

@@ -1,8 +1,8 @@
 #include "models/module.h"
 
-#include <functional>
 #include <stdexcept>
 #include <unordered_set>
+#include <utility>
 
 namespace hs::models {
 
@@ -28,18 +28,32 @@ HookableModule::HookableModule(std::string class_name)
     : torch::nn::Module(class_name), class_name_(std::move(class_name)) {}
 
 namespace {
-thread_local std::vector<const HookableModule*> t_call_stack;
-struct CallStackEntry {
-  explicit CallStackEntry(const HookableModule* m) { t_call_stack.push_back(m); }
-  ~CallStackEntry() { t_call_stack.pop_back(); }
-};
+// The calling thread's context (see CallContext): the one per-thread seam.
+thread_local CallContext* t_context = nullptr;
+
 }  // namespace
 
-const std::vector<const HookableModule*>& HookableModule::call_stack() { return t_call_stack; }
+CallContext* CallContext::current() { return t_context; }
+
+CallContext* CallContext::exchange_current(CallContext* context) { return std::exchange(t_context, context); }
+
+const std::vector<const HookableModule*>& HookableModule::call_stack() {
+  static const std::vector<const HookableModule*> none;
+  const CallContext* c = t_context;
+  return c ? c->call_stack() : none;
+}
 
 c10::IValue HookableModule::call(CallArgs call) {
   torch::NoGradGuard no_grad;
-  CallStackEntry entry(this);
+  // On the installed context's call stack for the duration of the call, hooks included.
+  std::vector<const HookableModule*>* stack = t_context ? &t_context->call_stack_ : nullptr;
+  if (stack) stack->push_back(this);
+  struct Pop {
+    std::vector<const HookableModule*>* stack;
+    ~Pop() {
+      if (stack) stack->pop_back();
+    }
+  } pop{stack};
   if (hook_) hook_->pre_forward(*this, call);
   c10::IValue out = forward_impl(call);
   if (hook_) out = hook_->post_forward(*this, std::move(out));
@@ -106,25 +120,16 @@ HookableModule::hookable_children() const {
 }
 
 void assign_fqns(HookableModule& root) {
-  std::function<void(HookableModule&, const std::string&)> rec = [&](HookableModule& m,
-                                                                      const std::string& fqn) {
-    m.fqn_ = fqn;
-    for (auto& [name, child] : m.hookable_children())
-      rec(*child, fqn.empty() ? name : fqn + "." + name);
-  };
-  rec(root, "");
+  walk_modules(root, [](HookableModule& m, const std::string& name) { m.fqn_ = name; });
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<HookableModule>>> named_modules(
     const std::shared_ptr<HookableModule>& root) {
   std::vector<std::pair<std::string, std::shared_ptr<HookableModule>>> out;
-  std::function<void(const std::shared_ptr<HookableModule>&, const std::string&)> rec =
-      [&](const std::shared_ptr<HookableModule>& m, const std::string& prefix) {
-        out.emplace_back(prefix, m);
-        for (auto& [name, child] : m->hookable_children())
-          rec(child, prefix.empty() ? name : prefix + "." + name);
-      };
-  rec(root, "");
+  out.emplace_back("", root);
+  walk_modules(*root, [&](HookableModule& m, const std::string& name) {
+    if (!name.empty()) out.emplace_back(name, std::dynamic_pointer_cast<HookableModule>(m.shared_from_this()));
+  });
   return out;
 }
 
@@ -133,19 +138,15 @@ std::vector<std::pair<std::string, torch::Tensor>> collect(const HookableModule&
                                                            bool remove_duplicate, bool params) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   std::unordered_set<const void*> seen;
-  std::function<void(const HookableModule&, const std::string&)> rec =
-      [&](const HookableModule& m, const std::string& prefix) {
-        for (const auto& s : m.local_tensors()) {
-          if (s.is_parameter != params || !s.value.defined()) continue;
-          const void* id = s.value.unsafeGetTensorImpl();
-          if (remove_duplicate && !seen.insert(id).second) continue;
-          out.emplace_back(prefix.empty() ? s.name : prefix + "." + s.name, s.value);
-        }
-        if (!recurse) return;
-        for (auto& [name, child] : m.hookable_children())
-          rec(*child, prefix.empty() ? name : prefix + "." + name);
-      };
-  rec(module, "");
+  walk_modules(module, [&](const HookableModule& m, const std::string& prefix) {
+    for (const auto& s : m.local_tensors()) {
+      if (s.is_parameter != params || !s.value.defined()) continue;
+      const void* id = s.value.unsafeGetTensorImpl();
+      if (remove_duplicate && !seen.insert(id).second) continue;
+      out.emplace_back(prefix.empty() ? s.name : prefix + "." + s.name, s.value);
+    }
+    return recurse;
+  });
   return out;
 }
 }  // namespace

@@ -1,4 +1,4 @@
-// The hookable module base every model module derives from (DESIGN.md §4).
+// The hookable module base every model module derives from.
 //
 // Mirrors the parts of Python's `torch.nn.Module` that accelerate's hooks rely on:
 //  - every module knows its class name (`LlamaDecoderLayer`, `Linear`, ...) and its
@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,37 @@ struct CallArgs {
 };
 
 class HookableModule;
+
+/// The run a module call belongs to, as far as models/ needs one: the stack of module calls
+/// running in it. `hooks::Runtime` (hooks/runtime.h) is its one implementation; installing a
+/// runtime on a thread (`hooks::RuntimeScope`) makes it that thread's context. That per-thread
+/// pointer is the only seam between the ported code — whose call signatures mirror Python and
+/// cannot take the run as an argument — and the state of a run; nothing else in models/,
+/// hooks/ or compile/ is global or thread-local. Module calls made with no context installed
+/// keep no stack.
+class CallContext {
+ public:
+  CallContext(const CallContext&) = delete;
+  CallContext& operator=(const CallContext&) = delete;
+
+  /// Modules whose `call` is running in this context, outermost first (the module stack a
+  /// graph break reports). Includes the hook callbacks' time.
+  const std::vector<const HookableModule*>& call_stack() const { return call_stack_; }
+
+  /// The context installed on the calling thread, or nullptr.
+  static CallContext* current();
+
+ protected:
+  CallContext() = default;
+  ~CallContext() = default;
+  /// Makes `context` (may be nullptr) the calling thread's context; returns the one it
+  /// replaces. Only implementations install themselves (see hooks::RuntimeScope).
+  static CallContext* exchange_current(CallContext* context);
+
+ private:
+  friend class HookableModule;
+  std::vector<const HookableModule*> call_stack_;
+};
 
 /// The attach point for a hook. hooks/ implements accelerate's `ModelHook` family on it;
 /// models/ knows nothing else about hooks. Mirrors `ModelHook.pre_forward/post_forward`.
@@ -77,8 +109,8 @@ class HookableModule : public torch::nn::Module {
   /// module) when the output is not a tensor.
   torch::Tensor call_tensor(CallArgs call);
 
-  /// Modules whose `call` is running on this thread, outermost first (the module stack a
-  /// graph break reports). Includes the hook callbacks' time.
+  /// `CallContext::current()->call_stack()`: the modules whose `call` is running on this
+  /// thread, outermost first; empty when no context is installed.
   static const std::vector<const HookableModule*>& call_stack();
 
   /// The module's own forward. Throws for containers (ModuleList is not callable).
@@ -128,6 +160,31 @@ class HookableModule : public torch::nn::Module {
 
 /// Sets `fqn()` of every module in the tree rooted at `root` (root = "").
 void assign_fqns(HookableModule& root);
+
+namespace detail {
+template <typename Module, typename Visit>
+void walk_modules(Module& m, const std::string& name, Visit& visit) {
+  if constexpr (std::is_void_v<std::invoke_result_t<Visit&, Module&, const std::string&>>) {
+    visit(m, name);
+  } else if (!visit(m, name)) {
+    return;
+  }
+  for (const auto& [child_name, child] : m.hookable_children())
+    walk_modules<Module>(*child, name.empty() ? child_name : name + "." + child_name, visit);
+}
+}  // namespace detail
+
+/// The one tree walk: visits `root`, then its descendants depth-first in pre-order (children in
+/// registration order, as `named_modules`), calling `visit(module, name)` with the module's
+/// dotted name relative to `root` ("" for `root` itself). When `visit` returns a bool, false
+/// skips that module's children; a `visit` returning void sees the whole tree. `root` may be
+/// const (then so are the modules visited).
+template <typename Module, typename Visit>
+  requires std::is_base_of_v<HookableModule, std::remove_const_t<Module>>
+void walk_modules(Module& root, Visit&& visit) {
+  using Base = std::conditional_t<std::is_const_v<Module>, const HookableModule, HookableModule>;
+  detail::walk_modules<Base>(root, std::string(), visit);
+}
 
 /// `root.named_modules()`: pre-order, root first with name "".
 std::vector<std::pair<std::string, std::shared_ptr<HookableModule>>> named_modules(

@@ -12,6 +12,7 @@
 #include "compile/compile.h"
 #include "hooks/big_modeling.h"
 #include "hooks/device_map.h"
+#include "hooks/runtime.h"
 #include "models/generate.h"
 #include "models/loader.h"
 #include "tests/test_util.h"
@@ -20,7 +21,6 @@
 using namespace hs::compile;
 using hs::hooks::CompilerDisabledScope;
 using hs::hooks::DeviceId;
-using hs::hooks::DeviceManager;
 namespace events = hs::events;
 namespace hooks = hs::hooks;
 namespace models = hs::models;
@@ -55,9 +55,24 @@ struct Sink : events::EventSink {
   }
 };
 
+// A fresh runtime per test, installed on the test's thread: 4 emulated accelerators,
+// accelerate's messages dropped.
+class WithRuntime : public ::testing::Test {
+ protected:
+  hooks::Runtime runtime_{hooks::RuntimeOptions{
+      .accelerators = 4, .prefer_real = false, .log = [](const std::string&, const std::string&) {}}};
+  hooks::RuntimeScope installed_{runtime_};
+};
+class CompileCapture : public WithRuntime {};
+class CompileFullgraph : public WithRuntime {};
+class CompileGuards : public WithRuntime {};
+class CompileBackends : public WithRuntime {};
+
+// Records to `sink` for a scope.
 struct SinkScope {
-  explicit SinkScope(events::EventSink* s) { events::set_sink(s); }
-  ~SinkScope() { events::set_sink(nullptr); }
+  SinkScope(hooks::Runtime& rt, events::EventSink* s) : rt(rt) { rt.set_sink(s); }
+  ~SinkScope() { rt.set_sink(nullptr); }
+  hooks::Runtime& rt;
 };
 
 // add, scope F1 (one op inside), relu, scope F2 with a nested scope (two ops inside), neg.
@@ -97,7 +112,7 @@ TEST(CompileOptions, ModesParseAndPrint) {
 
 // ------------------------------------------------------------------ regions and breaks
 
-TEST(CompileCapture, OutermostScopesBreakTheGraphNestedOnesCountOnce) {
+TEST_F(CompileCapture, OutermostScopesBreakTheGraphNestedOnesCountOnce) {
   auto cf = compile(three_regions);
   torch::Tensor out = cf.call_tensor({t23()});
   const CompileResult& r = cf.last_result();
@@ -152,7 +167,7 @@ TEST(CompileCapture, OutermostScopesBreakTheGraphNestedOnesCountOnce) {
   EXPECT_TRUE(contains(s, "nothing is fused or sped up")) << s;
 }
 
-TEST(CompileCapture, EmptyRegionsAreNotGraphs) {
+TEST_F(CompileCapture, EmptyRegionsAreNotGraphs) {
   // A break at entry and a break right after a break leave empty regions: Dynamo never
   // compiles an empty graph, but both breaks count.
   auto cf = compile([](const std::vector<c10::IValue>& in) -> c10::IValue {
@@ -168,7 +183,7 @@ TEST(CompileCapture, EmptyRegionsAreNotGraphs) {
   EXPECT_EQ(cf.explain().ops_per_graph, std::vector<int64_t>{1});
 }
 
-TEST(CompileCapture, CountsTopLevelAtenOpsOnly) {
+TEST_F(CompileCapture, CountsTopLevelAtenOpsOnly) {
   auto three = compile([](const std::vector<c10::IValue>& in) -> c10::IValue {
     const torch::Tensor& x = in.at(0).toTensor();
     return at::relu(at::mul(at::add(x, x), x));
@@ -186,10 +201,10 @@ TEST(CompileCapture, CountsTopLevelAtenOpsOnly) {
   EXPECT_EQ(linear.last_result().op_count(), 2) << "ones + linear";
 }
 
-TEST(CompileCapture, EventsReachTheSink) {
+TEST_F(CompileCapture, EventsReachTheSink) {
   Sink sink;
   {
-    SinkScope on(&sink);
+    SinkScope on(runtime_, &sink);
     compile(three_regions)({t23()});
   }
   ASSERT_EQ(sink.regions.size(), 3u);
@@ -203,12 +218,12 @@ TEST(CompileCapture, EventsReachTheSink) {
   }
 }
 
-TEST(CompileCapture, EagerModeRecordsNothingButTime) {
+TEST_F(CompileCapture, EagerModeRecordsNothingButTime) {
   CountingObserver obs;
-  hooks::set_disabled_scope_observer(&obs);
+  runtime_.scopes().observer = &obs;
   auto cf = compile(three_regions, {.mode = Mode::Eager});
   cf({t23()});
-  hooks::set_disabled_scope_observer(nullptr);
+  runtime_.scopes().observer = nullptr;
   EXPECT_EQ(obs.entries, 3) << "the engine installed no observer of its own";
   const CompileResult& r = cf.last_result();
   EXPECT_FALSE(r.captured);
@@ -222,18 +237,18 @@ TEST(CompileCapture, EagerModeRecordsNothingButTime) {
   EXPECT_TRUE(contains(cf.explain().str(), "nothing was captured"));
 }
 
-TEST(CompileCapture, PreviousObserverIsChainedAndRestored) {
+TEST_F(CompileCapture, PreviousObserverIsChainedAndRestored) {
   CountingObserver obs;
-  hooks::set_disabled_scope_observer(&obs);
+  runtime_.scopes().observer = &obs;
   auto cf = compile(three_regions);
   cf({t23()});
-  EXPECT_EQ(hooks::disabled_scope_observer(), &obs);
+  EXPECT_EQ(runtime_.scopes().observer, &obs);
   EXPECT_EQ(obs.entries, 3) << "the engine's observer forwards every scope entry to the one it replaced";
   EXPECT_EQ(cf.last_result().graph_break_count(), 2);
-  hooks::set_disabled_scope_observer(nullptr);
+  runtime_.scopes().observer = nullptr;
 }
 
-TEST(CompileCapture, CallInsideADisabledScopeRunsEagerly) {
+TEST_F(CompileCapture, CallInsideADisabledScopeRunsEagerly) {
   auto cf = compile(three_regions);
   {
     CompilerDisabledScope outer("Caller.disabled", "");
@@ -244,7 +259,7 @@ TEST(CompileCapture, CallInsideADisabledScopeRunsEagerly) {
   EXPECT_TRUE(contains(cf.last_result().diagnostics[0], "compiler-disabled scope"));
 }
 
-TEST(CompileCapture, NestedCompiledCallIsInlined) {
+TEST_F(CompileCapture, NestedCompiledCallIsInlined) {
   auto inner = compile(three_regions, {.name = "inner"});
   auto outer = compile([&](const std::vector<c10::IValue>& in) -> c10::IValue {
     return at::neg(inner.call_tensor(in));
@@ -259,9 +274,9 @@ TEST(CompileCapture, NestedCompiledCallIsInlined) {
 
 // ------------------------------------------------------------------ fullgraph
 
-TEST(CompileFullgraph, FirstBreakThrowsUnsupportedNamingFunctionAndModule) {
+TEST_F(CompileFullgraph, FirstBreakThrowsUnsupportedNamingFunctionAndModule) {
   CountingObserver obs;
-  hooks::set_disabled_scope_observer(&obs);
+  runtime_.scopes().observer = &obs;
   bool ran_after_break = false;
   auto cf = compile(
       [&](const std::vector<c10::IValue>& in) -> c10::IValue {
@@ -288,12 +303,12 @@ TEST(CompileFullgraph, FirstBreakThrowsUnsupportedNamingFunctionAndModule) {
     EXPECT_EQ(e.record().module, "model.layers.0");
   }
   EXPECT_FALSE(ran_after_break);
-  EXPECT_EQ(hooks::disabled_scope_observer(), &obs) << "previous observer restored";
+  EXPECT_EQ(runtime_.scopes().observer, &obs) << "previous observer restored";
   EXPECT_EQ(CompilerDisabledScope::depth(), 0);
   EXPECT_TRUE(cf.last_result().failed);
   EXPECT_EQ(cf.last_result().graph_break_count(), 1);
   EXPECT_EQ(cf.cache_entries(), 0) << "a failed compile caches nothing";
-  hooks::set_disabled_scope_observer(nullptr);
+  runtime_.scopes().observer = nullptr;
 
   // No stale RecordFunction callback or capture: a later call counts exactly.
   auto again = compile(three_regions);
@@ -302,7 +317,7 @@ TEST(CompileFullgraph, FirstBreakThrowsUnsupportedNamingFunctionAndModule) {
   EXPECT_EQ(again.last_result().ops_outside_regions, 3);
 }
 
-TEST(CompileFullgraph, OneGraphPasses) {
+TEST_F(CompileFullgraph, OneGraphPasses) {
   auto cf = compile(
       [](const std::vector<c10::IValue>& in) -> c10::IValue { return at::relu(in.at(0).toTensor()); },
       {.fullgraph = true});
@@ -310,27 +325,27 @@ TEST(CompileFullgraph, OneGraphPasses) {
   EXPECT_EQ(cf.last_result().graph_count(), 1);
 }
 
-TEST(CompileFullgraph, ExecutionStackIsRestoredWhenAHookNeverReachesPostForward) {
-  DeviceManager::instance().configure(4, false);
-  DeviceManager::push_execution(DeviceId::cpu());  // the caller's own entry survives
+TEST_F(CompileFullgraph, ExecutionStackIsRestoredWhenAHookNeverReachesPostForward) {
+  hooks::DeviceManager& dm = runtime_.devices();
+  dm.push_execution(DeviceId::cpu());  // the caller's own entry survives
   auto cf = compile(
-      [](const std::vector<c10::IValue>&) -> c10::IValue {
+      [&](const std::vector<c10::IValue>&) -> c10::IValue {
         // What AlignDevicesHook.pre_forward does for an outer module; its post_forward (the
         // pop) never runs because a nested hook breaks the graph.
-        DeviceManager::push_execution(DeviceId::accelerator(2));
-        DeviceManager::push_execution(DeviceId::accelerator(3));
+        dm.push_execution(DeviceId::accelerator(2));
+        dm.push_execution(DeviceId::accelerator(3));
         CompilerDisabledScope s("AlignDevicesHook.pre_forward", "model.layers.1");
         return c10::IValue();
       },
       {.fullgraph = true});
   EXPECT_THROW(cf({}), Unsupported);
-  ASSERT_TRUE(DeviceManager::current_execution().has_value());
-  EXPECT_EQ(*DeviceManager::current_execution(), DeviceId::cpu());
-  DeviceManager::pop_execution();
-  EXPECT_FALSE(DeviceManager::current_execution().has_value());
+  ASSERT_TRUE(dm.current_execution().has_value());
+  EXPECT_EQ(*dm.current_execution(), DeviceId::cpu());
+  dm.pop_execution();
+  EXPECT_FALSE(dm.current_execution().has_value());
 }
 
-TEST(CompileFullgraph, UserExceptionsPropagateAndLeaveNoCapture) {
+TEST_F(CompileFullgraph, UserExceptionsPropagateAndLeaveNoCapture) {
   auto cf = compile([](const std::vector<c10::IValue>&) -> c10::IValue {
     CompilerDisabledScope s("Hook.throws", "m");
     throw std::runtime_error("boom in a disabled function");
@@ -338,7 +353,7 @@ TEST(CompileFullgraph, UserExceptionsPropagateAndLeaveNoCapture) {
   EXPECT_THROW(cf({}), std::runtime_error);
   EXPECT_TRUE(cf.last_result().failed);
   EXPECT_TRUE(contains(cf.last_result().error, "boom"));
-  EXPECT_EQ(hooks::disabled_scope_observer(), nullptr);
+  EXPECT_EQ(runtime_.scopes().observer, nullptr);
   EXPECT_EQ(CompilerDisabledScope::depth(), 0);
   auto again = compile(three_regions);
   again({t23()});
@@ -348,7 +363,7 @@ TEST(CompileFullgraph, UserExceptionsPropagateAndLeaveNoCapture) {
 
 // ------------------------------------------------------------------ guards and recompiles
 
-TEST(CompileGuards, NewShapeRecompilesWithDynamoReason) {
+TEST_F(CompileGuards, NewShapeRecompilesWithDynamoReason) {
   int calls = 0;
   auto cf = compile(
       [&](const std::vector<c10::IValue>& in) -> c10::IValue {
@@ -378,9 +393,8 @@ TEST(CompileGuards, NewShapeRecompilesWithDynamoReason) {
   EXPECT_EQ(calls, 4);
 }
 
-TEST(CompileGuards, DtypeRankValueAndLogicalDeviceFailures) {
-  DeviceManager::instance().configure(4, false);
-  auto& dm = DeviceManager::instance();
+TEST_F(CompileGuards, DtypeRankValueAndLogicalDeviceFailures) {
+  hooks::DeviceManager& dm = runtime_.devices();
   InputSignature a = signature_of({torch::ones({2, 3}), c10::IValue(int64_t{3})});
   EXPECT_FALSE(guard_failure(a, signature_of({torch::zeros({2, 3}), c10::IValue(int64_t{3})})));
   EXPECT_EQ(*guard_failure(a, signature_of({torch::ones({2, 3}, torch::kDouble), c10::IValue(int64_t{3})})),
@@ -399,7 +413,7 @@ TEST(CompileGuards, DtypeRankValueAndLogicalDeviceFailures) {
   EXPECT_EQ(*guard_failure(s0, signature_of({torch::ones({2, 3})})), "tensor 'args[0]' device mismatch. expected 0, actual cpu");
 }
 
-TEST(CompileGuards, CacheSizeLimitFallsBackToEagerOrFailsUnderFullgraph) {
+TEST_F(CompileGuards, CacheSizeLimitFallsBackToEagerOrFailsUnderFullgraph) {
   auto body = [](const std::vector<c10::IValue>& in) -> c10::IValue { return at::neg(in.at(0).toTensor()); };
   auto cf = compile(body, {.cache_size_limit = 2, .name = "f"});
   cf({torch::ones({1})});
@@ -430,7 +444,7 @@ TEST(CompileGuards, CacheSizeLimitFallsBackToEagerOrFailsUnderFullgraph) {
 
 // ------------------------------------------------------------------ backends
 
-TEST(CompileBackends, ReduceOverheadOnCpuSkipsCudagraphs) {
+TEST_F(CompileBackends, ReduceOverheadOnCpuSkipsCudagraphs) {
   auto cf = compile(three_regions, {.mode = Mode::ReduceOverhead});
   torch::Tensor out = cf.call_tensor({t23()});
   EXPECT_TRUE(torch::equal(out, three_regions({t23()}).toTensor()));
@@ -456,7 +470,7 @@ TEST(CompileBackends, ReduceOverheadOnCpuSkipsCudagraphs) {
   EXPECT_EQ(cg.last_result().diagnostics, first.diagnostics);
 }
 
-TEST(CompileBackends, SelectBackendValidatesAndTheEagerSeamIsDriven) {
+TEST_F(CompileBackends, SelectBackendValidatesAndTheEagerSeamIsDriven) {
   EXPECT_THROW(select_backend("inductor", {}), std::invalid_argument);
   BackendChoice c = select_backend("eager", {});
   ASSERT_TRUE(c.backend);
@@ -485,7 +499,7 @@ struct FactoryScope {
 };
 }  // namespace
 
-TEST(CompileBackends, CpuInputsNeverReachARegisteredCudaGraphsBackend) {
+TEST_F(CompileBackends, CpuInputsNeverReachARegisteredCudaGraphsBackend) {
   int made = 0, begun = 0;
   FactoryScope f([&](const std::vector<c10::IValue>&) {
     ++made;
@@ -500,7 +514,7 @@ TEST(CompileBackends, CpuInputsNeverReachARegisteredCudaGraphsBackend) {
   EXPECT_EQ(cf.last_result().diagnostics, std::vector<std::string>{"skipping cudagraphs due to cpu device (args[0])"});
 }
 
-TEST(CompileBackends, CudaInputsUseTheRegisteredBackendOrSayThereIsNone) {
+TEST_F(CompileBackends, CudaInputsUseTheRegisteredBackendOrSayThereIsNone) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
   const torch::Tensor x = t23().to(torch::kCUDA);
   auto none = compile(three_regions, {.mode = Mode::ReduceOverhead});
@@ -523,7 +537,7 @@ TEST(CompileBackends, CudaInputsUseTheRegisteredBackendOrSayThereIsNone) {
   for (const auto& r : cf.last_result().regions) EXPECT_EQ(r.backend, "cudagraphs");
 }
 
-TEST(CompileBackends, ExplainRunsOnceAndIgnoresFullgraph) {
+TEST_F(CompileBackends, ExplainRunsOnceAndIgnoresFullgraph) {
   ExplainOutput e = explain(three_regions, {t23()}, {.mode = Mode::Eager, .fullgraph = true});
   EXPECT_EQ(e.graph_count, 3);
   EXPECT_EQ(e.graph_break_count, 2);
@@ -550,20 +564,11 @@ hooks::DeviceMapEntries sharded_map(const models::CausalLM& model) {
   return hooks::infer_auto_device_map(model, o);
 }
 
-class CompiledLlama : public ::testing::Test {
+class CompiledLlama : public WithRuntime {
  protected:
   void SetUp() override {
-    DeviceManager::instance().configure(kDevices, /*prefer_real=*/false);
-    hooks::set_logger([](const std::string&, const std::string&) {});
-    hooks::set_compile_policy(hooks::CompilePolicy::WholeHook);
     lm_ = models::load_model(hs::test::tiny_checkpoint("tiny-llama").string());
     ids_ = torch::tensor(std::vector<int64_t>{5, 17, 99, 3, 42, 7, 12, 64}).remainder(lm_.config.vocab_size).unsqueeze(0);
-  }
-  void TearDown() override {
-    events::set_sink(nullptr);
-    hooks::set_disabled_scope_observer(nullptr);
-    hooks::set_compile_policy(hooks::CompilePolicy::WholeHook);
-    hooks::set_logger(nullptr);
   }
   // One full forward with a fresh cache; all positions' logits.
   Function forward() {
@@ -594,7 +599,7 @@ TEST_F(CompiledLlama, WholeHookBreaksAtEveryHookedModuleBoundary) {
   auto cf = compile(forward());
   torch::Tensor got;
   {
-    SinkScope on(&sink);
+    SinkScope on(runtime_, &sink);
     got = cf.call_tensor({ids_});
   }
   EXPECT_TRUE(torch::equal(got, want)) << "default mode changes no numerics";
@@ -651,8 +656,8 @@ TEST_F(CompiledLlama, WholeHookFullgraphRaisesNamingAlignDevicesHookPreForward) 
     EXPECT_TRUE(contains(w, "(module " + (m.empty() ? std::string("<root>") : m) + ")")) << w;
     EXPECT_NE(models::get_submodule(lm_.model, m)->hook(), nullptr) << "the named module carries the hook";
   }
-  EXPECT_EQ(hooks::disabled_scope_observer(), nullptr);
-  EXPECT_FALSE(DeviceManager::current_execution().has_value());
+  EXPECT_EQ(runtime_.scopes().observer, nullptr);
+  EXPECT_FALSE(runtime_.devices().current_execution().has_value());
   EXPECT_EQ(CompilerDisabledScope::depth(), 0);
   EXPECT_TRUE(torch::equal(eager_logits(), want)) << "a later run is not corrupted";
   auto plain = compile(forward());
@@ -661,7 +666,7 @@ TEST_F(CompiledLlama, WholeHookFullgraphRaisesNamingAlignDevicesHookPreForward) 
 
 TEST_F(CompiledLlama, OffloadOnlyShardedCapturesOneGraphAndFullgraphWorks) {
   hooks::dispatch_model(lm_.model, sharded_map(*lm_.model));
-  hooks::set_compile_policy(hooks::CompilePolicy::OffloadOnly);
+  runtime_.set_compile_policy(hooks::CompilePolicy::OffloadOnly);
   const torch::Tensor want = eager_logits();
 
   auto cf = compile(forward());
@@ -692,7 +697,7 @@ TEST_F(CompiledLlama, OffloadOnlyShardedCapturesOneGraphAndFullgraphWorks) {
 
 TEST_F(CompiledLlama, CpuOffloadUnderOffloadOnlyBreaksAtOnloadWeights) {
   hooks::cpu_offload(lm_.model, DeviceId::accelerator(0));
-  hooks::set_compile_policy(hooks::CompilePolicy::OffloadOnly);
+  runtime_.set_compile_policy(hooks::CompilePolicy::OffloadOnly);
   const torch::Tensor want = eager_logits();
   auto all_meta = [&] {
     for (const auto& [n, t] : models::named_parameters(*lm_.model))
@@ -722,10 +727,10 @@ TEST_F(CompiledLlama, CpuOffloadUnderOffloadOnlyBreaksAtOnloadWeights) {
     EXPECT_TRUE(contains(e.what(), "(module " + e.record().module + ")")) << e.what();
   }
   EXPECT_TRUE(all_meta()) << "the break came before any weight was onloaded";
-  EXPECT_FALSE(DeviceManager::current_execution().has_value());
+  EXPECT_FALSE(runtime_.devices().current_execution().has_value());
   EXPECT_TRUE(torch::equal(eager_logits(), want));
 
-  hooks::set_compile_policy(hooks::CompilePolicy::WholeHook);
+  runtime_.set_compile_policy(hooks::CompilePolicy::WholeHook);
   auto whole = compile(forward());
   EXPECT_TRUE(torch::equal(whole.call_tensor({ids_}), want));
   for (const auto& b : whole.last_result().breaks)
@@ -734,7 +739,7 @@ TEST_F(CompiledLlama, CpuOffloadUnderOffloadOnlyBreaksAtOnloadWeights) {
 
 TEST_F(CompiledLlama, GreedyDecodeThroughACompiledForwardRecompilesOnceForDecodeShapes) {
   hooks::dispatch_model(lm_.model, sharded_map(*lm_.model));
-  hooks::set_compile_policy(hooks::CompilePolicy::OffloadOnly);
+  runtime_.set_compile_policy(hooks::CompilePolicy::OffloadOnly);
   const int64_t n = 5;
   models::GenerateOptions go;
   go.max_new_tokens = n;

@@ -11,6 +11,7 @@
 
 #include "hooks/big_modeling.h"
 #include "hooks/device_map.h"
+#include "hooks/runtime.h"
 #include "models/generate.h"
 #include "models/loader.h"
 #include "tests/test_util.h"
@@ -22,6 +23,23 @@ using namespace hs::models;
 namespace {
 
 constexpr int kDevices = 4;
+
+void quiet(const std::string&, const std::string&) {}
+
+// A fresh runtime per test, installed on the test's thread: `accelerators` emulated devices,
+// accelerate's messages dropped.
+struct WithRuntime {
+  explicit WithRuntime(int accelerators)
+      : runtime(RuntimeOptions{.accelerators = accelerators, .prefer_real = false, .log = quiet}) {}
+  Runtime runtime;
+  RuntimeScope installed{runtime};
+};
+
+// Calls `fn` for every move the runtime publishes.
+struct MoveObserver : RuntimeSubscriber {
+  std::function<void(const Move&)> fn;
+  void on_move(const Move& m) override { fn(m); }
+};
 
 fs::path model_dir(const std::string& which) {
   return which == "smollm2" ? hs::test::sample_dir() : hs::test::tiny_checkpoint(which);
@@ -60,7 +78,7 @@ DeviceMap sharded_map(const CausalLM& model) {
 
 std::set<DeviceId> weight_devices(const std::shared_ptr<CausalLM>& m) {
   std::set<DeviceId> out;
-  for (const auto& [n, t] : named_parameters(*m)) out.insert(DeviceManager::instance().device_of(t));
+  for (const auto& [n, t] : named_parameters(*m)) out.insert(Runtime::current().devices().device_of(t));
   return out;
 }
 
@@ -81,17 +99,11 @@ torch::Tensor param(const std::shared_ptr<CausalLM>& m, const std::string& name)
 class Dispatch : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    DeviceManager::instance().configure(kDevices, /*prefer_real=*/false);
-    set_compile_policy(CompilePolicy::WholeHook);
-    set_logger([](const std::string&, const std::string&) {});
     ref_ = load_model(model_dir(GetParam()).string());
     prompt_ = prompt_for(ref_);
     want_ = greedy(*ref_.model, prompt_, 8);
   }
-  void TearDown() override {
-    set_logger(nullptr);
-    DeviceManager::instance().set_transfer_observer(nullptr);
-  }
+  WithRuntime rt_{kDevices};
   LoadedModel ref_;
   std::vector<int64_t> prompt_, want_;
 };
@@ -105,8 +117,9 @@ TEST_P(Dispatch, ShardedOverFourEmulatedAcceleratorsKeepsGreedyTokens) {
   for (const auto& d : mapped) EXPECT_TRUE(d.is_accelerator()) << d.str();
 
   int64_t cross = 0;
-  DeviceManager::instance().set_transfer_observer(
-      [&](const DeviceId& s, const DeviceId& d, int64_t, int64_t, int64_t) { cross += s.is_accelerator() && d.is_accelerator(); });
+  MoveObserver moves;
+  moves.fn = [&](const Move& m) { cross += m.src.is_accelerator() && m.dst.is_accelerator(); };
+  auto subscription = rt_.runtime.subscribe(moves);
   dispatch_model(lm.model, map);
   auto devs = weight_devices(lm.model);
   EXPECT_GE(devs.size(), 3u) << "weights really span several devices";
@@ -181,22 +194,15 @@ struct ScopeLog : DisabledScopeObserver {
 
 class Policies : public ::testing::Test {
  protected:
-  void SetUp() override {
-    DeviceManager::instance().configure(kDevices, false);
-    set_logger([](const std::string&, const std::string&) {});
-    set_disabled_scope_observer(&log_);
-  }
-  void TearDown() override {
-    set_disabled_scope_observer(nullptr);
-    set_compile_policy(CompilePolicy::WholeHook);
-    set_logger(nullptr);
-  }
+  void SetUp() override { rt_.runtime.scopes().observer = &log_; }
+  void set_compile_policy(CompilePolicy p) { rt_.runtime.set_compile_policy(p); }
   std::map<std::string, int> one_forward(CausalLM& m) {
     log_ = {};
     c10::InferenceMode g;
     m.forward(torch::tensor(std::vector<int64_t>{5, 6, 7}).unsqueeze(0), KVCache::dynamic_cache(m.config().num_hidden_layers), 1);
     return log_.outermost;
   }
+  WithRuntime rt_{kDevices};
   ScopeLog log_;
 };
 
@@ -256,12 +262,7 @@ TEST_F(Policies, NestedScopesCountOnce) {
 
 class DispatchBadInput : public ::testing::Test {
  protected:
-  void SetUp() override {
-    DeviceManager::instance().configure(2, false);
-    set_logger([](const std::string&, const std::string&) {});
-    lm_ = load_model(hs::test::tiny_checkpoint("tiny-qwen3").string());
-  }
-  void TearDown() override { set_logger(nullptr); }
+  void SetUp() override { lm_ = load_model(hs::test::tiny_checkpoint("tiny-qwen3").string()); }
   std::string error(const DeviceMap& map, const DispatchOptions& o = {}) {
     try {
       dispatch_model(lm_.model, map, o);
@@ -274,13 +275,14 @@ class DispatchBadInput : public ::testing::Test {
     for (const auto& [n, m] : named_modules(lm_.model)) EXPECT_FALSE(m->hook()) << n;
     for (const auto& [n, t] : named_parameters(*lm_.model)) EXPECT_FALSE(t.is_meta()) << n;
   }
+  WithRuntime rt_{2};
   LoadedModel lm_;
 };
 
 TEST_F(DispatchBadInput, UnknownModuleKeyWarnsNamingIt) {
   // accelerate only warns about keys that are not modules (quirk 12, replicated).
   std::vector<std::string> warnings;
-  set_logger([&](const std::string& level, const std::string& msg) {
+  rt_.runtime.set_logger([&](const std::string& level, const std::string& msg) {
     if (level == "WARNING") warnings.push_back(msg);
   });
   auto msg = error({{"model", DeviceId::accelerator(0)}, {"lm_head", DeviceId::accelerator(1)},

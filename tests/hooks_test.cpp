@@ -58,7 +58,7 @@ std::shared_ptr<ModelForTest> make_model() {
 
 json devices(const std::shared_ptr<ModelForTest>& m) {
   json out = json::object();
-  auto& dm = DeviceManager::instance();
+  const auto& dm = Runtime::current().devices();
   for (const auto& [n, t] : hs::models::named_parameters(*m)) out[n] = dm.device_of(t).str();
   for (const auto& [n, t] : hs::models::named_buffers(*m)) out[n] = dm.device_of(t).str();
   return out;
@@ -97,7 +97,7 @@ void check_scenario(const std::string& name, const std::function<void(std::share
   EXPECT_EQ(devices(m), want["after_attach"]) << "after attach";
   auto y = forward(m, parity().x);
   expect_close(y, want["out"], "output");
-  EXPECT_EQ(DeviceManager::instance().device_of(y).str(), want["out_device"].get<std::string>());
+  EXPECT_EQ(Runtime::current().devices().device_of(y).str(), want["out_device"].get<std::string>());
   EXPECT_EQ(devices(m), want["after_forward"]) << "after forward";
   if (offload_folder) {
     EXPECT_EQ(folder(*offload_folder), want["folder"]) << "offload folder";
@@ -111,10 +111,8 @@ void check_scenario(const std::string& name, const std::function<void(std::share
 
 class HookParity : public ::testing::Test {
  protected:
-  void SetUp() override {
-    DeviceManager::instance().configure(0);
-    set_compile_policy(CompilePolicy::WholeHook);
-  }
+  Runtime runtime_{RuntimeOptions{.accelerators = 0}};  // a fresh one per test
+  RuntimeScope installed_{runtime_};
 };
 
 const DeviceId E = DeviceId::cpu();  // the upstream tests' execution device on a CPU machine
@@ -318,7 +316,7 @@ TEST_F(HookParity, Case47To49SetModuleTensorToDevice) {
   const json& want = scenario("case47_49_set_module_tensor_to_device");
   auto m = make_model();
   set_module_tensor_to_device(*m, "linear1.weight", DeviceId::meta());
-  EXPECT_EQ(DeviceManager::instance().device_of(m->linear1->get_tensor("weight")).str(), want["to_meta"]);
+  EXPECT_EQ(Runtime::current().devices().device_of(m->linear1->get_tensor("weight")).str(), want["to_meta"]);
   auto err = [&](const std::function<void()>& fn) {
     try {
       fn();

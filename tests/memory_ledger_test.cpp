@@ -8,14 +8,17 @@
 
 #include "hooks/big_modeling.h"
 #include "hooks/memory.h"
+#include "hooks/runtime.h"
 #include "tests/test_modules.h"
 #include "tracer/events.h"
 
 namespace {
 
 using hs::hooks::DeviceId;
-using hs::hooks::DeviceManager;
 using hs::hooks::MemoryLedger;
+using hs::hooks::Runtime;
+using hs::hooks::RuntimeOptions;
+using hs::hooks::RuntimeScope;
 
 struct CounterSink : hs::events::EventSink {
   std::vector<std::pair<std::string, int64_t>> samples;
@@ -31,34 +34,35 @@ constexpr int64_t kLinear2Bytes = (20 + 5) * 4;                // 100
 class MemoryLedgerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DeviceManager::instance().configure(2, /*prefer_real=*/false);
     model = std::make_shared<hs::test::ModelForTest>();
     hs::models::assign_fqns(*model);
     hs::hooks::cpu_offload(model, DeviceId::accelerator(0));  // buffers stay on 0, params in a CPU state dict
-    hs::events::set_sink(&sink);
+    runtime.set_sink(&sink);
   }
   void TearDown() override {
-    if (MemoryLedger::instance().active()) MemoryLedger::instance().end();
-    hs::events::set_sink(nullptr);
+    if (runtime.ledger().active()) runtime.ledger().end();
+    runtime.set_sink(nullptr);
   }
-  std::map<std::string, int64_t> resident() const {
+  std::map<std::string, int64_t> resident() {
     std::map<std::string, int64_t> out;
-    for (const auto& [d, b] : MemoryLedger::instance().resident()) out[d.str()] = b;
+    for (const auto& [d, b] : runtime.ledger().resident()) out[d.str()] = b;
     return out;
   }
-  std::shared_ptr<hs::test::ModelForTest> model;
   CounterSink sink;
+  Runtime runtime{RuntimeOptions{.accelerators = 2, .prefer_real = false}};  // a fresh one per test
+  RuntimeScope installed{runtime};
+  std::shared_ptr<hs::test::ModelForTest> model;
 };
 
 TEST_F(MemoryLedgerTest, BeginCountsWeightsWhereTheyLiveAndReportsEveryDevice) {
-  MemoryLedger::instance().begin(*model);
+  runtime.ledger().begin(*model);
   EXPECT_EQ(resident(), (std::map<std::string, int64_t>{{"0", kBufferBytes}, {"1", 0}, {"cpu", kParamBytes}}));
   // The first sample reports every device, 0 bytes included.
   EXPECT_EQ(sink.samples.size(), 3u);
 }
 
 TEST_F(MemoryLedgerTest, OnloadedWeightsCountUntilOffloadedAndActivationsUntilFreed) {
-  auto& ledger = MemoryLedger::instance();
+  MemoryLedger& ledger = runtime.ledger();
   ledger.begin(*model);
   c10::InferenceMode g;
   torch::Tensor y = model->call_tensor({{torch::ones({2, 3})}, {}});
@@ -92,7 +96,7 @@ TEST_F(MemoryLedgerTest, OnloadedWeightsCountUntilOffloadedAndActivationsUntilFr
 }
 
 TEST_F(MemoryLedgerTest, AStorageCountsOnceAndOnlyWhileActive) {
-  auto& ledger = MemoryLedger::instance();
+  MemoryLedger& ledger = runtime.ledger();
   auto t = torch::zeros({256});  // 1 KiB
   ledger.track(t, DeviceId::accelerator(1));  // inactive: ignored
   ledger.begin(*model);
@@ -114,7 +118,7 @@ TEST_F(MemoryLedgerTest, AStorageCountsOnceAndOnlyWhileActive) {
 }
 
 TEST_F(MemoryLedgerTest, HookSamplesRecheckRecentStoragesAndStepSamplesAll) {
-  auto& ledger = MemoryLedger::instance();
+  MemoryLedger& ledger = runtime.ledger();
   ledger.begin(*model);
   auto older = torch::zeros({256}), recent = torch::zeros({128});
   ledger.track(older, DeviceId::accelerator(1));

@@ -6,7 +6,6 @@
 // Times are host steady-clock nanoseconds (`hs::events::now_ns()`); sizes are bytes.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -60,17 +59,5 @@ class EventSink {
   inline void emit(EventSink& sink, const Type& event) { sink.method(event); }
 HS_HOST_EVENT_KINDS(HS_EMIT_OVERLOAD_)
 #undef HS_EMIT_OVERLOAD_
-
-namespace detail {
-inline std::atomic<EventSink*>& sink_slot() {
-  static std::atomic<EventSink*> slot{nullptr};
-  return slot;
-}
-}  // namespace detail
-
-/// The process-wide sink the hooks report to (nullptr = recording off). Not owned: the
-/// caller keeps it alive until it sets another.
-inline EventSink* sink() { return detail::sink_slot().load(std::memory_order_acquire); }
-inline void set_sink(EventSink* s) { detail::sink_slot().store(s, std::memory_order_release); }
 
 }  // namespace hs::events

@@ -24,9 +24,9 @@
 //   hs::storage::Store store("capture.hscope");
 //   hs::tracer::HostTracer tracer(store);
 //   int64_t run = tracer.begin_run(info);     // run row written as `incomplete`
-//   hs::events::set_sink(&tracer);
+//   runtime.set_sink(&tracer);                // hs::hooks::Runtime (hooks/runtime.h)
 //   ... model forward ...
-//   hs::events::set_sink(nullptr);
+//   runtime.set_sink(nullptr);
 //   tracer.end_run(RunStatus::Complete);      // last batch + `complete`, one transaction
 #pragma once
 

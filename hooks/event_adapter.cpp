@@ -1,0 +1,73 @@
+#include "hooks/event_adapter.h"
+
+#include <string>
+
+#include "hooks/hooks.h"
+#include "hooks/offload.h"
+#include "hooks/runtime.h"
+
+namespace hs::hooks {
+
+namespace {
+
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "float32";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kHalf: return "float16";
+    case c10::kDouble: return "float64";
+    case c10::kLong: return "int64";
+    case c10::kInt: return "int32";
+    default: return c10::toString(t);
+  }
+}
+
+}  // namespace
+
+void EventSinkAdapter::on_move(const Move& m) {
+  events::EventSink* s = runtime_.sink();
+  if (!s || m.weight_onload) return;
+  const DeviceManager& dm = runtime_.devices();
+  const std::string src = m.src.str(), dst = m.dst.str();
+  // The module whose call (hook included) made the copy: the innermost one running.
+  const auto& stack = runtime_.call_stack();
+  const std::string module = stack.empty() ? std::string() : stack.back()->fqn();
+  s->transfer({src, dst, m.bytes, dm.is_emulated(m.src) || dm.is_emulated(m.dst), module, m.start_ns, m.end_ns});
+}
+
+void EventSinkAdapter::on_hook_begin(const HookCall& call) {
+  events::EventSink* s = runtime_.sink();
+  if (!s || call.phase != events::HookPhase::PostForward || !call.align) return;
+  auto it = compute_start_.find(call.align);
+  if (it == compute_start_.end()) return;
+  const int64_t start = it->second;
+  compute_start_.erase(it);
+  const auto& exec = call.align->execution_device;
+  const std::string dev = exec ? exec->str() : std::string("cpu");
+  s->module_compute({call.module.fqn(), call.module.class_name(), dev, start, call.called_ns});
+}
+
+void EventSinkAdapter::on_hook_end(const HookCall& call) {
+  events::EventSink* s = runtime_.sink();
+  if (!s) return;
+  s->hook_span({call.hook_class(), call.phase, call.module.fqn(), call.module.class_name(), call.start_ns, call.end_ns});
+  if (call.completed && call.phase == events::HookPhase::PreForward && call.align)
+    compute_start_[call.align] = call.end_ns;
+}
+
+void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {
+  events::EventSink* s = runtime_.sink();
+  if (!s) return;
+  const std::string dtype = dtype_name(w.value.scalar_type()), device = w.device.str();
+  events::WeightSource source = events::WeightSource::Device;
+  bool pinned = false;
+  if (w.onload) {
+    const bool in_memory = w.hook.weights_map && w.hook.weights_map->in_memory(w.tensor).has_value();
+    source = in_memory ? events::WeightSource::Cpu : events::WeightSource::Disk;
+    pinned = w.value.is_pinned();
+  }
+  s->weight_swap({w.onload, w.module.fqn(), w.tensor, static_cast<int64_t>(w.value.nbytes()), dtype, source, device,
+                  pinned, w.start_ns, w.end_ns});
+}
+
+}  // namespace hs::hooks

@@ -1,0 +1,135 @@
+// The runtime (hooks/runtime.h): installed per thread by RuntimeScope, and the one place the
+// hooks' work is published — each copy once, to every subscriber, and from there to the event
+// sink — on accelerate's ModelForTest, cpu-offloaded to one emulated accelerator.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hooks/big_modeling.h"
+#include "hooks/runtime.h"
+#include "tests/test_modules.h"
+#include "tracer/events.h"
+
+namespace {
+
+using namespace hs::hooks;
+namespace events = hs::events;
+
+RuntimeOptions one_emulated() { return RuntimeOptions{.accelerators = 1, .prefer_real = false}; }
+
+struct MoveLog : RuntimeSubscriber {
+  struct Entry {
+    DeviceId src, dst;
+    int64_t bytes;
+    bool weight_onload;
+    bool tensor_on_dst;
+  };
+  std::vector<Entry> moves;
+  int hook_begins = 0, hook_ends = 0;
+  void on_move(const Move& m) override {
+    moves.push_back({m.src, m.dst, m.bytes, m.weight_onload,
+                     Runtime::current().devices().device_of(m.tensor) == m.dst});
+  }
+  void on_hook_begin(const HookCall&) override { ++hook_begins; }
+  void on_hook_end(const HookCall& c) override { hook_ends += c.completed; }
+};
+
+struct CountingSink : events::EventSink {
+  int transfers = 0, onloads = 0, offloads = 0, spans = 0, computes = 0;
+  std::vector<std::string> compute_devices, transfer_modules;
+  void transfer(const events::Transfer& t) override {
+    ++transfers;
+    transfer_modules.emplace_back(t.module);
+  }
+  void weight_swap(const events::WeightSwap& w) override { ++(w.onload ? onloads : offloads); }
+  void hook_span(const events::HookSpan&) override { ++spans; }
+  void module_compute(const events::ModuleCompute& c) override {
+    ++computes;
+    compute_devices.emplace_back(c.device);
+  }
+};
+
+std::shared_ptr<hs::test::ModelForTest> offloaded_model() {
+  auto m = std::make_shared<hs::test::ModelForTest>();
+  hs::models::assign_fqns(*m);
+  cpu_offload(m, DeviceId::accelerator(0));
+  return m;
+}
+
+}  // namespace
+
+TEST(RuntimeScope, CurrentIsTheInstalledRuntimeScopesNestAndThreadsHaveTheirOwn) {
+  EXPECT_EQ(Runtime::current_or_null(), nullptr);
+  EXPECT_THROW(Runtime::current(), std::logic_error);
+  Runtime outer(one_emulated());
+  Runtime inner(RuntimeOptions{.accelerators = 3, .prefer_real = false});
+  {
+    RuntimeScope a(outer);
+    EXPECT_EQ(&Runtime::current(), &outer);
+    {
+      RuntimeScope b(inner);
+      EXPECT_EQ(Runtime::current().devices().num_accelerators(), 3);
+      std::thread other([] { EXPECT_EQ(Runtime::current_or_null(), nullptr); });
+      other.join();
+    }
+    EXPECT_EQ(&Runtime::current(), &outer);
+  }
+  EXPECT_EQ(Runtime::current_or_null(), nullptr);
+  EXPECT_THROW({ Runtime bad(RuntimeOptions{.accelerators = -1}); }, std::invalid_argument);
+}
+
+TEST(RuntimeMoves, EachCopyIsPublishedOnceWeightOnloadsMarked) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto model = offloaded_model();
+  MoveLog log;
+  auto subscription = runtime.subscribe(log);
+  c10::InferenceMode g;
+  torch::Tensor y = model->call_tensor({{torch::ones({2, 3})}, {}});
+  // Six parameters onloaded cpu -> 0; the input moved cpu -> 0 by linear1's hook and the output
+  // back 0 -> cpu by the root's io_same_device hook. Nothing else is copied.
+  int onloads = 0, activations = 0;
+  for (const auto& m : log.moves) {
+    EXPECT_TRUE(m.tensor_on_dst);
+    if (m.weight_onload) {
+      ++onloads;
+      EXPECT_EQ(m.src, DeviceId::cpu());
+      EXPECT_EQ(m.dst, DeviceId::accelerator(0));
+    } else {
+      ++activations;
+    }
+  }
+  EXPECT_EQ(onloads, 6);
+  EXPECT_EQ(activations, 2);
+  EXPECT_EQ(log.moves.front().bytes, 4 * 4 * 3) << "linear1.weight, 4x3 float32";
+  // Root + 3 children, pre_forward and post_forward each: begun and completed.
+  EXPECT_EQ(log.hook_begins, 8);
+  EXPECT_EQ(log.hook_ends, 8);
+  EXPECT_FALSE(runtime.devices().current_execution().has_value()) << "every push was popped";
+  subscription.reset();
+  model->call_tensor({{torch::ones({2, 3})}, {}});
+  EXPECT_EQ(log.moves.size(), 8u) << "an ended subscription hears nothing";
+}
+
+TEST(RuntimeMoves, TheSinkAdapterRecordsOnloadsAsSwapsNotTransfers) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto model = offloaded_model();
+  CountingSink sink;
+  runtime.set_sink(&sink);
+  c10::InferenceMode g;
+  model->call_tensor({{torch::ones({2, 3})}, {}});
+  runtime.set_sink(nullptr);
+  EXPECT_EQ(sink.onloads, 6);
+  EXPECT_EQ(sink.offloads, 6);
+  EXPECT_EQ(sink.transfers, 2);
+  EXPECT_EQ(sink.transfer_modules, (std::vector<std::string>{"linear1", ""})) << "the module whose hook moved it";
+  EXPECT_EQ(sink.spans, 8);
+  // The three children compute on accelerator 0; the root's hook has no execution device.
+  EXPECT_EQ(sink.compute_devices, (std::vector<std::string>{"0", "0", "0", "cpu"}));
+  model->call_tensor({{torch::ones({2, 3})}, {}});
+  EXPECT_EQ(sink.spans, 8) << "no sink, no events";
+}
