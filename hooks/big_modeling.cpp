@@ -251,18 +251,28 @@ DiskOffloadPlan plan_disk_offload(const HookableModule& model, const std::vector
 }
 
 // accelerate's `tied_params_map`: an empty entry for the data pointer of every tied parameter
-// that is not on meta.
+// that is not on meta. The map is keyed by addresses, so it also keeps those parameters'
+// storages alive: once init_hook sends an offloaded one to meta its memory would be freed, and a
+// later onload allocated at the same address would find the stale entry and be swapped for
+// another tensor (in accelerate the same can happen; it is rare there only because the
+// addresses are seldom reused).
 std::shared_ptr<TiedParamsMap> tied_params_map_of(const std::shared_ptr<HookableModule>& model,
                                                   const std::vector<std::vector<std::string>>& tied_groups) {
-  auto tied_map = std::make_shared<TiedParamsMap>();
+  struct MapWithStorages {
+    TiedParamsMap map;
+    std::vector<torch::Tensor> keys_alive;
+  };
+  auto holder = std::make_shared<MapWithStorages>();
   for (const auto& group : tied_groups)
     for (const auto& name : group) {
       auto dot = name.rfind('.');
       auto m = models::get_submodule(model, dot == std::string::npos ? "" : name.substr(0, dot));
       const auto& t = m->get_tensor(dot == std::string::npos ? name : name.substr(dot + 1));
-      if (!t.is_meta()) (*tied_map)[t.data_ptr()];
+      if (t.is_meta()) continue;
+      holder->map[t.data_ptr()];
+      holder->keys_alive.push_back(t);
     }
-  return tied_map;
+  return std::shared_ptr<TiedParamsMap>(holder, &holder->map);  // shares ownership of the storages
 }
 
 }  // namespace
