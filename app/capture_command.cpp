@@ -24,6 +24,7 @@ struct CaptureArgs {
   std::string max_memory;
   std::string prompt = "The capital of France is";
   std::string prompt_ids;  ///< comma-separated token ids; replaces --prompt (no tokenizer needed)
+  bool prompt_ids_given = false;
   int64_t max_new_tokens = 64;
   int repeats = 5;
   int warmup = 2;
@@ -45,6 +46,9 @@ Matrix matrix_of(const CaptureArgs& a) {
   else if (a.fullgraph == "on" || a.fullgraph == "true") m.fullgraphs = {true};
   else if (a.fullgraph == "off" || a.fullgraph == "false") m.fullgraphs = {false};
   else throw std::invalid_argument("--fullgraph must be both, on or off (got '" + a.fullgraph + "')");
+  if (m.size() == 0)
+    throw std::invalid_argument("--modes " + a.modes + " with --fullgraph " + a.fullgraph +
+                                " selects no run: fullgraph applies only to the capturing modes (default, reduce-overhead)");
   return m;
 }
 
@@ -73,6 +77,7 @@ LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) 
   if (!a.max_memory.empty()) o.max_memory = hooks::parse_max_memory(a.max_memory);
   o.prompt = a.prompt;
   o.prompt_ids = parse_prompt_ids(a.prompt_ids);
+  if (a.prompt_ids_given && o.prompt_ids.empty()) throw std::invalid_argument("--prompt-ids: no token ids given");
   o.max_new_tokens = a.max_new_tokens;
   o.repeats = a.repeats;
   o.warmup = a.warmup;
@@ -113,14 +118,18 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   c->add_option("--devices", a->devices, "Logical accelerators (emulated when fewer real ones)")->check(CLI::Range(1, 64));
   c->add_option("--max-memory", a->max_memory, "Budgets for the sharded map, e.g. 0=200MB,1=200MB,cpu=4GiB");
   auto* prompt = c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");
-  c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")->excludes(prompt);
+  auto* prompt_ids =
+      c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")->excludes(prompt);
   c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens per greedy decode");
   c->add_option("--repeats", a->repeats, "Measured decodes per run");
   c->add_option("--warmup", a->warmup, "Unmeasured decodes first");
   c->add_option("--dtype", a->dtype, "Weight dtype")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   c->add_option("--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");
   c->footer("Example:\n  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite");
-  c->callback([a, &run_selected] { run_selected = [a] { return run_capture(*a); }; });
+  c->callback([a, prompt_ids, &run_selected] {
+    a->prompt_ids_given = prompt_ids->count() > 0;
+    run_selected = [a] { return run_capture(*a); };
+  });
   return c;
 }
 

@@ -58,10 +58,10 @@ torch::Tensor param(const std::shared_ptr<models::CausalLM>& m, const std::strin
   return models::get_submodule(m, name.substr(0, dot))->get_tensor(name.substr(dot + 1));
 }
 
-// An offload folder per scenario; rewritten when it does not hold this model's index.
+// The offload folder of a scenario (disk, mixed): WORK_DIR/offload-WHAT, emptied and written
+// afresh each time the scenario is prepared.
 fs::path offload_folder(const ScenarioOptions& o, const std::string& what) {
-  fs::path d = o.work_dir / ("offload-" + what);
-  return d;
+  return o.work_dir / ("offload-" + what);
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ struct ScenarioOptions {
   /// Budgets for infer_auto_device_map (sharded). Default: per accelerator the largest block
   /// plus 1/N of the weights, so every accelerator gets some and none gets all.
   std::optional<hooks::MaxMemory> max_memory;
-  /// Where offload folders are written (one per scenario, reused when it already holds the
-  /// same model's index.json).
+  /// Where offload folders are written: WORK_DIR/offload-disk and WORK_DIR/offload-mixed, each
+  /// removed and written afresh when its scenario is prepared.
   std::filesystem::path work_dir;
 };
 

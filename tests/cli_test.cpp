@@ -88,6 +88,22 @@ TEST(Cli, BadEnumeratedCaptureOptionsAreUsageErrors) {
   }
 }
 
+// A selection that runs nothing (eager has no fullgraph runs) or an empty --prompt-ids is an
+// error before anything is written: an existing capture at --out stays as it was.
+TEST(Cli, CaptureThatWouldRunNothingLeavesTheOldFileAlone) {
+  const auto dir = hs::test::scratch_dir("cli-capture-nothing");
+  const auto out = dir / "old.sqlite";
+  { std::ofstream(out) << "an earlier capture"; }
+  const std::string model = hs::test::tiny_checkpoint("tiny-llama").string();
+  auto r = hookscope({"capture", "--model", model, "--modes", "eager", "--fullgraph", "on", "--out", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("selects no run"), std::string::npos) << r.err;
+  r = hookscope({"capture", "--model", model, "--prompt-ids", "", "--out", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
+  EXPECT_EQ(hs::test::read_file(out), "an earlier capture");
+}
+
 TEST(Cli, PlanLowZeroNeedsBalanced) {
   auto r = hookscope({"plan", "--model", "/nonexistent/model-dir", "--low-zero"});
   EXPECT_EQ(r.exit_code, 2) << r.err;

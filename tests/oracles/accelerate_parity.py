@@ -159,7 +159,7 @@ def scenarios(out_dir, x):
         make_model(), x, lambda m: add_hook_to_module(m, SequentialHook(PostForwardHook(), PostForwardHook())),
         lambda m: remove_hook_from_module(m))
 
-    # Append semantics (case 2 and §1.2): init/detach order.
+    # Append semantics (case 2): init/detach order.
     log = []
     m = make_model()
     add_hook_to_module(m, CountingHook("a", log))

@@ -25,8 +25,8 @@ usage:
   offload_oracle.py merge FOLDER NEW_INDEX_JSON
       save_offload_index(json.load(NEW_INDEX_JSON), FOLDER).
   offload_oracle.py semantics OUT
-      OffloadedWeightsLoader / PrefixedDataset / extract_submodules_state_dict behaviour (§6.4,
-      §6.5, case 77) and error texts.
+      OffloadedWeightsLoader / PrefixedDataset / extract_submodules_state_dict behaviour
+      (case 77 among them) and error texts.
 """
 import json
 import os
