@@ -77,6 +77,7 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   info.versions_json = setup.versions.dump();
   const int64_t run = tracer.begin_run(info);
   RunResult r = engine.run(cell, tracer);
+  const nlohmann::json result = r.to_json(cell);
   if (r.outcome != RunResult::Outcome::Failed) {
     storage::CompileResult cr;
     cr.fullgraph_ok = r.outcome == RunResult::Outcome::Ok;
@@ -84,10 +85,10 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
     cr.graph_count = r.graph_count.value_or(0);
     cr.graph_break_count = r.graph_break_count.value_or(0);
     cr.recompiles = r.recompiles.value_or(0);
-    cr.break_reasons = r.to_json(cell)["break_reasons"];
+    cr.break_reasons = result["break_reasons"];
     store.add_compile_result(run, cr);
   }
-  store.set_run_result(run, r.to_json(cell));
+  store.set_run_result(run, result);
   const bool failed = r.outcome == RunResult::Outcome::Failed;
   tracer.end_run(failed ? tracer::RunStatus::Failed : tracer::RunStatus::Complete, failed ? r.error : std::string());
   progress.line(cell_label(cell) + ": " + r.summary());
