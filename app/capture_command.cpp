@@ -2,11 +2,15 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <cstdlib>
 #include <memory>
+
+#include <unistd.h>
 
 #include "app/capture_runner.h"
 #include "app/cli_util.h"
 #include "app/libtorch_engine.h"
+#include "app/torch_engine.h"
 
 namespace hs::app {
 
@@ -30,7 +34,25 @@ struct CaptureArgs {
   int warmup = 2;
   std::string dtype = "f32";
   std::string out = "out/capture.sqlite";
+  std::string engine;  ///< torch | libtorch | both; "" = both where the driver's Python is there
+  std::string python;
+  std::vector<std::string> accelerate;  ///< NAME=PATH
+  std::string cache_implementation = "dynamic";
+  std::string backend;
+  std::string keep_driver_files;
 };
+
+#ifndef HOOKSCOPE_DEFAULT_PYTHON
+#define HOOKSCOPE_DEFAULT_PYTHON ""
+#endif
+#ifndef HOOKSCOPE_DRIVER_DIR
+#define HOOKSCOPE_DRIVER_DIR ""
+#endif
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
 
 Matrix matrix_of(const CaptureArgs& a) {
   Matrix m;
@@ -46,7 +68,7 @@ Matrix matrix_of(const CaptureArgs& a) {
   else if (a.fullgraph == "on" || a.fullgraph == "true") m.fullgraphs = {true};
   else if (a.fullgraph == "off" || a.fullgraph == "false") m.fullgraphs = {false};
   else throw std::invalid_argument("--fullgraph must be both, on or off (got '" + a.fullgraph + "')");
-  if (m.size() == 0)
+  if (m.cells(m.scenarios.front(), true).empty())
     throw std::invalid_argument("--modes " + a.modes + " with --fullgraph " + a.fullgraph +
                                 " selects no run: fullgraph applies only to the capturing modes (default, reduce-overhead)");
   return m;
@@ -86,18 +108,78 @@ LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) 
   return o;
 }
 
+TorchEngineOptions torch_options(const CaptureArgs& a, const LibTorchEngineOptions& lt, const fs::path& work) {
+  TorchEngineOptions o;
+  o.python = a.python.empty() ? env_or("HOOKSCOPE_PYTHON", HOOKSCOPE_DEFAULT_PYTHON) : a.python;
+  o.package_dir = env_or("HOOKSCOPE_DRIVER_PATH", HOOKSCOPE_DRIVER_DIR);
+  o.model = a.model;
+  o.dtype = a.dtype;
+  o.devices = a.devices;
+  o.prompt = a.prompt;
+  o.prompt_ids = lt.prompt_ids;
+  o.max_new_tokens = a.max_new_tokens;
+  o.repeats = a.repeats;
+  o.warmup = a.warmup;
+  o.cache_implementation = a.cache_implementation;
+  o.backend = a.backend == "inductor" ? "" : a.backend;
+  for (const auto& t : a.accelerate) {
+    const size_t eq = t.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == t.size())
+      throw std::invalid_argument("--accelerate: '" + t + "' is not NAME=PATH");
+    const std::string name = t.substr(0, eq);
+    if (name == "whole-hook" || name == "offload-only" || !o.accelerate_trees.emplace(name, t.substr(eq + 1)).second)
+      throw std::invalid_argument("--accelerate: the name '" + name + "' is taken");
+  }
+  o.work_dir = work;
+  return o;
+}
+
+// Which engines run: --engine, or both when the driver's Python is there.
+std::pair<bool, bool> engines_of(const CaptureArgs& a) {
+  if (a.engine == "torch") return {false, true};
+  if (a.engine == "libtorch") return {true, false};
+  if (a.engine == "both") return {true, true};
+  const std::string py = a.python.empty() ? env_or("HOOKSCOPE_PYTHON", HOOKSCOPE_DEFAULT_PYTHON) : a.python;
+  const bool torch = !py.empty() && fs::exists(py) && fs::is_directory(fs::path(env_or("HOOKSCOPE_DRIVER_PATH", HOOKSCOPE_DRIVER_DIR)) / "hookscope_torch");
+  if (!torch) std::fprintf(stderr, "[hookscope] no Python with the torch engine's driver: running the libtorch engine only\n");
+  return {true, torch};
+}
+
 int run_capture(const CaptureArgs& a) {
-  const Matrix matrix = matrix_of(a);
+  Matrix matrix = matrix_of(a);
   const fs::path out(a.out);
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
     throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
+  const auto [use_libtorch, use_torch] = engines_of(a);
+  if (!a.accelerate.empty() && !use_torch) throw std::invalid_argument("--accelerate needs the torch engine (--engine torch or both)");
+  for (const auto& t : a.accelerate) matrix.accelerate_trees.push_back(t.substr(0, t.find('=')));
   LibTorchEngineOptions options = engine_options(a, out);
   options.log = [](const std::string& level, const std::string& msg) {
     if (level == "WARNING" && msg.find("offloaded to the") == std::string::npos)
       std::fprintf(stderr, "[accelerate WARNING] %s\n", msg.c_str());
   };
-  LibTorchEngine engine(std::move(options));
-  return run_matrix(engine, matrix, out) ? 1 : 0;
+  const fs::path work = a.keep_driver_files.empty()
+                            ? fs::temp_directory_path() / ("hookscope-torch-" + std::to_string(::getpid()))
+                            : fs::path(a.keep_driver_files);
+  std::unique_ptr<TorchEngine> torch;
+  if (use_torch) torch = std::make_unique<TorchEngine>(torch_options(a, options, work));
+  std::unique_ptr<LibTorchEngine> libtorch;
+  if (use_libtorch) libtorch = std::make_unique<LibTorchEngine>(std::move(options));
+  std::vector<Engine*> engines;
+  if (libtorch) engines.push_back(libtorch.get());
+  if (torch) engines.push_back(torch.get());
+  int failures = 0;
+  try {
+    failures = run_matrix(engines, matrix, out);
+  } catch (...) {
+    torch.reset();
+    if (a.keep_driver_files.empty()) fs::remove_all(work);
+    throw;
+  }
+  torch.reset();  // the drivers finish before their folder goes
+  if (a.keep_driver_files.empty()) fs::remove_all(work);
+  else std::fprintf(stderr, "[hookscope] the torch driver's files (traces, compile logs, logs) are in %s\n", work.c_str());
+  return failures ? 1 : 0;
 }
 
 }  // namespace
@@ -124,6 +206,23 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   c->add_option("--repeats", a->repeats, "Measured decodes per run");
   c->add_option("--warmup", a->warmup, "Unmeasured decodes first");
   c->add_option("--dtype", a->dtype, "Weight dtype")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  c->add_option("--engine", a->engine,
+                 "torch (real transformers + accelerate + torch.compile in a child Python), libtorch (hookscope's "
+                 "C++ port) or both; default: both when the driver's Python is there")
+      ->check(one_of({"torch", "libtorch", "both"}));
+  c->add_option("--python", a->python, "Python of the torch engine (default: $HOOKSCOPE_PYTHON, else the project's .venv)");
+  c->add_option("--accelerate", a->accelerate,
+                "NAME=PATH: run an accelerate source tree (the folder holding accelerate/) as one more policy; "
+                "repeatable (torch engine)");
+  c->add_option("--cache-implementation", a->cache_implementation,
+                "transformers' KV cache for generate (torch engine): dynamic, or static (the path it recommends with torch.compile)")
+      ->check(one_of({"dynamic", "static"}));
+  c->add_option("--backend", a->backend,
+                "torch.compile backend of the capturing modes (torch engine): inductor, or Dynamo's eager / aot_eager "
+                "(graph breaks and fullgraph do not depend on it; they compile in seconds)")
+      ->check(one_of({"inductor", "eager", "aot_eager"}));
+  c->add_option("--keep-driver-files", a->keep_driver_files,
+                "Keep the torch engine's traces, compile logs and offload folders in DIR (default: a temporary folder, removed)");
   c->add_option("--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");
   c->footer("Example:\n  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite");
   c->callback([a, prompt_ids, &run_selected] {

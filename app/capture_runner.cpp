@@ -8,20 +8,25 @@
 
 namespace hs::app {
 
-std::vector<Cell> Matrix::cells(Scenario s) const {
+std::vector<Cell> Matrix::cells(Scenario s, bool trees) const {
   std::vector<Cell> out;
-  for (auto policy : policies)
+  auto add = [&](hooks::CompilePolicy policy, const std::string& tree) {
     for (auto mode : modes)
       for (bool fg : fullgraphs) {
         if (mode == compile::Mode::Eager && fg) continue;  // fullgraph only means something when capturing
-        out.push_back({s, policy, mode, fg});
+        out.push_back({s, policy, mode, fg, tree});
       }
+  };
+  for (auto policy : policies) add(policy, "");
+  if (trees)
+    for (const auto& t : accelerate_trees) add(hooks::CompilePolicy::WholeHook, t);
   return out;
 }
 
-size_t Matrix::size() const {
+size_t Matrix::size(const std::vector<Engine*>& engines) const {
   size_t n = 0;
-  for (auto s : scenarios) n += cells(s).size();
+  for (const Engine* e : engines)
+    for (auto s : scenarios) n += cells(s, e->runs_accelerate_trees()).size();
   return n;
 }
 
@@ -69,21 +74,24 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   const RunSetup setup = engine.setup(cell);
   tracer::RunInfo info;
   info.scenario = scenario_name(cell.scenario);
-  info.policy = hooks::policy_name(cell.policy);
+  info.policy = policy_label(cell);
   info.mode = compile::mode_name(cell.mode);
   info.fullgraph = cell.fullgraph;
   info.model = setup.model;
   info.device_map_json = setup.device_map.dump();
   info.versions_json = setup.versions.dump();
+  info.engine = engine.name();
   const int64_t run = tracer.begin_run(info);
-  RunResult r = engine.run(cell, tracer);
-  const nlohmann::json result = r.to_json(cell);
-  if (r.outcome != RunResult::Outcome::Failed) {
+  RunContext ctx{tracer, store, run};
+  RunResult r = engine.run(cell, ctx);
+  nlohmann::json result = r.to_json(cell);
+  result["engine"] = engine.name();
+  if (r.outcome != RunResult::Outcome::Failed && r.captured_regions) {
     storage::CompileResult cr;
     cr.fullgraph_ok = r.outcome == RunResult::Outcome::Ok;
     if (r.outcome == RunResult::Outcome::Unsupported) cr.error = r.error;
-    cr.graph_count = r.graph_count.value_or(0);
-    cr.graph_break_count = r.graph_break_count.value_or(0);
+    cr.region_count = r.captured_regions.value_or(0);
+    cr.disabled_scope_entries = r.disabled_scope_entries.value_or(0);
     cr.recompiles = r.recompiles.value_or(0);
     cr.break_reasons = result["break_reasons"];
     store.add_compile_result(run, cr);
@@ -91,31 +99,36 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   store.set_run_result(run, result);
   const bool failed = r.outcome == RunResult::Outcome::Failed;
   tracer.end_run(failed ? tracer::RunStatus::Failed : tracer::RunStatus::Complete, failed ? r.error : std::string());
-  progress.line(cell_label(cell) + ": " + r.summary());
+  progress.line(engine.name() + " " + cell_label(cell) + ": " + r.summary());
   return !failed;
 }
 
 }  // namespace
 
-int run_matrix(Engine& engine, const Matrix& matrix, const std::filesystem::path& out) {
+int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out) {
   // The first scenario is prepared before the file is opened (and replaced): settings that do
   // not fit the model fail here and leave an existing capture alone.
-  engine.prepare(matrix.scenarios.front());
+  for (Engine* e : engines) e->prepare(matrix.scenarios.front());
   storage::StoreOptions so;
   so.overwrite = true;
   storage::Store store(out, so);
-  add_devices(store, engine.accelerators());
+  std::vector<hooks::AcceleratorInfo> accelerators;
+  for (const Engine* e : engines)
+    if (accelerators.empty()) accelerators = e->accelerators();
+  add_devices(store, accelerators);
   tracer::HostTracer tracer(store);
-  Progress progress(matrix.size());
+  const size_t total = matrix.size(engines);
+  Progress progress(total);
   int failures = 0;
-  for (size_t i = 0; i < matrix.scenarios.size(); ++i) {
-    if (i > 0) engine.prepare(matrix.scenarios[i]);
-    for (const Cell& cell : matrix.cells(matrix.scenarios[i]))
-      failures += !run_cell(engine, cell, store, tracer, progress);
-  }
+  for (size_t i = 0; i < matrix.scenarios.size(); ++i)
+    for (Engine* e : engines) {
+      if (i > 0) e->prepare(matrix.scenarios[i]);
+      for (const Cell& cell : matrix.cells(matrix.scenarios[i], e->runs_accelerate_trees()))
+        failures += !run_cell(*e, cell, store, tracer, progress);
+    }
   store.finalize();
   store.close();
-  std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", out.c_str(), matrix.size());
+  std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", out.c_str(), total);
   return failures;
 }
 

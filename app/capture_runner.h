@@ -14,18 +14,22 @@ struct Matrix {
   std::vector<hooks::CompilePolicy> policies;
   std::vector<compile::Mode> modes;
   std::vector<bool> fullgraphs;  ///< {false}, {true} or {false, true}; eager runs only without
+  /// `--accelerate` source trees by name: more policies, for engines that run them.
+  std::vector<std::string> accelerate_trees;
 
-  /// The cells of scenario `s`, in capture order (policy, then mode, then fullgraph).
-  std::vector<Cell> cells(Scenario s) const;
-  /// Every cell of every scenario.
-  size_t size() const;
+  /// The cells of scenario `s` for an engine (`trees`: it runs accelerate trees), in capture
+  /// order (policy, then mode, then fullgraph).
+  std::vector<Cell> cells(Scenario s, bool trees) const;
+  /// Every cell of every scenario for each engine.
+  size_t size(const std::vector<Engine*>& engines) const;
 };
 
-/// Runs every cell through `engine`, scenario by scenario, into a new capture at `out` (an
-/// existing file there is replaced once the first scenario is prepared), printing one progress
-/// line per run to stderr. Each run is recorded `incomplete` until its results are stored,
-/// then `complete` (or `failed` when the engine reports a failure). Returns the number of failed runs.
-/// Throws what the engine's prepare throws (naming the scenario) and the store's errors.
-int run_matrix(Engine& engine, const Matrix& matrix, const std::filesystem::path& out);
+/// Runs every cell through each engine, scenario by scenario (within one, engine by engine),
+/// into a new capture at `out` (an existing file there is replaced once the first scenario is
+/// prepared by every engine), printing one progress line per run to stderr. Each run is
+/// recorded `incomplete` until its results are stored, then `complete` (or `failed` when the
+/// engine reports a failure). Returns the number of failed runs.
+/// Throws what an engine's prepare throws (naming the scenario) and the store's errors.
+int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out);
 
 }  // namespace hs::app

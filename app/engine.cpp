@@ -6,8 +6,12 @@ namespace hs::app {
 
 using nlohmann::json;
 
+std::string policy_label(const Cell& c) {
+  return c.accelerate_tree.empty() ? hooks::policy_name(c.policy) : c.accelerate_tree;
+}
+
 std::string cell_label(const Cell& c) {
-  return scenario_name(c.scenario) + " " + hooks::policy_name(c.policy) + " " + compile::mode_name(c.mode) +
+  return scenario_name(c.scenario) + " " + policy_label(c) + " " + compile::mode_name(c.mode) +
          (c.fullgraph ? " fullgraph" : "");
 }
 
@@ -36,7 +40,7 @@ json RunResult::to_json(const Cell& cell) const {
   json reasons = json::array();
   for (const auto& b : break_reasons) reasons.push_back({{"reason", b.reason}, {"function", b.function}, {"module", b.module}});
   json r{{"scenario", scenario_name(cell.scenario)},
-         {"policy", hooks::policy_name(cell.policy)},
+         {"policy", policy_label(cell)},
          {"mode", compile::mode_name(cell.mode)},
          {"fullgraph", cell.fullgraph},
          {"status", outcome == Outcome::Ok ? "ok" : "error"},
@@ -45,6 +49,8 @@ json RunResult::to_json(const Cell& cell) const {
          {"model", model},
          {"graph_count", or_null(graph_count)},
          {"graph_break_count", or_null(graph_break_count)},
+         {"captured_regions", or_null(captured_regions)},
+         {"disabled_scope_entries", or_null(disabled_scope_entries)},
          {"break_reasons", reasons},
          {"diagnostics", diagnostics},
          {"argmax_match", or_null(argmax_match)},
@@ -60,13 +66,17 @@ json RunResult::to_json(const Cell& cell) const {
          {"new_tokens", new_tokens},
          {"recompiles", or_null(recompiles)},
          {"peak_memory_bytes", peak_memory_bytes}};
+  if (extra.is_object()) r.merge_patch(extra);
   return r;
 }
 
 std::string RunResult::summary() const {
   switch (outcome) {
     case Outcome::Ok:
-      return "ok, " + std::to_string(graph_break_count.value_or(0)) + " breaks, " +
+      return "ok, " +
+             (graph_break_count ? std::to_string(*graph_break_count) + " graph breaks, "
+              : disabled_scope_entries ? std::to_string(*disabled_scope_entries) + " disabled-scope entries, "
+                                       : std::string()) +
              std::to_string(static_cast<int>(latency_ms ? latency_ms->median : 0)) + " ms";
     case Outcome::Unsupported:
       return "fullgraph raises at " + (break_reasons.empty() ? std::string("?") : break_reasons.front().function);

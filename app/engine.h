@@ -21,6 +21,7 @@
 #include "hooks/device.h"
 #include "hooks/compiler_disable.h"
 #include "models/numerics.h"
+#include "storage/store.h"
 #include "tracer/host_tracer.h"
 
 namespace hs::app {
@@ -31,8 +32,13 @@ struct Cell {
   hooks::CompilePolicy policy = hooks::CompilePolicy::WholeHook;
   compile::Mode mode = compile::Mode::Eager;
   bool fullgraph = false;
+  /// The name of an accelerate source tree (`--accelerate NAME=PATH`, torch engine only) whose
+  /// hooks the cell runs as they are; "" = `policy` over the installed accelerate.
+  std::string accelerate_tree;
 };
 
+/// The policy as runs name it: "whole-hook", "offload-only", or the accelerate tree's name.
+std::string policy_label(const Cell& c);
 /// "sharded whole-hook default fullgraph".
 std::string cell_label(const Cell& c);
 
@@ -58,7 +64,14 @@ struct RunResult {
   };
   Outcome outcome = Outcome::Ok;
   std::string error;                            ///< Unsupported / Failed: the message
-  std::optional<int64_t> graph_count, graph_break_count, recompiles;
+  /// Dynamo's counts, as `torch._dynamo.explain` reports them: only an engine that runs Dynamo
+  /// (the torch engine) fills them.
+  std::optional<int64_t> graph_count, graph_break_count;
+  /// The LibTorch engine's own measures of one compiled forward: captured regions that ran an
+  /// op, and compiler-disabled scopes entered inside a region. Not Dynamo's counts (Dynamo
+  /// skips frames with a break in a loop and stops at recompile_limit), hence their own names.
+  std::optional<int64_t> captured_regions, disabled_scope_entries;
+  std::optional<int64_t> recompiles;
   std::vector<BreakReason> break_reasons;       ///< of the prefill (Unsupported: where it stopped)
   std::vector<std::string> diagnostics;         ///< the engine's notes on the capture (backend fallbacks, ...)
   std::vector<std::string> weight_devices;      ///< where the weights live: "0", "cpu", "disk"
@@ -69,6 +82,9 @@ struct RunResult {
   int64_t new_tokens = 0;                       ///< tokens per measured decode
   std::map<std::string, int64_t> peak_memory_bytes;  ///< per logical device (hooks/memory.h)
   nlohmann::json model;                         ///< {"id", "path", "dtype", "params", "bytes", "architecture"}
+  /// Fields only one engine has (the torch engine: Dynamo's break reasons with gb codes,
+  /// frames skipped, prefill and per-token latency, ...): merged into to_json's document last.
+  nlohmann::json extra = nlohmann::json::object();
 
   /// The run result document stored with the run (RUNS.results) and read by `report`: the
   /// cell, then every field above under its report.json name (`logits_identical`,
@@ -85,6 +101,14 @@ struct RunSetup {
   nlohmann::json versions;      ///< {"hookscope": ..., "torch": ...}
 };
 
+/// Where a run records: the tracer (its run is active) and the capture file itself, for
+/// engines that import what another process recorded.
+struct RunContext {
+  tracer::HostTracer& tracer;
+  storage::Store& store;
+  int64_t run_id = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -99,10 +123,13 @@ class Engine {
   virtual void prepare(Scenario s) = 0;
   /// What RUNS records for a cell of the prepared scenario.
   virtual RunSetup setup(const Cell& cell) const = 0;
-  /// Runs one cell of the prepared scenario, recording its events into `tracer` (whose run is
-  /// active; the engine installs it as its sink for the run).
+  /// Runs one cell of the prepared scenario, recording its events into the context's tracer
+  /// (whose run is active; the engine installs it as its sink for the run) or, for an engine
+  /// that imports another process's recording, into the store under `ctx.run_id`.
   /// Never throws for a failure of the run itself: that is a RunResult with outcome Failed.
-  virtual RunResult run(const Cell& cell, tracer::HostTracer& tracer) = 0;
+  virtual RunResult run(const Cell& cell, RunContext& ctx) = 0;
+  /// Whether the engine can run `--accelerate` source trees (cells with `accelerate_tree`).
+  virtual bool runs_accelerate_trees() const { return false; }
 };
 
 }  // namespace hs::app

@@ -38,7 +38,12 @@ int run_explain(const ExplainArgs& a) {
     return 0;
   }
   auto num = [&](const char* k) { return r.contains(k) && r[k].is_number() ? std::to_string(r[k].get<int64_t>()) : std::string("-"); };
-  std::cout << "Graph Count: " << num("graph_count") << "\nGraph Break Count: " << num("graph_break_count") << "\n";
+  if (r.contains("graph_break_count") && r["graph_break_count"].is_number())
+    std::cout << "Graph Count: " << num("graph_count") << "\nGraph Break Count: " << num("graph_break_count") << "\n";
+  else
+    std::cout << "Captured Regions: " << num("captured_regions") << "\nDisabled-Scope Entries: "
+              << num("disabled_scope_entries")
+              << "  (LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
   if (r.contains("error") && r["error"].is_string()) std::cout << "Error: " << r["error"].get<std::string>() << "\n";
   std::cout << "Break Reasons:\n";
   int i = 0;

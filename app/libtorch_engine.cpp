@@ -91,8 +91,10 @@ RunSetup LibTorchEngine::setup(const Cell&) const {
   return {opt_.model, device_map_json(prep_->device_map), {{"hookscope", "0.1.0"}, {"torch", TORCH_VERSION}}};
 }
 
-RunResult LibTorchEngine::run(const Cell& cell, tracer::HostTracer& tracer) {
+RunResult LibTorchEngine::run(const Cell& cell, RunContext& ctx) {
   if (!prep_ || prep_->scenario != cell.scenario) throw std::logic_error("LibTorchEngine::run: scenario not prepared");
+  if (!cell.accelerate_tree.empty()) throw std::logic_error("LibTorchEngine::run: accelerate trees need the torch engine");
+  tracer::HostTracer& tracer = ctx.tracer;
   runtime_->set_compile_policy(cell.policy);
   runtime_->set_sink(&tracer);
   auto& ledger = runtime_->ledger();
@@ -131,8 +133,8 @@ void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer&
   torch::Tensor logits = cf.call_tensor({ids_})[0][-1].to(torch::kCPU, torch::kFloat);
   runtime_->ledger().sample();
   const compile::ExplainOutput ex = cf.explain();
-  r.graph_count = ex.graph_count;
-  r.graph_break_count = ex.graph_break_count;
+  r.captured_regions = ex.graph_count;
+  r.disabled_scope_entries = ex.graph_break_count;
   for (const auto& b : ex.break_reasons) r.break_reasons.push_back({b.reason, b.function, b.module});
   r.diagnostics = ex.diagnostics;
   r.argmax_match = logits.argmax().item<int64_t>() == ref_argmax_;

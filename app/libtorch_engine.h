@@ -45,7 +45,7 @@ class LibTorchEngine final : public Engine {
   std::vector<hooks::AcceleratorInfo> accelerators() const override;
   void prepare(Scenario s) override;
   RunSetup setup(const Cell& cell) const override;
-  RunResult run(const Cell& cell, tracer::HostTracer& tracer) override;
+  RunResult run(const Cell& cell, RunContext& ctx) override;
 
 
  private:

@@ -17,6 +17,7 @@
 #include "models/tokenizer.h"
 #include "app/capture_command.h"
 #include "app/explain_command.h"
+#include "app/import_command.h"
 #include "app/plan_command.h"
 #include "app/report_command.h"
 #include "app/view_command.h"
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
              "  hookscope generate --model Qwen/Qwen3-0.6B --prompt Hi --json   (offline HF cache)\n"
              "  hookscope plan --model DIR --max-memory 0=200MB,1=200MB,cpu=4GiB --json\n"
              "  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite\n"
+             "  hookscope import trace.json.gz --compile-log torch_trace/ -o imported.sqlite\n"
              "  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
              "  hookscope view out/demo.sqlite");
 
@@ -111,9 +113,10 @@ int main(int argc, char** argv) {
   gen->add_flag("--ignore-eos", ga.ignore_eos, "Do not stop at the end-of-sequence token");
   gen->footer("Example:\n  hookscope generate --model DIR --prompt \"The capital of France is\" --max-new-tokens 16 --json");
 
-  std::function<int()> run_plan, run_capture, run_report, run_explain, run_view;
+  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view;
   auto* plan = hs::app::add_plan_command(app, run_plan);
   auto* capture = hs::app::add_capture_command(app, run_capture);
+  auto* import = hs::app::add_import_command(app, run_import);
   auto* report = hs::app::add_report_command(app, run_report);
   auto* explain = hs::app::add_explain_command(app, run_explain);
   auto* view = hs::app::add_view_command(app, run_view);
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
     if (gen->parsed()) return run_generate(ga);
     if (plan->parsed()) return run_plan();
     if (capture->parsed()) return run_capture();
+    if (import->parsed()) return run_import();
     if (report->parsed()) return run_report();
     if (explain->parsed()) return run_explain();
     if (view->parsed()) return run_view();

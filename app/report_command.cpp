@@ -42,6 +42,8 @@ json build_report(const storage::CaptureReader& rd) {
     r["policy"] = rec.policy;
     r["mode"] = rec.mode;
     r["fullgraph"] = rec.fullgraph;
+    r["engine"] = rec.engine;
+    if (!rec.label.empty()) r["label"] = rec.label;
     if (rec.status == tracer::RunStatus::Incomplete) {
       r["status"] = "incomplete";
       r["error"] = "the capture stopped before this run ended";
@@ -49,7 +51,7 @@ json build_report(const storage::CaptureReader& rd) {
       r["status"] = "error";
       r["error"] = rec.error;
     }
-    for (const char* k : {"error", "graph_count", "graph_break_count", "argmax_match", "logits_identical",
+    for (const char* k : {"error", "graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "argmax_match", "logits_identical",
                           "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "latency_ms"})
       if (!r.contains(k)) r[k] = nullptr;
     if (!r.contains("break_reasons")) r["break_reasons"] = json::array();

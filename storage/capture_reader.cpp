@@ -130,7 +130,7 @@ std::vector<std::string> CaptureReader::indexes() const {
 namespace {
 constexpr std::string_view kRunColumns =
     "SELECT id, scenario, policy, mode, fullgraph, model, device_map, versions, status, error, start, end, "
-    "droppedRecords, results FROM RUNS";
+    "droppedRecords, results, engine, label FROM RUNS";
 
 RunRecord read_run(const Stmt& q) {
   RunRecord r;
@@ -148,6 +148,8 @@ RunRecord read_run(const Stmt& q) {
   r.end_ns = q.opt_int64(11);
   r.dropped_records = q.int64(12);
   r.results = parse_json(q.text(13), nlohmann::json::object());
+  r.engine = q.text(14);
+  r.label = q.text(15);
   return r;
 }
 }  // namespace
@@ -326,14 +328,14 @@ std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
 std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64_t> run) const {
   std::vector<CompileResultRow> out;
   Stmt q(db_->db, path_,
-         "SELECT runId, graph_count, graph_break_count, recompiles, fullgraph_ok, error, break_reasons "
+         "SELECT runId, region_count, disabled_scope_entries, recompiles, fullgraph_ok, error, break_reasons "
          "FROM COMPILE_RESULTS WHERE (?1 IS NULL OR runId = ?1) ORDER BY runId, rowid");
   q.bind(1, run);
   while (q.step()) {
     CompileResultRow r;
     r.run_id = q.int64(0);
-    r.result.graph_count = q.int64(1);
-    r.result.graph_break_count = q.int64(2);
+    r.result.region_count = q.int64(1);
+    r.result.disabled_scope_entries = q.int64(2);
     r.result.recompiles = q.int64(3);
     r.result.fullgraph_ok = q.int64(4) != 0;
     r.result.error = q.text(5);

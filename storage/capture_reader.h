@@ -51,6 +51,8 @@ struct RunRecord {
   std::optional<int64_t> end_ns;  ///< empty while incomplete and never ended
   int64_t dropped_records = 0;
   nlohmann::json results;  ///< object: whatever the app stored with set_run_result
+  std::string engine;      ///< "libtorch", "torch", "import" ("" in a file written without one)
+  std::string label;       ///< the user's name for the run ("" = none)
 };
 
 /// The form the reader returns: strings owned, plus the columns the store derived that mean

@@ -172,7 +172,9 @@ CREATE TABLE RUNS (
     startUtcNs            INTEGER,
     globalPid             INTEGER,             -- pid * 0x1000000 of the capturing process
     droppedRecords        INTEGER  NOT NULL DEFAULT 0,
-    results               TEXT     NOT NULL DEFAULT '{}'  -- JSON object: latency stats, argmax_match, logits_identical, ...
+    results               TEXT     NOT NULL DEFAULT '{}', -- JSON object: latency stats, argmax_match, logits_identical, ...
+    engine                TEXT     NOT NULL DEFAULT '',   -- 'libtorch' | 'torch' | 'import'
+    label                 TEXT                            -- the user's name for the run (import --label)
 );
 CREATE TABLE DEVICES (
     id                    INTEGER  NOT NULL PRIMARY KEY,
@@ -196,9 +198,10 @@ CREATE TABLE THREADS (
     tid                   INTEGER  NOT NULL    -- Linux thread id
 );
 CREATE TABLE COMPILE_RESULTS (
+    -- The LibTorch engine's explain (not Dynamo's: Dynamo's own counts are in DYNAMO_* tables).
     runId                 INTEGER  NOT NULL,
-    graph_count           INTEGER  NOT NULL,
-    graph_break_count     INTEGER  NOT NULL,
+    region_count          INTEGER  NOT NULL,   -- captured regions that ran >= 1 op
+    disabled_scope_entries INTEGER NOT NULL,   -- compiler-disabled scopes entered inside a region
     recompiles            INTEGER  NOT NULL,
     fullgraph_ok          INTEGER  NOT NULL,
     error                 TEXT,

@@ -45,7 +45,7 @@ namespace hs::storage {
 /// META_DATA_EXPORT key and value of the schema this build writes and reads. A reader refuses
 /// files with a higher version.
 inline constexpr std::string_view kSchemaVersionKey = "HOOKSCOPE_SCHEMA_VERSION";
-inline constexpr int kSchemaVersion = 1;  // HOOKSCOPE_SCHEMA_VERSION
+inline constexpr int kSchemaVersion = 2;  // HOOKSCOPE_SCHEMA_VERSION
 /// META_DATA_EXPORT key of the writing program ("hookscope 0.1.0"), as nsys' own key.
 inline constexpr std::string_view kProductVersionKey = "EXPORT_PRODUCT_VERSION";
 
@@ -109,10 +109,11 @@ struct GpuInfo {
   int64_t max_warps_per_sm = 0;   ///< maxWarpsPerSm
 };
 
-/// The compile engine's `explain` of one run (COMPILE_RESULTS).
+/// The LibTorch compile engine's `explain` of one run (COMPILE_RESULTS). Its counts are not
+/// Dynamo's (Dynamo skips frames and stops at recompile_limit), so they carry their own names.
 struct CompileResult {
-  int64_t graph_count = 0;
-  int64_t graph_break_count = 0;  ///< graph_count − 1 when there are regions
+  int64_t region_count = 0;             ///< captured regions that ran >= 1 op
+  int64_t disabled_scope_entries = 0;   ///< compiler-disabled scopes entered inside a region
   int64_t recompiles = 0;
   bool fullgraph_ok = true;       ///< false: fullgraph=True raised
   std::string error;              ///< the Unsupported message when fullgraph failed

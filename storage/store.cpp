@@ -540,11 +540,13 @@ int64_t Store::begin_run(const tracer::RunInfo& info) {
   const int64_t id = m.in_transaction([&] {
     Stmt ins(m.db, m.path,
              "INSERT INTO RUNS (scenario, policy, mode, fullgraph, model, device_map, versions, status, start, "
-             "startUtcNs, globalPid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+             "startUtcNs, globalPid, engine, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins.bind(1, info.scenario).bind(2, info.policy).bind(3, info.mode).bind(4, info.fullgraph).bind(5, info.model)
         .bind(6, device_map.dump()).bind(7, versions.dump()).bind(8, static_cast<int>(tracer::RunStatus::Incomplete))
         .bind(9, info.start_ns ? info.start_ns : events::now_ns()).bind(10, utc_now_ns()).bind(11, m.global_pid)
-        .exec();
+        .bind(12, info.engine);
+    if (info.label.empty()) ins.bind_null(13); else ins.bind(13, info.label);
+    ins.exec();
     return static_cast<int64_t>(sqlite3_last_insert_rowid(m.db));
   });
   m.runs[id];
@@ -701,9 +703,9 @@ void Store::add_compile_result(int64_t run, const CompileResult& r) {
                                 m.path.string());
   m.in_transaction([&] {
     Stmt ins(m.db, m.path,
-             "INSERT INTO COMPILE_RESULTS (runId, graph_count, graph_break_count, recompiles, fullgraph_ok, error, "
+             "INSERT INTO COMPILE_RESULTS (runId, region_count, disabled_scope_entries, recompiles, fullgraph_ok, error, "
              "break_reasons) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    ins.bind(1, run).bind(2, r.graph_count).bind(3, r.graph_break_count).bind(4, r.recompiles)
+    ins.bind(1, run).bind(2, r.region_count).bind(3, r.disabled_scope_entries).bind(4, r.recompiles)
         .bind(5, r.fullgraph_ok);
     if (r.error.empty())
       ins.bind_null(6);

@@ -41,6 +41,8 @@ struct RunInfo {
   std::string device_map_json = "{}";  ///< JSON object, module FQN → device ("0", "cpu", "disk")
   std::string versions_json = "{}";    ///< JSON object, e.g. {"hookscope":"0.1.0","torch":"2.11.0"}
   int64_t start_ns = 0;                ///< host steady-clock ns; 0 = the time begin_run is called
+  std::string engine;                  ///< what produced the run: "libtorch", "torch", "import"
+  std::string label;                   ///< the user's name for the run ("" = none)
 };
 
 /// Id of a string within one run: dense, 0-based, assigned by the tracer. A `RecordBatch`

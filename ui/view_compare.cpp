@@ -131,17 +131,21 @@ namespace {
 
 /// Graph breaks of one compiled forward, as the run's results report them.
 void graph_breaks_cell(const storage::RunRecord* m) {
-  if (const json* b = field(m, "graph_break_count"); b && b->is_number()) {
+  const json* b = field(m, "graph_break_count");
+  const bool dynamo = b && b->is_number();
+  if (!dynamo) b = field(m, "disabled_scope_entries");
+  if (b && b->is_number()) {
     ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
-    ImGui::Text("%lld", static_cast<long long>(b->get<int64_t>()));
+    ImGui::Text(dynamo ? "%lld" : "%lld\u2020", static_cast<long long>(b->get<int64_t>()));
     ImGui::PopStyleColor();
   } else {
     ImGui::TextDisabled("-");
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip(
-        "graph breaks of one compiled forward (Dynamo's graph_break_count); the Graph breaks "
-        "tab lists every break recorded over all forwards of the run");
+    ImGui::SetTooltip(dynamo ? "graph breaks of one compiled forward (Dynamo's graph_break_count, torch engine)"
+                             : "\u2020 LibTorch engine: compiler-disabled scopes entered inside a captured region of one "
+                               "compiled forward, not Dynamo's graph_break_count; the Graph breaks tab lists every one "
+                               "recorded over all forwards of the run");
 }
 
 /// Whether torch.compile(fullgraph=True) captured the model: ok / raises (the error on hover) /

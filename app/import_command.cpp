@@ -1,0 +1,121 @@
+#include "app/import_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "importers/run_import.h"
+#include "storage/store.h"
+
+namespace hs::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ImportArgs {
+  std::string trace;
+  std::string compile_log;
+  std::string out;
+  bool append = false;
+  std::string label, scenario = "imported", policy, mode, model, cell;
+  bool fullgraph = false;
+};
+
+tracer::RunInfo run_info(const ImportArgs& a) {
+  tracer::RunInfo info;
+  info.scenario = a.scenario;
+  info.policy = a.policy;
+  info.mode = a.mode;
+  info.fullgraph = a.fullgraph;
+  info.model = a.model;
+  info.engine = "import";
+  info.label = a.label.empty() ? fs::path(a.trace.empty() ? a.compile_log : a.trace).filename().string() : a.label;
+  info.versions_json = nlohmann::json{{"hookscope", "0.1.0"}}.dump();
+  return info;
+}
+
+// A terminal line with the bytes read, redrawn in place; nothing when stderr is not a terminal.
+std::function<void(uint64_t, uint64_t)> progress_printer() {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [](uint64_t done, uint64_t total) {
+    std::fprintf(stderr, "\r\033[K[hookscope] importing: %.1f / %.1f MB", done / 1e6, total / 1e6);
+    std::fflush(stderr);
+  };
+}
+
+int run_import(const ImportArgs& a) {
+  if (a.trace.empty() && a.compile_log.empty())
+    throw std::invalid_argument("import: give a trace (TRACE.json[.gz]) and/or --compile-log DIR|FILE");
+  for (const auto& [flag, p] : {std::pair{"TRACE", a.trace}, std::pair{"--compile-log", a.compile_log}})
+    if (!p.empty() && !fs::exists(p)) throw std::invalid_argument(std::string(flag) + ": " + p + " does not exist");
+  const fs::path out(a.out);
+  if (out.empty()) throw std::invalid_argument("--out: empty path");
+  if (fs::exists(out) && !a.append)
+    throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add a run to it");
+  if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
+    throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
+  // A new capture is written next to its name and renamed when finished: an interrupted import
+  // leaves no file that looks like a capture.
+  const fs::path target = a.append ? out : fs::path(out.string() + ".partial-" + std::to_string(::getpid()));
+  importers::RunFiles files;
+  if (!a.trace.empty()) files.trace = a.trace;
+  if (!a.compile_log.empty()) files.compile_log = a.compile_log;
+  files.cell = a.cell;
+  importers::RunImportSummary summary;
+  int64_t run = 0;
+  {
+    storage::Store store(target);
+    run = store.add_run(run_info(a));
+    try {
+      summary = importers::import_run_files(store, run, files, {progress_printer()});
+    } catch (const std::exception& e) {
+      if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+      store.end_run(run, tracer::RunStatus::Failed, e.what());
+      store.close();
+      if (!a.append) fs::remove(target);
+      throw;
+    }
+    nlohmann::json result{{"engine", "import"}, {"status", "ok"}, {"import", {{"trace", summary.trace}, {"compile_log", summary.compile_log}}}};
+    if (summary.compile_log.is_object())
+      for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
+                            "recompile_limit_hits", "unique_graphs"})
+        if (summary.compile_log.contains(k)) result[k] = summary.compile_log[k];
+    store.set_run_result(run, result);
+    store.end_run(run, tracer::RunStatus::Complete);
+    store.finalize();
+    store.close();
+  }
+  if (!a.append) fs::rename(target, out);
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  for (const auto& d : summary.diagnostics) std::fprintf(stderr, "[hookscope] note: %s\n", d.c_str());
+  std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n  report: hookscope report %s\n  view:   hookscope view %s\n",
+               static_cast<long long>(run), out.c_str(), out.c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_import_command(CLI::App& app, std::function<int()>& run_selected) {
+  auto a = std::make_shared<ImportArgs>();
+  auto* c = app.add_subcommand("import", "Import a torch.profiler trace and/or a TORCH_TRACE compile log as a run");
+  c->add_option("trace", a->trace, "torch.profiler / Kineto Chrome trace (.json or .json.gz)");
+  c->add_option("--compile-log", a->compile_log, "TORCH_TRACE folder (or one of its log files) of the same run");
+  c->add_option("-o,--out", a->out, "Capture to write (new), or to add the run to with --append")->required();
+  c->add_flag("--append", a->append, "Add the run to an existing capture");
+  c->add_option("--label", a->label, "Name of the run (default: the trace's file name)");
+  c->add_option("--scenario", a->scenario, "Scenario to file the run under")->capture_default_str();
+  c->add_option("--policy", a->policy, "Policy to file the run under (whole-hook, offload-only, a tree's name)");
+  c->add_option("--mode", a->mode, "Mode to file the run under (eager, default, reduce-overhead)");
+  c->add_flag("--fullgraph", a->fullgraph, "The run compiled with fullgraph=True");
+  c->add_option("--model", a->model, "The model the run ran");
+  c->add_option("--cell", a->cell, "Take only this hookscope_cell of the compile log (logs written by the torch engine)");
+  c->footer("Examples:\n  hookscope import trace.json.gz --compile-log /tmp/torch_trace -o run.sqlite --label main\n"
+            "  hookscope import pr.json --compile-log pr_trace/ -o run.sqlite --append --label pr");
+  c->callback([a, &run_selected] { run_selected = [a] { return run_import(*a); }; });
+  return c;
+}
+
+}  // namespace hs::app

@@ -1,0 +1,199 @@
+#include "app/torch_engine.h"
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include "app/child_process.h"
+#include "importers/run_import.h"
+
+namespace hs::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string cell_id(int n) { return "c" + std::to_string(n); }
+
+template <class T>
+std::optional<T> opt(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return it->get<T>();
+}
+
+// Median/min/max of a list of samples (ms).
+std::optional<LatencyStats> stats_of(const json& samples) {
+  if (!samples.is_array() || samples.empty()) return std::nullopt;
+  std::vector<double> v;
+  for (const auto& s : samples) v.push_back(s.get<double>());
+  return LatencyStats::of(v);
+}
+
+json stats_json(const std::optional<LatencyStats>& s) {
+  if (!s) return nullptr;
+  return {{"median", s->median}, {"min", s->min}, {"max", s->max}, {"n", s->n}};
+}
+
+}  // namespace
+
+TorchEngine::TorchEngine(TorchEngineOptions options) : opt_(std::move(options)) {
+  if (!fs::exists(opt_.python)) throw std::invalid_argument("--python: " + opt_.python.string() + " does not exist");
+  if (!fs::is_directory(opt_.package_dir / "hookscope_torch"))
+    throw std::invalid_argument("the torch engine's driver package is missing: " +
+                                (opt_.package_dir / "hookscope_torch").string() +
+                                " (set HOOKSCOPE_DRIVER_PATH to the folder holding hookscope_torch/)");
+  if (!fs::is_directory(opt_.model)) throw std::invalid_argument("--model: " + opt_.model + " is not a folder (the torch engine loads HF folders)");
+  for (const auto& [name, tree] : opt_.accelerate_trees)
+    if (!fs::is_regular_file(tree / "accelerate" / "hooks.py"))
+      throw std::invalid_argument("--accelerate " + name + "=" + tree.string() +
+                                  ": no accelerate/hooks.py there (give the folder that holds the accelerate package, e.g. SRC/src)");
+  fs::create_directories(opt_.work_dir);
+}
+
+TorchEngine::~TorchEngine() = default;
+
+void TorchEngine::prepare(Scenario) {}
+
+RunSetup TorchEngine::setup(const Cell&) const {
+  return {opt_.model, json::object(), versions_.is_object() ? versions_ : json{{"hookscope", "0.1.0"}}};
+}
+
+json TorchEngine::spec_for(const std::string& policy, const std::optional<fs::path>& tree) const {
+  json s{{"model", fs::absolute(opt_.model).string()},
+         {"policy", tree ? "accelerate:" + policy : policy},
+         {"accelerate_path", tree ? json(fs::absolute(*tree).string()) : json(nullptr)},
+         {"dtype", opt_.dtype},
+         {"prompt", opt_.prompt},
+         {"prompt_ids", opt_.prompt_ids.empty() ? json(nullptr) : json(opt_.prompt_ids)},
+         {"max_new_tokens", opt_.max_new_tokens},
+         {"repeats", opt_.repeats},
+         {"warmup", opt_.warmup},
+         {"devices", opt_.devices},
+         {"cache_implementation", opt_.cache_implementation},
+         {"backend", opt_.backend.empty() ? json(nullptr) : json(opt_.backend)},
+         {"offload_dir", fs::absolute(opt_.work_dir / policy / "offload").string()},
+         {"out_dir", fs::absolute(opt_.work_dir / policy).string()},
+         {"profile", opt_.profile},
+         {"cells", json::array()}};
+  return s;
+}
+
+// The process of the cell's policy, started on first use.
+ChildProcess& TorchEngine::process_for(const Cell& cell) {
+  const std::string policy = policy_label(cell);
+  auto& slot = processes_[policy];
+  if (slot) return *slot;
+  std::optional<fs::path> tree;
+  if (!cell.accelerate_tree.empty()) tree = opt_.accelerate_trees.at(cell.accelerate_tree);
+  const fs::path dir = opt_.work_dir / policy;
+  fs::create_directories(dir);
+  const fs::path spec = dir / "spec.json";
+  std::ofstream(spec) << spec_for(policy, tree).dump(2);
+  std::map<std::string, std::string> env{{"PYTHONPATH", fs::absolute(opt_.package_dir).string()},
+                                         {"HOOKSCOPE_REPLY_FD", std::to_string(ChildProcess::kReplyFd)},
+                                         {"PYTHONUNBUFFERED", "1"}};
+  slot = std::make_unique<ChildProcess>(
+      std::vector<std::string>{opt_.python.string(), "-m", "hookscope_torch", "serve", "--spec", spec.string()}, env,
+      dir / "driver.log");
+  std::fprintf(stderr, "[hookscope] torch engine: started the %s driver (pid %d, log %s)\n", policy.c_str(),
+               static_cast<int>(slot->pid()), (dir / "driver.log").c_str());
+  return *slot;
+}
+
+RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
+  RunResult r;
+  const std::string id = cell_id(next_cell_++);
+  try {
+    ChildProcess& p = process_for(cell);
+    p.send_line(json{{"cell",
+                      {{"id", id},
+                       {"scenario", scenario_name(cell.scenario)},
+                       {"mode", compile::mode_name(cell.mode)},
+                       {"fullgraph", cell.fullgraph}}}}
+                    .dump());
+    for (;;) {
+      const std::optional<std::string> line = p.read_line();
+      if (!line) {
+        const std::string how = (p.wait(), p.exit_description());
+        processes_.erase(policy_label(cell));
+        throw std::runtime_error("the torch driver (" + policy_label(cell) + ") ended, " + how + ":\n" + p.log_tail());
+      }
+      const json msg = json::parse(*line);
+      const std::string type = msg.value("type", "");
+      if (type == "progress") {
+        std::fprintf(stderr, "  [torch %s] %s\n", policy_label(cell).c_str(), msg.value("text", "").c_str());
+        continue;
+      }
+      if (type == "fatal") throw std::runtime_error("the torch driver failed: " + msg.value("error", "?"));
+      if (type != "result" || msg.value("id", "") != id) continue;
+      r = result_of(msg);
+      if (versions_.is_null() && msg.contains("versions")) versions_ = msg["versions"];
+      import_recordings(msg, id, ctx, r);
+      return r;
+    }
+  } catch (const std::exception& e) {
+    r.outcome = RunResult::Outcome::Failed;
+    r.error = e.what();
+  }
+  return r;
+}
+
+// The trace and the cell's part of the compile log, into the run.
+void TorchEngine::import_recordings(const json& reply, const std::string& id, RunContext& ctx, RunResult& r) {
+  const fs::path dir = opt_.work_dir / reply.value("policy_dir", std::string());
+  importers::RunFiles files;
+  if (const auto t = opt<std::string>(reply, "trace")) files.trace = fs::path(reply.value("out_dir", "")) / *t;
+  if (const auto l = opt<std::string>(reply, "torch_trace_dir")) files.compile_log = fs::path(*l);
+  files.cell = id;
+  try {
+    const importers::RunImportSummary s = importers::import_run_files(ctx.store, ctx.run_id, files, {});
+    for (const auto& d : s.diagnostics) r.diagnostics.push_back(d);
+  } catch (const std::exception& e) {
+    r.diagnostics.push_back(std::string("import of the driver's recordings failed: ") + e.what());
+  }
+}
+
+RunResult TorchEngine::result_of(const json& reply) {
+  RunResult r;
+  const std::string status = reply.value("status", "failed");
+  r.outcome = status == "ok" ? RunResult::Outcome::Ok
+              : status == "unsupported" ? RunResult::Outcome::Unsupported
+                                        : RunResult::Outcome::Failed;
+  r.error = reply.contains("error") && reply["error"].is_string() ? reply["error"].get<std::string>() : "";
+  if (r.outcome == RunResult::Outcome::Failed && r.error.empty()) r.error = "the driver reported a failure";
+  r.graph_count = opt<int64_t>(reply, "graph_count");
+  r.graph_break_count = opt<int64_t>(reply, "graph_break_count");
+  r.recompiles = opt<int64_t>(reply, "recompiles");
+  r.argmax_match = opt<bool>(reply, "argmax_match");
+  r.params_on_meta_after = opt<bool>(reply, "params_on_meta_after");
+  if (const auto same = opt<bool>(reply, "logits_identical")) {
+    models::LogitsDiff d;
+    d.identical = *same;
+    d.max_abs_diff = opt<double>(reply, "logits_max_abs_diff").value_or(0);
+    d.max_ulp = opt<int64_t>(reply, "logits_max_ulp").value_or(*same ? 0 : -1);
+    r.logits = d;
+  }
+  if (reply.contains("weight_devices")) r.weight_devices = reply["weight_devices"].get<std::vector<std::string>>();
+  if (reply.contains("diagnostics")) r.diagnostics = reply["diagnostics"].get<std::vector<std::string>>();
+  if (reply.contains("model")) r.model = reply["model"];
+  r.new_tokens = reply.value("new_tokens", int64_t{0});
+  // The decode latency as the LibTorch engine reports it (decode steps 1…N-1 of one generate),
+  // from the driver's per-token figures; prefill and per-token stats are kept beside it.
+  const json lat = reply.value("latency", json::object());
+  std::vector<double> decode_total;
+  if (lat.contains("decode_ms_per_token") && r.new_tokens > 1)
+    for (const auto& v : lat["decode_ms_per_token"]) decode_total.push_back(v.get<double>() * double(r.new_tokens - 1));
+  if (!decode_total.empty()) r.latency_ms = LatencyStats::of(decode_total);
+  json& extra = r.extra;
+  for (const char* k : {"break_reasons", "recompile_limit_hits", "frames_skipped", "unique_graphs", "compile_time_s",
+                        "device_map", "hooked_modules", "cache_implementation", "scenario_note", "versions",
+                        "measurement", "accelerate"})
+    if (reply.contains(k)) extra[k] = reply[k];
+  extra["prefill_ms"] = stats_json(stats_of(lat.value("prefill_ms", json())));
+  extra["decode_ms_per_token"] = stats_json(stats_of(lat.value("decode_ms_per_token", json())));
+  return r;
+}
+
+}  // namespace hs::app
