@@ -168,12 +168,16 @@ RunResult TorchEngine::result_of(const json& reply) {
   r.recompiles = opt<int64_t>(reply, "recompiles");
   r.argmax_match = opt<bool>(reply, "argmax_match");
   r.params_on_meta_after = opt<bool>(reply, "params_on_meta_after");
-  if (const auto same = opt<bool>(reply, "logits_identical")) {
+  const auto same = opt<bool>(reply, "logits_identical");
+  const auto ulp = opt<int64_t>(reply, "logits_max_ulp");
+  if (same && (*same || ulp)) {
     models::LogitsDiff d;
     d.identical = *same;
     d.max_abs_diff = opt<double>(reply, "logits_max_abs_diff").value_or(0);
-    d.max_ulp = opt<int64_t>(reply, "logits_max_ulp").value_or(*same ? 0 : -1);
+    d.max_ulp = ulp.value_or(0);
     r.logits = d;
+  } else if (same) {
+    r.extra["logits_identical"] = *same;  // how far apart is unknown: no figures invented
   }
   if (reply.contains("weight_devices")) r.weight_devices = reply["weight_devices"].get<std::vector<std::string>>();
   if (reply.contains("diagnostics")) r.diagnostics = reply["diagnostics"].get<std::vector<std::string>>();
