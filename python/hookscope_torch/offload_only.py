@@ -186,7 +186,8 @@ def _shape(source: str, filename: str) -> str:
     for name, expected in ORIGINAL_FINGERPRINTS.items():
         got = _fingerprint(methods[name]) if name in methods else "missing"
         if got != expected:
-            diffs.append(f"AlignDevicesHook.{name} (fingerprint {got}, expected {expected})")
+            diffs.append(f"AlignDevicesHook.{name} differs from accelerate {BASE_VERSION}'s "
+                         f"(code fingerprint {got}, expected {expected})")
     if diffs or "_onload_weights" in methods or "_offload_weights" in methods:
         what = ", ".join(diffs) or "AlignDevicesHook already has _onload_weights/_offload_weights of its own"
         raise OffloadOnlyMismatch(
