@@ -165,6 +165,11 @@ def check_quiet_and_uninstall(model, tmp):
     reference = forward(model)
     inst = instrument.install(model)
     inst.install()
+    try:
+        instrument.install(model)
+        check("a second Instrumentation while one is installed is refused", False, "no error")
+    except RuntimeError:
+        check("a second Instrumentation while one is installed is refused", True)
     same = torch.equal(forward(model), reference)
     inst.uninstall()
     inst.uninstall()
