@@ -13,7 +13,7 @@ runtime  apply() in this process, on a tiny Llama and a tiny Qwen3 (tied embeddi
 source   source_patch() on two copies of the installed accelerate (one patched, one not), each
          imported in its own process: the patched copy is offload-only and captures the
          dispatched model as one graph, the other is whole-hook; a copy whose AlignDevicesHook
-         differs is refused and left untouched.
+         differs is refused (source_patch leaves it untouched, apply() raises when it is imported).
 Exit status 0 when every check passes; one line per check on stdout.
 """
 import argparse
@@ -153,16 +153,18 @@ sys.path.insert(0, sys.argv[2])
 import offload_only_test as t
 import accelerate
 from hookscope_torch import offload_only
+if sys.argv[3] == "apply":
+    offload_only.apply()
 model = t.dispatched(sys.argv[1])
 print(json.dumps({"accelerate": accelerate.__file__, "state": offload_only.state(),
                   "fullgraph_error": t.fullgraph_error(model)}))
 """
 
 
-def run_tree(tree, model_path):
+def run_tree(tree, model_path, mode="look"):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(tree), str(HERE.parent.parent / "python"), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(model_path), str(HERE)], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(model_path), str(HERE), mode], env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
         return {"error": out.stderr[-2000:]}
@@ -214,6 +216,10 @@ def source(fixtures):
     check("pr tree: imported from the copy, offload-only, fullgraph works",
           pr.get("accelerate", "").startswith(str(trees["pr"])) and pr.get("state") == "offload-only"
           and pr.get("fullgraph_error") is None, json.dumps(pr)[:800])
+    other_run = run_tree(trees["other"], path, "apply")
+    check("apply() refuses an imported accelerate whose AlignDevicesHook differs",
+          "OffloadOnlyMismatch" in other_run.get("error", "")
+          and "AlignDevicesHook.pre_forward differs" in other_run.get("error", ""), json.dumps(other_run)[:800])
     shutil.rmtree(tmp, ignore_errors=True)
 
 
