@@ -211,6 +211,36 @@ class Toy(torch.nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+def check_other_hook_classes(tmp):
+    """Hook classes the model carries besides AlignDevicesHook: one disabled with
+    torch.compiler.disable, chained with an AlignDevicesHook through SequentialHook."""
+    from accelerate.hooks import AlignDevicesHook, ModelHook, add_hook_to_module
+    from hookscope_torch import instrument
+
+    class DisabledHook(ModelHook):
+        @torch.compiler.disable
+        def pre_forward(self, module, *args, **kwargs):
+            return args, kwargs
+
+    toy = Toy().eval()
+    add_hook_to_module(toy.a, AlignDevicesHook(execution_device="cpu"))
+    add_hook_to_module(toy.a, DisabledHook(), append=True)
+    args = {"x": torch.ones(2, 16)}
+    explain(toy, args)  # resolves accelerate's lazy compiler-disable wrappers
+    base = explain(toy, args)
+    with instrument.Instrumentation(toy):
+        ranges = traced_ranges(toy, lambda m: m(**args), tmp)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            inst = explain(toy, args)
+    got = sorted((r["what"], r["keys"].get("hook"), r["keys"]["module"]) for r in ranges
+                 if r["what"] in ("pre_forward", "post_forward"))
+    want = sorted([("pre_forward", "SequentialHook", "a"), ("pre_forward", "AlignDevicesHook", "a"),
+                   ("pre_forward", "DisabledHook", "a"), ("post_forward", "SequentialHook", "a"),
+                   ("post_forward", "AlignDevicesHook", "a")])
+    check("SequentialHook and a torch.compiler.disable'd hook class record their phases", got == want, str(got))
+    check(f"... and leave explain unchanged ({base[0]} breaks)", inst == base, f"{base} vs {inst}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixtures", required=True, help="the build's fixture cache (build/fixtures)")
@@ -235,6 +265,7 @@ def main():
     check(f"dispatched: {args.policy} breaks as expected", (breaks == 0) == (args.policy == "offload-only"))
     toy = cpu_offload(Toy().eval(), execution_device="cpu")
     check_break_parity("cpu-offloaded toy model", toy, {"x": torch.ones(2, 16)})
+    check_other_hook_classes(tmp)
 
     # Under torch.compile: disabled hook code runs eagerly and records, traced hook code does not.
     torch._dynamo.reset()
