@@ -178,7 +178,7 @@ class Capture final : public hooks::DisabledScopeObserver {
       return;  // out of memory: drop the record rather than throw from here
     }
     backend_.end_region(r);
-    if (auto* s = runtime_.sink()) s->region({r.index, r.op_count, backend_.name(), r.start_ns, r.end_ns});
+    if (auto* s = runtime_.sink()) s->region({r.index, r.op_count, backend_.name(), {}, r.start_ns, r.end_ns});
   }
 
   void on_enter(std::string_view function, std::string_view module, int depth) override {

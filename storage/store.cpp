@@ -329,6 +329,7 @@ struct Store::Impl {
     int64_t run;
     RunState* rs = nullptr;  // host events only
     uint32_t thread = 0;     // host events only: the row's recording thread
+    int64_t global_pid;      // pid * 0x1000000 of the process the rows were traced in
     int64_t text_id(tracer::StrId id) const {
       if (id >= rs->ids.size() || rs->ids[id] < 0)
         throw std::invalid_argument("write_batch: string id " + std::to_string(id) + " of run " +
@@ -375,9 +376,9 @@ void Store::Impl::bind_value(Stmt& s, int i, RowCtx& c, const R& r, Field field)
   } else if constexpr (std::is_same_v<Tag, k::TextOrNull>) {
     s.bind(i, c.text_or_null(field(r)));
   } else if constexpr (std::is_same_v<Tag, k::GlobalTid>) {
-    s.bind(i, global_pid + field(r));
+    s.bind(i, c.global_pid + field(r));
   } else if constexpr (std::is_same_v<Tag, k::GlobalPid>) {
-    s.bind(i, global_pid);
+    s.bind(i, c.global_pid);
   } else if constexpr (std::is_same_v<Tag, k::Thread>) {
     s.bind(i, c.thread);
   } else if constexpr (std::is_same_v<Tag, k::CopyKind>) {
@@ -458,7 +459,7 @@ void Store::Impl::write_records(int64_t run, RunState& rs, const tracer::RecordB
     rs.ids[s.id] = intern(s.text);
   }
   for (const tracer::ThreadDef& t : b.threads) st->ins_thread.bind(1, run).bind(2, t.thread).bind(3, t.os_tid).exec();
-  RowCtx c{*this, run, &rs};
+  RowCtx c{*this, run, &rs, 0, global_pid};
   for (auto& t : st->host) t.pending.clear();
   try {
     for (const tracer::Record& r : b.records) {
@@ -594,7 +595,7 @@ void Store::write_activity(const tracer::ActivityBatch& b) {
     throw std::invalid_argument("write_activity: no run " + std::to_string(b.run_id) + " in capture " +
                                 m.path.string());
   const int64_t run = b.run_id;
-  Impl::RowCtx c{m, run};
+  Impl::RowCtx c{m, run, nullptr, 0, b.pid ? *b.pid * 0x1000000 : m.global_pid};
   m.in_transaction([&] {
 #define HS_WRITE_ACTIVITY_(Type, Row, rows, ...) m.write_activity_rows(m.st->rows, c, b.rows);
     HS_ACTIVITY_KINDS(HS_WRITE_ACTIVITY_)

@@ -157,14 +157,15 @@ TEST(CaptureSchema, HasNsysTablesColumnsAndEnums) {
                        "device", "pinned"});
   has("TRANSFERS", {"runId", "start", "end", "src", "dst", "bytes", "copyKind", "emulated", "moduleId"});
   has("MODULE_COMPUTE", {"runId", "start", "end", "moduleId", "device"});
-  has("COMPILE_REGIONS", {"runId", "start", "end", "regionIndex", "opCount", "backendId"});
+  has("COMPILE_REGIONS", {"runId", "start", "end", "regionIndex", "opCount", "backendId", "compileId"});
   has("GRAPH_BREAKS", {"runId", "start", "reasonId", "functionId", "moduleId", "moduleStackId"});
   has("COMPILE_RESULTS", {"runId", "graph_count", "graph_break_count", "recompiles", "fullgraph_ok", "error"});
   has("GENERATION_STEPS", {"runId", "start", "end", "step", "token"});
   has("MEMORY_COUNTERS", {"runId", "start", "device", "bytes"});
   has("DIAGNOSTICS", {"runId", "severity", "source", "text"});
   has("DISABLED_SCOPES", {"runId", "start", "end", "functionId", "moduleId", "depth"});
-  has("CPU_OPS", {"runId", "start", "end", "globalTid", "nameId", "argsId", "externalId", "sequenceNumber"});
+  has("CPU_OPS",
+      {"runId", "start", "end", "globalTid", "nameId", "argsId", "externalId", "sequenceNumber", "categoryId"});
   // Column order as in earlier captures (SELECT * keeps working).
   EXPECT_EQ(db.columns("HOOK_EVENTS"),
             (std::vector<std::string>{"runId", "start", "end", "threadId", "hookId", "phase", "moduleId"}));
@@ -238,7 +239,7 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
     s.transfer({"0", "1", 1024, true, "model.layers.1", 220, 240});
     s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 1, 105, 145});
     s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
-    s.region({0, 12, "eager", 90, 104});
+    s.region({0, 12, "eager", "", 90, 104});
     s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook._onload_weights",
                    "model.layers.0", "model > model.layers.0", 104});
     s.generation_step({0, 1234, 80, 400});
@@ -346,6 +347,7 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   ASSERT_EQ(regions.size(), 1u);
   EXPECT_EQ(regions[0].op_count, 12);
   EXPECT_EQ(regions[0].backend, "eager");
+  EXPECT_EQ(regions[0].compile_id, "") << "the LibTorch engine has no Dynamo compile ids";
   const auto breaks = r.graph_breaks(run);
   ASSERT_EQ(breaks.size(), 1u);
   EXPECT_EQ(breaks[0].reason, "Skip calling `torch.compiler.disable()`d function");
@@ -852,9 +854,9 @@ TEST(ActivityKinds, CpuOpRoundTrips) {
   ActivityFile f("activity_cpu_op");
   const std::string args = R"({"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]})";
   const tracer::CpuOpActivity ops[] = {
-      {.os_tid = 777, .name = "aten::mm", .args = args, .external_id = 12, .sequence_number = 3, .start_ns = 10,
-       .end_ns = 30},
-      {.os_tid = 778, .name = "aten::empty", .start_ns = 12, .end_ns = 13},  // no args, no ids
+      {.os_tid = 777, .name = "aten::mm", .args = args, .external_id = 12, .sequence_number = 3,
+       .category = "cpu_op", .start_ns = 10, .end_ns = 30},
+      {.os_tid = 778, .name = "aten::empty", .category = "user_annotation", .start_ns = 12, .end_ns = 13},  // no args, no ids
   };
   f.write([&](tracer::ActivityBatch& b) { b.cpu_ops = ops; });
   const auto rows = CaptureReader(f.file).cpu_ops(f.run);
@@ -871,11 +873,72 @@ TEST(ActivityKinds, CpuOpRoundTrips) {
   EXPECT_EQ(rows[1].args, "");
   EXPECT_FALSE(rows[1].external_id.has_value());
   EXPECT_FALSE(rows[1].sequence_number.has_value());
+  EXPECT_EQ(rows[0].category, "cpu_op");
+  EXPECT_EQ(rows[1].category, "user_annotation");
   RawDb db(f.file);
+  EXPECT_EQ(db.one("SELECT s.value FROM CPU_OPS o JOIN StringIds s ON s.id = o.categoryId WHERE o.externalId = 12"),
+            "cpu_op");
   EXPECT_EQ(db.one("SELECT count(*) FROM CPU_OPS WHERE argsId IS NULL AND externalId IS NULL"), "1");
   // The link an importer relies on: op -> (External id) -> CUDA API call's correlation id.
   EXPECT_EQ(db.one("SELECT s.value FROM CPU_OPS o JOIN StringIds s ON s.id = o.nameId WHERE o.externalId = 12"),
             "aten::mm");
+}
+
+TEST(ActivityKinds, RecordsOfAnotherProcessKeepItsPid) {
+  // An imported trace names its own process: globalTid / globalPid derive from the batch's pid.
+  ActivityFile f("activity_pid");
+  const tracer::CpuOpActivity op{.os_tid = 4243, .name = "aten::mm", .category = "cpu_op", .start_ns = 1, .end_ns = 2};
+  const tracer::RuntimeActivity call{.os_tid = 4243, .correlation_id = 5, .name = "cudaLaunchKernel", .start_ns = 1,
+                                     .end_ns = 2};
+  const tracer::KernelActivity k{.correlation_id = 5, .demangled_name = "k", .short_name = "k", .start_ns = 3,
+                                 .end_ns = 4};
+  f.write([&](tracer::ActivityBatch& b) {
+    b.pid = 4242;
+    b.cpu_ops = {&op, 1};
+    b.runtime_calls = {&call, 1};
+    b.kernels = {&k, 1};
+  });
+  f.write([&](tracer::ActivityBatch& b) { b.cpu_ops = {&op, 1}; });  // no pid: this process
+  RawDb db(f.file);
+  EXPECT_EQ(db.one("SELECT group_concat(globalTid, ',') FROM CPU_OPS"),
+            std::to_string(4242 * 0x1000000LL + 4243) + "," + std::to_string(getpid() * 0x1000000LL + 4243));
+  EXPECT_EQ(db.one("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"), std::to_string(4242 * 0x1000000LL + 4243));
+  EXPECT_EQ(db.one("SELECT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL"), std::to_string(4242 * 0x1000000LL));
+  const auto rows = CaptureReader(f.file).cpu_ops(f.run);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].os_tid, 4243);
+  EXPECT_EQ(rows[1].os_tid, 4243);
+}
+
+TEST(HostKinds, RegionCompileIdRoundTrips) {
+  // Imported regions carry Dynamo's compile id 'F/C'; the LibTorch engine's leave it NULL.
+  const fs::path file = test::scratch_dir("storage_region_compile_id") / "capture.hscope";
+  int64_t run = 0;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    run = tr.begin_run(run_info("imported"));
+    events::EventSink& s = tr;
+    s.region({0, 40, "", "0/0", 100, 200});
+    s.region({1, 3, "", "1/0", 150, 180});
+    s.region({0, 12, "eager", "", 300, 310});
+    tr.end_run(RunStatus::Complete);
+  }
+  const auto regions = CaptureReader(file).regions(run);
+  ASSERT_EQ(regions.size(), 3u);
+  EXPECT_EQ(regions[0].compile_id, "0/0");
+  EXPECT_EQ(regions[0].backend, "");
+  EXPECT_EQ(regions[0].op_count, 40);
+  EXPECT_EQ(regions[1].compile_id, "1/0");
+  EXPECT_EQ(regions[1].index, 1);
+  EXPECT_EQ(regions[1].start_ns, 150);
+  EXPECT_EQ(regions[1].end_ns, 180);
+  EXPECT_EQ(regions[2].compile_id, "");
+  EXPECT_EQ(regions[2].backend, "eager");
+  RawDb db(file);
+  EXPECT_EQ(db.one("SELECT count(*) FROM COMPILE_REGIONS WHERE compileId IS NULL"), "1");
+  EXPECT_EQ(db.one("SELECT s.value FROM COMPILE_REGIONS r JOIN StringIds s ON s.id = r.compileId WHERE r.start = 150"),
+            "1/0");
 }
 
 TEST(ActivityKinds, ACaptureFromBeforeAKindExistedReadsItEmptyAndTakesItWhenAppended) {

@@ -66,7 +66,7 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       if (whole_hook || s.offload) {
         const char* fn = whole_hook ? "AlignDevicesHook.pre_forward" : "AlignDevicesHook._onload_weights";
         if (!s.fullgraph || l == 0) {
-          tr.region({static_cast<int>(region++), 10, "eager", region_start, t});
+          tr.region({static_cast<int>(region++), 10, "eager", "", region_start, t});
           tr.graph_break({"Skip calling `torch.compiler.disable()`d function", fn, layer[l],
                           "model > " + layer[l], t});
           events += 2;
@@ -122,7 +122,7 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       prev_dev = dev[l];
       t += C::kGap;
     }
-    tr.region({static_cast<int>(region++), 10, "eager", region_start, t});
+    tr.region({static_cast<int>(region++), 10, "eager", "", region_start, t});
     tr.transfer({prev_dev, "cpu", act_bytes, true, "lm_head", t, t + C::kTransfer});
     res.transfers++;
     res.transfer_bytes += act_bytes;

@@ -156,7 +156,7 @@ void emit_all_kinds(events::EventSink& s, int64_t t) {
   s.transfer({"cpu", "1", 512, true, "model.layers.1", t, t + 3});
   s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 2, t, t + 4});
   s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", t, t + 5});
-  s.region({3, 77, "eager", t, t + 6});
+  s.region({3, 77, "eager", "", t, t + 6});
   s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook.pre_forward", "model.layers.2",
                  "model > model.layers.2", t});
   s.generation_step({5, 42, t, t + 7});

@@ -207,7 +207,9 @@ using rebind_t = typename rebind<K, Rep>::type;
   HS_HOST_SPAN_(T, C)                                                                              \
   F(int, index, "regionIndex", "0-based within one compiled call")                                 \
   F(int64_t, op_count, "opCount", "ATen ops recorded while the region ran")                        \
-  F(Text, backend, "backendId", "'eager', 'cudagraphs'")
+  F(Text, backend, "backendId", "'eager', 'cudagraphs'; '' when unknown (an imported trace)")     \
+  F(TextOrNull, compile_id, "compileId",                                                           \
+    "Dynamo's compile id 'F/C' of an imported 'Torch-Compiled Region'; NULL ('') from the LibTorch engine")
 
 #define HS_GRAPH_BREAK_FIELDS(F, T, C)                                                             \
   HS_HOST_INSTANT_(T, C)                                                                           \
@@ -379,7 +381,9 @@ using rebind_t = typename rebind<K, Rep>::type;
   F(TextOrNull, args, "argsId",                                                                    \
     "JSON object of the op's args as Kineto records them ('Input Dims', 'Input type', ...)")       \
   F(Optional<int64_t>, external_id, "externalId", "Kineto's 'External id': ties the op to its CUDA calls") \
-  F(Optional<int64_t>, sequence_number, "sequenceNumber", "autograd's 'Sequence number' (forward <-> backward)")
+  F(Optional<int64_t>, sequence_number, "sequenceNumber", "autograd's 'Sequence number' (forward <-> backward)") \
+  F(Text, category, "categoryId",                                                                  \
+    "Kineto's cat: 'cpu_op', 'user_annotation', 'gpu_user_annotation', 'python_function'")
 
 #define HS_ACTIVITY_KINDS(X)                                                                       \
   X(KernelActivity, KernelRow, kernels, "CUPTI_ACTIVITY_KIND_KERNEL",                              \

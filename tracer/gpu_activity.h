@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -64,6 +65,9 @@ struct ActivityBatch {
   HS_ACTIVITY_KINDS(HS_ACTIVITY_SPAN_)
 #undef HS_ACTIVITY_SPAN_
   uint64_t dropped_records = 0;  ///< records the source dropped since its previous batch (CUPTI's count)
+  /// The process the records were traced in: globalTid / globalPid are derived from it
+  /// (pid * 0x1000000 [+ tid]). nullopt: this process (CUPTI); an importer sets the trace's pid.
+  std::optional<int64_t> pid;
 };
 
 /// Consumer of activity records (implemented by `hs::storage::Store`). Writes a batch

@@ -1,0 +1,683 @@
+#include "importers/kineto_trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <string_view>
+
+#include "importers/kineto_reader.h"
+#include "importers/kineto_rows.h"
+
+namespace hs::importers {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using kineto::RawEvent;
+
+namespace {
+
+constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
+constexpr std::string_view kHookscopePrefix = "hookscope::";
+
+// ---- reading fields ---------------------------------------------------------------------
+const json* args_of(const json& o) {
+  auto it = o.find("args");
+  return it != o.end() && it->is_object() ? &*it : nullptr;
+}
+std::optional<int64_t> arg_int(const json* a, const char* key) {
+  if (!a) return std::nullopt;
+  auto it = a->find(key);
+  if (it == a->end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+std::string_view str_field(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>()) : std::string_view();
+}
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+/// A slice's args as CPU_OPS.argsId keeps them: without the ids that have columns of their own
+/// (External id, Sequence number) and the per-event indexes that only number the file's events
+/// (Ev Idx, Python id, Python parent id). What is left (shapes, types, strides, concrete inputs)
+/// repeats across events, so the capture stores each distinct args text once. "" when empty.
+std::string kept_args(const json* a) {
+  static constexpr std::string_view kDropped[] = {"External id", "Sequence number", "Ev Idx", "Python id",
+                                                  "Python parent id"};
+  if (!a) return {};
+  json kept = json::object();
+  for (auto it = a->begin(); it != a->end(); ++it)
+    if (std::find(std::begin(kDropped), std::end(kDropped), it.key()) == std::end(kDropped)) kept[it.key()] = *it;
+  return kept.empty() ? std::string() : kept.dump();
+}
+
+// ---- GPU record names, as libkineto writes them -------------------------------------------
+tracer::MemcpyKind memcpy_kind(std::string_view s) {
+  using K = tracer::MemcpyKind;
+  static constexpr std::pair<std::string_view, K> kKinds[] = {
+      {"HtoD", K::HtoD}, {"DtoH", K::DtoH}, {"HtoA", K::HtoA}, {"AtoH", K::AtoH}, {"AtoA", K::AtoA},
+      {"AtoD", K::AtoD}, {"DtoA", K::DtoA}, {"DtoD", K::DtoD}, {"HtoH", K::HtoH}, {"PtoP", K::PtoP}};
+  for (const auto& [name, k] : kKinds)
+    if (s == name) return k;
+  return K::Unknown;
+}
+tracer::MemKind mem_kind(std::string_view s) {
+  using M = tracer::MemKind;
+  static constexpr std::pair<std::string_view, M> kKinds[] = {
+      {"Pageable", M::Pageable}, {"Pinned", M::Pinned},           {"Device", M::Device},
+      {"Array", M::Array},       {"Managed", M::Managed},         {"Device Static", M::DeviceStatic},
+      {"Managed Static", M::ManagedStatic}};
+  for (const auto& [name, k] : kKinds)
+    if (s == name) return k;
+  return M::Unknown;
+}
+/// "Memcpy HtoD (Pageable -> Device)" -> {"HtoD", "Pageable", "Device"}; "Memset (Device)" -> {"", "Device", ""}.
+struct GpuName {
+  std::string_view kind, src, dst;
+};
+GpuName parse_gpu_name(std::string_view name) {
+  GpuName g;
+  const size_t open = name.find('('), close = name.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return g;
+  std::string_view head = name.substr(0, open), inner = name.substr(open + 1, close - open - 1);
+  if (const size_t sp = head.find(' '); sp != std::string_view::npos) {
+    g.kind = head.substr(sp + 1);
+    while (!g.kind.empty() && g.kind.back() == ' ') g.kind.remove_suffix(1);
+  }
+  if (const size_t arrow = inner.find(" -> "); arrow != std::string_view::npos) {
+    g.src = inner.substr(0, arrow);
+    g.dst = inner.substr(arrow + 4);
+  } else {
+    g.src = inner;
+  }
+  return g;
+}
+/// nsys' shortName of a demangled kernel name: no return type, namespaces, template arguments
+/// or parameters ("void at::native::foo<4>(int)" -> "foo").
+std::string_view short_kernel_name(std::string_view full) {
+  std::string_view n = full;
+  int depth = 0;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (n[i] == '<') ++depth;
+    if (n[i] == '>') --depth;
+    if (n[i] == '(' && depth == 0) {
+      n = n.substr(0, i);
+      break;
+    }
+  }
+  while (!n.empty() && n.back() == ' ') n.remove_suffix(1);
+  if (!n.empty() && n.back() == '>') {
+    depth = 0;
+    for (size_t i = n.size(); i-- > 0;) {
+      if (n[i] == '>') ++depth;
+      if (n[i] == '<' && --depth == 0) {
+        n = n.substr(0, i);
+        break;
+      }
+    }
+  }
+  if (const size_t p = n.find_last_of(": "); p != std::string_view::npos) n = n.substr(p + 1);
+  return n.empty() ? full : n;
+}
+/// The logical device of a '[memory]' instant: "cpu", "0" (CUDA / ROCm), else "type<T>:<id>".
+std::string memory_device(int64_t type, int64_t id) {
+  if (type == 0) return "cpu";                           // c10::DeviceType::CPU
+  if (type == 1 || type == 6) return std::to_string(id);  // CUDA, HIP
+  return "type" + std::to_string(type) + ":" + std::to_string(id);
+}
+
+// ---- the importer ---------------------------------------------------------------------------
+class Importer {
+ public:
+  Importer(const fs::path& file, storage::Store& store, int64_t run, const KinetoOptions& opts, KinetoSummary& s)
+      : file_(file), store_(store), s_(s), rows_(store, run, opts.batch_rows, s) {}
+
+  void event(const RawEvent& e);
+  void device(const json& d);
+  void metadata(std::string_view key, const json& v);
+  void finish();
+
+ private:
+  // The last GPU record or CUDA API call, for the ac2g flow that follows it.
+  struct LastSlice {
+    kineto::ActivityRows* rows = nullptr;
+    enum class Kind { None, Kernel, Memcpy, Memset, Sync, Runtime, Driver } kind = Kind::None;
+    size_t index = 0;
+    int64_t pid = 0, tid = 0, start = 0, end = 0;
+    std::optional<int64_t> external_id;
+  };
+  struct OpenRegion {
+    int64_t start, end;
+    int index;
+    int64_t op_count = 0;
+    std::string compile_id;
+    int next_index = 1;  // for an outermost region: the index of the next region inside it
+  };
+  using ThreadKey = std::pair<int64_t, int64_t>;
+
+  [[noreturn]] void fail(const RawEvent& e, const std::string& message) const {
+    throw ImportError(file_, "byte " + std::to_string(e.offset), message);
+  }
+  int64_t int_field(const RawEvent& e, const char* key) const;
+  int64_t absolute(const RawEvent& e, int64_t ts) const;
+  void note_time(int64_t start, int64_t end);
+  void not_imported(const std::string& key) { ++s_.unknown_categories[key]; }
+  void begin_row() {
+    last_ = {};
+    rows_.maybe_flush();
+  }
+
+  bool complete(const RawEvent& e, std::string_view cat, int64_t start, int64_t end);
+  void host_slice(const RawEvent& e, std::string_view cat, int64_t start, int64_t end);
+  void kernel(const RawEvent& e, int64_t start, int64_t end);
+  void memcpy(const RawEvent& e, int64_t start, int64_t end);
+  void memset(const RawEvent& e, int64_t start, int64_t end);
+  void sync(const RawEvent& e, int64_t start, int64_t end);
+  void api_call(const RawEvent& e, bool driver, int64_t start, int64_t end);
+  void gpu_slice_done(LastSlice::Kind kind, size_t index, int64_t pid, int64_t tid, int64_t start, int64_t end);
+  void flow(const RawEvent& e, char ph, int64_t t);
+  void memory(const RawEvent& e, int64_t t);
+  void names(const RawEvent& e);
+  void track_regions(std::string_view cat, std::string_view name, ThreadKey thread, int64_t start, int64_t end);
+  void close_region(const OpenRegion& r, ThreadKey thread);
+  void hookscope_range(const RawEvent& e, std::string_view name, ThreadKey thread, int64_t start, int64_t end);
+
+  const fs::path& file_;
+  storage::Store& store_;
+  KinetoSummary& s_;
+  kineto::RowSink rows_;
+  LastSlice last_;
+  int64_t base_ns_ = 0;
+  std::set<int64_t> gpu_ids_;
+  std::map<ThreadKey, std::vector<OpenRegion>> regions_;
+  std::map<std::string, int64_t> unknown_ranges_;
+};
+
+int64_t Importer::int_field(const RawEvent& e, const char* key) const {
+  auto it = e.obj.find(key);
+  if (it == e.obj.end() || !it->is_number_integer())
+    fail(e, std::string("the ") + std::string(str_field(e.obj, "cat")) + " event '" +
+                std::string(str_field(e.obj, "name")) + "' has no integer '" + key + "'");
+  return it->get<int64_t>();
+}
+
+int64_t Importer::absolute(const RawEvent& e, int64_t ts) const {
+  int64_t t = 0;
+  if (__builtin_add_overflow(base_ns_, ts, &t)) fail(e, "baseTimeNanoseconds + ts overflows int64 ns");
+  return t;
+}
+
+void Importer::note_time(int64_t start, int64_t end) {
+  if (!s_.first_ns || start < *s_.first_ns) s_.first_ns = start;
+  if (!s_.last_ns || end > *s_.last_ns) s_.last_ns = end;
+}
+
+void Importer::event(const RawEvent& e) {
+  ++s_.events;
+  const json& o = e.obj;
+  const std::string_view ph = str_field(o, "ph"), cat = str_field(o, "cat");
+  if (ph.empty()) fail(e, "the event has no 'ph' (phase)");
+  const std::string key = cat.empty() ? "(ph " + std::string(ph) + ")" : std::string(cat);
+  ++s_.events_by_category[key];
+  if (ph == "M") return names(e);
+  if (!e.ts_ns) fail(e, o.contains("ts") ? "the event's 'ts' is not a number" : "the event has no 'ts'");
+  const int64_t t = absolute(e, *e.ts_ns);
+  if (ph == "X") {
+    if (!e.dur_ns)
+      fail(e, o.contains("dur") ? "the event's 'dur' is not a number" : "the complete ('X') event has no 'dur'");
+    if (*e.dur_ns < 0) fail(e, "the event's 'dur' is negative (" + std::to_string(*e.dur_ns) + " ns)");
+    if (!complete(e, cat, t, t + *e.dur_ns)) not_imported(key);
+  } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_field(o, "name") == "[memory]") {
+    memory(e, t);
+  } else if ((ph == "s" || ph == "f") && cat == "ac2g") {
+    flow(e, ph[0], t);
+  } else if (!(cat.empty() && (ph == "i" || ph == "I")) && cat != "fwdbwd") {
+    not_imported(key);  // (global instants without a category mark the profiling window)
+  }
+}
+
+bool Importer::complete(const RawEvent& e, std::string_view cat, int64_t start, int64_t end) {
+  if (cat == "Trace") return true;  // the profiler's own span
+  begin_row();
+  if (cat == "cpu_op" || cat == "user_annotation" || cat == "python_function" || cat == "gpu_user_annotation")
+    host_slice(e, cat, start, end);
+  else if (cat == "kernel")
+    kernel(e, start, end);
+  else if (cat == "gpu_memcpy")
+    memcpy(e, start, end);
+  else if (cat == "gpu_memset")
+    memset(e, start, end);
+  else if (cat == "cuda_sync")
+    sync(e, start, end);
+  else if (cat == "cuda_runtime" || cat == "cuda_driver")
+    api_call(e, cat == "cuda_driver", start, end);
+  else
+    return false;
+  note_time(start, end);
+  return true;
+}
+
+void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start, int64_t end) {
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const std::string_view name = str_field(e.obj, "name");
+  const json* a = args_of(e.obj);
+  tracer::CpuOpActivity op;
+  op.os_tid = tid;
+  op.name = rows_.keep(name);
+  op.args = rows_.keep(kept_args(a));
+  op.external_id = arg_int(a, "External id");
+  op.sequence_number = arg_int(a, "Sequence number");
+  op.category = rows_.keep(cat);
+  op.start_ns = start;
+  op.end_ns = end;
+  rows_.activity(pid).cpu_ops.push_back(op);
+  rows_.added();
+  if (cat == "gpu_user_annotation") return;  // its pid / tid are a GPU and a stream
+  rows_.note_host_pid(pid);
+  if (cat == "python_function") return;
+  track_regions(cat, name, {pid, tid}, start, end);
+  if (starts_with(name, kHookscopePrefix)) hookscope_range(e, name, {pid, tid}, start, end);
+}
+
+void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const json* a = args_of(e.obj);
+  const std::string_view name = str_field(e.obj, "name");
+  auto dim3 = [&](const char* key, int i) -> int32_t {
+    auto it = a ? a->find(key) : json::const_iterator();
+    if (!a || it == a->end() || !it->is_array() || it->size() <= static_cast<size_t>(i) ||
+        !(*it)[static_cast<size_t>(i)].is_number_integer())
+      return 0;
+    return (*it)[static_cast<size_t>(i)].get<int32_t>();
+  };
+  tracer::KernelActivity k{};
+  k.device_id = static_cast<uint32_t>(arg_int(a, "device").value_or(pid));
+  k.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(0));
+  k.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
+  k.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  k.demangled_name = rows_.keep(name);
+  k.short_name = rows_.keep(short_kernel_name(name));
+  k.registers_per_thread = static_cast<int32_t>(arg_int(a, "registers per thread").value_or(0));
+  k.grid_x = dim3("grid", 0), k.grid_y = dim3("grid", 1), k.grid_z = dim3("grid", 2);
+  k.block_x = dim3("block", 0), k.block_y = dim3("block", 1), k.block_z = dim3("block", 2);
+  k.static_shared_memory = arg_int(a, "shared memory").value_or(0);  // Kineto: static + dynamic
+  k.graph_node_id = arg_int(a, "graph node id");
+  if (k.graph_node_id == 0) k.graph_node_id.reset();
+  k.start_ns = start;
+  k.end_ns = end;
+  auto& v = rows_.activity(std::nullopt).kernels;
+  v.push_back(k);
+  gpu_slice_done(LastSlice::Kind::Kernel, v.size() - 1, pid, tid, start, end);
+  gpu_ids_.insert(k.device_id);
+}
+
+void Importer::memcpy(const RawEvent& e, int64_t start, int64_t end) {
+  using K = tracer::MemcpyKind;
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const json* a = args_of(e.obj);
+  const GpuName g = parse_gpu_name(str_field(e.obj, "name"));
+  tracer::MemcpyActivity m{};
+  const int64_t device = arg_int(a, "device").value_or(arg_int(a, "inDevice").value_or(pid));
+  m.device_id = static_cast<uint32_t>(device);
+  m.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(arg_int(a, "inContext").value_or(0)));
+  m.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
+  m.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  m.bytes = arg_int(a, "bytes").value_or(0);
+  m.copy_kind = memcpy_kind(g.kind);
+  m.src_kind = mem_kind(g.src);
+  m.dst_kind = mem_kind(g.dst);
+  const auto dev = static_cast<int32_t>(device);
+  if (m.copy_kind == K::HtoD || m.copy_kind == K::AtoD || m.copy_kind == K::DtoD) m.dst_device_id = dev;
+  if (m.copy_kind == K::DtoH || m.copy_kind == K::DtoA || m.copy_kind == K::DtoD) m.src_device_id = dev;
+  if (m.copy_kind == K::PtoP) {
+    if (auto from = arg_int(a, "fromDevice")) m.src_device_id = static_cast<int32_t>(*from);
+    if (auto to = arg_int(a, "toDevice")) m.dst_device_id = static_cast<int32_t>(*to);
+  }
+  m.graph_node_id = arg_int(a, "graph node id");
+  if (m.graph_node_id == 0) m.graph_node_id.reset();
+  m.start_ns = start;
+  m.end_ns = end;
+  auto& v = rows_.activity(std::nullopt).memcpys;
+  v.push_back(m);
+  gpu_slice_done(LastSlice::Kind::Memcpy, v.size() - 1, pid, tid, start, end);
+  gpu_ids_.insert(m.device_id);
+}
+
+void Importer::memset(const RawEvent& e, int64_t start, int64_t end) {
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const json* a = args_of(e.obj);
+  tracer::MemsetActivity m{};
+  m.device_id = static_cast<uint32_t>(arg_int(a, "device").value_or(pid));
+  m.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(0));
+  m.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
+  m.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  m.value = 0;  // Kineto does not record the value set
+  m.bytes = arg_int(a, "bytes").value_or(0);
+  m.graph_node_id = arg_int(a, "graph node id");
+  if (m.graph_node_id == 0) m.graph_node_id.reset();
+  m.mem_kind = mem_kind(parse_gpu_name(str_field(e.obj, "name")).src);
+  m.start_ns = start;
+  m.end_ns = end;
+  auto& v = rows_.activity(std::nullopt).memsets;
+  v.push_back(m);
+  gpu_slice_done(LastSlice::Kind::Memset, v.size() - 1, pid, tid, start, end);
+  gpu_ids_.insert(m.device_id);
+}
+
+void Importer::sync(const RawEvent& e, int64_t start, int64_t end) {
+  using S = tracer::SyncType;
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const json* a = args_of(e.obj);
+  std::string_view kind = a ? str_field(*a, "cuda_sync_kind") : std::string_view();
+  if (kind.empty()) kind = str_field(e.obj, "name");
+  tracer::SyncActivity y{};
+  y.device_id = static_cast<uint32_t>(arg_int(a, "device").value_or(pid));
+  y.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(0));
+  y.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
+  y.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  y.sync_type = kind == "Event Sync"          ? S::EventSynchronize
+                : kind == "Stream Wait Event" ? S::StreamWaitEvent
+                : kind == "Stream Sync"       ? S::StreamSynchronize
+                : kind == "Context Sync"      ? S::ContextSynchronize
+                                              : S::Unknown;
+  y.event_id = static_cast<uint32_t>(arg_int(a, "wait_on_cuda_event_id").value_or(arg_int(a, "event_id").value_or(0)));
+  y.start_ns = start;
+  y.end_ns = end;
+  auto& v = rows_.activity(std::nullopt).syncs;
+  v.push_back(y);
+  gpu_slice_done(LastSlice::Kind::Sync, v.size() - 1, pid, tid, start, end);
+}
+
+void Importer::gpu_slice_done(LastSlice::Kind kind, size_t index, int64_t pid, int64_t tid, int64_t start,
+                              int64_t end) {
+  rows_.added();
+  last_ = {&rows_.activity(std::nullopt), kind, index, pid, tid, start, end, std::nullopt};
+}
+
+void Importer::api_call(const RawEvent& e, bool driver, int64_t start, int64_t end) {
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const json* a = args_of(e.obj);
+  const auto correlation = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  const std::string_view name = rows_.keep(str_field(e.obj, "name"));
+  kineto::ActivityRows& rows = rows_.activity(pid);
+  size_t index = 0;
+  if (driver) {
+    rows.driver_calls.push_back({tid, correlation, name, 0, start, end});
+    index = rows.driver_calls.size() - 1;
+  } else {
+    rows.runtime_calls.push_back({tid, correlation, name, 0, start, end});
+    index = rows.runtime_calls.size() - 1;
+  }
+  rows_.added();
+  rows_.note_host_pid(pid);
+  const auto external = arg_int(a, "External id");
+  if (external && correlation != 0) {
+    rows.external_correlations.push_back(
+        {tracer::ExternalKind::Custom0, static_cast<uint64_t>(*external), correlation});
+    rows_.added();
+  }
+  last_ = {&rows, driver ? LastSlice::Kind::Driver : LastSlice::Kind::Runtime, index, pid, tid, start, end,
+           correlation == 0 ? external : std::nullopt};
+}
+
+// An ac2g flow binds to the slice it starts in (the launch, 's') or ends in (the GPU record,
+// 'f'); libkineto writes it right after that slice. Its id is the CUPTI correlation id.
+void Importer::flow(const RawEvent& e, char ph, int64_t t) {
+  auto id = e.obj.find("id");
+  auto pid = e.obj.find("pid"), tid = e.obj.find("tid");
+  if (id == e.obj.end() || !id->is_number_integer() || pid == e.obj.end() || tid == e.obj.end()) return;
+  using K = LastSlice::Kind;
+  const bool launch = last_.kind == K::Runtime || last_.kind == K::Driver;
+  if (last_.kind == K::None || launch != (ph == 's') || *pid != last_.pid || *tid != last_.tid ||
+      t < last_.start || t > last_.end)
+    return;
+  const auto corr = id->get<uint32_t>();
+  kineto::ActivityRows& r = *last_.rows;
+  auto patch = [&](auto& row) {
+    if (row.correlation_id == 0) row.correlation_id = corr;
+  };
+  switch (last_.kind) {
+    case K::Kernel: patch(r.kernels[last_.index]); break;
+    case K::Memcpy: patch(r.memcpys[last_.index]); break;
+    case K::Memset: patch(r.memsets[last_.index]); break;
+    case K::Sync: patch(r.syncs[last_.index]); break;
+    case K::Runtime: patch(r.runtime_calls[last_.index]); break;
+    case K::Driver: patch(r.driver_calls[last_.index]); break;
+    case K::None: break;
+  }
+  if (launch && last_.external_id) {
+    r.external_correlations.push_back({tracer::ExternalKind::Custom0, static_cast<uint64_t>(*last_.external_id), corr});
+    rows_.added();
+    last_.external_id.reset();
+  }
+}
+
+void Importer::memory(const RawEvent& e, int64_t t) {
+  begin_row();
+  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
+  const json* a = args_of(e.obj);
+  const std::string device = memory_device(arg_int(a, "Device Type").value_or(0), arg_int(a, "Device Id").value_or(-1));
+  tracer::rec::MemoryCounter m{};
+  m.device = rows_.str(device);
+  m.bytes = arg_int(a, "Total Allocated").value_or(0);
+  m.time_ns = t;
+  rows_.host(m, pid, tid);
+  rows_.note_host_pid(pid);
+  note_time(t, t);
+}
+
+void Importer::names(const RawEvent& e) {
+  const std::string_view what = str_field(e.obj, "name");
+  const json* a = args_of(e.obj);
+  auto pid = e.obj.find("pid"), tid = e.obj.find("tid");
+  if (!a || pid == e.obj.end() || !pid->is_number_integer()) return;
+  const std::string name(str_field(*a, "name"));
+  if (what == "process_name")
+    s_.process_names[pid->get<int64_t>()] = name;
+  else if (what == "thread_name" && tid != e.obj.end() && tid->is_number_integer())
+    s_.thread_names[{pid->get<int64_t>(), tid->get<int64_t>()}] = name;
+}
+
+// Compiled regions of one thread, innermost last. Events of a thread arrive in start order, so
+// a region is complete once an event starts at or after its end; until then the cpu_op events
+// inside it are counted.
+void Importer::track_regions(std::string_view cat, std::string_view name, ThreadKey thread, int64_t start,
+                             int64_t end) {
+  const bool region = cat == "cpu_op" && starts_with(name, kRegionPrefix);
+  auto it = regions_.find(thread);
+  if (it == regions_.end()) {
+    if (!region) return;
+    it = regions_.try_emplace(thread).first;
+  }
+  std::vector<OpenRegion>& open = it->second;
+  while (!open.empty() && open.back().end <= start) {
+    close_region(open.back(), thread);
+    open.pop_back();
+  }
+  if (cat == "cpu_op" && !region)
+    for (OpenRegion& r : open)
+      if (start >= r.start && end <= r.end) ++r.op_count;
+  if (!region) return;
+  const int index = open.empty() ? 0 : open.front().next_index++;
+  open.push_back({start, end, index, 0, std::string(name.substr(kRegionPrefix.size())), 1});
+}
+
+void Importer::close_region(const OpenRegion& r, ThreadKey thread) {
+  tracer::rec::Region rec{};
+  rec.index = r.index;
+  rec.op_count = r.op_count;
+  rec.backend = rows_.str("");
+  rec.compile_id = rows_.str(r.compile_id);
+  rec.start_ns = r.start;
+  rec.end_ns = r.end;
+  rows_.host(rec, thread.first, thread.second);
+}
+
+// "hookscope::WHAT key=value ..." (docs/torch-engine.md): the driver's ranges around
+// accelerate's hook entry points become hookscope's own rows.
+void Importer::hookscope_range(const RawEvent& e, std::string_view name, ThreadKey thread, int64_t start,
+                               int64_t end) {
+  std::string_view rest = name.substr(kHookscopePrefix.size());
+  const size_t sp = rest.find(' ');
+  const std::string what(rest.substr(0, sp));
+  rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+  std::map<std::string_view, std::string_view> kv;
+  while (!rest.empty()) {
+    const size_t next = rest.find(' ');
+    const std::string_view token = rest.substr(0, next);
+    rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + 1);
+    if (token.empty()) continue;
+    const size_t eq = token.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      fail(e, "the range '" + std::string(name) + "': '" + std::string(token) + "' is not key=value");
+    kv[token.substr(0, eq)] = token.substr(eq + 1);
+  }
+  auto text = [&](std::string_view key) {
+    auto it = kv.find(key);
+    if (it == kv.end())
+      fail(e, "the range 'hookscope::" + what + "' has no '" + std::string(key) + "=' (docs/torch-engine.md)");
+    return it->second;
+  };
+  auto number = [&](std::string_view key) {
+    const std::string_view v = text(key);
+    int64_t n = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size())
+      fail(e, "the range 'hookscope::" + what + "': '" + std::string(key) + "=" + std::string(v) +
+                  "' is not an integer");
+    return n;
+  };
+  auto flag = [&](std::string_view key) {
+    auto it = kv.find(key);
+    return it != kv.end() && (it->second == "1" || it->second == "true" || it->second == "True");
+  };
+  auto module = [&] {
+    const std::string_view m = text("module");
+    return rows_.str(m == "<root>" ? std::string_view() : m);
+  };
+  const auto [pid, tid] = thread;
+  if (what == "pre_forward" || what == "post_forward") {
+    tracer::rec::HookSpan h{};
+    h.hook = rows_.str(text("hook"));
+    h.phase = what == "pre_forward" ? events::HookPhase::PreForward : events::HookPhase::PostForward;
+    h.module = module();
+    h.module_class = rows_.str("");
+    h.start_ns = start;
+    h.end_ns = end;
+    rows_.host(h, pid, tid);
+  } else if (what == "weight_onload" || what == "weight_offload") {
+    tracer::rec::WeightSwap w{};
+    w.onload = what == "weight_onload";
+    w.source = events::WeightSource::Device;
+    if (w.onload) {
+      const std::string_view src = text("source");
+      if (src == "cpu")
+        w.source = events::WeightSource::Cpu;
+      else if (src == "disk")
+        w.source = events::WeightSource::Disk;
+      else if (src != "device")
+        fail(e, "the range 'hookscope::weight_onload': source '" + std::string(src) + "' is not cpu, disk or device");
+    }
+    w.module = module();
+    w.tensor = rows_.str(text("tensor"));
+    w.bytes = number("bytes");
+    w.dtype = rows_.str(text("dtype"));
+    w.device = rows_.str(text("device"));
+    w.pinned = flag("pinned");
+    w.start_ns = start;
+    w.end_ns = end;
+    rows_.host(w, pid, tid);
+  } else if (what == "send_to_device") {
+    tracer::rec::Transfer t{};
+    t.src = rows_.str(text("src"));
+    t.dst = rows_.str(text("dst"));
+    t.bytes = number("bytes");
+    t.emulated = flag("emulated");
+    t.module = module();
+    t.start_ns = start;
+    t.end_ns = end;
+    rows_.host(t, pid, tid);
+  } else if (what == "step") {
+    tracer::rec::GenerationStep g{};
+    g.step = number("step");
+    g.token = number("token");
+    g.start_ns = start;
+    g.end_ns = end;
+    rows_.host(g, pid, tid);
+  } else if (what != "generate") {
+    ++unknown_ranges_[what];
+  }
+}
+
+void Importer::device(const json& d) {
+  if (!d.is_object()) return;
+  auto num = [&](const char* key, int64_t fallback) {
+    auto it = d.find(key);
+    return it != d.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+  };
+  storage::GpuInfo g;
+  g.id = num("id", static_cast<int64_t>(s_.gpus.size()));
+  g.name = std::string(str_field(d, "name"));
+  g.total_memory = num("totalGlobalMem", 0);
+  g.compute_major = num("computeMajor", 0);
+  g.compute_minor = num("computeMinor", 0);
+  g.sm_count = num("numSms", 0);
+  g.threads_per_warp = num("warpSize", 32);
+  g.max_shmem_per_block = num("sharedMemPerBlockOptin", num("sharedMemPerBlock", 0));
+  if (g.threads_per_warp > 0) g.max_warps_per_sm = num("maxThreadsPerMultiprocessor", 0) / g.threads_per_warp;
+  store_.add_gpu(g);
+  s_.gpus.push_back(std::move(g));
+}
+
+void Importer::metadata(std::string_view key, const json& v) {
+  if (key == "baseTimeNanoseconds" && v.is_number_integer()) {
+    s_.base_time_ns = v.get<int64_t>();
+    if (s_.events == 0)
+      base_ns_ = s_.base_time_ns;
+    else
+      s_.diagnostics.push_back("baseTimeNanoseconds follows traceEvents in the file: the times are µs since the "
+                               "profiler's base time, not on its clock");
+  } else if (key == "distributedInfo") {
+    s_.distributed_info = nlohmann::json::parse(v.dump());
+  } else if (key == "ERROR" || key == "WARNING") {
+    for (const json& line : v.is_array() ? v : json::array({v}))
+      if (line.is_string()) s_.diagnostics.push_back("Kineto " + std::string(key) + ": " + line.get<std::string>());
+  }
+}
+
+void Importer::finish() {
+  for (auto& [thread, open] : regions_)
+    for (auto it = open.rbegin(); it != open.rend(); ++it) close_region(*it, thread);
+  regions_.clear();
+  rows_.flush();
+  s_.gpu_count = s_.gpus.empty() ? static_cast<int64_t>(gpu_ids_.size()) : static_cast<int64_t>(s_.gpus.size());
+  auto listing = [](const std::map<std::string, int64_t>& m) {
+    std::string out;
+    for (const auto& [k, n] : m) out += (out.empty() ? "" : ", ") + k + " (" + std::to_string(n) + ")";
+    return out;
+  };
+  if (!s_.unknown_categories.empty())
+    s_.diagnostics.push_back("events of categories hookscope does not import were skipped: " +
+                             listing(s_.unknown_categories));
+  if (!unknown_ranges_.empty())
+    s_.diagnostics.push_back("hookscope:: ranges of unknown kinds were kept as CPU_OPS only: " +
+                             listing(unknown_ranges_));
+}
+
+}  // namespace
+
+KinetoSummary import_kineto_trace(const fs::path& trace, storage::Store& store, int64_t run_id,
+                                  const KinetoOptions& opts) {
+  if (opts.batch_rows == 0) throw std::invalid_argument("import_kineto_trace: KinetoOptions.batch_rows must be > 0");
+  KinetoSummary summary;
+  Importer importer(trace, store, run_id, opts, summary);
+  kineto::TraceCallbacks cb;
+  cb.event = [&](const RawEvent& e) { importer.event(e); };
+  cb.device = [&](const json& d) { importer.device(d); };
+  cb.metadata = [&](std::string_view key, const json& v) { importer.metadata(key, v); };
+  cb.progress = opts.progress;
+  kineto::read_chrome_trace(trace, cb);
+  importer.finish();
+  return summary;
+}
+
+}  // namespace hs::importers

@@ -1,0 +1,666 @@
+// The torch.profiler (Kineto) Chrome-trace importer. References:
+//  - a real trace recorded during the test run by tests/oracles/profile_trace.py (a tiny
+//    transformers Llama with the driver's hookscope:: ranges and a torch.compile'd function),
+//    parsed here independently with nlohmann's DOM and, for exact times, by the oracle with
+//    Python's Decimal;
+//  - a GPU trace written here in libkineto's shape (libkineto/src/output_json.cpp and the
+//    CUPTI activity metadata it writes: kernels, memcpy HtoD/DtoH/DtoD/PtoP, memset, runtime
+//    and driver calls, ac2g flows, deviceProperties), since this machine has no GPU;
+//  - bad input, each case with its message.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "importers/kineto_reader.h"
+#include "importers/kineto_trace.h"
+#include "storage/capture_reader.h"
+#include "storage/store.h"
+#include "tests/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace hs;
+using importers::ImportError;
+using importers::KinetoOptions;
+using importers::KinetoSummary;
+using json = nlohmann::json;
+using Rows = std::vector<std::vector<std::string>>;
+
+// ---- helpers -------------------------------------------------------------------------------
+struct RawDb {
+  sqlite3* db = nullptr;
+  explicit RawDb(const fs::path& p) {
+    if (sqlite3_open_v2(p.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+      throw std::runtime_error("raw open failed: " + p.string());
+  }
+  ~RawDb() { sqlite3_close_v2(db); }
+  Rows rows(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("raw prepare failed: ") + sqlite3_errmsg(db) + " in " + sql);
+    Rows out;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      std::vector<std::string> r;
+      for (int i = 0; i < sqlite3_column_count(s); ++i) {
+        const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+        r.push_back(t ? t : "NULL");
+      }
+      out.push_back(std::move(r));
+    }
+    sqlite3_finalize(s);
+    return out;
+  }
+  std::string one(const std::string& sql) {
+    auto r = rows(sql);
+    return r.empty() || r[0].empty() ? "" : r[0][0];
+  }
+  /// Every column but runId of `table`'s rows of `run`, in insertion order.
+  Rows table(const std::string& table, int64_t run) {
+    std::string cols;
+    for (auto& c : rows("PRAGMA table_info(" + table + ")"))
+      if (c[1] != "runId") cols += (cols.empty() ? "" : ", ") + c[1];
+    return rows("SELECT " + cols + " FROM " + table + " WHERE runId = " + std::to_string(run) + " ORDER BY rowid");
+  }
+};
+
+tracer::RunInfo run_info(const std::string& label) {
+  tracer::RunInfo info;
+  info.scenario = label;
+  info.mode = "eager";
+  info.model = "tiny-llama";
+  return info;
+}
+
+struct Imported {
+  fs::path capture;
+  int64_t run = 0;
+  KinetoSummary summary;
+};
+
+/// Imports `trace` as a new run of `capture` (created or appended to) and ends the run.
+Imported import_trace(const fs::path& capture, const fs::path& trace, const KinetoOptions& opts = {}) {
+  storage::Store store(capture);
+  Imported out{capture, store.add_run(run_info(trace.filename().string())), {}};
+  out.summary = importers::import_kineto_trace(trace, store, out.run, opts);
+  store.end_run(out.run, tracer::RunStatus::Complete);
+  return out;
+}
+
+/// The message of the ImportError importing `trace` throws ("" when it does not throw); the run
+/// it was imported into must stay incomplete.
+std::string import_error(const fs::path& trace) {
+  const fs::path capture = trace.parent_path() / (trace.filename().string() + ".hscope");
+  int64_t run = 0;
+  std::string message;
+  {
+    storage::Store store(capture);
+    run = store.add_run(run_info("bad"));
+    try {
+      importers::import_kineto_trace(trace, store, run);
+    } catch (const ImportError& e) {
+      message = e.what();
+      EXPECT_EQ(e.file(), trace);
+    }
+  }
+  EXPECT_EQ(storage::CaptureReader(capture).run(run).status, tracer::RunStatus::Incomplete);
+  return message;
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// ---- the real trace --------------------------------------------------------------------------
+const fs::path& trace_dir() {
+  static const fs::path dir = test::cached_oracle("kineto-trace", "profile_trace.py");
+  return dir;
+}
+const json& oracle() {
+  static const json j = test::read_json(trace_dir() / "result.json");
+  return j;
+}
+const json& trace_doc() {
+  static const json j = json::parse(test::read_file(trace_dir() / "trace.json"));
+  return j;
+}
+/// The real trace imported once per test process (each gtest case runs in its own process).
+const Imported& real() {
+  static const Imported im = [] {
+    const fs::path dir = test::scratch_dir("import_kineto_real_" + std::to_string(getpid()));
+    return import_trace(dir / "capture.hscope", trace_dir() / "trace.json");
+  }();
+  return im;
+}
+const std::set<std::string> kHostCategories = {"cpu_op", "user_annotation", "python_function",
+                                               "gpu_user_annotation"};
+
+TEST(ImportKineto, EveryHostEventOfARealTraceIsACpuOpRow) {
+  const json& doc = trace_doc();
+  std::map<std::string, int64_t> by_cat, host;
+  for (const json& e : doc["traceEvents"]) {
+    const std::string cat = e.contains("cat") ? e["cat"].get<std::string>() : "(ph " + e["ph"].get<std::string>() + ")";
+    ++by_cat[cat];
+    if (e["ph"] == "X" && kHostCategories.count(cat)) ++host[cat];
+  }
+  ASSERT_GT(host["cpu_op"], 100);
+  ASSERT_GT(host["user_annotation"], 10);
+  ASSERT_GT(host["python_function"], 100) << "with_stack=True records python_function events";
+
+  const Imported& im = real();
+  EXPECT_EQ(im.summary.events, static_cast<int64_t>(doc["traceEvents"].size()));
+  EXPECT_EQ(im.summary.events_by_category, by_cat);
+  EXPECT_TRUE(im.summary.unknown_categories.empty());
+  RawDb db(im.capture);
+  std::map<std::string, int64_t> rows;
+  for (auto& r : db.rows("SELECT s.value, count(*) FROM CPU_OPS o JOIN StringIds s ON s.id = o.categoryId "
+                         "WHERE runId = " + std::to_string(im.run) + " GROUP BY s.value"))
+    rows[r[0]] = std::stoll(r[1]);
+  EXPECT_EQ(rows, host);
+  int64_t total = 0;
+  for (auto& [_, n] : host) total += n;
+  EXPECT_EQ(im.summary.rows_by_table.at("CPU_OPS"), total);
+
+  // The file's own pid / tid: globalTid = pid * 0x1000000 + tid, nsys' serialisation.
+  const int64_t pid = oracle()["sample"][0]["pid"], tid = oracle()["sample"][0]["tid"];
+  EXPECT_EQ(im.summary.pids, std::vector<int64_t>{pid});
+  EXPECT_EQ(db.one("SELECT count(*) FROM CPU_OPS WHERE globalTid != " + std::to_string(pid * 0x1000000 + tid)), "0");
+  EXPECT_EQ(im.summary.process_names.count(pid), 1u);
+  EXPECT_EQ(im.summary.base_time_ns, oracle()["base_ns"].get<int64_t>());
+  EXPECT_EQ(im.summary.gpu_count, 0);
+}
+
+TEST(ImportKineto, TimesAreExactNanosecondsAndSlicesKeepTheirArgs) {
+  const Imported& im = real();
+  RawDb db(im.capture);
+  // Exact: the oracle computed base + ts * 1000 with Decimal.
+  for (const json& s : oracle()["sample"]) {
+    const std::string where = "o.runId = " + std::to_string(im.run) + " AND o.start = " +
+                              std::to_string(s["start_ns"].get<int64_t>()) + " AND o.end = " +
+                              std::to_string(s["end_ns"].get<int64_t>());
+    EXPECT_EQ(db.one("SELECT count(*) FROM CPU_OPS o JOIN StringIds n ON n.id = o.nameId JOIN StringIds c ON "
+                     "c.id = o.categoryId WHERE " + where + " AND n.value = '" + s["name"].get<std::string>() +
+                     "' AND c.value = '" + s["cat"].get<std::string>() + "'"),
+              "1")
+        << s.dump();
+  }
+  // Every slice, in file order, against the DOM's doubles (a double of ~5e12 µs is good to ~1 ns).
+  const int64_t base = oracle()["base_ns"];
+  std::vector<const json*> slices;
+  for (const json& e : trace_doc()["traceEvents"])
+    if (e["ph"] == "X" && e.contains("cat") && kHostCategories.count(e["cat"].get<std::string>())) slices.push_back(&e);
+  const Rows rows = db.rows(
+      "SELECT n.value, c.value, o.start, o.end, coalesce(o.externalId, -1), coalesce(a.value, '{}') FROM CPU_OPS o "
+      "JOIN StringIds n ON n.id = o.nameId JOIN StringIds c ON c.id = o.categoryId LEFT JOIN StringIds a ON a.id = "
+      "o.argsId WHERE o.runId = " + std::to_string(im.run) + " ORDER BY o.rowid");
+  ASSERT_EQ(rows.size(), slices.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& e = *slices[i];
+    ASSERT_EQ(rows[i][0], e["name"].get<std::string>()) << i;
+    EXPECT_EQ(rows[i][1], e["cat"].get<std::string>());
+    const int64_t start = std::stoll(rows[i][2]), end = std::stoll(rows[i][3]);
+    EXPECT_LE(std::llabs(start - base - std::llround(e["ts"].get<double>() * 1000)), 2) << e.dump();
+    EXPECT_LE(std::llabs(end - start - std::llround(e["dur"].get<double>() * 1000)), 2) << e.dump();
+    json args = e.value("args", json::object());
+    EXPECT_EQ(std::stoll(rows[i][4]), args.value("External id", int64_t{-1}));
+    // The rest as Kineto wrote it, less the ids with their own columns and the per-event indexes.
+    for (const char* key : {"External id", "Sequence number", "Ev Idx", "Python id", "Python parent id"})
+      args.erase(key);
+    EXPECT_EQ(json::parse(rows[i][5]), args) << e.dump();
+  }
+  // Shapes recorded (record_shapes=True) travel in the args.
+  EXPECT_NE(db.one("SELECT count(*) FROM CPU_OPS o JOIN StringIds a ON a.id = o.argsId WHERE a.value LIKE "
+                   "'%\"Input Dims\"%'"),
+            "0");
+}
+
+TEST(ImportKineto, NestingIsKept) {
+  const Imported& im = real();
+  RawDb db(im.capture);
+  auto range = [&](const std::string& like) {
+    return db.rows("SELECT o.start, o.end FROM CPU_OPS o JOIN StringIds n ON n.id = o.nameId WHERE o.runId = " +
+                   std::to_string(im.run) + " AND n.value LIKE '" + like + "' ORDER BY o.start");
+  };
+  const Rows generate = range("hookscope::generate %"), steps = range("hookscope::step %"),
+             pre = range("hookscope::pre_forward %"), onload = range("hookscope::weight_onload %");
+  ASSERT_EQ(generate.size(), 1u);
+  ASSERT_EQ(steps.size(), 3u);
+  for (auto& s : steps) {
+    EXPECT_GE(std::stoll(s[0]), std::stoll(generate[0][0]));
+    EXPECT_LE(std::stoll(s[1]), std::stoll(generate[0][1]));
+  }
+  ASSERT_EQ(pre.size(), onload.size());
+  for (size_t i = 0; i < pre.size(); ++i) {
+    EXPECT_GE(std::stoll(onload[i][0]), std::stoll(pre[i][0])) << "weight_onload runs inside its pre_forward";
+    EXPECT_LE(std::stoll(onload[i][1]), std::stoll(pre[i][1]));
+  }
+}
+
+TEST(ImportKineto, HookscopeRangesBecomeHookscopeRows) {
+  const Imported& im = real();
+  const json& hs = oracle()["hookscope_ranges"];
+  storage::CaptureReader r(im.capture);
+  RawDb db(im.capture);
+  auto times_of = [&](const std::string& prefix) {
+    std::multiset<std::pair<int64_t, int64_t>> out;
+    for (auto& row : db.rows("SELECT o.start, o.end FROM CPU_OPS o JOIN StringIds n ON n.id = o.nameId WHERE "
+                             "o.runId = " + std::to_string(im.run) + " AND n.value LIKE '" + prefix + " %'"))
+      out.insert({std::stoll(row[0]), std::stoll(row[1])});
+    return out;
+  };
+
+  const auto hooks = r.hook_events(im.run);
+  ASSERT_EQ(hooks.size(), hs["hookscope::pre_forward"].get<size_t>() + hs["hookscope::post_forward"].get<size_t>());
+  std::multiset<std::pair<int64_t, int64_t>> pre, post;
+  for (const auto& h : hooks) {
+    EXPECT_EQ(h.hook, "AlignDevicesHook");
+    EXPECT_TRUE(h.module == "model.layers.0" || h.module == "model.layers.1") << h.module;
+    (h.phase == events::HookPhase::PreForward ? pre : post).insert({h.start_ns, h.end_ns});
+  }
+  EXPECT_EQ(pre, times_of("hookscope::pre_forward"));
+  EXPECT_EQ(post, times_of("hookscope::post_forward"));
+
+  const auto swaps = r.weight_swaps(im.run);
+  ASSERT_EQ(swaps.size(), hs["hookscope::weight_onload"].get<size_t>() + hs["hookscope::weight_offload"].get<size_t>());
+  std::multiset<std::pair<int64_t, int64_t>> on, off;
+  for (const auto& w : swaps) {
+    EXPECT_EQ(w.tensor, "mlp.up_proj.weight");
+    EXPECT_EQ(w.bytes, 128 * 64 * 4) << "the up_proj weight of the tiny Llama, float32";
+    EXPECT_EQ(w.dtype, "float32");
+    EXPECT_EQ(w.device, w.onload ? "cpu" : "meta");
+    if (w.onload) {
+      EXPECT_EQ(w.source, events::WeightSource::Cpu);
+    }
+    (w.onload ? on : off).insert({w.start_ns, w.end_ns});
+  }
+  EXPECT_EQ(on, times_of("hookscope::weight_onload"));
+  EXPECT_EQ(off, times_of("hookscope::weight_offload"));
+
+  const auto transfers = r.transfers(im.run);
+  ASSERT_EQ(transfers.size(), hs["hookscope::send_to_device"].get<size_t>());
+  std::set<int64_t> bytes;
+  for (const auto& t : transfers) {
+    EXPECT_EQ(t.src, "cpu");
+    EXPECT_EQ(t.dst, "cpu");
+    EXPECT_EQ(t.copy_kind, tracer::MemcpyKind::HtoH);
+    EXPECT_TRUE(t.module == "model.layers.0" || t.module == "model.layers.1");
+    bytes.insert(t.bytes);
+  }
+  EXPECT_EQ(bytes, (std::set<int64_t>{6 * 64 * 4, 64 * 4})) << "hidden states of the 6-token prefill, then 1 token";
+
+  const auto steps = r.generation_steps(im.run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, static_cast<int64_t>(i));
+    const std::string name = db.one("SELECT n.value FROM CPU_OPS o JOIN StringIds n ON n.id = o.nameId WHERE o.start = " +
+                                    std::to_string(steps[i].start_ns) + " AND n.value LIKE 'hookscope::step %'");
+    EXPECT_EQ(name, "hookscope::step step=" + std::to_string(i) + " token=" + std::to_string(steps[i].token));
+  }
+  const auto threads = r.threads(im.run);
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads[0].os_tid, oracle()["sample"][0]["tid"].get<int64_t>()) << "the trace's tid";
+}
+
+TEST(ImportKineto, CompiledRegionsCarryTheirCompileIds) {
+  const Imported& im = real();
+  const auto regions = storage::CaptureReader(im.capture).regions(im.run);
+  std::multiset<std::string> ids;
+  for (const auto& r : regions) ids.insert(r.compile_id);
+  std::multiset<std::string> want;
+  for (auto& [name, n] : oracle()["compiled_regions"].items())
+    for (int i = 0; i < n.get<int>(); ++i) want.insert(name.substr(std::string("Torch-Compiled Region: ").size()));
+  ASSERT_EQ(ids, want);
+  ASSERT_EQ(ids.count("1/0"), 2u) << "the frame resumed after the graph break";
+  RawDb db(im.capture);
+  for (const auto& r : regions) {
+    EXPECT_EQ(r.backend, "");
+    const auto outer = std::find_if(regions.begin(), regions.end(), [&](const auto& o) {
+      return o.compile_id == "0/0" && o.start_ns <= r.start_ns && r.end_ns <= o.end_ns;
+    });
+    ASSERT_NE(outer, regions.end()) << "every region lies in a call of frame 0";
+    EXPECT_EQ(r.index, r.compile_id == "0/0" ? 0 : 1) << "index within the outermost compiled region";
+    const std::string ops = db.one(
+        "SELECT count(*) FROM CPU_OPS o JOIN StringIds c ON c.id = o.categoryId JOIN StringIds n ON n.id = "
+        "o.nameId WHERE o.runId = " + std::to_string(im.run) + " AND c.value = 'cpu_op' AND n.value NOT LIKE "
+        "'Torch-Compiled Region%' AND o.start >= " + std::to_string(r.start_ns) + " AND o.end <= " +
+        std::to_string(r.end_ns));
+    EXPECT_EQ(std::to_string(r.op_count), ops);
+    EXPECT_GT(r.op_count, 0);
+  }
+}
+
+TEST(ImportKineto, MemoryInstantsBecomeMemoryCounters) {
+  std::vector<int64_t> allocated;
+  for (const json& e : trace_doc()["traceEvents"])
+    if (e.value("name", "") == "[memory]") allocated.push_back(e["args"]["Total Allocated"]);
+  ASSERT_GT(allocated.size(), 10u) << "profile_memory=True";
+  const Imported& im = real();
+  RawDb db(im.capture);
+  const Rows rows = db.rows("SELECT d.value, m.bytes FROM MEMORY_COUNTERS m JOIN StringIds d ON d.id = m.device "
+                            "WHERE m.runId = " + std::to_string(im.run) + " ORDER BY m.rowid");
+  ASSERT_EQ(rows.size(), allocated.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], "cpu");
+    EXPECT_EQ(std::stoll(rows[i][1]), allocated[i]);
+  }
+}
+
+TEST(ImportKineto, GzipSmallBatchesAndProgressGiveIdenticalRows) {
+  const fs::path dir = test::scratch_dir("import_kineto_gz");
+  const fs::path capture = dir / "capture.hscope";
+  const Imported plain = import_trace(capture, trace_dir() / "trace.json");
+  std::vector<std::pair<uint64_t, uint64_t>> progress;
+  KinetoOptions opts;
+  opts.batch_rows = 7;  // many batches: flushes between slices and their flows, regions across batches
+  opts.progress = [&](uint64_t done, uint64_t total) { progress.emplace_back(done, total); };
+  const Imported gz = import_trace(capture, trace_dir() / "trace.json.gz", opts);
+  EXPECT_EQ(gz.summary.events_by_category, plain.summary.events_by_category);
+  EXPECT_EQ(gz.summary.rows_by_table, plain.summary.rows_by_table);
+  EXPECT_EQ(gz.summary.first_ns, plain.summary.first_ns);
+  EXPECT_EQ(gz.summary.last_ns, plain.summary.last_ns);
+  RawDb db(capture);
+  for (const char* table : {"CPU_OPS", "HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "GENERATION_STEPS",
+                            "COMPILE_REGIONS", "MEMORY_COUNTERS", "THREADS"}) {
+    const Rows a = db.table(table, plain.run), b = db.table(table, gz.run);
+    EXPECT_FALSE(a.empty()) << table;
+    EXPECT_EQ(a, b) << table;
+  }
+  ASSERT_FALSE(progress.empty());
+  const uint64_t size = fs::file_size(trace_dir() / "trace.json.gz");
+  EXPECT_EQ(progress.back(), std::make_pair(size, size));
+  EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+}
+
+// ---- a GPU trace in libkineto's shape ---------------------------------------------------------
+// Field names and layout as libkineto writes them (output_json.cpp; CuptiActivity.h metadata:
+// "device", "context", "stream", "correlation", "registers per thread", "shared memory", "grid",
+// "block", "bytes", "fromDevice"/"toDevice" for peer copies, "cbid"; names from memcpyName /
+// "Memset (<kind>)"; ac2g flows right after the slice they bind to).
+constexpr const char* kGpuTrace = R"JSON({
+  "schemaVersion": 1,
+  "deviceProperties": [
+    {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150012411904, "computeMajor": 9, "computeMinor": 0,
+     "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
+     "sharedMemPerBlock": 49152, "numSms": 132, "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448,
+     "sharedMemPerMultiprocessor": 233472},
+    {"id": 1, "name": "NVIDIA H200", "totalGlobalMem": 150012411904, "computeMajor": 9, "computeMinor": 0,
+     "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
+     "sharedMemPerBlock": 49152, "numSms": 132}
+  ],
+  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2, "pg_count": 1, "pg_config": [], "nccl_version": "2.21.5"},
+  "displayTimeUnit": "ms",
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 4243, "ts": 10.000, "dur": 50.500,
+   "args": {"External id": 7, "Record function id": 0, "Sequence number": 11, "Input Dims": [[4, 8], [8, 16]]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4243, "ts": 20.100, "dur": 5.250,
+   "args": {"External id": 7, "cbid": 211, "correlation": 101}},
+  {"ph": "s", "id": 101, "pid": 4242, "tid": 4243, "ts": 20.100, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
+   "pid": 0, "tid": 7, "ts": 30.000, "dur": 2.001,
+   "args": {"External id": 7, "queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": 101,
+            "registers per thread": 32, "shared memory": 1024, "blocks per SM": 0.5, "warps per SM": 2.0,
+            "grid": [64, 2, 1], "block": [128, 1, 1], "est. achieved occupancy %": 3}},
+  {"ph": "f", "id": 101, "pid": 0, "tid": 7, "ts": 30.000, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 29.999, "dur": 2.003,
+   "args": {"External id": 7}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 4242, "tid": 4243, "ts": 40.000, "dur": 3.000,
+   "args": {"cbid": 41, "correlation": 102}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 41.000, "dur": 1.500,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 102, "bytes": 4096, "memory bandwidth (GB/s)": 2.73}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 7, "ts": 44.000, "dur": 1.000,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 103, "bytes": 2048, "memory bandwidth (GB/s)": 2.048}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 46.000, "dur": 0.500,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 104, "bytes": 1024}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "tid": 7, "ts": 47.000, "dur": 4.000,
+   "args": {"fromDevice": 0, "inDevice": 0, "toDevice": 1, "fromContext": 1, "inContext": 1, "toContext": 2,
+            "stream": 7, "correlation": 105, "bytes": 8192, "memory bandwidth (GB/s)": 2.048}},
+  {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 52.000, "dur": 0.250,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 106, "bytes": 512}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4243, "ts": 60.000, "dur": 4.000,
+   "args": {"External id": 8, "cbid": 211}},
+  {"ph": "s", "id": 107, "pid": 4242, "tid": 4243, "ts": 60.000, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": 70.000, "dur": 10.000,
+   "args": {"External id": 8, "device": 0, "context": 1, "stream": 7, "grid": [1, 1, 1], "block": [256, 1, 1]}},
+  {"ph": "f", "id": 107, "pid": 0, "tid": 7, "ts": 70.000, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 4242, "tid": 4243, "ts": 80.000, "dur": 2.000,
+   "args": {"External id": 9, "cbid": 307, "correlation": 108}},
+  {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "pid": 1, "tid": 13, "ts": 85.000, "dur": 1.000,
+   "args": {"External id": 9, "device": 1, "context": 2, "stream": 13, "correlation": 108, "grid": [8, 1, 1],
+            "block": [128, 1, 1], "graph node id": 77}},
+  {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 90.000, "dur": 1.000,
+   "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 109, "device": 0, "context": 1}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4243, "ts": 95.000,
+   "args": {"Total Reserved": 2097152, "Total Allocated": 4096, "Bytes": 4096, "Device Id": 0, "Device Type": 1,
+            "Addr": 139872, "Ev Idx": 3}},
+  {"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": -1, "tid": 0, "ts": 1.000, "dur": 1.000},
+  {"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": -1, "tid": 0, "ts": 2.000, "dur": 1.000},
+  {"name": "process_name", "ph": "M", "ts": 1.000, "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+  {"name": "thread_name", "ph": "M", "ts": 1.000, "pid": 4242, "tid": 4243, "args": {"name": "thread 4243 (python)"}},
+  {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 100.000}
+  ],
+  "traceName": "gpu.json"
+})JSON";
+
+TEST(ImportKineto, GpuRecordsGoToTheNsysTablesWithTheirCorrelations) {
+  const fs::path dir = test::scratch_dir("import_kineto_gpu");
+  write(dir / "gpu.json", kGpuTrace);
+  const Imported im = import_trace(dir / "capture.hscope", dir / "gpu.json");
+  const int64_t base = 1700000000000000000;
+  storage::CaptureReader r(im.capture);
+
+  const auto kernels = r.kernels(im.run);
+  ASSERT_EQ(kernels.size(), 3u);
+  EXPECT_EQ(kernels[0].short_name, "vectorized_elementwise_kernel");
+  EXPECT_EQ(kernels[0].correlation_id, 101u);
+  EXPECT_EQ(kernels[0].start_ns, base + 30000);
+  EXPECT_EQ(kernels[0].end_ns, base + 32001);
+  EXPECT_EQ(kernels[0].stream_id, 7u);
+  EXPECT_EQ(kernels[0].context_id, 1u);
+  EXPECT_EQ(kernels[0].registers_per_thread, 32);
+  EXPECT_EQ(kernels[0].static_shared_memory, 1024);
+  EXPECT_EQ(kernels[0].grid_x, 64);
+  EXPECT_EQ(kernels[0].grid_y, 2);
+  EXPECT_EQ(kernels[0].block_x, 128);
+  EXPECT_EQ(kernels[1].demangled_name, "gemm_kernel");
+  EXPECT_EQ(kernels[1].correlation_id, 107u) << "no correlation in its args: taken from its ac2g flow";
+  EXPECT_EQ(kernels[2].device_id, 1u);
+  EXPECT_EQ(kernels[2].stream_id, 13u);
+  EXPECT_EQ(kernels[2].graph_node_id, 77);
+
+  const auto copies = r.memcpys(im.run);
+  ASSERT_EQ(copies.size(), 4u);
+  using K = tracer::MemcpyKind;
+  using M = tracer::MemKind;
+  EXPECT_EQ(copies[0].copy_kind, K::HtoD);
+  EXPECT_EQ(copies[0].src_kind, M::Pageable);
+  EXPECT_EQ(copies[0].dst_kind, M::Device);
+  EXPECT_EQ(copies[0].bytes, 4096);
+  EXPECT_FALSE(copies[0].src_device_id.has_value());
+  EXPECT_EQ(copies[0].dst_device_id, 0);
+  EXPECT_EQ(copies[1].copy_kind, K::DtoH);
+  EXPECT_EQ(copies[1].dst_kind, M::Pinned);
+  EXPECT_EQ(copies[1].src_device_id, 0);
+  EXPECT_FALSE(copies[1].dst_device_id.has_value());
+  EXPECT_EQ(copies[2].copy_kind, K::DtoD);
+  EXPECT_EQ(copies[3].copy_kind, K::PtoP);
+  EXPECT_EQ(copies[3].src_device_id, 0);
+  EXPECT_EQ(copies[3].dst_device_id, 1);
+  EXPECT_EQ(copies[3].bytes, 8192);
+  EXPECT_EQ(copies[3].correlation_id, 105u);
+
+  const auto sets = r.memsets(im.run);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(sets[0].bytes, 512);
+  EXPECT_EQ(sets[0].mem_kind, M::Device);
+  EXPECT_EQ(sets[0].end_ns - sets[0].start_ns, 250);
+
+  const auto calls = r.runtime_calls(im.run);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(calls[0].os_tid, 4243);
+  EXPECT_EQ(calls[2].correlation_id, 107u) << "from the ac2g flow that starts in it";
+  const auto driver = r.driver_calls(im.run);
+  ASSERT_EQ(driver.size(), 1u);
+  EXPECT_EQ(driver[0].name, "cuLaunchKernel");
+  const auto ops = r.cpu_ops(im.run);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].category, "cpu_op");
+  EXPECT_EQ(ops[0].external_id, 7);
+  EXPECT_EQ(ops[0].sequence_number, 11);
+  EXPECT_EQ(json::parse(ops[0].args), json::parse(R"({"Record function id": 0, "Input Dims": [[4, 8], [8, 16]]})"));
+  EXPECT_EQ(ops[1].category, "gpu_user_annotation");
+  EXPECT_EQ(ops[1].start_ns, base + 29999);
+  EXPECT_EQ(ops[1].args, "") << "only the External id, which has its column";
+  const auto syncs = r.syncs(im.run);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].sync_type, tracer::SyncType::StreamSynchronize);
+
+  RawDb db(im.capture);
+  const std::string run = std::to_string(im.run);
+  // A kernel finds its launching call (correlationId) and the op that launched it (External id).
+  const Rows launches = db.rows(
+      "SELECT k.correlationId, coalesce(rn.value, dn.value), opn.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+      "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.runId = k.runId AND r.correlationId = k.correlationId "
+      "LEFT JOIN StringIds rn ON rn.id = r.nameId "
+      "LEFT JOIN CUPTI_ACTIVITY_KIND_DRIVER d ON d.runId = k.runId AND d.correlationId = k.correlationId "
+      "LEFT JOIN StringIds dn ON dn.id = d.nameId "
+      "LEFT JOIN CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION x ON x.runId = k.runId AND x.correlationId = "
+      "k.correlationId LEFT JOIN CPU_OPS o ON o.runId = k.runId AND o.externalId = x.externalId AND o.globalTid / "
+      "0x1000000 = 4242 LEFT JOIN StringIds opn ON opn.id = o.nameId WHERE k.runId = " + run + " ORDER BY k.start");
+  EXPECT_EQ(launches, (Rows{{"101", "cudaLaunchKernel", "aten::mm"},
+                            {"107", "cudaLaunchKernel", "NULL"},
+                            {"108", "cuLaunchKernel", "NULL"}}));
+  EXPECT_EQ(db.one("SELECT group_concat(externalId || '->' || correlationId, ',') FROM "
+                   "CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION WHERE runId = " + run),
+            "7->101,8->107,9->108");
+  // The trace's process: globalPid of GPU rows, globalTid of host rows.
+  EXPECT_EQ(db.one("SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL"), std::to_string(4242LL * 0x1000000));
+  EXPECT_EQ(db.one("SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"),
+            std::to_string(4242LL * 0x1000000 + 4243));
+  // The GPU-side annotation keeps its pid / tid (GPU 0, stream 7).
+  EXPECT_EQ(db.one("SELECT o.globalTid FROM CPU_OPS o JOIN StringIds c ON c.id = o.categoryId WHERE c.value = "
+                   "'gpu_user_annotation'"),
+            std::to_string(7));
+  EXPECT_EQ(db.one("SELECT count(*) FROM TARGET_INFO_GPU"), "2");
+  EXPECT_EQ(db.one("SELECT name || ' ' || smCount || ' ' || totalMemory || ' ' || computeMajor || ' ' || "
+                   "maxShmemPerBlock || ' ' || maxWarpsPerSm FROM TARGET_INFO_GPU WHERE id = 0"),
+            "NVIDIA H200 132 150012411904 9 232448 64");
+  EXPECT_EQ(db.one("SELECT d.value || ':' || m.bytes FROM MEMORY_COUNTERS m JOIN StringIds d ON d.id = m.device"),
+            "0:4096");
+
+  const KinetoSummary& s = im.summary;
+  EXPECT_EQ(s.gpu_count, 2);
+  EXPECT_EQ(s.pids, std::vector<int64_t>{4242});
+  EXPECT_EQ(s.unknown_categories, (std::map<std::string, int64_t>{{"overhead", 2}}));
+  ASSERT_EQ(s.diagnostics.size(), 1u);
+  EXPECT_TRUE(contains(s.diagnostics[0], "overhead (2)")) << s.diagnostics[0];
+  EXPECT_EQ(s.distributed_info["world_size"], 2);
+  EXPECT_EQ(s.process_names.at(0), "GPU 0");
+  EXPECT_EQ(s.thread_names.at({4242, 4243}), "thread 4243 (python)");
+  EXPECT_EQ(s.first_ns, base + 10000);
+  EXPECT_EQ(s.last_ns, base + 95000) << "the [memory] instant";
+  EXPECT_EQ(s.rows_by_table.at("CUPTI_ACTIVITY_KIND_KERNEL"), 3);
+  EXPECT_EQ(s.rows_by_table.at("CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION"), 3);
+}
+
+TEST(ImportKineto, ReadsChromeArrayFormatAndCountsUnknownHookscopeRanges) {
+  const fs::path dir = test::scratch_dir("import_kineto_array");
+  write(dir / "array.json", R"([
+    {"ph": "X", "cat": "user_annotation", "name": "hookscope::future_thing a=1", "pid": 5, "tid": 6, "ts": 1, "dur": 2},
+    {"ph": "X", "cat": "user_annotation", "name": "hookscope::step step=0 token=42", "pid": 5, "tid": 6, "ts": 1.5e0, "dur": 0.0005},
+    {"ph": "B", "cat": "mystery", "name": "x", "pid": 5, "tid": 6, "ts": 3}
+  ])");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "array.json");
+  EXPECT_EQ(im.summary.rows_by_table.at("CPU_OPS"), 2);
+  EXPECT_EQ(im.summary.unknown_categories, (std::map<std::string, int64_t>{{"mystery", 1}}));
+  ASSERT_EQ(im.summary.diagnostics.size(), 2u);
+  EXPECT_TRUE(contains(im.summary.diagnostics[1], "future_thing (1)")) << im.summary.diagnostics[1];
+  const auto steps = storage::CaptureReader(im.capture).generation_steps(im.run);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].token, 42);
+  EXPECT_EQ(steps[0].start_ns, 1500);
+  EXPECT_EQ(steps[0].end_ns, 1501) << "0.0005 µs rounds half away from zero";
+}
+
+// ---- bad input -------------------------------------------------------------------------------
+TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
+  const fs::path dir = test::scratch_dir("import_kineto_bad");
+  const std::string real_text = test::read_file(trace_dir() / "trace.json");
+  const std::string real_gz = test::read_file(trace_dir() / "trace.json.gz");
+  struct Case {
+    std::string name, text, want1, want2;
+  };
+  const std::string ev = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, )";
+  const std::vector<Case> cases = {
+      {"truncated.json", real_text.substr(0, real_text.size() / 2), "the JSON text ends early",
+       "byte " + std::to_string(real_text.size() / 2)},
+      {"truncated.json.gz", real_gz.substr(0, real_gz.size() / 2), "the gzip stream ends early", "byte "},
+      {"garbage.json", "this is not json", "not valid JSON", "byte 1"},
+      {"empty.json", "", "the file is empty", ""},
+      {"nothing.json", R"({"schemaVersion": 1})", "no traceEvents array", ""},
+      {"no_ph.json", ev + R"({"cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})",
+       "the event has no 'ph'", "byte " + std::to_string(ev.size())},
+      {"no_ts.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "dur": 1}]})",
+       "the event has no 'ts'", "byte " + std::to_string(ev.size())},
+      {"string_ts.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": "2", "dur": 1}]})",
+       "'ts' is not a number", "byte " + std::to_string(ev.size())},
+      {"no_dur.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2}]})",
+       "has no 'dur'", "byte " + std::to_string(ev.size())},
+      {"negative_dur.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": -0.5}]})",
+       "'dur' is negative (-500 ns)", "byte " + std::to_string(ev.size())},
+      {"huge_ts.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1}]})",
+       "'ts' is 1e300: not a number of µs that fits int64 ns", "byte "},
+      {"no_pid.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "tid": 1, "ts": 2, "dur": 1}]})",
+       "has no integer 'pid'", "byte " + std::to_string(ev.size())},
+      {"not_object.json", ev + R"(5]})", "a traceEvents entry is not a JSON object", "byte "},
+      {"hookscope_key.json",
+       ev + R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::weight_onload module=m tensor=w dtype=float32 source=cpu device=0", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})",
+       "the range 'hookscope::weight_onload' has no 'bytes='", "byte " + std::to_string(ev.size())},
+      {"hookscope_number.json",
+       ev + R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::step step=one token=1", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})",
+       "'step=one' is not an integer", "byte "},
+  };
+  for (const Case& c : cases) {
+    const fs::path p = dir / c.name;
+    write(p, c.text);
+    const std::string msg = import_error(p);
+    EXPECT_EQ(msg.rfind(p.string() + ": ", 0), 0u) << c.name << ": " << msg;
+    EXPECT_TRUE(contains(msg, c.want1)) << c.name << ": " << msg;
+    EXPECT_TRUE(contains(msg, c.want2)) << c.name << ": " << msg;
+  }
+  const std::string missing = import_error(dir / "missing.json");
+  EXPECT_TRUE(contains(missing, "cannot read the trace")) << missing;
+}
+
+TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
+  using importers::kineto::decimal_us_to_ns;
+  EXPECT_EQ(decimal_us_to_ns("5243847375771.562"), 5243847375771562);
+  EXPECT_EQ(decimal_us_to_ns("12"), 12000);
+  EXPECT_EQ(decimal_us_to_ns("0.001"), 1);
+  EXPECT_EQ(decimal_us_to_ns("0.0004"), 0);
+  EXPECT_EQ(decimal_us_to_ns("0.0005"), 1);
+  EXPECT_EQ(decimal_us_to_ns("-0.25"), -250);
+  EXPECT_EQ(decimal_us_to_ns("1.5e3"), 1500000);
+  EXPECT_EQ(decimal_us_to_ns("25E-1"), 2500);
+  EXPECT_EQ(decimal_us_to_ns("0"), 0);
+  EXPECT_EQ(decimal_us_to_ns("9223372036854775.807"), INT64_MAX);
+  EXPECT_EQ(decimal_us_to_ns("9223372036854775.808"), std::nullopt);
+  EXPECT_EQ(decimal_us_to_ns("1e300"), std::nullopt);
+  EXPECT_EQ(decimal_us_to_ns("abc"), std::nullopt);
+  EXPECT_EQ(decimal_us_to_ns("1.2.3"), std::nullopt);
+  EXPECT_EQ(decimal_us_to_ns(""), std::nullopt);
+}
+
+}  // namespace
