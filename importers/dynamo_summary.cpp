@@ -62,6 +62,14 @@ json recompile_reasons(const std::vector<storage::DynamoRecompileRow>& recompile
   return groups;
 }
 
+/// Recompilations: one `recompile_reasons` artifact (one log line) each.
+size_t recompilations(const std::vector<storage::DynamoRecompileRow>& rows) {
+  std::vector<int64_t> lines;
+  for (const storage::DynamoRecompileRow& r : rows) lines.push_back(r.log_line);
+  std::sort(lines.begin(), lines.end());
+  return static_cast<size_t>(std::unique(lines.begin(), lines.end()) - lines.begin());
+}
+
 /// Why a skipped frame runs eagerly: the last break of its failure, or Dynamo's skip.
 json skipped_frame(const storage::DynamoCompileRow& c) {
   std::string reason = "Dynamo skipped the frame (nothing to compile in it)";
@@ -115,7 +123,8 @@ json dynamo_summary(const storage::CaptureReader& reader, int64_t run) {
           {"break_reasons", break_reasons(breaks)},
           {"frames_skipped", skipped.size()},
           {"skipped_frames", skipped},
-          {"recompiles", recompiles.size()},
+          {"recompiles", recompilations(recompiles)},
+          {"recompile_guards", recompiles.size()},
           {"recompile_reasons", recompile_reasons(recompiles)},
           {"recompile_limit_hits", limit_frames.size()},
           {"recompile_limit_frames", limit_frames},

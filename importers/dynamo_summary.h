@@ -25,7 +25,8 @@ namespace hs::importers {
 ///     groups with it; most frequent first, then in log order,
 ///   "frames_skipped": n, "skipped_frames": [{"compile_id", "attempt", "code", "file", "line",
 ///     "status", "reason", "gb_code"}]: compiles whose frame runs eagerly,
-///   "recompiles": n, "recompile_reasons": [{"guard", "count", "compile_ids"}] (most first),
+///   "recompiles": recompilations, "recompile_guards": failing guards (one per cached compile
+///     checked), "recompile_reasons": [{"guard", "count", "compile_ids"}] (most first),
 ///   "recompile_limit_hits": n, "recompile_limit_frames": [{"compile_id", "code", "file", "line"}],
 ///   "compile_ids": [{"compile_id", "attempt", "status", "code", "file", "line", "guard_count",
 ///     "graph_op_count", "graphs", "compile_time_s", "fail_type", "fail_gb_code",

@@ -527,7 +527,10 @@ TorchTraceLog LogReader::finish() {
   fill_code_names();
   sum_.compiles = static_cast<int64_t>(out_.compiles.size());
   sum_.graph_breaks = static_cast<int64_t>(out_.graph_breaks.size());
-  sum_.recompiles = static_cast<int64_t>(out_.recompiles.size());
+  sum_.recompile_guards = static_cast<int64_t>(out_.recompiles.size());
+  std::set<int64_t> recompile_lines;  // one artifact per recompilation
+  for (const storage::DynamoRecompileRow& r : out_.recompiles) recompile_lines.insert(r.log_line);
+  sum_.recompiles = static_cast<int64_t>(recompile_lines.size());
   for (const storage::DynamoCompileRow& c : out_.compiles) {
     sum_.frames_skipped += c.status == "skipped" || c.status == "failed";
     sum_.recompile_limit_hits += is_recompile_limit(c.fail_gb_code, c.fail_reason);

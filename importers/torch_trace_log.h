@@ -74,7 +74,8 @@ struct TorchTraceSummary {
   std::map<std::string, int64_t> unknown_types;
   int64_t compiles = 0;              ///< DYNAMO_COMPILES rows
   int64_t graph_breaks = 0;          ///< DYNAMO_GRAPH_BREAKS rows (`dynamo_graph_break_reason` artifacts)
-  int64_t recompiles = 0;            ///< DYNAMO_RECOMPILES rows
+  int64_t recompiles = 0;            ///< recompilations (`recompile_reasons` artifacts)
+  int64_t recompile_guards = 0;      ///< DYNAMO_RECOMPILES rows: a failing guard per cached compile checked
   int64_t frames_skipped = 0;        ///< compiles whose frame runs eagerly (status 'skipped' or 'failed')
   int64_t recompile_limit_hits = 0;  ///< compiles that failed on the recompile limit (GB0039)
   /// Graphs handed to the backend, and the breaks between them, as torch._dynamo.explain

@@ -166,6 +166,28 @@ TEST(ImportTorchTrace, GraphBreaksAreTlparsesBreakFiles) {
   EXPECT_TRUE(codes.count("GB7000")) << "graph break in loop";
 }
 
+TEST(ImportTorchTrace, RecompileReasonsAreTlparses) {
+  for (const std::string& cell : kCells) {
+    TorchTraceSummary sum;
+    const TorchTraceLog log = read_cell(cell, &sum);
+    std::map<std::string, std::vector<std::string>> ours, theirs;
+    for (const auto& r : log.recompiles) ours[tlparse_key(r.compile_id, 0)].push_back(r.reason);
+    const json dir = compile_directory(cell);
+    int64_t files = 0;
+    for (const auto& [key, entry] : dir.items())
+      for (const json& a : entry["artifacts"])
+        if (a["name"].get<std::string>().rfind("recompile_reasons_", 0) == 0) {
+          ++files;
+          // One reason is written as its text, several as a JSON list.
+          const std::string text = test::read_file(compile_log().tlparse(cell) / a["url"].get<std::string>());
+          const json list = text.front() == '[' ? json::parse(text) : json::array({text});
+          for (const json& r : list) theirs[key].push_back(r.get<std::string>());
+        }
+    EXPECT_EQ(ours, theirs) << cell;
+    EXPECT_EQ(sum.recompiles, files) << cell;
+  }
+}
+
 TEST(ImportTorchTrace, FailuresAndRestartsAreTlparses) {
   for (const std::string& cell : kCells) {
     const TorchTraceLog log = read_cell(cell);
@@ -289,6 +311,8 @@ TEST(ImportTorchTrace, ImportWritesTheRowsAndTheSummaryGroupsThem) {
   EXPECT_EQ(s["frames_skipped"], sum.frames_skipped);
   EXPECT_EQ(s["recompile_limit_hits"], sum.recompile_limit_hits);
   EXPECT_EQ(s["recompiles"], sum.recompiles);
+  EXPECT_EQ(s["recompile_guards"], sum.recompile_guards);
+  EXPECT_GE(sum.recompile_guards, sum.recompiles);
   int64_t grouped = 0;
   for (const json& g : s["break_reasons"]) {
     grouped += g["count"].get<int64_t>();
