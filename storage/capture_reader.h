@@ -153,10 +153,10 @@ class CaptureReader {
   // Events of one run, one method per kind of tracer/event_kinds.h, each returning its row
   // type: hook_events, weight_swaps, transfers, disabled_scopes, module_compute, regions,
   // graph_breaks, generation_steps, memory_counters (host events); kernels, memcpys, memsets,
-  // runtime_calls, driver_calls, syncs, external_correlations, clock_samples, cpu_ops
-  // (activity records). Ordered by start time (then insertion), or by insertion for kinds
-  // without times. A kind whose table the file lacks (written before the kind existed) reads
-  // as empty.
+  // runtime_calls, driver_calls, syncs, external_correlations, clock_samples, cpu_ops,
+  // dynamo_compiles, dynamo_graph_breaks, dynamo_recompiles (activity records). Ordered by
+  // start time (then insertion), or by insertion for kinds without times. A kind whose table
+  // the file lacks (written before the kind existed) reads as empty.
 #define HS_READER_METHOD_(Type, Row, rows, ...) std::vector<Row> rows(int64_t run) const;
   HS_HOST_EVENT_KINDS(HS_READER_METHOD_)
   HS_ACTIVITY_KINDS(HS_READER_METHOD_)

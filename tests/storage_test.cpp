@@ -941,6 +941,105 @@ TEST(HostKinds, RegionCompileIdRoundTrips) {
             "1/0");
 }
 
+TEST(ActivityKinds, DynamoCompileRoundTrips) {
+  ActivityFile f("activity_dynamo_compile");
+  const tracer::DynamoCompile compiles[] = {
+      {.compile_id = "0/0", .frame_id = 0, .frame_compile_id = 0, .attempt = 1, .status = "compiled",
+       .code_name = "new_forward", .file = "/site-packages/accelerate/hooks.py", .line = 186, .guard_count = 14,
+       .graph_op_count = 0, .graph_node_count = 1, .graphs = 0, .start_utc_ns = 1796100896521466000,
+       .compile_ns = 580898000, .before_restart_ns = 316802740,
+       .restart_reasons = R"(["Skip calling `torch.compiler.disable()`d function"])", .log_line = 12},
+      {.compile_id = "0/8", .frame_id = 0, .frame_compile_id = 8, .attempt = 0, .status = "failed",
+       .fail_type = "Unsupported", .fail_reason = "Dynamo recompile limit exceeded\n  Explanation: ...",
+       .fail_gb_code = "GB0039", .fail_user_frame = "/a/hooks.py:187", .recompile_reason = "0/7: not args",
+       .log_line = 900},
+      {.compile_id = "!1/2/0", .compiled_autograd_id = 1, .status = "incomplete", .log_line = 950},
+  };
+  f.write([&](tracer::ActivityBatch& b) { b.dynamo_compiles = compiles; });
+  const auto rows = CaptureReader(f.file).dynamo_compiles(f.run);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].compile_id, "0/0");
+  EXPECT_EQ(rows[0].frame_id, 0);
+  EXPECT_EQ(rows[0].frame_compile_id, 0);
+  EXPECT_EQ(rows[0].attempt, 1);
+  EXPECT_EQ(rows[0].status, "compiled");
+  EXPECT_EQ(rows[0].code_name, "new_forward");
+  EXPECT_EQ(rows[0].file, "/site-packages/accelerate/hooks.py");
+  EXPECT_EQ(rows[0].line, 186);
+  EXPECT_EQ(rows[0].guard_count, 14);
+  EXPECT_EQ(rows[0].graph_op_count, 0) << "zero is a value, not NULL";
+  EXPECT_EQ(rows[0].graph_node_count, 1);
+  EXPECT_EQ(rows[0].start_utc_ns, 1796100896521466000);
+  EXPECT_EQ(rows[0].compile_ns, 580898000);
+  EXPECT_FALSE(rows[0].backend_compile_ns.has_value());
+  EXPECT_EQ(rows[0].before_restart_ns, 316802740);
+  EXPECT_EQ(nlohmann::json::parse(rows[0].restart_reasons).size(), 1u);
+  EXPECT_EQ(rows[0].fail_type, "");
+  EXPECT_EQ(rows[0].log_line, 12);
+  EXPECT_EQ(rows[1].status, "failed");
+  EXPECT_EQ(rows[1].fail_gb_code, "GB0039");
+  EXPECT_EQ(rows[1].fail_user_frame, "/a/hooks.py:187");
+  EXPECT_EQ(rows[1].recompile_reason, "0/7: not args");
+  EXPECT_FALSE(rows[1].guard_count.has_value());
+  EXPECT_EQ(rows[2].compiled_autograd_id, 1);
+  EXPECT_FALSE(rows[2].frame_id.has_value());
+  RawDb db(f.file);
+  EXPECT_EQ(db.one("SELECT count(*) FROM DYNAMO_COMPILES WHERE guardCount IS NULL AND failTypeId IS NULL"), "1");
+  EXPECT_EQ(db.one("SELECT s.value FROM DYNAMO_COMPILES c JOIN StringIds s ON s.id = c.failGbCodeId"), "GB0039");
+}
+
+TEST(ActivityKinds, DynamoGraphBreakAndRecompileRoundTrip) {
+  ActivityFile f("activity_dynamo_break");
+  const tracer::DynamoGraphBreak breaks[] = {
+      {.compile_id = "3/0", .attempt = 0, .gb_code = "GB0098",
+       .gb_type = "Skip calling `torch.compiler.disable()`d function", .explanation = "Skip calling function f",
+       .hints = "Remove the `torch.compiler.disable` call", .context = "<function f>",
+       .reason = "Skip calling `torch.compiler.disable()`d function\n  Explanation: ...",
+       .instruction = "Encountered graph break when attempting to trace CALL: a function call, e.g. f(x, y):",
+       .user_frame = "/a/hooks.py:50", .user_stack = "  File \"/a/hooks.py\", line 50, in wrapper",
+       .chained_gb_codes = "GB7000", .frame_skipped = true, .log_line = 77},
+      {.compile_id = "4/1", .attempt = 0, .gb_type = "an older torch's break", .reason = "an older torch's break",
+       .log_line = 80},
+  };
+  const tracer::DynamoRecompile recompiles[] = {
+      {.compile_id = "0/8", .guard_compile_id = "0/7", .guard = "not args", .reason = "0/7: not args  # x",
+       .log_line = 899},
+      {.compile_id = "0/8", .guard = "?", .reason = "Unable to find recompilation reasons", .log_line = 899},
+  };
+  f.write([&](tracer::ActivityBatch& b) {
+    b.dynamo_graph_breaks = breaks;
+    b.dynamo_recompiles = recompiles;
+  });
+  CaptureReader r(f.file);
+  const auto rows = r.dynamo_graph_breaks(f.run);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].compile_id, "3/0");
+  EXPECT_EQ(rows[0].gb_code, "GB0098");
+  EXPECT_EQ(rows[0].gb_type, "Skip calling `torch.compiler.disable()`d function");
+  EXPECT_EQ(rows[0].explanation, "Skip calling function f");
+  EXPECT_EQ(rows[0].hints, "Remove the `torch.compiler.disable` call");
+  EXPECT_EQ(rows[0].context, "<function f>");
+  EXPECT_EQ(rows[0].instruction.rfind("Encountered graph break", 0), 0u);
+  EXPECT_EQ(rows[0].user_frame, "/a/hooks.py:50");
+  EXPECT_EQ(rows[0].user_stack, "  File \"/a/hooks.py\", line 50, in wrapper");
+  EXPECT_EQ(rows[0].chained_gb_codes, "GB7000");
+  EXPECT_TRUE(rows[0].frame_skipped);
+  EXPECT_EQ(rows[0].log_line, 77);
+  EXPECT_EQ(rows[1].gb_code, "") << "no code: NULL, read back as empty";
+  EXPECT_FALSE(rows[1].frame_skipped);
+  const auto rec = r.dynamo_recompiles(f.run);
+  ASSERT_EQ(rec.size(), 2u);
+  EXPECT_EQ(rec[0].compile_id, "0/8");
+  EXPECT_EQ(rec[0].guard_compile_id, "0/7");
+  EXPECT_EQ(rec[0].guard, "not args");
+  EXPECT_EQ(rec[0].reason, "0/7: not args  # x");
+  EXPECT_EQ(rec[1].guard_compile_id, "");
+  EXPECT_EQ(rec[1].log_line, 899);
+  RawDb db(f.file);
+  EXPECT_EQ(db.one("SELECT count(*) FROM DYNAMO_GRAPH_BREAKS WHERE gbCodeId IS NULL"), "1");
+  EXPECT_EQ(db.one("SELECT count(*) FROM DYNAMO_RECOMPILES WHERE guardCompileId IS NULL"), "1");
+}
+
 TEST(ActivityKinds, ACaptureFromBeforeAKindExistedReadsItEmptyAndTakesItWhenAppended) {
   ActivityFile f("activity_old_capture");
   { RawDb(f.file, SQLITE_OPEN_READWRITE).exec("DROP TABLE CPU_OPS"); }  // as written before CPU ops existed

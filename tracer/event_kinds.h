@@ -259,8 +259,9 @@ using rebind_t = typename rebind<K, Rep>::type;
 // ---- activity records -----------------------------------------------------------------------
 // Written in batches (`tracer::ActivityBatch`) by the CUPTI layer or a trace importer: GPU
 // activity in Nsight Systems' tables and columns (CUPTI_ACTIVITY_KIND_*, names as StringIds
-// ids), and CPU ops as torch.profiler / Kineto report them. Each record names its own thread
-// (globalTid) or device and stream, so these kinds have no threadId.
+// ids), CPU ops as torch.profiler / Kineto report them, and what torch.compile's structured
+// log says about each compile. Each record names its own thread (globalTid) or device and
+// stream, or has no time at all, so these kinds have no threadId.
 //
 //   X(Type, Row, reader method, TABLE, doc, FIELDS)
 
@@ -385,6 +386,67 @@ using rebind_t = typename rebind<K, Rep>::type;
   F(Text, category, "categoryId",                                                                  \
     "Kineto's cat: 'cpu_op', 'user_annotation', 'gpu_user_annotation', 'python_function'")
 
+// torch.compile's structured log (TORCH_TRACE), imported by importers/torch_trace_log.h: one
+// row per compile id and attempt (tlparse's "[F/C]" / "[F/C_A]"), per graph break (its
+// `dynamo_graph_break_reason` artifact) and per failing guard of a recompile. No times on
+// the capture's clock: the log's are wall-clock, kept as ns since the Unix epoch.
+#define HS_DYNAMO_COMPILE_FIELDS(F, T, C)                                                          \
+  C(RunId, run_id, "runId", "RUNS.id")                                                             \
+  F(Text, compile_id, "compileId", "Dynamo's compile id 'F/C' ('Torch-Compiled Region: F/C'); '!A/F/C' under compiled autograd") \
+  F(Optional<int64_t>, frame_id, "frameId", "F: the frame (code object) Dynamo compiled")          \
+  F(Optional<int64_t>, frame_compile_id, "frameCompileId", "C: its compile number (> 0: a recompile)") \
+  F(int32_t, attempt, "attempt", "tracing attempt: > 0 after a restart (tlparse's '[F/C_A]')")      \
+  F(Optional<int64_t>, compiled_autograd_id, "compiledAutogradId", "compiled autograd's graph id, if any") \
+  F(Text, status, "statusId",                                                                      \
+    "'compiled' (guarded code), 'restarted' (a later attempt took over), 'skipped' (Dynamo skipped "  \
+    "the frame: it runs eagerly), 'failed' (fail_type set: eager fallback, or the error under "      \
+    "fullgraph), 'incomplete' (no compilation_metrics in the log)")                                 \
+  F(TextOrNull, code_name, "codeNameId", "co_name of the frame")                                   \
+  F(TextOrNull, file, "fileId", "co_filename")                                                     \
+  F(Optional<int64_t>, line, "line", "co_firstlineno")                                             \
+  F(Optional<int64_t>, guard_count, "guardCount", "guards of the compiled code")                  \
+  F(Optional<int64_t>, graph_op_count, "graphOpCount", "ops in the captured graph")                \
+  F(Optional<int64_t>, graph_node_count, "graphNodeCount", "nodes in the captured graph")          \
+  F(int32_t, graphs, "graphs", "graphs handed to the backend (dynamo_output_graph records)")       \
+  F(Optional<int64_t>, start_utc_ns, "startUtcNs", "compile start, ns since the Unix epoch")       \
+  F(Optional<int64_t>, compile_ns, "compileNs", "entire_frame_compile_time_s, in ns")              \
+  F(Optional<int64_t>, backend_compile_ns, "backendCompileNs", "backend_compile_time_s, in ns")    \
+  F(Optional<int64_t>, inductor_compile_ns, "inductorCompileNs", "inductor_compile_time_s, in ns") \
+  F(Optional<int64_t>, code_gen_ns, "codeGenNs", "code_gen_time_s, in ns")                         \
+  F(Optional<int64_t>, before_restart_ns, "beforeRestartNs", "dynamo_time_before_restart_s, in ns") \
+  F(TextOrNull, fail_type, "failTypeId", "e.g. 'Unsupported'")                                     \
+  F(TextOrNull, fail_reason, "failReasonId", "Dynamo's message")                                   \
+  F(TextOrNull, fail_gb_code, "failGbCodeId", "the last graph-break code in fail_reason, e.g. 'GB0039' (recompile limit)") \
+  F(TextOrNull, fail_user_frame, "failUserFrameId", "'file:line' of the user code that failed")    \
+  F(TextOrNull, restart_reasons, "restartReasonsId", "JSON array of the restart reasons")          \
+  F(TextOrNull, recompile_reason, "recompileReasonId", "Dynamo's first recompile reason")          \
+  F(int64_t, log_line, "logLine", "line of the compile's first record in the log")
+
+#define HS_DYNAMO_GRAPH_BREAK_FIELDS(F, T, C)                                                      \
+  C(RunId, run_id, "runId", "RUNS.id")                                                             \
+  F(Text, compile_id, "compileId", "DYNAMO_COMPILES.compileId of the compile that broke")          \
+  F(int32_t, attempt, "attempt", "its attempt")                                                    \
+  F(TextOrNull, gb_code, "gbCodeId", "Dynamo's graph-break registry id: 'GB0098' (torch.compiler.disable), ...") \
+  F(Text, gb_type, "gbTypeId", "the break's type, e.g. 'Skip calling `torch.compiler.disable()`d function'") \
+  F(TextOrNull, explanation, "explanationId", "Dynamo's explanation")                             \
+  F(TextOrNull, hints, "hintsId", "the hints, one per line")                                       \
+  F(TextOrNull, context, "contextId", "developer debug context")                                   \
+  F(Text, reason, "reasonId", "the reason as torch._dynamo.explain prints it")                     \
+  F(TextOrNull, instruction, "instructionId", "what Dynamo was doing ('Encountered graph break when attempting to trace CALL: ...')") \
+  F(TextOrNull, user_frame, "userFrameId", "'file:line' of the user code that broke")              \
+  F(TextOrNull, user_stack, "userStackId", "the user code traceback")                              \
+  F(TextOrNull, chained_gb_codes, "chainedGbCodesId", "codes of breaks raised while handling this one, e.g. 'GB7000' (graph break in loop)") \
+  F(bool, frame_skipped, "frameSkipped", "1: Dynamo gave up on the frame, which runs eagerly")    \
+  F(int64_t, log_line, "logLine", "line of the artifact in the log")
+
+#define HS_DYNAMO_RECOMPILE_FIELDS(F, T, C)                                                        \
+  C(RunId, run_id, "runId", "RUNS.id")                                                             \
+  F(Text, compile_id, "compileId", "the compile the recompile started ('0/8')")                    \
+  F(TextOrNull, guard_compile_id, "guardCompileId", "the cached compile whose guard failed ('0/7')") \
+  F(Text, guard, "guardId", "the failing guard, e.g. '___check_type_id(module, 94861060722928)'")   \
+  F(Text, reason, "reasonId", "Dynamo's whole recompile reason")                                   \
+  F(int64_t, log_line, "logLine", "line of the reason in the log")
+
 #define HS_ACTIVITY_KINDS(X)                                                                       \
   X(KernelActivity, KernelRow, kernels, "CUPTI_ACTIVITY_KIND_KERNEL",                              \
     "A GPU kernel (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).", HS_KERNEL_FIELDS)                     \
@@ -405,4 +467,13 @@ using rebind_t = typename rebind<K, Rep>::type;
   X(ClockSample, ClockSampleRow, clock_samples, "CLOCK_CALIBRATION",                               \
     "hookscope: host/GPU clock pairs behind the conversion of CUPTI times.", HS_CLOCK_SAMPLE_FIELDS) \
   X(CpuOpActivity, CpuOpRow, cpu_ops, "CPU_OPS",                                                   \
-    "A CPU op (torch.profiler / Kineto 'cpu_op'): a host slice on one thread.", HS_CPU_OP_FIELDS)
+    "A CPU op (torch.profiler / Kineto 'cpu_op'): a host slice on one thread.", HS_CPU_OP_FIELDS) \
+  X(DynamoCompile, DynamoCompileRow, dynamo_compiles, "DYNAMO_COMPILES",                           \
+    "hookscope: one Dynamo compile id and attempt of a torch.compile log (TORCH_TRACE).",         \
+    HS_DYNAMO_COMPILE_FIELDS)                                                                      \
+  X(DynamoGraphBreak, DynamoGraphBreakRow, dynamo_graph_breaks, "DYNAMO_GRAPH_BREAKS",             \
+    "hookscope: a graph break of a torch.compile log (its dynamo_graph_break_reason).",           \
+    HS_DYNAMO_GRAPH_BREAK_FIELDS)                                                                  \
+  X(DynamoRecompile, DynamoRecompileRow, dynamo_recompiles, "DYNAMO_RECOMPILES",                   \
+    "hookscope: a failing guard that made Dynamo recompile (a torch.compile log's recompile_reasons).", \
+    HS_DYNAMO_RECOMPILE_FIELDS)

@@ -50,7 +50,7 @@ namespace hs::tracer {
 
 // One struct per activity kind (`KernelActivity`, `MemcpyActivity`, `MemsetActivity`,
 // `RuntimeActivity`, `DriverActivity`, `SyncActivity`, `ExternalCorrelation`, `ClockSample`,
-// `CpuOpActivity`): the F and T lines of its declaration in tracer/event_kinds.h, in order,
+// `CpuOpActivity`, `DynamoCompile`, `DynamoGraphBreak`, `DynamoRecompile`): the F and T lines of its declaration in tracer/event_kinds.h, in order,
 // time fields last. Strings are views, valid during the write call.
 #define HS_ACTIVITY_STRUCT_(Type, ...) using Type = kinds::Type<kinds::Emitted>;
 HS_ACTIVITY_KINDS(HS_ACTIVITY_STRUCT_)
@@ -58,7 +58,8 @@ HS_ACTIVITY_KINDS(HS_ACTIVITY_STRUCT_)
 
 /// A batch of activity records for one run: one span per kind, named as the reader's methods
 /// (`kernels`, `memcpys`, `memsets`, `runtime_calls`, `driver_calls`, `syncs`,
-/// `external_correlations`, `clock_samples`, `cpu_ops`). Spans are valid only during the call.
+/// `external_correlations`, `clock_samples`, `cpu_ops`, `dynamo_compiles`, `dynamo_graph_breaks`,
+/// `dynamo_recompiles`). Spans are valid only during the call.
 struct ActivityBatch {
   int64_t run_id = 0;
 #define HS_ACTIVITY_SPAN_(Type, Row, rows, ...) std::span<const Type> rows;

@@ -1,0 +1,134 @@
+#include "importers/dynamo_summary.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "importers/dynamo_text.h"
+
+using nlohmann::json;
+
+namespace hs::importers {
+
+namespace {
+
+json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+json text_or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+/// Groups keep their first appearance's position: most frequent first, then log order.
+void sort_by_count(json& groups) {
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const json& a, const json& b) { return a["count"].get<int64_t>() > b["count"].get<int64_t>(); });
+}
+
+json break_reasons(const std::vector<storage::DynamoGraphBreakRow>& breaks) {
+  using Key = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<Key, size_t> index;
+  json groups = json::array();
+  for (const storage::DynamoGraphBreakRow& b : breaks) {
+    const std::string reason = without_addresses(b.reason);
+    const Key key{b.gb_code, b.gb_type, reason, b.user_frame};
+    auto [it, fresh] = index.try_emplace(key, groups.size());
+    if (fresh)
+      groups.push_back({{"reason", reason}, {"gb_type", b.gb_type}, {"gb_code", text_or_null(b.gb_code)},
+                        {"user_frame", text_or_null(b.user_frame)}, {"count", 0}, {"frame_skipped", 0},
+                        {"chained_gb_codes", json::array()}, {"compile_ids", json::array()}});
+    json& g = groups[it->second];
+    g["count"] = g["count"].get<int64_t>() + 1;
+    g["frame_skipped"] = g["frame_skipped"].get<int64_t>() + (b.frame_skipped ? 1 : 0);
+    g["compile_ids"].push_back(b.compile_id);
+    if (!b.chained_gb_codes.empty() && std::find(g["chained_gb_codes"].begin(), g["chained_gb_codes"].end(),
+                                                 b.chained_gb_codes) == g["chained_gb_codes"].end())
+      g["chained_gb_codes"].push_back(b.chained_gb_codes);
+  }
+  sort_by_count(groups);
+  return groups;
+}
+
+json recompile_reasons(const std::vector<storage::DynamoRecompileRow>& recompiles) {
+  std::map<std::string, size_t> index;
+  json groups = json::array();
+  for (const storage::DynamoRecompileRow& r : recompiles) {
+    auto [it, fresh] = index.try_emplace(r.guard, groups.size());
+    if (fresh) groups.push_back({{"guard", r.guard}, {"count", 0}, {"compile_ids", json::array()}});
+    json& g = groups[it->second];
+    g["count"] = g["count"].get<int64_t>() + 1;
+    g["compile_ids"].push_back(r.compile_id);
+  }
+  sort_by_count(groups);
+  return groups;
+}
+
+/// Recompilations: one `recompile_reasons` artifact (one log line) each.
+size_t recompilations(const std::vector<storage::DynamoRecompileRow>& rows) {
+  std::vector<int64_t> lines;
+  for (const storage::DynamoRecompileRow& r : rows) lines.push_back(r.log_line);
+  std::sort(lines.begin(), lines.end());
+  return static_cast<size_t>(std::unique(lines.begin(), lines.end()) - lines.begin());
+}
+
+/// Why a skipped frame runs eagerly: the last break of its failure, or Dynamo's skip.
+json skipped_frame(const storage::DynamoCompileRow& c) {
+  std::string reason = "Dynamo skipped the frame (nothing to compile in it)";
+  if (c.status == "failed") {
+    const std::vector<GraphBreakMessage> messages = parse_graph_break_messages(c.fail_reason);
+    reason = messages.empty() || messages.back().gb_type.empty() ? c.fail_type : messages.back().gb_type;
+  }
+  return {{"compile_id", c.compile_id}, {"attempt", c.attempt},      {"code", text_or_null(c.code_name)},
+          {"file", text_or_null(c.file)}, {"line", opt(c.line)},      {"status", c.status},
+          {"reason", reason},             {"gb_code", text_or_null(c.fail_gb_code)}};
+}
+
+json compile_entry(const storage::DynamoCompileRow& c) {
+  return {{"compile_id", c.compile_id},
+          {"attempt", c.attempt},
+          {"status", c.status},
+          {"code", text_or_null(c.code_name)},
+          {"file", text_or_null(c.file)},
+          {"line", opt(c.line)},
+          {"guard_count", opt(c.guard_count)},
+          {"graph_op_count", opt(c.graph_op_count)},
+          {"graphs", c.graphs},
+          {"compile_time_s", c.compile_ns ? json(static_cast<double>(*c.compile_ns) / 1e9) : json(nullptr)},
+          {"fail_type", text_or_null(c.fail_type)},
+          {"fail_gb_code", text_or_null(c.fail_gb_code)},
+          {"restart_reasons", c.restart_reasons.empty() ? json::array() : json::parse(c.restart_reasons)}};
+}
+
+}  // namespace
+
+json dynamo_summary(const storage::CaptureReader& reader, int64_t run) {
+  const std::vector<storage::DynamoCompileRow> compiles = reader.dynamo_compiles(run);
+  const std::vector<storage::DynamoGraphBreakRow> breaks = reader.dynamo_graph_breaks(run);
+  const std::vector<storage::DynamoRecompileRow> recompiles = reader.dynamo_recompiles(run);
+  json statuses = json::object(), skipped = json::array(), limit_frames = json::array(), ids = json::array();
+  int64_t graphs = 0;
+  for (const storage::DynamoCompileRow& c : compiles) {
+    statuses[c.status] = statuses.value(c.status, 0) + 1;
+    graphs += c.graphs;
+    if (c.status == "skipped" || c.status == "failed") skipped.push_back(skipped_frame(c));
+    if (is_recompile_limit(c.fail_gb_code, c.fail_reason))
+      limit_frames.push_back({{"compile_id", c.compile_id}, {"code", text_or_null(c.code_name)},
+                              {"file", text_or_null(c.file)}, {"line", opt(c.line)}});
+    ids.push_back(compile_entry(c));
+  }
+  return {{"compiles", compiles.size()},
+          {"statuses", statuses},
+          {"graph_count", graphs},
+          {"graph_break_count", std::max<int64_t>(graphs - 1, 0)},
+          {"graph_breaks", breaks.size()},
+          {"break_reasons", break_reasons(breaks)},
+          {"frames_skipped", skipped.size()},
+          {"skipped_frames", skipped},
+          {"recompiles", recompilations(recompiles)},
+          {"recompile_guards", recompiles.size()},
+          {"recompile_reasons", recompile_reasons(recompiles)},
+          {"recompile_limit_hits", limit_frames.size()},
+          {"recompile_limit_frames", limit_frames},
+          {"compile_ids", ids}};
+}
+
+}  // namespace hs::importers
