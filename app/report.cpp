@@ -48,7 +48,8 @@ std::string fullgraph_cell(const json* r) {
   if (r->value("status", "") == "incomplete") return "incomplete";
   if (r->value("status", "") == "ok") return "works";
   // Name the compiler-disabled function and the module where capture stopped.
-  if (r->contains("break_reasons") && (*r)["break_reasons"].is_array() && !(*r)["break_reasons"].empty()) {
+  if (r->contains("break_reasons") && (*r)["break_reasons"].is_array() && !(*r)["break_reasons"].empty() &&
+      (*r)["break_reasons"][0].contains("function")) {
     const auto& b = (*r)["break_reasons"][0];
     const std::string m = b.value("module", "");
     return "raises at `" + b.value("function", "?") + "` (module `" + (m.empty() ? std::string("<root>") : m) + "`)";
@@ -88,10 +89,37 @@ std::string breaks_cell(const json* r) {
 // What every table of the report reads: the runs, the devices, and the scenarios and modes in
 // the order they first appear.
 struct Tables {
-  const json& runs;
+  const json& runs;     ///< the runs of one engine
   const json& devices;
   std::vector<std::string> scenarios, modes;
+  std::vector<std::string> policies;  ///< in capture order: whole-hook, offload-only, accelerate trees
 };
+
+// Scenarios, modes and policies of `runs` in the order they first appear.
+Tables tables_of(const json& runs, const json& devices) {
+  Tables t{runs, devices, {}, {}, {}};
+  auto add = [](std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+  };
+  for (const auto& r : runs) {
+    add(t.scenarios, r.value("scenario", ""));
+    add(t.modes, r.value("mode", ""));
+    add(t.policies, r.value("policy", ""));
+  }
+  return t;
+}
+
+// " | a | b" header cells, one per policy, with a prefix.
+std::string policy_headers(const Tables& t, const std::string& prefix) {
+  std::string s;
+  for (const auto& p : t.policies) s += " " + prefix + p + " |";
+  return s;
+}
+std::string rule(size_t columns) {
+  std::string s = "|";
+  for (size_t i = 0; i < columns; ++i) s += "---|";
+  return s + "\n";
+}
 
 // The setup: model, size, devices (emulated ones marked).
 void write_setup(std::ostringstream& md, const json& model, const json& devices) {
@@ -120,15 +148,14 @@ void write_correctness(std::ostringstream& md, const Tables& t) {
   const std::vector<std::string>& scenarios = t.scenarios;
   const std::vector<std::string>& modes = t.modes;
   md << "### fullgraph and correctness\n\n";
-  md << "| scenario | fullgraph, whole-hook | fullgraph, offload-only | prefill argmax = eager | logits bit-identical | "
-        "params on meta after forward | weights on |\n|---|---|---|---|---|---|---|\n";
+  md << "| scenario |" << policy_headers(t, "fullgraph, ")
+     << " prefill argmax = eager | logits bit-identical | params on meta after forward | weights on |\n"
+     << rule(t.policies.size() + 5);
   for (const auto& sc : scenarios) {
-    const json* before = nullptr;
-    const json* after = nullptr;
-    for (const auto& mode : modes) {
-      if (!before) before = find_run(runs, sc, "whole-hook", mode, true);
-      if (!after) after = find_run(runs, sc, "offload-only", mode, true);
-    }
+    std::vector<const json*> fullgraph(t.policies.size(), nullptr);
+    for (size_t i = 0; i < t.policies.size(); ++i)
+      for (const auto& mode : modes)
+        if (!fullgraph[i]) fullgraph[i] = find_run(runs, sc, t.policies[i], mode, true);
     // Correctness columns: every run of the scenario must agree.
     auto all = [&](const char* key) -> std::string {
       bool seen = false, ok = true;
@@ -166,8 +193,10 @@ void write_correctness(std::ostringstream& md, const Tables& t) {
         for (const auto& w : r["weight_devices"]) where += (where.empty() ? "" : ", ") + w.get<std::string>();
         break;
       }
-    md << "| " << sc << " | " << fullgraph_cell(before) << " | " << fullgraph_cell(after) << " | " << all("argmax_match")
-       << " | " << logits_cell() << " | " << all("params_on_meta_after") << " | " << where << " |\n";
+    md << "| " << sc << " |";
+    for (const json* r : fullgraph) md << " " << fullgraph_cell(r) << " |";
+    md << " " << all("argmax_match") << " | " << logits_cell() << " | " << all("params_on_meta_after") << " | " << where
+       << " |\n";
   }
 }
 
@@ -177,21 +206,26 @@ void write_latency(std::ostringstream& md, const Tables& t) {
   const std::vector<std::string>& scenarios = t.scenarios;
   const std::vector<std::string>& modes = t.modes;
   md << "\n### decode latency, ms (median (min–max))\n\n";
-  md << "| scenario | mode | whole-hook | offload-only | vs eager, whole-hook | vs eager, offload-only |\n"
-        "|---|---|---|---|---|---|\n";
+  md << "| scenario | mode |" << policy_headers(t, "") << policy_headers(t, "vs eager, ") << "\n"
+     << rule(2 + 2 * t.policies.size());
+  auto speed = [](const json* r, const json* e) -> std::string {
+    double m = median_ms(r), em = median_ms(e);
+    return (m > 0 && em > 0) ? fmt(em / m, "%.2f") + "×" : "–";
+  };
   for (const auto& sc : scenarios)
     for (const auto& mode : modes) {
-      const json* b = find_run(runs, sc, "whole-hook", mode, false);
-      const json* a = find_run(runs, sc, "offload-only", mode, false);
-      if (!b && !a) continue;
-      const json* eb = find_run(runs, sc, "whole-hook", "eager", false);
-      const json* ea = find_run(runs, sc, "offload-only", "eager", false);
-      auto speed = [](const json* r, const json* e) -> std::string {
-        double m = median_ms(r), em = median_ms(e);
-        return (m > 0 && em > 0) ? fmt(em / m, "%.2f") + "×" : "–";
-      };
-      md << "| " << sc << " | " << mode << " | " << latency_cell(b) << " | " << latency_cell(a) << " | " << speed(b, eb)
-         << " | " << speed(a, ea) << " |\n";
+      std::vector<const json*> run(t.policies.size()), eager(t.policies.size());
+      bool any = false;
+      for (size_t i = 0; i < t.policies.size(); ++i) {
+        run[i] = find_run(runs, sc, t.policies[i], mode, false);
+        eager[i] = find_run(runs, sc, t.policies[i], "eager", false);
+        any |= run[i] != nullptr;
+      }
+      if (!any) continue;
+      md << "| " << sc << " | " << mode << " |";
+      for (const json* r : run) md << " " << latency_cell(r) << " |";
+      for (size_t i = 0; i < run.size(); ++i) md << " " << speed(run[i], eager[i]) << " |";
+      md << "\n";
     }
 }
 
@@ -233,25 +267,60 @@ void write_peak_memory(std::ostringstream& md, const Tables& t) {
   }
 }
 
+std::string first_line(std::string s, size_t max = 100) {
+  if (const auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  for (auto& c : s)
+    if (c == '|') c = '/';
+  return s;
+}
+
+// Dynamo's break reasons over the compiled runs: grouped by gb code, reason and user frame.
+void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> reasons;
+  for (const auto& r : runs)
+    if (r.contains("break_reasons") && r["break_reasons"].is_array())
+      for (const auto& b : r["break_reasons"])
+        reasons[{b.value("gb_code", ""), first_line(b.value("reason", "")), b.value("user_frame", "")}] +=
+            b.value("count", int64_t{1});
+  if (reasons.empty()) return;
+  std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> v(reasons.begin(), reasons.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  md << "\n### Dynamo's break reasons (all compiled runs; count = breaks)\n\n| gb code | reason | user frame | count |\n"
+        "|---|---|---|---|\n";
+  for (size_t i = 0; i < v.size() && i < 12; ++i) {
+    const auto& [code, reason, frame] = v[i].first;
+    md << "| " << (code.empty() ? "–" : code) << " | " << reason << " | `" << frame << "` | " << v[i].second << " |\n";
+  }
+  if (v.size() > 12) md << "\n(" << v.size() - 12 << " more reasons: `hookscope explain FILE --run ID`)\n";
+}
+
 // Graph breaks per compiled forward before/after, and the top break sites.
 void write_breaks(std::ostringstream& md, const Tables& t) {
   const json& runs = t.runs;
   const std::vector<std::string>& scenarios = t.scenarios;
   const std::vector<std::string>& modes = t.modes;
-  md << "\n### graph breaks (graph_break_count per compiled forward)\n\n";
-  md << "| scenario | mode | whole-hook | offload-only |\n|---|---|---|---|\n";
+  bool dynamo = false;
+  for (const auto& r : runs) dynamo |= r.contains("graph_break_count") && r["graph_break_count"].is_number();
+  md << (dynamo ? "\n### graph breaks (Dynamo's graph_break_count of one compiled forward)\n\n"
+                : "\n### compiler-disabled scope entries per compiled forward†\n\n");
+  md << "| scenario | mode |" << policy_headers(t, "") << "\n" << rule(2 + t.policies.size());
   for (const auto& sc : scenarios)
     for (const auto& mode : modes) {
       if (mode == "eager") continue;
-      const json* b = find_run(runs, sc, "whole-hook", mode, false);
-      const json* a = find_run(runs, sc, "offload-only", mode, false);
-      if (!b && !a) continue;
-      md << "| " << sc << " | " << mode << " | " << breaks_cell(b) << " | " << breaks_cell(a) << " |\n";
+      std::vector<const json*> run(t.policies.size());
+      bool any = false;
+      for (size_t i = 0; i < t.policies.size(); ++i) any |= (run[i] = find_run(runs, sc, t.policies[i], mode, false)) != nullptr;
+      if (!any) continue;
+      md << "| " << sc << " | " << mode << " |";
+      for (const json* r : run) md << " " << breaks_cell(r) << " |";
+      md << "\n";
     }
-  md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled "
+  if (!dynamo) md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled "
         "forward — not Dynamo's `graph_break_count` (Dynamo skips a frame whose loop breaks and stops at "
         "`recompile_limit`); the torch engine reports Dynamo's own count.\n";
 
+  if (dynamo) return write_dynamo_reasons(md, runs);
   std::map<std::pair<std::string, std::string>, int64_t> sites;
   for (const auto& r : runs)
     if (r.contains("break_reasons"))
@@ -264,6 +333,71 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
       md << "| `" << v[i].first.first << "` | `" << (v[i].first.second.empty() ? "<root>" : v[i].first.second) << "` | "
          << v[i].second << " |\n";
   }
+}
+
+std::string engine_title(const std::string& e) {
+  if (e == "torch") return "torch engine: real transformers + accelerate + torch.compile (Dynamo's own counts)";
+  if (e == "libtorch") return "libtorch engine: hookscope's C++ port of the hooks (emulated devices, every move attributed)";
+  if (e == "import") return "imported runs";
+  return e.empty() ? "runs" : e + " engine";
+}
+
+// One line per compiled torch-engine run: what Dynamo did.
+void write_dynamo_story(std::ostringstream& md, const Tables& t) {
+  bool header = false;
+  for (const auto& r : t.runs) {
+    if (r.value("mode", "") == "eager" || r.value("status", "") == "incomplete") continue;
+    if (!header) md << "\n### what Dynamo did (per compiled run)\n\n";
+    header = true;
+    md << "- **" << r.value("scenario", "") << " " << r.value("policy", "") << " " << r.value("mode", "")
+       << (r.value("fullgraph", false) ? " fullgraph" : "") << "**: ";
+    if (r.value("status", "") == "error") {
+      md << fullgraph_cell(&r) << "\n";
+      continue;
+    }
+    std::map<std::string, int64_t> by_code;
+    if (r.contains("break_reasons") && r["break_reasons"].is_array())
+      for (const auto& b : r["break_reasons"]) by_code[b.value("gb_code", "?")] += b.value("count", int64_t{1});
+    md << breaks_cell(&r) << " graph breaks";
+    if (!by_code.empty()) {
+      md << " (";
+      bool first = true;
+      for (const auto& [code, n] : by_code) md << (first ? "" : ", ") << code << " ×" << n, first = false;
+      md << ")";
+    }
+    auto num = [&](const char* k) { return r.contains(k) && r[k].is_number() ? r[k].get<int64_t>() : int64_t{-1}; };
+    if (num("frames_skipped") >= 0) md << "; " << num("frames_skipped") << " frames skipped (run eagerly)";
+    if (num("recompile_limit_hits") >= 0) md << "; recompile_limit hit " << num("recompile_limit_hits") << "×";
+    if (num("recompiles") >= 0) md << "; " << num("recompiles") << " recompiles";
+    if (r.contains("hooked_modules_compiled") && r["hooked_modules_compiled"].is_number() && num("hooked_modules") > 0)
+      md << "; " << r["hooked_modules_compiled"].get<int64_t>() << "/" << num("hooked_modules") << " hooked modules ran compiled";
+    if (r.contains("cache_implementation") && r["cache_implementation"].is_string())
+      md << "; " << r["cache_implementation"].get<std::string>() << " cache";
+    md << "\n";
+  }
+}
+
+// The two engines per scenario and policy: the compiled run's breaks, fullgraph and speed-up.
+void write_side_by_side(std::ostringstream& md, const Tables& torch, const Tables& libtorch) {
+  md << "### engines side by side (mode `default`)\n\n"
+        "| scenario | policy | torch: graph breaks | torch: fullgraph | torch: vs eager | libtorch: disabled-scope "
+        "entries† | libtorch: fullgraph | libtorch: vs eager |\n" << rule(8);
+  auto speed = [](const json* r, const json* e) -> std::string {
+    double m = median_ms(r), em = median_ms(e);
+    return (m > 0 && em > 0) ? fmt(em / m, "%.2f") + "×" : "–";
+  };
+  for (const auto& sc : torch.scenarios)
+    for (const auto& pol : torch.policies) {
+      const json* tr = find_run(torch.runs, sc, pol, "default", false);
+      const json* lr = find_run(libtorch.runs, sc, pol, "default", false);
+      if (!tr && !lr) continue;
+      md << "| " << sc << " | " << pol << " | " << breaks_cell(tr) << " | "
+         << fullgraph_cell(find_run(torch.runs, sc, pol, "default", true)) << " | "
+         << speed(tr, find_run(torch.runs, sc, pol, "eager", false)) << " | " << breaks_cell(lr) << " | "
+         << fullgraph_cell(find_run(libtorch.runs, sc, pol, "default", true)) << " | "
+         << speed(lr, find_run(libtorch.runs, sc, pol, "eager", false)) << " |\n";
+    }
+  md << "\n";
 }
 
 // Runs the capture never finished.
@@ -285,19 +419,34 @@ void write_incomplete(std::ostringstream& md, const Tables& t) {
 
 std::string render_markdown(const json& report) {
   const json& model = need(report, "model", "report");
-  Tables t{need(report, "runs", "report"), need(report, "devices", "report"), {}, {}};
-  for (const auto& r : t.runs) {
-    const std::string sc = r.value("scenario", ""), mode = r.value("mode", "");
-    if (std::find(t.scenarios.begin(), t.scenarios.end(), sc) == t.scenarios.end()) t.scenarios.push_back(sc);
-    if (std::find(t.modes.begin(), t.modes.end(), mode) == t.modes.end()) t.modes.push_back(mode);
+  const json& runs = need(report, "runs", "report");
+  const json& devices = need(report, "devices", "report");
+  // The runs of each engine, torch (the real stack) first.
+  std::map<std::string, json> by_engine;
+  for (const auto& r : runs) {
+    json& v = by_engine[r.value("engine", "")];
+    if (v.is_null()) v = json::array();
+    v.push_back(r);
   }
+  std::vector<std::string> engines;
+  for (const char* e : {"torch", "libtorch"})
+    if (by_engine.count(e)) engines.push_back(e);
+  for (const auto& [e, v] : by_engine)
+    if (std::find(engines.begin(), engines.end(), e) == engines.end()) engines.push_back(e);
   std::ostringstream md;
-  write_setup(md, model, t.devices);
-  write_correctness(md, t);
-  write_latency(md, t);
-  write_peak_memory(md, t);
-  write_breaks(md, t);
-  write_incomplete(md, t);
+  write_setup(md, model, devices);
+  if (by_engine.count("torch") && by_engine.count("libtorch"))
+    write_side_by_side(md, tables_of(by_engine["torch"], devices), tables_of(by_engine["libtorch"], devices));
+  for (const auto& e : engines) {
+    const Tables t = tables_of(by_engine[e], devices);
+    if (engines.size() > 1 || !e.empty()) md << "\n## " << engine_title(e) << "\n\n";
+    write_correctness(md, t);
+    write_latency(md, t);
+    if (e == "torch") write_dynamo_story(md, t);
+    write_peak_memory(md, t);
+    write_breaks(md, t);
+    write_incomplete(md, t);
+  }
   return md.str();
 }
 
