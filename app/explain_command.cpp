@@ -1,10 +1,15 @@
-// `hookscope explain`: one run's graph breaks, in the shape torch._dynamo.explain prints.
+// `hookscope explain`: one run's graph breaks, in the shape torch._dynamo.explain prints, with
+// identical reasons grouped and counted. A torch-engine or imported run shows Dynamo's own
+// records (gb codes, frames skipped, recompiles); a LibTorch-engine run its disabled-scope
+// entries under their own name.
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "app/explain_command.h"
+#include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
 namespace hs::app {
@@ -16,45 +21,131 @@ namespace {
 struct ExplainArgs {
   std::string file;
   int64_t run = -1;
+  bool json = false;
 };
+
+std::string status_name(tracer::RunStatus s) {
+  return s == tracer::RunStatus::Complete ? "complete" : s == tracer::RunStatus::Failed ? "failed" : "incomplete";
+}
+
+// "complete", or what the run's result says when the capture completed but the run did not
+// (a fullgraph run that raised is a result: "fullgraph raised").
+std::string outcome_of(const storage::RunRecord& r) {
+  if (r.status != tracer::RunStatus::Complete) return status_name(r.status);
+  const std::string s = r.results.value("status", "ok");
+  if (s == "ok") return "complete";
+  return r.fullgraph ? "complete, fullgraph raised" : "complete, " + s;
+}
+
+// The LibTorch engine's break records grouped by (reason, function) with their modules.
+json group_libtorch_reasons(const json& reasons) {
+  std::map<std::pair<std::string, std::string>, json> groups;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& b : reasons) {
+    const std::pair key{b.value("reason", ""), b.value("function", "")};
+    auto [it, fresh] = groups.try_emplace(key, json{{"reason", key.first}, {"function", key.second}, {"count", 0}, {"modules", json::array()}});
+    if (fresh) order.push_back(key);
+    it->second["count"] = it->second["count"].get<int64_t>() + 1;
+    it->second["modules"].push_back(b.value("module", "").empty() ? "<root>" : b.value("module", ""));
+  }
+  json out = json::array();
+  for (const auto& k : order) out.push_back(groups[k]);
+  return out;
+}
+
+// The run's explain document: what --json prints and the text is made from.
+json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec) {
+  const json& r = rec.results;
+  json doc{{"run", rec.id}, {"scenario", rec.scenario}, {"policy", rec.policy}, {"mode", rec.mode},
+           {"fullgraph", rec.fullgraph}, {"engine", rec.engine}, {"status", outcome_of(rec)},
+           {"error", r.contains("error") ? r["error"] : json(nullptr)}};
+  const json dyn = importers::dynamo_summary(rd, rec.id);
+  if (dyn.value("compiles", 0) > 0) {
+    doc["source"] = "dynamo";
+    for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "frames_skipped", "skipped_frames",
+                          "recompiles", "recompile_reasons", "recompile_limit_hits", "compile_ids"})
+      doc[k] = dyn[k];
+  } else if (r.contains("graph_break_count") && r["graph_break_count"].is_number()) {
+    doc["source"] = "dynamo";
+    for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "frames_skipped", "recompiles",
+                          "recompile_limit_hits"})
+      doc[k] = r.contains(k) ? r[k] : json(nullptr);
+  } else {
+    doc["source"] = "libtorch";
+    doc["captured_regions"] = r.value("captured_regions", json(nullptr));
+    doc["disabled_scope_entries"] = r.value("disabled_scope_entries", json(nullptr));
+    doc["break_reasons"] = group_libtorch_reasons(r.value("break_reasons", json::array()));
+    doc["recorded_graph_breaks"] = rd.graph_breaks(rec.id).size();
+  }
+  return doc;
+}
+
+std::string num(const json& d, const char* k) {
+  return d.contains(k) && d[k].is_number() ? std::to_string(d[k].get<int64_t>()) : std::string("-");
+}
+
+void print_doc(const json& d) {
+  std::cout << "Run " << d["run"] << ": " << d["scenario"].get<std::string>() << ", policy "
+            << d["policy"].get<std::string>() << ", mode " << d["mode"].get<std::string>()
+            << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << d["engine"].get<std::string>()
+            << " engine)\n";
+  if (d["error"].is_string()) std::cout << "Error: " << d["error"].get<std::string>() << "\n";
+  if (d["source"] == "dynamo") {
+    std::cout << "Graph Count: " << num(d, "graph_count") << "\nGraph Break Count: " << num(d, "graph_break_count")
+              << "\nFrames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
+              << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
+  } else {
+    std::cout << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
+              << num(d, "disabled_scope_entries")
+              << "  (LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
+  }
+  std::cout << "Break Reasons (identical ones grouped):\n";
+  int i = 0;
+  for (const auto& b : d.value("break_reasons", json::array())) {
+    std::cout << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
+    if (b.contains("gb_code")) std::cout << "    " << b.value("gb_code", "") << " " << b.value("gb_type", "") << "\n";
+    std::cout << "    Reason: " << b.value("reason", "") << "\n";
+    if (b.contains("user_frame")) std::cout << "    User frame: " << b.value("user_frame", "") << "\n";
+    if (b.contains("function")) std::cout << "    Function: " << b.value("function", "") << "\n";
+    if (b.contains("modules")) {
+      const auto& m = b["modules"];
+      std::cout << "    Modules: " << m[0].get<std::string>();
+      if (m.size() > 1) std::cout << " … " << m.back().get<std::string>() << " (" << m.size() << ")";
+      std::cout << "\n";
+    }
+  }
+  if (d.contains("recorded_graph_breaks"))
+    std::cout << "Disabled-scope entries recorded over the whole run (prefill and every decode step): "
+              << d["recorded_graph_breaks"] << "\n";
+}
 
 int run_explain(const ExplainArgs& a) {
   storage::CaptureReader rd(a.file);
   auto runs = rd.runs();
   if (runs.empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
   if (a.run < 0) {
+    if (a.json) {
+      json list = json::array();
+      for (const auto& r : runs)
+        list.push_back({{"run", r.id}, {"scenario", r.scenario}, {"policy", r.policy}, {"mode", r.mode},
+                        {"fullgraph", r.fullgraph}, {"engine", r.engine}, {"status", outcome_of(r)}});
+      std::cout << list.dump(2) << "\n";
+      return 0;
+    }
     std::cout << "runs in " << a.file << " (pick one with --run ID):\n";
     for (const auto& r : runs)
-      std::cout << "  " << r.id << "  " << r.scenario << " " << r.policy << " " << r.mode << (r.fullgraph ? " fullgraph" : "")
-                << "  [" << (r.status == tracer::RunStatus::Complete ? "complete" : r.status == tracer::RunStatus::Failed ? "failed" : "incomplete") << "]\n";
+      std::cout << "  " << r.id << "  " << (r.engine.empty() ? "" : r.engine + " ") << r.scenario << " " << r.policy << " "
+                << r.mode << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
     return 0;
   }
   const storage::RunRecord rec = rd.run(a.run);
-  const json& r = rec.results;
-  std::cout << "Run " << rec.id << ": " << rec.scenario << ", policy " << rec.policy << ", mode " << rec.mode
-            << (rec.fullgraph ? ", fullgraph=True" : "") << "\n";
-  if (rec.status == tracer::RunStatus::Incomplete) {
-    std::cout << "(incomplete: the capture stopped before this run ended)\n";
+  if (rec.status == tracer::RunStatus::Incomplete && !a.json) {
+    std::cout << "Run " << rec.id << ": incomplete (the capture stopped before this run ended)\n";
     return 0;
   }
-  auto num = [&](const char* k) { return r.contains(k) && r[k].is_number() ? std::to_string(r[k].get<int64_t>()) : std::string("-"); };
-  if (r.contains("graph_break_count") && r["graph_break_count"].is_number())
-    std::cout << "Graph Count: " << num("graph_count") << "\nGraph Break Count: " << num("graph_break_count") << "\n";
-  else
-    std::cout << "Captured Regions: " << num("captured_regions") << "\nDisabled-Scope Entries: "
-              << num("disabled_scope_entries")
-              << "  (LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
-  if (r.contains("error") && r["error"].is_string()) std::cout << "Error: " << r["error"].get<std::string>() << "\n";
-  std::cout << "Break Reasons:\n";
-  int i = 0;
-  if (r.contains("break_reasons"))
-    for (const auto& b : r["break_reasons"]) {
-      std::cout << "  Break Reason " << ++i << ":\n    Reason: " << b.value("reason", "") << "\n    Function: "
-                << b.value("function", "") << "\n    Module: " << (b.value("module", "").empty() ? "<root>" : b.value("module", ""))
-                << "\n";
-    }
-  std::cout << "Graph breaks recorded over the whole run (prefill and every decode step): " << rd.graph_breaks(rec.id).size()
-            << "\n";
+  const json doc = explain_doc(rd, rec);
+  if (a.json) std::cout << doc.dump(2) << "\n";
+  else print_doc(doc);
   return 0;
 }
 
@@ -62,9 +153,12 @@ int run_explain(const ExplainArgs& a) {
 
 CLI::App* add_explain_command(CLI::App& app, std::function<int()>& run_selected) {
   auto a = std::make_shared<ExplainArgs>();
-  auto* c = app.add_subcommand("explain", "One run's graph breaks, like torch._dynamo.explain");
-  c->add_option("file", a->file, "Capture written by `hookscope capture`")->required();
+  auto* c = app.add_subcommand("explain", "One run's graph breaks, like torch._dynamo.explain (identical reasons grouped)");
+  c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
   c->add_option("--run", a->run, "Run id (omit to list the runs)");
+  c->add_flag("--json", a->json, "Print the run's breaks (or the list of runs) as JSON");
+  c->footer("Examples:\n  hookscope explain out/demo.sqlite\n  hookscope explain out/demo.sqlite --run 2\n"
+            "  hookscope explain out/demo.sqlite --run 2 --json");
   c->callback([a, &run_selected] { run_selected = [a] { return run_explain(*a); }; });
   return c;
 }

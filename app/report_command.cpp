@@ -1,6 +1,7 @@
 // `hookscope report`: the report JSON (schema 1) of a capture, with totals from SQL over the
 // recorded events, and its Markdown (app/report.h).
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "app/report_command.h"
 #include "app/report.h"
+#include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
 namespace hs::app {
@@ -20,6 +22,21 @@ namespace {
 json device_id_json(const std::string& name) {
   if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) return std::stoll(name);
   return name;
+}
+
+// Dynamo's own records of the run (a torch-engine or imported run's compile log), and the
+// counts the run result lacks taken from them.
+void add_dynamo(const storage::CaptureReader& rd, int64_t run, json& r) {
+  const json dyn = importers::dynamo_summary(rd, run);
+  if (dyn.value("compiles", 0) == 0) return;
+  r["dynamo"] = {{"compiles", dyn["compiles"]},           {"statuses", dyn["statuses"]},
+                 {"graph_count", dyn["graph_count"]},     {"graph_break_count", dyn["graph_break_count"]},
+                 {"frames_skipped", dyn["frames_skipped"]}, {"recompiles", dyn["recompiles"]},
+                 {"recompile_limit_hits", dyn["recompile_limit_hits"]}};
+  for (const char* k : {"graph_count", "graph_break_count", "frames_skipped", "recompiles", "recompile_limit_hits"})
+    if (!r.contains(k) || r[k].is_null()) r[k] = dyn[k];
+  if (!r.contains("break_reasons") || !r["break_reasons"].is_array() || r["break_reasons"].empty())
+    r["break_reasons"] = dyn["break_reasons"];
 }
 
 }  // namespace
@@ -76,6 +93,7 @@ json build_report(const storage::CaptureReader& rd) {
         peaks[c.device] = std::max(peaks.value(c.device, int64_t{0}), c.bytes);
       r["peak_memory_bytes"] = peaks;
     }
+    add_dynamo(rd, rec.id, r);
     r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb},
                      {"graph_breaks", rd.graph_breaks(rec.id).size()}};
     report["runs"].push_back(r);
@@ -95,11 +113,18 @@ int run_report(const ReportArgs& a) {
   json report = build_report(rd);
   if (report["runs"].empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
   const std::string md = render_markdown(report);
+  // The capture is an input: never written over, whatever name or link points at it.
+  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out}})
+    if (!out.empty() && std::filesystem::exists(out) && std::filesystem::equivalent(out, a.file))
+      throw std::invalid_argument(std::string(flag) + ": " + out + " is the capture being reported; name another file");
+  // Each output is written next to its name and renamed when complete.
   auto write = [](const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
+    const std::string tmp = path + ".partial";
+    std::ofstream f(tmp, std::ios::binary);
     f << text;
     f.close();
     if (!f) throw std::runtime_error("cannot write " + path);
+    std::filesystem::rename(tmp, path);
   };
   if (!a.markdown.empty()) write(a.markdown, md);
   if (!a.json_out.empty()) write(a.json_out, report.dump(2) + "\n");

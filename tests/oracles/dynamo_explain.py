@@ -1,0 +1,66 @@
+"""Oracle for the torch engine: torch._dynamo.explain and a fullgraph=True compile of a tiny
+checkpoint dispatched by accelerate itself, in this process, independently of the driver.
+
+    dynamo_explain.py --model DIR --scenario sharded|cpu-offload --policy whole-hook|offload-only
+                      --prompt-ids 1,2,3 [--offload-dir DIR]
+
+Prints {"graph_count", "graph_break_count", "fullgraph_ok", "fullgraph_error", "gb_codes"} as
+JSON. `sharded` on a machine without accelerators is what the engine runs there: every block
+on the cpu with force_hooks=True. offload-only applies the repository's runtime patch (tested
+against the seed's change by offload_only_test.py) before anything is dispatched.
+"""
+import argparse
+import json
+import re
+import sys
+
+import torch
+import accelerate
+from transformers import AutoModelForCausalLM
+
+
+def dispatch(model, scenario, offload_dir):
+    if scenario == "sharded":
+        names = [n for n, _ in model.model.named_children()]
+        device_map = {f"model.{n}": "cpu" for n in names if n != "layers"}
+        device_map.update({f"model.layers.{i}": "cpu" for i in range(len(model.model.layers))})
+        device_map["lm_head"] = "cpu"
+        accelerate.dispatch_model(model, device_map, force_hooks=True)
+    elif scenario == "cpu-offload":
+        accelerate.cpu_offload(model, execution_device=torch.device("cpu"))
+    elif scenario == "disk-offload":
+        accelerate.disk_offload(model, offload_dir, execution_device=torch.device("cpu"))
+    else:
+        raise SystemExit(f"unknown scenario {scenario}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--policy", required=True)
+    ap.add_argument("--prompt-ids", required=True)
+    ap.add_argument("--offload-dir", default="/tmp/hs-oracle-offload")
+    a = ap.parse_args()
+    if a.policy == "offload-only":
+        from hookscope_torch import offload_only
+        offload_only.apply()
+    ids = torch.tensor([[int(x) for x in a.prompt_ids.split(",")]])
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, local_files_only=True).eval()
+    dispatch(model, a.scenario, a.offload_dir)
+    with torch.no_grad():
+        model(input_ids=ids)  # initialises accelerate's lazy compiler-disable wrappers
+        ex = torch._dynamo.explain(model)(input_ids=ids)
+        torch._dynamo.reset()
+        ok, err = True, None
+        try:
+            torch.compile(model, fullgraph=True, backend="eager")(input_ids=ids)
+        except Exception as e:  # Dynamo's Unsupported (a fullgraph refusal)
+            ok, err = False, str(e).splitlines()[0]
+    codes = sorted({m for r in ex.break_reasons for m in re.findall(r"GB\d{4}", str(r.reason))})
+    json.dump({"graph_count": ex.graph_count, "graph_break_count": ex.graph_break_count, "fullgraph_ok": ok,
+               "fullgraph_error": err, "gb_codes": codes}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

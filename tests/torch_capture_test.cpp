@@ -1,0 +1,139 @@
+// The torch engine end to end: `hookscope capture --engine torch` on tiny checkpoints written
+// by transformers, through real accelerate and Dynamo (the eager backend: graph breaks and
+// fullgraph outcomes do not depend on the backend, and it compiles in seconds). Its counts must
+// be the ones torch._dynamo.explain gives for the same model and map, run separately by an
+// oracle; its recordings must land in the capture (CPU ops, hook ranges, Dynamo's compile log).
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <set>
+
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using hs::test::hookscope;
+
+const std::string kPrompt = "5,17,99,3,42,7";
+
+struct TorchCapture {
+  fs::path dir, db;
+  json report;
+  std::string markdown;
+};
+
+TorchCapture capture(const std::string& model, const std::vector<std::string>& extra) {
+  TorchCapture k;
+  k.dir = hs::test::scratch_dir("torch-capture-" + model);
+  k.db = k.dir / "capture.sqlite";
+  std::vector<std::string> args{"capture", "--model", hs::test::tiny_checkpoint(model).string(), "--devices", "2",
+                                "--scenarios", "sharded,cpu-offload", "--modes", "eager,default", "--fullgraph", "both",
+                                "--backend", "eager", "--prompt-ids", kPrompt, "--max-new-tokens", "3", "--repeats",
+                                "1", "--warmup", "0", "--out", k.db.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = hookscope(args);
+  if (r.exit_code != 0) throw std::runtime_error("capture failed (" + std::to_string(r.exit_code) + "): " + r.err);
+  auto rep = hookscope({"report", k.db.string(), "--json", (k.dir / "report.json").string()});
+  if (rep.exit_code != 0) throw std::runtime_error("report failed: " + rep.err);
+  k.report = hs::test::read_json(k.dir / "report.json");
+  k.markdown = rep.out;
+  return k;
+}
+
+// torch._dynamo.explain and fullgraph=True on the same model and map, in a separate process.
+json explain_oracle(const std::string& model, const std::string& scenario, const std::string& policy) {
+  const std::string out = hs::test::run_oracle(
+      "dynamo_explain.py", {"--model", hs::test::tiny_checkpoint(model).string(), "--scenario", scenario, "--policy",
+                            policy, "--prompt-ids", kPrompt, "--offload-dir",
+                            (hs::test::scratch_dir("explain-offload-" + model + scenario + policy)).string()});
+  return json::parse(out);
+}
+
+// One integer from SQL over the capture file (read-only).
+int64_t count(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) throw std::runtime_error("open " + db.string());
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    const std::string e = sqlite3_errmsg(h);
+    sqlite3_close(h);
+    throw std::runtime_error(sql + ": " + e);
+  }
+  const int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+void check_model(const std::string& model, bool both_engines) {
+  const TorchCapture c = capture(model, {"--engine", both_engines ? "both" : "torch"});
+  std::map<std::pair<std::string, std::string>, json> oracle;
+  for (const std::string sc : {"sharded", "cpu-offload"})
+    for (const std::string pol : {"whole-hook", "offload-only"}) oracle[{sc, pol}] = explain_oracle(model, sc, pol);
+  int torch_runs = 0;
+  for (const auto& r : c.report["runs"]) {
+    SCOPED_TRACE(r.dump().substr(0, 600));
+    EXPECT_NE(r["status"], "incomplete");
+    if (r["engine"] != "torch") {
+      EXPECT_TRUE(both_engines);
+      EXPECT_EQ(r["engine"], "libtorch");
+      EXPECT_TRUE(r["graph_break_count"].is_null()) << "the LibTorch engine never fills Dynamo's count";
+      continue;
+    }
+    ++torch_runs;
+    const json& o = oracle.at({r["scenario"], r["policy"]});
+    if (r["mode"] == "eager") {
+      EXPECT_EQ(r["status"], "ok");
+      continue;
+    }
+    if (r["fullgraph"].get<bool>()) {
+      // fullgraph=True: works exactly when Dynamo's own compile works, and says why not.
+      EXPECT_EQ(r["status"] == "ok", o["fullgraph_ok"].get<bool>());
+      if (!o["fullgraph_ok"].get<bool>())
+        EXPECT_NE(r["error"].get<std::string>().find(o["fullgraph_error"].get<std::string>().substr(0, 40)),
+                  std::string::npos);
+    } else {
+      EXPECT_EQ(r["status"], "ok");
+      EXPECT_EQ(r["graph_break_count"], o["graph_break_count"]);
+      EXPECT_EQ(r["graph_count"], o["graph_count"]);
+    }
+    if (r["scenario"] == "cpu-offload" && r["status"] == "ok") {
+      EXPECT_EQ(r["logits_identical"], true);
+      EXPECT_EQ(r["params_on_meta_after"], true);
+    }
+  }
+  // 2 scenarios x 2 policies x (eager, default, default fullgraph).
+  EXPECT_EQ(torch_runs, 12);
+  // The seed's pattern, from Dynamo itself: whole-hook breaks on the dispatched model,
+  // offload-only does not.
+  EXPECT_GT(oracle.at({"sharded", "whole-hook"})["graph_break_count"].get<int>(), 0);
+  EXPECT_EQ(oracle.at({"sharded", "offload-only"})["graph_break_count"], 0);
+  EXPECT_TRUE(oracle.at({"sharded", "offload-only"})["fullgraph_ok"].get<bool>());
+  EXPECT_FALSE(oracle.at({"cpu-offload", "offload-only"})["fullgraph_ok"].get<bool>());
+  // What the driver recorded was imported into the runs: ops and hook ranges from the
+  // torch.profiler trace, Dynamo's compiles from the TORCH_TRACE log.
+  const std::string torch_runs_sql = "(SELECT id FROM RUNS WHERE engine = 'torch')";
+  EXPECT_GT(count(c.db, "SELECT count(*) FROM CPU_OPS WHERE runId IN " + torch_runs_sql), 0);
+  EXPECT_GT(count(c.db, "SELECT count(*) FROM HOOK_EVENTS WHERE runId IN (SELECT id FROM RUNS WHERE engine = 'torch' "
+                        "AND policy = 'whole-hook')"),
+            0);
+  EXPECT_GT(count(c.db, "SELECT count(*) FROM WEIGHT_SWAPS WHERE runId IN (SELECT id FROM RUNS WHERE engine = "
+                        "'torch' AND scenario = 'cpu-offload')"),
+            0);
+  EXPECT_GT(count(c.db, "SELECT count(*) FROM DYNAMO_COMPILES WHERE runId IN (SELECT id FROM RUNS WHERE engine = "
+                        "'torch' AND mode = 'default')"),
+            0);
+  EXPECT_NE(c.markdown.find("what Dynamo did"), std::string::npos);
+  if (both_engines) EXPECT_NE(c.markdown.find("engines side by side"), std::string::npos) << c.markdown;
+}
+
+TEST(TorchCapture, TinyLlamaCountsAreDynamosOwnAndBothEnginesSitSideBySide) { check_model("tiny-llama", true); }
+
+TEST(TorchCapture, TinyQwen3CountsAreDynamosOwn) { check_model("tiny-qwen3", false); }
+
+}  // namespace
