@@ -24,7 +24,8 @@ namespace hs::importers {
 ///     addresses in reasons written "0x…" so that the same break on another function object
 ///     groups with it; most frequent first, then in log order,
 ///   "frames_skipped": n, "skipped_frames": [{"compile_id", "attempt", "code", "file", "line",
-///     "status", "reason", "gb_code"}]: compiles whose frame runs eagerly,
+///     "status", "reason", "gb_code"}]: compiles whose frame runs eagerly (statuses 'skipped' and
+///     'failed'; under fullgraph=True a failure raises instead, which the log does not record),
 ///   "recompiles": recompilations, "recompile_guards": failing guards (one per cached compile
 ///     checked), "recompile_reasons": [{"guard", "count", "compile_ids"}] (most first),
 ///   "recompile_limit_hits": n, "recompile_limit_frames": [{"compile_id", "code", "file", "line"}],

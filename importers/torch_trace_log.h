@@ -76,7 +76,9 @@ struct TorchTraceSummary {
   int64_t graph_breaks = 0;          ///< DYNAMO_GRAPH_BREAKS rows (`dynamo_graph_break_reason` artifacts)
   int64_t recompiles = 0;            ///< recompilations (`recompile_reasons` artifacts)
   int64_t recompile_guards = 0;      ///< DYNAMO_RECOMPILES rows: a failing guard per cached compile checked
-  int64_t frames_skipped = 0;        ///< compiles whose frame runs eagerly (status 'skipped' or 'failed')
+  /// Compiles whose frame runs eagerly: status 'skipped' or 'failed'. (Under fullgraph=True a
+  /// failure raises instead; the log does not say which mode ran, the caller knows.)
+  int64_t frames_skipped = 0;
   int64_t recompile_limit_hits = 0;  ///< compiles that failed on the recompile limit (GB0039)
   /// Graphs handed to the backend, and the breaks between them, as torch._dynamo.explain
   /// counts them for the same calls: graph_break_count = graph_count - 1 (0 without a graph;
