@@ -1,28 +1,33 @@
-// MD5 (RFC 1321), incremental: torch.compile's structured log stamps every payload with its
-// MD5 (`has_payload`), which is how a truncated or damaged payload is recognised.
+// MD5 of a TORCH_TRACE payload (the log's `has_payload` field), through Nettle.
 #pragma once
 
-#include <array>
-#include <cstdint>
 #include <string>
 #include <string_view>
+
+#include <nettle/md5.h>
 
 namespace hs::importers {
 
 class Md5 {
  public:
-  Md5();
+  Md5() { md5_init(&ctx_); }
   /// Appends bytes to the message.
-  void update(std::string_view bytes);
+  void update(std::string_view bytes) {
+    md5_update(&ctx_, bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
+  }
   /// The digest as 32 lowercase hex digits (Python's `hashlib.md5(...).hexdigest()`). Ends the
   /// message: call once.
-  std::string hex();
+  std::string hex() {
+    uint8_t d[MD5_DIGEST_SIZE];
+    md5_digest(&ctx_, MD5_DIGEST_SIZE, d);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string s;
+    for (uint8_t b : d) s += {kHex[b >> 4], kHex[b & 15]};
+    return s;
+  }
 
  private:
-  void block(const unsigned char* p);
-  std::array<uint32_t, 4> h_;
-  std::array<unsigned char, 64> buf_{};
-  uint64_t length_ = 0;  ///< bytes so far
+  md5_ctx ctx_;
 };
 
 }  // namespace hs::importers
