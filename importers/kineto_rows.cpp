@@ -40,7 +40,8 @@ void RowSink::flush() {
 #undef HS_KINETO_SPAN_
     store_.write_activity(b);
 #define HS_KINETO_COUNT_(Type, Row, rows_, ...) \
-  if (!rows.rows_.empty()) summary_.rows_by_table[std::string(tracer::Type::table)] += static_cast<int64_t>(rows.rows_.size());
+  if (!rows.rows_.empty())                      \
+    summary_.rows_by_table[std::string(tracer::Type::table)] += static_cast<int64_t>(rows.rows_.size());
     HS_ACTIVITY_KINDS(HS_KINETO_COUNT_)
 #undef HS_KINETO_COUNT_
   }

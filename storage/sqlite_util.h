@@ -34,8 +34,8 @@ class Stmt {
   Stmt& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
   Stmt& bind(int i, uint32_t v) { return bind(i, static_cast<int64_t>(v)); }
   Stmt& bind(int i, bool v) { return bind(i, static_cast<int64_t>(v ? 1 : 0)); }
-  Stmt& bind(int i, std::string_view v) {  // copied by SQLite
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  Stmt& bind(int i, std::string_view v) {  // copied by SQLite; a default (null) view binds '', not NULL
+    sqlite3_bind_text(s_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
   Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }

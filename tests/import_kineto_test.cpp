@@ -9,7 +9,6 @@
 //  - bad input, each case with its message.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -135,10 +134,12 @@ const json& trace_doc() {
   static const json j = json::parse(test::read_file(trace_dir() / "trace.json"));
   return j;
 }
-/// The real trace imported once per test process (each gtest case runs in its own process).
+/// The real trace imported once per test process (ctest runs each case in its own process), into
+/// a folder of the current test.
 const Imported& real() {
   static const Imported im = [] {
-    const fs::path dir = test::scratch_dir("import_kineto_real_" + std::to_string(getpid()));
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const fs::path dir = test::scratch_dir("import_kineto_" + test);
     return import_trace(dir / "capture.hscope", trace_dir() / "trace.json");
   }();
   return im;
@@ -303,8 +304,9 @@ TEST(ImportKineto, HookscopeRangesBecomeHookscopeRows) {
   ASSERT_EQ(steps.size(), 3u);
   for (size_t i = 0; i < steps.size(); ++i) {
     EXPECT_EQ(steps[i].step, static_cast<int64_t>(i));
-    const std::string name = db.one("SELECT n.value FROM CPU_OPS o JOIN StringIds n ON n.id = o.nameId WHERE o.start = " +
-                                    std::to_string(steps[i].start_ns) + " AND n.value LIKE 'hookscope::step %'");
+    const std::string name =
+        db.one("SELECT n.value FROM CPU_OPS o JOIN StringIds n ON n.id = o.nameId WHERE o.start = " +
+               std::to_string(steps[i].start_ns) + " AND n.value LIKE 'hookscope::step %'");
     EXPECT_EQ(name, "hookscope::step step=" + std::to_string(i) + " token=" + std::to_string(steps[i].token));
   }
   const auto threads = r.threads(im.run);
@@ -579,7 +581,8 @@ TEST(ImportKineto, ReadsChromeArrayFormatAndCountsUnknownHookscopeRanges) {
   const fs::path dir = test::scratch_dir("import_kineto_array");
   write(dir / "array.json", R"([
     {"ph": "X", "cat": "user_annotation", "name": "hookscope::future_thing a=1", "pid": 5, "tid": 6, "ts": 1, "dur": 2},
-    {"ph": "X", "cat": "user_annotation", "name": "hookscope::step step=0 token=42", "pid": 5, "tid": 6, "ts": 1.5e0, "dur": 0.0005},
+    {"ph": "X", "cat": "user_annotation", "name": "hookscope::step step=0 token=42", "pid": 5, "tid": 6,
+     "ts": 1.5e0, "dur": 0.0005},
     {"ph": "B", "cat": "mystery", "name": "x", "pid": 5, "tid": 6, "ts": 3}
   ])");
   const Imported im = import_trace(dir / "capture.hscope", dir / "array.json");
@@ -602,7 +605,8 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
   struct Case {
     std::string name, text, want1, want2;
   };
-  const std::string ev = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, )";
+  const std::string ev =
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, )";
   const std::vector<Case> cases = {
       {"truncated.json", real_text.substr(0, real_text.size() / 2), "the JSON text ends early",
        "byte " + std::to_string(real_text.size() / 2)},
@@ -618,7 +622,8 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
        "'ts' is not a number", "byte " + std::to_string(ev.size())},
       {"no_dur.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2}]})",
        "has no 'dur'", "byte " + std::to_string(ev.size())},
-      {"negative_dur.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": -0.5}]})",
+      {"negative_dur.json",
+       ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": -0.5}]})",
        "'dur' is negative (-500 ns)", "byte " + std::to_string(ev.size())},
       {"huge_ts.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1}]})",
        "'ts' is 1e300: not a number of µs that fits int64 ns", "byte "},

@@ -856,7 +856,8 @@ TEST(ActivityKinds, CpuOpRoundTrips) {
   const tracer::CpuOpActivity ops[] = {
       {.os_tid = 777, .name = "aten::mm", .args = args, .external_id = 12, .sequence_number = 3,
        .category = "cpu_op", .start_ns = 10, .end_ns = 30},
-      {.os_tid = 778, .name = "aten::empty", .category = "user_annotation", .start_ns = 12, .end_ns = 13},  // no args, no ids
+      // no args, no ids
+      {.os_tid = 778, .name = "aten::empty", .category = "user_annotation", .start_ns = 12, .end_ns = 13},
   };
   f.write([&](tracer::ActivityBatch& b) { b.cpu_ops = ops; });
   const auto rows = CaptureReader(f.file).cpu_ops(f.run);
@@ -910,7 +911,7 @@ TEST(ActivityKinds, RecordsOfAnotherProcessKeepItsPid) {
   EXPECT_EQ(rows[1].os_tid, 4243);
 }
 
-TEST(HostKinds, RegionCompileIdRoundTrips) {
+TEST(Store, RegionCompileIdRoundTrips) {
   // Imported regions carry Dynamo's compile id 'F/C'; the LibTorch engine's leave it NULL.
   const fs::path file = test::scratch_dir("storage_region_compile_id") / "capture.hscope";
   int64_t run = 0;

@@ -156,7 +156,7 @@ void emit_all_kinds(events::EventSink& s, int64_t t) {
   s.transfer({"cpu", "1", 512, true, "model.layers.1", t, t + 3});
   s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 2, t, t + 4});
   s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", t, t + 5});
-  s.region({3, 77, "eager", "", t, t + 6});
+  s.region({3, 77, "eager", "2/0", t, t + 6});
   s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook.pre_forward", "model.layers.2",
                  "model > model.layers.2", t});
   s.generation_step({5, 42, t, t + 7});
@@ -200,6 +200,7 @@ TEST(HostTracer, RecordsEveryEventKindWithItsStrings) {
   const auto& rg = got[5].ev.get<tracer::rec::Region>();
   EXPECT_EQ(rg.index, 3);
   EXPECT_EQ(rg.op_count, 77);
+  EXPECT_EQ(got[5].strs, (std::vector<std::string>{"eager", "2/0"}));
   EXPECT_EQ(got[6].strs[3], "model > model.layers.2");
   EXPECT_EQ(got[6].ev.get<tracer::rec::GraphBreak>().time_ns, 1000);
   const auto& gs = got[7].ev.get<tracer::rec::GenerationStep>();
@@ -207,8 +208,8 @@ TEST(HostTracer, RecordsEveryEventKindWithItsStrings) {
   EXPECT_EQ(gs.token, 42);
   EXPECT_EQ(got[8].ev.get<tracer::rec::MemoryCounter>().bytes, 123456);
 
-  // "model.layers.0" appears in 4 events but is defined once; 16 distinct strings in all.
-  EXPECT_EQ(w.run_strings[run].size(), 16u);
+  // "model.layers.0" appears in 4 events but is defined once; 17 distinct strings in all.
+  EXPECT_EQ(w.run_strings[run].size(), 17u);
   ASSERT_TRUE(w.ends.count(run));
   EXPECT_EQ(w.ends[run].status, RunStatus::Complete);
   EXPECT_EQ(w.ends[run].dropped, 0u);
