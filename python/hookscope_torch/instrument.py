@@ -1,0 +1,354 @@
+"""torch.profiler ranges around accelerate's hook work, named as docs/torch-engine.md says.
+
+    with instrument.Instrumentation(model):          # or inst = install(model); inst.uninstall()
+        with torch.profiler.profile(...) as prof:
+            model.generate(...)
+
+While installed, and only while a profiler is recording, every call of a hook's entry points
+opens ``record_function`` ranges whose names the Kineto importer reads:
+
+- ``hookscope::pre_forward`` / ``hookscope::post_forward``: ``hook`` (class), ``module`` (FQN,
+  ``<root>`` for the model itself), ``device`` (the hook's execution_device, ``none`` without one);
+- ``hookscope::weight_onload`` per tensor: ``module``, ``tensor`` (name relative to the hooked
+  module), ``bytes`` / ``dtype`` (the tensor as materialised on the device), ``source`` (``cpu``:
+  the weights_map holds it in memory, ``disk``: it is read from a file, ``device``: it is already
+  on an accelerator), ``device``. The range spans the weights_map lookup (the disk read) and the
+  copy;
+- ``hookscope::weight_offload`` per tensor: ``module``, ``tensor``, ``bytes``, ``dtype``,
+  ``device`` (``meta``);
+- ``hookscope::send_to_device`` per call that carries tensors to a device: ``module``, ``bytes`` (of the
+  tensors whose device differs from ``dst``: 0 when the call moves nothing, as on a CPU-only
+  machine), ``src``, ``dst``.
+
+How: the hook classes' methods are replaced by wrappers, class-wide (the same function objects
+for every hook, as accelerate's own, so Dynamo's guards and recompiles are unchanged), and
+accelerate.hooks' ``set_module_tensor_to_device`` / ``send_to_device`` by recording versions.
+A method that is compiler-disabled (accelerate's lazy ``_compiler_disable``, or
+``torch.compiler.disable``) is re-disabled the same way around the recording wrapper, so the
+graph-break structure Dynamo sees is the original's. Where Dynamo traces a hook method (the
+offload-only policy's pre_forward / post_forward), the wrapper calls straight through while
+compiling: no range, no graph break — that work is part of the compiled graph. The ranges then
+come from the parts that run eagerly (``_onload_weights`` / ``_offload_weights``, frames Dynamo
+skipped, eager mode).
+
+Works for accelerate as installed (whole-hook), after ``offload_only.apply()``, and for a
+patched source tree; apply the offload-only patch before installing.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+
+import torch
+
+__all__ = ["Instrumentation", "install"]
+
+_PHASES = ("pre_forward", "post_forward")     # ranges of their own
+_SWAPS = ("_onload_weights", "_offload_weights")  # the offload-only policy's disabled helpers
+
+
+def _profiling() -> bool:
+    return torch._C._autograd._profiler_enabled()
+
+
+def _dev(device) -> str:
+    """'cpu', 'cuda:0', 'meta'; 'none' without one (a value never contains spaces)."""
+    if device is None:
+        return "none"
+    try:
+        return str(torch.device(device))
+    except (RuntimeError, TypeError):
+        return str(device).replace(" ", "_")
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _range(what: str, **keys) -> torch.autograd.profiler.record_function:
+    return torch.autograd.profiler.record_function(
+        "hookscope::" + what + "".join(f" {k}={v}" for k, v in keys.items()))
+
+
+def _tensors(obj, skip_keys):
+    """The tensors send_to_device would move: nested lists / tuples / mappings, skip_keys left out."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x, None)
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if not skip_keys or k not in skip_keys:
+                yield from _tensors(v, None)
+
+
+def _weight_source(weights_map, key: str) -> str:
+    """Where an onload reads `key` of a hook's weights_map from: 'cpu', 'disk' or 'device'."""
+    from accelerate.utils.offload import OffloadedWeightsLoader, PrefixedDataset
+    while isinstance(weights_map, PrefixedDataset):
+        key, weights_map = weights_map.prefix + key, weights_map.dataset
+    value = None
+    if isinstance(weights_map, OffloadedWeightsLoader):
+        if key not in weights_map.state_dict:
+            return "disk"
+        value = weights_map.state_dict[key]
+    elif isinstance(weights_map, dict):
+        value = weights_map.get(key)
+    if isinstance(value, torch.Tensor) and value.device.type not in ("cpu", "meta"):
+        return "device"
+    return "cpu"
+
+
+def _lookup(module, name: str):
+    for part in name.split("."):
+        module = getattr(module, part)
+    return module
+
+
+class _Context:
+    """One hook method running eagerly: the hook, its module's FQN, and an onload range open
+    between a weights_map lookup and the copy that follows it."""
+
+    def __init__(self, hook, module, fqn: str):
+        self.hook, self.module, self.fqn = hook, module, fqn
+        self.open_onload = None
+
+
+class _RangedWeights(Mapping):
+    """A hook's weights_map while it onloads: a lookup opens the tensor's weight_onload range
+    (closed by the set_module_tensor_to_device that follows), so the range covers the read."""
+
+    def __init__(self, ctx: _Context, weights_map):
+        self._ctx, self._map = ctx, weights_map
+
+    def __getitem__(self, key):
+        ctx = self._ctx
+        if ctx.open_onload is None:  # a second lookup (int8 statistics) belongs to the same tensor
+            try:
+                target = _lookup(ctx.module, key)  # the meta placeholder: what lands on the device
+                rf = _range("weight_onload", module=ctx.fqn, tensor=key, bytes=_nbytes(target),
+                            dtype=_dtype(target), source=_weight_source(self._map, key),
+                            device=_dev(ctx.hook.execution_device))
+                rf.__enter__()
+                ctx.open_onload = (key, rf)
+            except AttributeError:
+                pass  # not a module tensor: no range
+        try:
+            return self._map[key]
+        except BaseException:
+            _close_onload(ctx)
+            raise
+
+    def __contains__(self, key):
+        return key in self._map
+
+    def __iter__(self):
+        return iter(self._map)
+
+    def __len__(self):
+        return len(self._map)
+
+
+def _with(range_, fn):
+    with range_:
+        return fn()
+
+
+def _close_onload(ctx: _Context) -> None:
+    if ctx.open_onload is not None:
+        _, rf = ctx.open_onload
+        ctx.open_onload = None
+        rf.__exit__(None, None, None)
+
+
+class Instrumentation:
+    """Records hookscope:: ranges for the hooks of one model while installed (see the module doc).
+
+    `model` is walked once for module FQNs and the hook classes it carries (AlignDevicesHook is
+    always instrumented). install() / uninstall() are idempotent; the object is also a context
+    manager. Not thread-safe to install from two threads; recording is per thread."""
+
+    def __init__(self, model: torch.nn.Module):
+        self._fqn = {id(m): (name or "<root>") for name, m in model.named_modules()}
+        self._model = model  # keeps the ids above valid
+        self._hook_classes = self._collect_hook_classes(model)
+        self._saved: list[tuple[object, str, object]] = []  # (owner, attribute, original or _ABSENT)
+        self._local = threading.local()
+
+    # -- install / uninstall -------------------------------------------------------------
+    def install(self) -> "Instrumentation":
+        if self._saved:
+            return self
+        import accelerate.hooks as hooks
+        for cls in self._hook_classes:
+            for name in _PHASES + _SWAPS:
+                if name in cls.__dict__:
+                    self._replace(cls, name, self._wrap_method(cls.__dict__[name], name))
+        self._replace(hooks, "set_module_tensor_to_device",
+                      self._wrap_set_tensor(hooks.set_module_tensor_to_device))
+        self._replace(hooks, "send_to_device", self._wrap_send(hooks.send_to_device))
+        return self
+
+    def uninstall(self) -> None:
+        while self._saved:
+            owner, name, original = self._saved.pop()
+            setattr(owner, name, original)
+
+    def __enter__(self) -> "Instrumentation":
+        return self.install()
+
+    def __exit__(self, *exc) -> None:
+        self.uninstall()
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._saved)
+
+    @staticmethod
+    def _collect_hook_classes(model) -> list[type]:
+        import accelerate.hooks as hooks
+        found = {hooks.AlignDevicesHook: None}
+        stack = [getattr(m, "_hf_hook", None) for m in model.modules()]
+        while stack:
+            hook = stack.pop()
+            if hook is None:
+                continue
+            for cls in type(hook).__mro__:
+                if cls is not object and cls is not hooks.ModelHook:
+                    found[cls] = None
+            stack.extend(getattr(hook, "hooks", ()))  # SequentialHook
+        return list(found)
+
+    def _replace(self, owner, name: str, new) -> None:
+        self._saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, new)
+
+    # -- the per-thread stack of eager hook calls ----------------------------------------
+    def _stack(self) -> list[_Context]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _current(self) -> _Context | None:
+        stack = self._stack()
+        return stack[-1] if stack else None
+
+    def _run_in_context(self, hook, module, fn, range_):
+        if isinstance(getattr(hook, "weights_map", None), _RangedWeights):
+            # _onload_weights / _offload_weights inside this hook's eager pre/post_forward.
+            return fn() if range_ is None else _with(range_, fn)
+        ctx = _Context(hook, module, self._fqn.get(id(module), type(module).__name__))
+        proxied = getattr(hook, "offload", False) and getattr(hook, "weights_map", None) is not None
+        if proxied:
+            original_map = hook.weights_map
+            hook.weights_map = _RangedWeights(ctx, original_map)
+        stack = self._stack()
+        stack.append(ctx)
+        try:
+            return fn() if range_ is None else _with(range_, fn)
+        finally:
+            _close_onload(ctx)
+            stack.pop()
+            if proxied:
+                hook.weights_map = original_map
+
+    # -- wrappers ----------------------------------------------------------------------
+    def _wrap_method(self, original, name: str):
+        inner, rewrap = _disabled_parts(original)
+        inst = self
+
+        @functools.wraps(inner)
+        def instrumented(hook, module, *args, **kwargs):
+            if torch.compiler.is_compiling() or not _profiling():
+                return inner(hook, module, *args, **kwargs)
+            range_ = None
+            if name in _PHASES:
+                range_ = _range(name, hook=type(hook).__name__,
+                                module=inst._fqn.get(id(module), type(module).__name__),
+                                device=_dev(getattr(hook, "execution_device", None)))
+            return inst._run_in_context(hook, module, lambda: inner(hook, module, *args, **kwargs), range_)
+
+        new = rewrap(instrumented, original)
+        new._hookscope_instrumented = True
+        return new
+
+    def _wrap_set_tensor(self, original):
+        inst = self
+
+        @functools.wraps(original)
+        def set_module_tensor_to_device(module, tensor_name, device, *args, **kwargs):
+            ctx = None if torch.compiler.is_compiling() or not _profiling() else inst._current()
+            if ctx is None or module is not ctx.module:
+                return original(module, tensor_name, device, *args, **kwargs)
+            if _dev(device) == "meta":
+                old = _lookup(module, tensor_name)
+                with _range("weight_offload", module=ctx.fqn, tensor=tensor_name, bytes=_nbytes(old),
+                            dtype=_dtype(old), device="meta"):
+                    return original(module, tensor_name, device, *args, **kwargs)
+            if ctx.open_onload is None:  # no lookup seen (a value passed in directly)
+                value = kwargs.get("value", args[0] if args else None)
+                if value is None:
+                    return original(module, tensor_name, device, *args, **kwargs)
+                with _range("weight_onload", module=ctx.fqn, tensor=tensor_name, bytes=_nbytes(value),
+                            dtype=_dtype(value), source="device" if value.device.type not in ("cpu", "meta")
+                            else "cpu", device=_dev(device)):
+                    return original(module, tensor_name, device, *args, **kwargs)
+            try:
+                return original(module, tensor_name, device, *args, **kwargs)
+            finally:
+                _close_onload(ctx)
+
+        return set_module_tensor_to_device
+
+    def _wrap_send(self, original):
+        inst = self
+
+        @functools.wraps(original)
+        def send_to_device(tensor, device, *args, **kwargs):
+            ctx = None if torch.compiler.is_compiling() or not _profiling() else inst._current()
+            if ctx is None or device is None:  # send_to_device(x, None) moves nothing
+                return original(tensor, device, *args, **kwargs)
+            skip = kwargs.get("skip_keys", args[1] if len(args) > 1 else None)
+            skip = [skip] if isinstance(skip, str) else skip
+            tensors = list(_tensors(tensor, skip))
+            if not tensors:
+                return original(tensor, device, *args, **kwargs)
+            dst = _dev(device)
+            moved = [t for t in tensors if _dev(t.device) != dst]
+            src = _dev((moved or tensors)[0].device)
+            with _range("send_to_device", module=ctx.fqn, bytes=sum(_nbytes(t) for t in moved),
+                        src=src, dst=dst):
+                return original(tensor, device, *args, **kwargs)
+
+        return send_to_device
+
+
+def _disabled_parts(method):
+    """(the function to instrument, how to wrap the instrumented one like `method` was).
+
+    accelerate's lazy `_compiler_disable` wrapper and `torch.compiler.disable` are re-applied;
+    a plain function is returned as is."""
+    import accelerate.hooks as hooks
+    lazy = getattr(hooks, "_compiler_disable", None)
+    if lazy is not None and getattr(method, "__code__", None) is lazy(lambda: None).__code__:
+        def rewrap(fn, original):
+            new = lazy(fn)
+            if hasattr(original, "_compiled_fn"):  # already resolved: keep that state
+                new._compiled_fn = torch.compiler.disable(fn)
+            return new
+        return method.__wrapped__, rewrap
+    if getattr(method, "_torchdynamo_disable", False):
+        return method._torchdynamo_orig_callable, lambda fn, original: torch.compiler.disable(fn)
+    return method, lambda fn, original: fn
+
+
+def install(model: torch.nn.Module) -> Instrumentation:
+    """Installs the ranges for `model`'s hooks; returns the Instrumentation (call uninstall())."""
+    return Instrumentation(model).install()
