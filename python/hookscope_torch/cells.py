@@ -1,6 +1,7 @@
 """One matrix cell: the measurements of a mode on a dispatched scenario (see driver.py)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import traceback
@@ -32,7 +33,7 @@ class CellRun:
         dynamo_facts.reset()
         dynamo_facts.mark_cell(self.cell.id)
         if self.prep is None:
-            self.r["error"] = self.d.prepare_error
+            self.r.update(error=self.d.prepare_error, wall_s=round(time.perf_counter() - t0, 3))
             return self.r
         self.gen = measure.Generator(self.prep.model, self.ref.ids.to(self.prep.execution_device),
                                      self.spec.max_new_tokens, self.spec.cache_implementation, self.d.sync)
@@ -63,7 +64,7 @@ class CellRun:
         runs = [self.gen.run() for _ in range(self.spec.repeats)]
         self.r["latency"] = _latency(runs)
         self.r["measurement"] = (f"a first generate (facts), {self.spec.warmup} warm-up(s), then {self.spec.repeats} "
-                                 "measured generate(s) back to back; the profiled generate follows, not measured")
+                                 "measured generate(s) back to back; the profiled generate (hook ranges installed) follows, not measured")
         self.r["status"] = "ok"
         self._profile(first.tokens)
 
@@ -85,11 +86,15 @@ class CellRun:
                 eager_runs.append(a)
                 compiled_runs.append(b)
         self.r.update(dynamo_facts.run_facts())
+        if self.r["cudagraph_skips"] and not self.r["cudagraph_skip_reasons"]:
+            self.r["diagnostics"].append(
+                f"Inductor skipped CUDA graphs for {self.r['cudagraph_skips']} graph(s) (its counter cudagraph_skips); "
+                "for graphs without CUDA tensors it counts the skip and logs no reason")
         self.r["latency"], self.r["eager_latency"] = _latency(compiled_runs), _latency(eager_runs)
         self.r["measurement"] = (f"the first generate compiles (compile_time_s = its prefill; not measured); then "
                                  f"{self.spec.warmup} warm-up and {self.spec.repeats} measured round(s), each an eager "
                                  "generate (eager_latency) then a compiled one (latency) on the same dispatched model: "
-                                 "A B A B; the profiled generate follows, not measured")
+                                 "A B A B; the profiled generate (hook ranges installed) follows, not measured")
         self.r["status"] = "ok"
         self._profile(first.tokens)
 
@@ -99,9 +104,9 @@ class CellRun:
         if self.cell.mode == "reduce-overhead":
             if backend == "inductor":
                 opts["mode"] = "reduce-overhead"
-                if not any(d.type == "cuda" for d in [self.prep.execution_device]):
-                    self.r["diagnostics"].append("reduce-overhead on cpu: Inductor compiles without CUDA graphs "
-                                                 "(see cudagraph_skip_reasons)")
+                if self.prep.execution_device.type != "cuda":
+                    self.r["diagnostics"].append("reduce-overhead without an accelerator: no CUDA graphs "
+                                                 "(see cudagraph_skips)")
             else:
                 self.r["diagnostics"].append(f"reduce-overhead is an Inductor mode: backend {backend} compiles "
                                              "without it")
@@ -110,10 +115,14 @@ class CellRun:
     # -- facts ----------------------------------------------------------------------------------
 
     def _explain(self) -> None:
-        """Dynamo's graphs and breaks for this scenario's prefill forward (once per scenario)."""
+        """Dynamo's graphs and breaks for this scenario's prefill forward (explain once per scenario).
+
+        The cell starts with an eager generate, which records the prefill's arguments and
+        initialises accelerate's lazy compiler-disable wrappers (their first call under Dynamo
+        would break at the wrapper's own setup, GB0007, which no later call does)."""
         name = self.cell.scenario
+        kwargs = self.gen.prefill_kwargs()
         if name not in self.d.explained:
-            kwargs = self.gen.prefill_kwargs()  # an eager generate: also initialises accelerate's lazy wrappers
             self.d.explained[name] = dynamo_facts.explain(self.forward, kwargs)
             dynamo_facts.reset()
         ex = self.d.explained[name]
@@ -131,17 +140,35 @@ class CellRun:
         self.r["tokens_match_reference"] = first.tokens == self.ref.tokens
 
     def _profile(self, tokens: list[int]) -> None:
+        """One more generate under torch.profiler with the hook ranges installed: trace-<id>.json.
+
+        The ranges replace accelerate's hook functions, which compiled code guards on: in a
+        compiled cell the profiled generate may recompile (counted in `profiled_run`). The cell's
+        other numbers come from runs without them. A compiled cell without graph breaks runs its
+        hooks inside the graph, where no range can record: the ranges are not installed there."""
         if not self.spec.profile:
             return
         name = f"trace-{self.cell.id}.json"
-        run = self.gen.profiled(self.spec.out_dir / name, self.cell.id, self.spec.repeats, tokens, self.d.ranges)
+        before = len(torch._dynamo.utils.get_compilation_metrics())
+        with self._hook_ranges(self.cell.compiled and self.r["graph_break_count"] == 0):
+            run = self.gen.profiled(self.spec.out_dir / name, self.cell.id, self.spec.repeats, tokens)
         self.r["trace"] = name
-        self.r["profiled_generate_ms"] = run.wall_ms
+        self.r["profiled_run"] = {"generate_ms": run.wall_ms, **dynamo_facts.compiles_since(before)}
+        if self.r["profiled_run"]["recompiles"] or self.r["profiled_run"]["recompile_limit_hits"]:
+            self.r["diagnostics"].append(
+                "the hook ranges replace accelerate's hook functions, which the compiled code guards on: the "
+                f"profiled generate recompiled {self.r['profiled_run']['recompiles']} frame(s) and hit the recompile "
+                f"limit {self.r['profiled_run']['recompile_limit_hits']} time(s)")
         if run.tokens != tokens:
             self.r["diagnostics"].append(f"the profiled generate produced {run.tokens}, not {tokens}: its step "
                                          "ranges name the tokens of the first generate")
         if self.d.ranges is None:
             self.r["diagnostics"].append("no hook ranges in the trace: hookscope_torch.instrument is not installed")
+
+    def _hook_ranges(self, skip: bool):
+        if skip or self.d.ranges is None:
+            return contextlib.nullcontext()
+        return self.d.ranges(self.prep.model)
 
     def _peak_reset(self) -> None:
         for dev in self.d.accel:

@@ -18,7 +18,6 @@ A failure in one cell is that cell's ``failed`` line; the next cell starts from 
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import platform
 import sys
@@ -58,21 +57,13 @@ def versions(policy_info: dict, accel: list[torch.device]) -> dict:
 
 
 def instrumentation():
-    """The hook ranges for the profiled generate: a context manager factory, or None when the
-    instrument module is not there (the trace then has the step ranges only)."""
+    """The hook ranges (hookscope_torch.instrument): a factory `model -> context manager`, or None
+    when the module is not there (traces then hold the step ranges only)."""
     try:
         from hookscope_torch import instrument
     except ImportError:
         return None
-
-    @contextlib.contextmanager
-    def ranges():
-        instrument.install()
-        try:
-            yield
-        finally:
-            instrument.uninstall()
-    return ranges
+    return instrument.Instrumentation
 
 
 class Reference:
@@ -138,11 +129,12 @@ class Driver:
              "status": "failed", "error": None, "cache_implementation": self.spec.cache_implementation,
              "versions": self.versions, "execution_device": str(self.main), "trace": None, "diagnostics": []}
         for k in ("graph_count", "graph_break_count", "op_count", "recompiles", "recompile_limit_hits",
-                  "frames_skipped", "unique_graphs", "compile_time_s", "latency", "eager_latency",
-                  "argmax_match", "logits_identical", "logits_max_abs_diff", "logits_max_ulp",
-                  "params_on_meta_after", "new_tokens", "tokens", "tokens_match_reference", "measurement"):
+                  "frames_skipped", "unique_graphs", "frames_compiled", "frames_total", "compile_time_s",
+                  "compile_time_total_s", "cudagraph_skips", "latency", "eager_latency", "measurement",
+                  "argmax_match", "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after",
+                  "new_tokens", "tokens", "tokens_match_reference", "profiled_run", "wall_s"):
             r[k] = None
-        r["break_reasons"], r["skipped_frames"] = [], []
+        r.update(break_reasons=[], skipped_frames=[], cudagraph_skip_reasons=[], peak_memory_bytes={})
         if prep is not None:
             r.update(device_map=prep.device_map, weight_devices=prep.weight_devices,
                      hooked_modules=prep.hooked_modules, scenario_note=prep.note)

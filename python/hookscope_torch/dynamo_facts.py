@@ -147,6 +147,14 @@ def run_facts() -> dict:
     }
 
 
+def compiles_since(start: int) -> dict:
+    """Recompiles and recompile-limit hits among the frame compiles after the first `start`."""
+    metrics = torch._dynamo.utils.get_compilation_metrics()[start:]
+    hits = [m for m in metrics if m.fail_reason and m.fail_reason.startswith(_RECOMPILE_LIMIT)]
+    return {"compiles": len(metrics), "recompiles": sum(1 for m in metrics if m.recompile_reason and m not in hits),
+            "recompile_limit_hits": len(hits)}
+
+
 def _frame_file(m: Any) -> str:
     path = m.co_filename or "?"
     cut = path.rfind("site-packages/")

@@ -118,27 +118,16 @@ class Generator:
             self.clock.capture_prefill_kwargs = False
         return self.clock.prefill_kwargs
 
-    def profiled(self, path: Path, cell_id: str, repeat: int, range_tokens: list[int],
-                 around: Optional[Callable[[], object]] = None) -> GenerateRun:
+    def profiled(self, path: Path, cell_id: str, repeat: int, range_tokens: list[int]) -> GenerateRun:
         """One generate under torch.profiler (record_shapes, profile_memory), wrapped in
         `hookscope::generate cell=ID repeat=N` with a step range per forward, exported to `path`
-        as a Chrome trace. `around`, when given, is a context manager factory entered around the
-        run (the hook ranges)."""
+        as a Chrome trace."""
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         with profile(activities=acts, record_shapes=True, profile_memory=True) as prof:
-            with (around() if around else _null()):
-                with record_function(f"hookscope::generate cell={cell_id} repeat={repeat}"):
-                    run = self.run(range_tokens)
+            with record_function(f"hookscope::generate cell={cell_id} repeat={repeat}"):
+                run = self.run(range_tokens)
         prof.export_chrome_trace(str(path))
         return run
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _first(v):
