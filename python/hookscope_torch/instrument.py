@@ -172,7 +172,8 @@ class Instrumentation:
 
     `model` is walked once for module FQNs and the hook classes it carries (AlignDevicesHook is
     always instrumented). install() / uninstall() are idempotent; the object is also a context
-    manager. Not thread-safe to install from two threads; recording is per thread."""
+    manager. One Instrumentation at a time per process: install() raises RuntimeError while
+    another is installed. Install and uninstall from one thread; recording works on any."""
 
     def __init__(self, model: torch.nn.Module):
         self._fqn = {id(m): (name or "<root>") for name, m in model.named_modules()}
@@ -186,6 +187,9 @@ class Instrumentation:
         if self._saved:
             return self
         import accelerate.hooks as hooks
+        if getattr(hooks.send_to_device, "_hookscope_instrumented", False):
+            raise RuntimeError("hookscope instrumentation is already installed in this process "
+                               "(for another model?): uninstall that one first")
         for cls in self._hook_classes:
             for name in _PHASES + _SWAPS:
                 if name in cls.__dict__:
@@ -327,6 +331,7 @@ class Instrumentation:
                         src=src, dst=dst):
                 return original(tensor, device, *args, **kwargs)
 
+        send_to_device._hookscope_instrumented = True
         return send_to_device
 
 

@@ -3,7 +3,8 @@
 
 usage: offload_only_test.py --fixtures DIR runtime|source
 
-runtime  apply() in this process, on a tiny Llama written by transformers:
+runtime  apply() in this process, on a tiny Llama and a tiny Qwen3 (tied embeddings) written by
+         transformers:
          - dispatched with force_hooks=True (no offload): fullgraph raises before apply() and
            works after; torch._dynamo.explain reports 0 graph breaks, 1 graph;
          - cpu-offloaded / disk-offloaded: fullgraph still raises, at _onload_weights;
@@ -12,7 +13,7 @@ runtime  apply() in this process, on a tiny Llama written by transformers:
 source   source_patch() on two copies of the installed accelerate (one patched, one not), each
          imported in its own process: the patched copy is offload-only and captures the
          dispatched model as one graph, the other is whole-hook; a copy whose AlignDevicesHook
-         differs is refused and left untouched.
+         differs is refused (source_patch leaves it untouched, apply() raises when it is imported).
 Exit status 0 when every check passes; one line per check on stdout.
 """
 import argparse
@@ -87,21 +88,23 @@ def runtime(fixtures):
     from accelerate.hooks import AlignDevicesHook
     from hookscope_torch import offload_only
 
-    path = tiny_checkpoint(fixtures, "tiny-llama")
     check("accelerate as installed is whole-hook", offload_only.state() == "whole-hook"
           and not offload_only.is_applied())
     tmp = tempfile.mkdtemp(prefix="hookscope-offload-only-")
-    models = {"dispatched": dispatched(path),
-              "cpu-offload": cpu_offload(load(path), execution_device="cpu"),
-              "disk-offload": disk_offload(load(path), os.path.join(tmp, "disk"), execution_device="cpu")}
-    before = {name: logits(m) for name, m in models.items()}
-    reference = logits(load(path))
-    check("dispatched (unpatched) logits equal the undispatched model's",
-          torch.equal(before["dispatched"], reference))
-
-    err = fullgraph_error(models["dispatched"])
-    check("whole-hook: fullgraph raises for the dispatched model", err is not None and "disable" in err,
-          str(err)[:300])
+    # Everything unpatched first: apply() changes AlignDevicesHook for the whole process.
+    cases = {}
+    for fixture in ("tiny-llama", "tiny-qwen3"):  # Qwen3: tied embeddings (tied_params_map)
+        path = tiny_checkpoint(fixtures, fixture)
+        models = {"dispatched": dispatched(path),
+                  "cpu-offload": cpu_offload(load(path), execution_device="cpu"),
+                  "disk-offload": disk_offload(load(path), os.path.join(tmp, fixture), execution_device="cpu")}
+        before = {name: logits(m) for name, m in models.items()}
+        check(f"{fixture} dispatched (unpatched): logits equal the undispatched model's",
+              torch.equal(before["dispatched"], logits(load(path))))
+        err = fullgraph_error(models["dispatched"])
+        check(f"{fixture} whole-hook: fullgraph raises for the dispatched model",
+              err is not None and "disable" in err, str(err)[:300])
+        cases[fixture] = (models, before)
 
     offload_only.apply()
     offload_only.apply()
@@ -112,32 +115,33 @@ def runtime(fixtures):
           and hasattr(AlignDevicesHook._onload_weights, "__wrapped__")
           and hasattr(AlignDevicesHook._offload_weights, "__wrapped__"))
 
-    for name, model in models.items():
-        after = logits(model)
-        check(f"{name}: patched eager logits bit-identical to the unpatched run's", torch.equal(after, before[name]),
-              f"max abs diff {(after - before[name]).abs().max().item()}")
-        if name != "dispatched":
-            check(f"{name}: params on meta after the forward", all_on_meta(model))
+    for fixture, (models, before) in cases.items():
+        for name, model in models.items():
+            after = logits(model)
+            check(f"{fixture} {name}: patched eager logits bit-identical to the unpatched run's",
+                  torch.equal(after, before[name]), f"max abs diff {(after - before[name]).abs().max().item()}")
+            if name != "dispatched":
+                check(f"{fixture} {name}: params on meta after the forward", all_on_meta(model))
 
-    err = fullgraph_error(models["dispatched"])
-    check("offload-only: fullgraph works for the dispatched model", err is None, str(err)[:500])
-    torch._dynamo.reset()
-    compiled = logits(torch.compile(models["dispatched"], fullgraph=True, backend="eager"))
-    check("offload-only: compiled (fullgraph) logits bit-identical to the unpatched eager run's",
-          torch.equal(compiled, before["dispatched"]))
-    torch._dynamo.reset()
-    with torch.no_grad():
-        explain = torch._dynamo.explain(models["dispatched"])(input_ids=torch.tensor(PROMPT))
-    check("offload-only: explain graph_break_count 0, graph_count 1 for the dispatched model",
-          explain.graph_break_count == 0 and explain.graph_count == 1,
-          f"{explain.graph_break_count} breaks, {explain.graph_count} graphs")
+        err = fullgraph_error(models["dispatched"])
+        check(f"{fixture} offload-only: fullgraph works for the dispatched model", err is None, str(err)[:500])
+        torch._dynamo.reset()
+        compiled = logits(torch.compile(models["dispatched"], fullgraph=True, backend="eager"))
+        check(f"{fixture} offload-only: compiled (fullgraph) logits bit-identical to the unpatched eager run's",
+              torch.equal(compiled, before["dispatched"]))
+        torch._dynamo.reset()
+        with torch.no_grad():
+            explain = torch._dynamo.explain(models["dispatched"])(input_ids=torch.tensor(PROMPT))
+        check(f"{fixture} offload-only: explain graph_break_count 0, graph_count 1 for the dispatched model",
+              explain.graph_break_count == 0 and explain.graph_count == 1,
+              f"{explain.graph_break_count} breaks, {explain.graph_count} graphs")
 
-    for name in ("cpu-offload", "disk-offload"):
-        err = fullgraph_error(models[name])
-        check(f"offload-only: fullgraph raises at _onload_weights for {name}",
-              err is not None and "_onload_weights" in err and "Unsupported" in err, str(err)[:500])
-        check(f"{name}: still bit-identical and on meta after the failed compile",
-              torch.equal(logits(models[name]), before[name]) and all_on_meta(models[name]))
+        for name in ("cpu-offload", "disk-offload"):
+            err = fullgraph_error(models[name])
+            check(f"{fixture} offload-only: fullgraph raises at _onload_weights for {name}",
+                  err is not None and "_onload_weights" in err and "Unsupported" in err, str(err)[:500])
+            check(f"{fixture} {name}: still bit-identical and on meta after the failed compile",
+                  torch.equal(logits(models[name]), before[name]) and all_on_meta(models[name]))
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -149,16 +153,18 @@ sys.path.insert(0, sys.argv[2])
 import offload_only_test as t
 import accelerate
 from hookscope_torch import offload_only
+if sys.argv[3] == "apply":
+    offload_only.apply()
 model = t.dispatched(sys.argv[1])
 print(json.dumps({"accelerate": accelerate.__file__, "state": offload_only.state(),
                   "fullgraph_error": t.fullgraph_error(model)}))
 """
 
 
-def run_tree(tree, model_path):
+def run_tree(tree, model_path, mode="look"):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(tree), str(HERE.parent.parent / "python"), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(model_path), str(HERE)], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(model_path), str(HERE), mode], env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
         return {"error": out.stderr[-2000:]}
@@ -210,6 +216,10 @@ def source(fixtures):
     check("pr tree: imported from the copy, offload-only, fullgraph works",
           pr.get("accelerate", "").startswith(str(trees["pr"])) and pr.get("state") == "offload-only"
           and pr.get("fullgraph_error") is None, json.dumps(pr)[:800])
+    other_run = run_tree(trees["other"], path, "apply")
+    check("apply() refuses an imported accelerate whose AlignDevicesHook differs",
+          "OffloadOnlyMismatch" in other_run.get("error", "")
+          and "AlignDevicesHook.pre_forward differs" in other_run.get("error", ""), json.dumps(other_run)[:800])
     shutil.rmtree(tmp, ignore_errors=True)
 
 
