@@ -5,7 +5,7 @@ import contextlib
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -63,8 +63,9 @@ class CellRun:
             self.gen.run()
         runs = [self.gen.run() for _ in range(self.spec.repeats)]
         self.r["latency"] = _latency(runs)
-        self.r["measurement"] = (f"a first generate (facts), {self.spec.warmup} warm-up(s), then {self.spec.repeats} "
-                                 "measured generate(s) back to back; the profiled generate (hook ranges installed) follows, not measured")
+        self.r["measurement"] = (f"a first generate (facts), {self.spec.warmup} warm-up(s), then "
+                                 f"{self.spec.repeats} measured generate(s) back to back; the profiled generate "
+                                 "(hook ranges installed) follows, not measured")
         self.r["status"] = "ok"
         self._profile(first.tokens)
 
@@ -175,7 +176,7 @@ class CellRun:
             torch.cuda.reset_peak_memory_stats(dev)
 
     def _peak_read(self) -> None:
-        self.r["peak_memory_bytes"] = {str(dev.index): int(torch.cuda.max_memory_allocated(dev)) for dev in self.d.accel}
+        self.r["peak_memory_bytes"] = {str(d.index): int(torch.cuda.max_memory_allocated(d)) for d in self.d.accel}
 
 
 def run_cell(driver: "Driver", ref: "Reference", cell: CellSpec) -> dict:

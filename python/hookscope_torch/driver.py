@@ -41,8 +41,11 @@ def apply_policy(spec: Spec) -> dict:
     info: dict[str, Any] = {"policy": spec.policy, "accelerate": accelerate.__version__, "accelerate_file": acc_file}
     if spec.policy == "offload-only":
         from hookscope_torch import offload_only
-        offload_only.apply()
-        info["offload_only"] = offload_only.state() if hasattr(offload_only, "state") else "applied"
+        try:
+            offload_only.apply()
+        except offload_only.OffloadOnlyMismatch as e:
+            raise SpecError(f"policy offload-only cannot patch this accelerate: {e}") from e
+        info["offload_only"] = offload_only.state()
     elif spec.accelerate_path is not None and not acc_file.startswith(str(spec.accelerate_path) + "/"):
         raise SpecError(f"policy {spec.policy}: accelerate was imported from {acc_file}, not from "
                         f"accelerate_path {spec.accelerate_path}")
@@ -52,7 +55,8 @@ def apply_policy(spec: Spec) -> dict:
 def versions(policy_info: dict, accel: list[torch.device]) -> dict:
     v = {"hookscope_torch": __version__, "python": platform.python_version(), "torch": torch.__version__,
          "transformers": transformers.__version__, **policy_info,
-         "device": torch.cuda.get_device_name(accel[0]) if accel else "cpu", "accelerators": len(accel)}
+         "device": torch.cuda.get_device_name(accel[0]) if accel else "cpu", "accelerators": len(accel),
+         "threads": torch.get_num_threads()}
     return v
 
 
@@ -95,6 +99,8 @@ def prompt_ids(spec: Spec, vocab_size: int) -> torch.Tensor:
 class Driver:
     def __init__(self, spec: Spec):
         self.spec = spec
+        if spec.threads is not None:
+            torch.set_num_threads(spec.threads)
         self.accel = scenarios.accelerators(spec.devices)
         self.main = self.accel[0] if self.accel else torch.device("cpu")
         self.sync = measure.make_sync(self.accel)

@@ -182,6 +182,8 @@ def prepare(scenario: str, model_dir: Path, accel: list[torch.device], offload_d
         accelerate.disk_offload(model, str(_fresh_folder(offload_dir / "offload-disk")), execution_device=main)
     else:
         raise RuntimeError(f"unknown scenario '{scenario}'")
-    offloaded = ([n for n, _ in model.named_parameters(remove_duplicate=False)] if scenario in ("cpu-offload", "disk-offload")
-                 else _offloaded(model, device_map, main.type == "cpu"))
+    if scenario in ("cpu-offload", "disk-offload"):
+        offloaded = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+    else:
+        offloaded = _offloaded(model, device_map, main.type == "cpu")
     return Prepared(scenario, model, device_map, main, offloaded, note)

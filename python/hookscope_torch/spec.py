@@ -53,6 +53,7 @@ class Spec:
     offload_dir: Path
     out_dir: Path
     profile: bool
+    threads: Optional[int]  # torch.set_num_threads for the process (None: torch's default)
 
     @property
     def accelerate_name(self) -> Optional[str]:
@@ -157,10 +158,14 @@ def parse(d: dict) -> Spec:
     profile = d.get("profile", True)
     if not isinstance(profile, bool):
         raise SpecError("'profile' must be true or false")
+    threads = d.get("threads")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise SpecError(f"'threads' must be null or an integer >= 1 (got {threads!r})")
     return Spec(model=model.resolve(), policy=policy, accelerate_path=acc, prompt=prompt, prompt_ids=prompt_ids,
                 max_new_tokens=_int(d, "max_new_tokens", 4, 1), repeats=_int(d, "repeats", 2, 1),
                 warmup=_int(d, "warmup", 1, 0), devices=_int(d, "devices", 0, 0), cache_implementation=cache,
-                backend=backend, cells=_cells(d), offload_dir=offload_dir, out_dir=out_dir, profile=profile)
+                backend=backend, cells=_cells(d), offload_dir=offload_dir, out_dir=out_dir, profile=profile,
+                threads=threads)
 
 
 def load(path: str | os.PathLike) -> Spec:

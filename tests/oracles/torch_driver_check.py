@@ -77,7 +77,7 @@ def base_spec(model: Path, ref: dict, work: Path, policy: str, cells: list[dict]
     return {"model": str(model), "policy": policy, "accelerate_path": None, "prompt": None,
             "prompt_ids": ref["prompt_ids"], "max_new_tokens": MAX_NEW_TOKENS, "repeats": 1, "warmup": 0,
             "devices": 0, "cache_implementation": "dynamic", "backend": backend, "cells": cells,
-            "offload_dir": str(work / "offload"), "out_dir": str(work / "out"), "profile": True}
+            "offload_dir": str(work / "offload"), "out_dir": str(work / "out"), "profile": True, "threads": 1}
 
 
 def results(work: Path) -> list[dict]:
@@ -121,7 +121,8 @@ def split_message(text: str) -> tuple[str, str]:
 # -- the oracle (runs in its own process: one policy per process) --------------------------------
 
 def oracle_main(args) -> int:
-    import torch  # noqa: F401 - the oracle's process imports torch; the checker's does not
+    import torch  # the oracle's process imports torch; the checker's does not
+    torch.set_num_threads(1)  # as the driver runs in these checks (spec "threads": 1)
     if args.policy == "offload-only":
         from hookscope_torch import offload_only
         offload_only.apply()
@@ -355,7 +356,8 @@ def tree_main(args) -> int:
     shutil.rmtree(work, ignore_errors=True)
     installed = Path(importlib.util.find_spec("accelerate").origin).parent
     shutil.copytree(installed, work / "tree" / "src" / "accelerate")
-    cells = [{"id": "broken", "scenario": "sharded", "mode": "default"}, {"id": "e", "scenario": "sharded", "mode": "eager"}]
+    cells = [{"id": "broken", "scenario": "sharded", "mode": "default"},
+             {"id": "e", "scenario": "sharded", "mode": "eager"}]
     spec = base_spec(model, ref, work, "accelerate:copy", cells, "no-such-backend")
     spec["accelerate_path"] = str(work / "tree")
     p = run_driver(spec, work)
@@ -380,10 +382,13 @@ def bad_spec_main(args) -> int:
                      [{"id": "c", "scenario": "sharded", "mode": "eager"}], None)
     cases = {
         "missing model": ({"model": str(work / "nope")}, "no config.json"),
-        "unknown scenario": ({"cells": [{"id": "c", "scenario": "sideways", "mode": "eager"}]}, "unknown scenario 'sideways'"),
+        "unknown scenario": ({"cells": [{"id": "c", "scenario": "sideways", "mode": "eager"}]},
+                             "unknown scenario 'sideways'"),
         "unknown mode": ({"cells": [{"id": "c", "scenario": "sharded", "mode": "max-autotune-x"}]}, "unknown mode"),
         "unknown policy": ({"policy": "half-hook"}, "unknown policy 'half-hook'"),
-        "bad accelerate_path": ({"policy": "accelerate:x", "accelerate_path": str(work)}, "holds no accelerate package"),
+        "bad accelerate_path": ({"policy": "accelerate:x", "accelerate_path": str(work)},
+                                "holds no accelerate package"),
+        "threads 0": ({"threads": 0}, "'threads' must be null or an integer >= 1"),
         "fullgraph eager": ({"cells": [{"id": "c", "scenario": "sharded", "mode": "eager", "fullgraph": True}]},
                             "fullgraph needs a compiled mode"),
     }
@@ -414,7 +419,8 @@ def main() -> int:
         return oracle_main(args)
     if not args.fixtures or not args.work:
         ap.error(f"{args.cmd} needs --fixtures and --work")
-    return {"matrix": matrix_main, "inductor": inductor_main, "tree": tree_main, "bad-spec": bad_spec_main}[args.cmd](args)
+    checks = {"matrix": matrix_main, "inductor": inductor_main, "tree": tree_main, "bad-spec": bad_spec_main}
+    return checks[args.cmd](args)
 
 
 if __name__ == "__main__":
