@@ -1,0 +1,24 @@
+"""hookscope's torch engine: the matrix cells of `hookscope capture --engine torch`, run through real
+transformers, accelerate and torch.compile in a child process of the project's Python.
+
+`python -m hookscope_torch run --spec SPEC.json` (docs/torch-engine.md is the contract with the
+C++ CLI). Modules:
+
+- spec: the run spec, read and checked without importing torch;
+- scenarios: loading the checkpoint and dispatching it with accelerate (sharded, cpu-offload,
+  disk-offload, mixed);
+- measure: greedy ``generate`` timed per step, the prefill logits, the profiled generate;
+- dynamo_facts: what Dynamo did (``torch._dynamo.explain``, counters, compile metrics) and the
+  TORCH_TRACE cell markers;
+- driver: one process, one policy, every cell of the spec, results.jsonl;
+- offload_only: the offload-only policy (accelerate's hooks with only the offload work disabled);
+- instrument: record_function ranges around accelerate's hook entry points.
+"""
+
+__version__ = "0.1.0"
+
+
+def progress(msg: str) -> None:
+    """One progress event for the CLI: a single stderr line starting with "hookscope_torch: "."""
+    import sys
+    print(f"hookscope_torch: {msg}", file=sys.stderr, flush=True)

@@ -1,0 +1,187 @@
+"""One process, one policy: every cell of the spec through real transformers, accelerate and
+torch.compile, one results.jsonl line per cell (docs/torch-engine.md).
+
+Per process: the policy is applied before anything is dispatched; the undispatched checkpoint
+gives the reference (prefill logits, argmax, greedy tokens). Per scenario: the checkpoint is
+loaded and dispatched once and shared by the scenario's consecutive cells. Per cell: Dynamo is
+reset, a ``hookscope_cell`` marker goes into the TORCH_TRACE log, then
+
+- eager: a first generate (facts: argmax, logits, params on meta), warm-ups, measured repeats;
+- compiled: ``torch._dynamo.explain`` of the prefill forward (once per scenario: it depends on
+  neither mode nor fullgraph), then ``model.forward = torch.compile(forward, ...)``; the first
+  generate compiles (its prefill is compile_time_s; fullgraph refusals end the cell as
+  ``unsupported``), then warm-ups and repeats each run eager then compiled on the same model
+  (A B A B), so drift favours neither;
+- one more generate under torch.profiler, with the hook ranges installed: trace-<id>.json.
+
+A failure in one cell is that cell's ``failed`` line; the next cell starts from a clean Dynamo.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+import transformers
+
+import accelerate
+from hookscope_torch import __version__, dynamo_facts, measure, progress, scenarios
+from hookscope_torch.cells import run_cell
+from hookscope_torch.spec import CellSpec, Spec, SpecError
+
+
+def apply_policy(spec: Spec) -> dict:
+    """Puts the policy in place before any model is dispatched; returns what versions records of it."""
+    acc_file = str(Path(accelerate.__file__).resolve())
+    info: dict[str, Any] = {"policy": spec.policy, "accelerate": accelerate.__version__, "accelerate_file": acc_file}
+    if spec.policy == "offload-only":
+        from hookscope_torch import offload_only
+        try:
+            offload_only.apply()
+        except offload_only.OffloadOnlyMismatch as e:
+            raise SpecError(f"policy offload-only cannot patch this accelerate: {e}") from e
+        info["offload_only"] = offload_only.state()
+    elif spec.accelerate_path is not None and not acc_file.startswith(str(spec.accelerate_path) + "/"):
+        raise SpecError(f"policy {spec.policy}: accelerate was imported from {acc_file}, not from "
+                        f"accelerate_path {spec.accelerate_path}")
+    return info
+
+
+def versions(policy_info: dict, accel: list[torch.device]) -> dict:
+    v = {"hookscope_torch": __version__, "python": platform.python_version(), "torch": torch.__version__,
+         "transformers": transformers.__version__, **policy_info,
+         "device": torch.cuda.get_device_name(accel[0]) if accel else "cpu", "accelerators": len(accel),
+         "threads": torch.get_num_threads()}
+    return v
+
+
+def instrumentation():
+    """The hook ranges (hookscope_torch.instrument): a factory `model -> context manager`, or None
+    when the module is not there (traces then hold the step ranges only)."""
+    try:
+        from hookscope_torch import instrument
+    except ImportError:
+        return None
+    return instrument.Instrumentation
+
+
+class Reference:
+    """The undispatched checkpoint on the main device: prompt ids, prefill logits, greedy tokens."""
+
+    def __init__(self, spec: Spec, main: torch.device, sync):
+        model = scenarios.load(spec.model).to(main)
+        self.ids = prompt_ids(spec, model.config.vocab_size)
+        run = measure.Generator(model, self.ids.to(main), spec.max_new_tokens, spec.cache_implementation, sync).run()
+        self.logits, self.tokens = run.prefill_logits, run.tokens
+        self.argmax = int(self.logits.argmax())
+        del model
+
+
+def prompt_ids(spec: Spec, vocab_size: int) -> torch.Tensor:
+    if spec.prompt_ids is not None:
+        bad = [i for i in spec.prompt_ids if i >= vocab_size]
+        if bad:
+            raise SpecError(f"prompt_ids: {bad[0]} is not a token id of this model (vocab_size {vocab_size})")
+        ids = spec.prompt_ids
+    else:
+        tok = transformers.AutoTokenizer.from_pretrained(str(spec.model), local_files_only=True)
+        ids = tok(spec.prompt, add_special_tokens=True)["input_ids"]
+        if not ids:
+            raise SpecError("'prompt' encodes to no tokens")
+    return torch.tensor([ids], dtype=torch.long)
+
+
+class Driver:
+    def __init__(self, spec: Spec):
+        self.spec = spec
+        if spec.threads is not None:
+            torch.set_num_threads(spec.threads)
+        self.accel = scenarios.accelerators(spec.devices)
+        self.main = self.accel[0] if self.accel else torch.device("cpu")
+        self.sync = measure.make_sync(self.accel)
+        self.versions = versions(apply_policy(spec), self.accel)
+        self.ranges = instrumentation()
+        self.prepared: Optional[scenarios.Prepared] = None
+        self.prepare_error: Optional[str] = None
+        self.explained: dict[str, dynamo_facts.ExplainFacts] = {}
+
+    def scenario(self, name: str) -> Optional[scenarios.Prepared]:
+        """The dispatched model of `name` (loaded and dispatched when the scenario changes)."""
+        if self.prepared is not None and self.prepared.scenario == name:
+            return self.prepared
+        if self.prepare_error is not None and self.prepare_error.startswith(name + ":"):
+            return None
+        self.prepared, self.prepare_error = None, None
+        try:
+            self.prepared = scenarios.prepare(name, self.spec.model, self.accel, self.spec.offload_dir)
+        except Exception as e:  # noqa: BLE001 - every cell of the scenario reports it
+            self.prepare_error = f"{name}: dispatch failed: {type(e).__name__}: {e}"
+            traceback.print_exc(file=sys.stderr)
+            return None
+        p = self.prepared
+        progress(f"scenario {name}: {p.hooked_modules} hooked modules, weights on {', '.join(p.weight_devices)}"
+                 + (f" ({p.note})" if p.note else ""))
+        return p
+
+    def base_result(self, cell: CellSpec, prep: Optional[scenarios.Prepared]) -> dict:
+        r = {"cell": cell.id, "engine": "torch", "scenario": cell.scenario, "policy": self.spec.policy,
+             "mode": cell.mode, "fullgraph": cell.fullgraph,
+             "backend": (self.spec.backend or "inductor") if cell.compiled else None,
+             "status": "failed", "error": None, "cache_implementation": self.spec.cache_implementation,
+             "versions": self.versions, "execution_device": str(self.main), "trace": None, "diagnostics": []}
+        for k in ("graph_count", "graph_break_count", "op_count", "recompiles", "recompile_limit_hits",
+                  "frames_skipped", "unique_graphs", "frames_compiled", "frames_total", "compile_time_s",
+                  "compile_time_total_s", "cudagraph_skips", "latency", "eager_latency", "measurement",
+                  "argmax_match", "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after",
+                  "new_tokens", "tokens", "tokens_match_reference", "profiled_run", "wall_s"):
+            r[k] = None
+        r.update(break_reasons=[], skipped_frames=[], cudagraph_skip_reasons=[], peak_memory_bytes={})
+        if prep is not None:
+            r.update(device_map=prep.device_map, weight_devices=prep.weight_devices,
+                     hooked_modules=prep.hooked_modules, scenario_note=prep.note)
+        else:
+            r.update(device_map=None, weight_devices=[], hooked_modules=None, scenario_note=None)
+        return r
+
+
+def run(spec: Spec) -> int:
+    """Runs every cell of `spec`; returns the process exit status."""
+    t0 = time.perf_counter()
+    d = Driver(spec)
+    v = d.versions
+    progress(f"policy {spec.policy}: torch {v['torch']}, transformers {v['transformers']}, accelerate "
+             f"{v['accelerate']} ({v['accelerate_file']}), device {v['device']}")
+    ref = Reference(spec, d.main, d.sync)
+    progress(f"reference: {ref.ids.shape[1]} prompt tokens, prefill argmax {ref.argmax}, tokens {ref.tokens}")
+    out = spec.out_dir / "results.jsonl"
+    with open(out, "w", encoding="utf-8") as f:
+        for i, cell in enumerate(spec.cells):
+            progress(f"cell {cell.id} ({i + 1}/{len(spec.cells)}): {cell.label()}")
+            r = run_cell(d, ref, cell)
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+            progress(f"cell {cell.id} done: {summary(r)}")
+    progress(f"done: {len(spec.cells)} cells in {time.perf_counter() - t0:.1f} s, results in {out}")
+    return 0
+
+
+def summary(r: dict) -> str:
+    if r["status"] == "failed":
+        return f"failed: {r['error']}"
+    if r["status"] == "unsupported":
+        return f"unsupported (fullgraph): {dynamo_facts.gb_type(r['error'] or '')}"
+    parts = ["ok"]
+    if r["graph_break_count"] is not None:
+        parts.append(f"{r['graph_break_count']} breaks, {r['graph_count']} graphs")
+    lat = measure.stats(r["latency"]["decode_ms_per_token"] if r["latency"] else [])
+    if lat:
+        parts.append(f"decode {lat['median']:.2f} ms/token")
+    eager = measure.stats(r["eager_latency"]["decode_ms_per_token"] if r["eager_latency"] else [])
+    if eager:
+        parts.append(f"eager {eager['median']:.2f} ms/token")
+    return ", ".join(parts)
