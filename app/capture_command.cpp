@@ -40,6 +40,7 @@ struct CaptureArgs {
   std::string cache_implementation = "dynamic";
   std::string backend;
   std::string keep_driver_files;
+  int threads = 0;
 };
 
 #ifndef HOOKSCOPE_DEFAULT_PYTHON
@@ -131,6 +132,7 @@ TorchEngineOptions torch_options(const CaptureArgs& a, const LibTorchEngineOptio
       throw std::invalid_argument("--accelerate: the name '" + name + "' is taken");
   }
   o.work_dir = work;
+  o.threads = a.threads;
   return o;
 }
 
@@ -151,6 +153,7 @@ int run_capture(const CaptureArgs& a) {
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
     throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
   const auto [use_libtorch, use_torch] = engines_of(a);
+  if (a.threads > 0) at::set_num_threads(a.threads);
   if (!a.accelerate.empty() && !use_torch) throw std::invalid_argument("--accelerate needs the torch engine (--engine torch or both)");
   for (const auto& t : a.accelerate) matrix.accelerate_trees.push_back(t.substr(0, t.find('=')));
   LibTorchEngineOptions options = engine_options(a, out);
@@ -221,6 +224,10 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
                 "torch.compile backend of the capturing modes (torch engine): inductor, or Dynamo's eager / aot_eager "
                 "(graph breaks and fullgraph do not depend on it; they compile in seconds)")
       ->check(one_of({"inductor", "eager", "aot_eager"}));
+  c->add_option("--threads", a->threads,
+                 "CPU threads for torch's intra-op pool in both engines (default: torch's, one per core; on a "
+                 "shared machine 1 is often faster and steadier)")
+      ->check(CLI::Range(1, 1024));
   c->add_option("--keep-driver-files", a->keep_driver_files,
                 "Keep the torch engine's traces, compile logs and offload folders in DIR (default: a temporary folder, removed)");
   c->add_option("--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");

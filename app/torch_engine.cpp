@@ -76,6 +76,7 @@ json TorchEngine::spec_for(const std::string& policy, const std::optional<fs::pa
          {"offload_dir", fs::absolute(opt_.work_dir / policy / "offload").string()},
          {"out_dir", fs::absolute(opt_.work_dir / policy).string()},
          {"profile", opt_.profile},
+         {"threads", opt_.threads > 0 ? json(opt_.threads) : json(nullptr)},
          {"cells", json::array()}};
   return s;
 }
@@ -193,10 +194,17 @@ RunResult TorchEngine::result_of(const json& reply) {
   json& extra = r.extra;
   for (const char* k : {"break_reasons", "recompile_limit_hits", "frames_skipped", "unique_graphs", "compile_time_s",
                         "device_map", "hooked_modules", "cache_implementation", "scenario_note", "versions",
-                        "measurement", "accelerate"})
+                        "measurement", "op_count", "compile_time_total_s", "cudagraph_skips", "skipped_frames",
+                        "tokens", "tokens_match_reference", "backend", "execution_device"})
     if (reply.contains(k)) extra[k] = reply[k];
   extra["prefill_ms"] = stats_json(stats_of(lat.value("prefill_ms", json())));
   extra["decode_ms_per_token"] = stats_json(stats_of(lat.value("decode_ms_per_token", json())));
+  // A compiled cell also measures the eager model, interleaved with its own repeats (A B A B):
+  // the comparison that drift cannot favour.
+  if (const auto it = reply.find("eager_latency"); it != reply.end() && it->is_object()) {
+    extra["eager_prefill_ms"] = stats_json(stats_of(it->value("prefill_ms", json())));
+    extra["eager_decode_ms_per_token"] = stats_json(stats_of(it->value("decode_ms_per_token", json())));
+  }
   return r;
 }
 

@@ -38,6 +38,7 @@ struct TorchEngineOptions {
   std::map<std::string, std::filesystem::path> accelerate_trees;  ///< --accelerate NAME=PATH
   std::filesystem::path work_dir;           ///< the driver's files (traces, logs, offload folders)
   bool profile = true;                      ///< record a torch.profiler trace per run
+  int threads = 0;                          ///< torch's intra-op threads in the driver (0 = torch's default)
 };
 
 class TorchEngine final : public Engine {

@@ -34,7 +34,7 @@ TorchCapture capture(const std::string& model, const std::vector<std::string>& e
   std::vector<std::string> args{"capture", "--model", hs::test::tiny_checkpoint(model).string(), "--devices", "2",
                                 "--scenarios", "sharded,cpu-offload", "--modes", "eager,default", "--fullgraph", "both",
                                 "--backend", "eager", "--prompt-ids", kPrompt, "--max-new-tokens", "3", "--repeats",
-                                "1", "--warmup", "0", "--out", k.db.string()};
+                                "1", "--warmup", "0", "--threads", "1", "--out", k.db.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   auto r = hookscope(args);
   if (r.exit_code != 0) throw std::runtime_error("capture failed (" + std::to_string(r.exit_code) + "): " + r.err);

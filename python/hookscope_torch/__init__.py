@@ -18,7 +18,20 @@ C++ CLI). Modules:
 __version__ = "0.1.0"
 
 
+_reply = None  # `serve`: the reply channel to the C++ CLI (a text file on HOOKSCOPE_REPLY_FD)
+
+
 def progress(msg: str) -> None:
-    """One progress event for the CLI: a single stderr line starting with "hookscope_torch: "."""
+    """One progress event for the CLI: a single stderr line starting with "hookscope_torch: ",
+    and under `serve` a {"type": "progress"} message on the reply channel."""
     import sys
     print(f"hookscope_torch: {msg}", file=sys.stderr, flush=True)
+    if _reply is not None:
+        reply({"type": "progress", "text": msg})
+
+
+def reply(message: dict) -> None:
+    """One JSON line on the reply channel (`serve` only)."""
+    import json
+    _reply.write(json.dumps(message) + "\n")
+    _reply.flush()

@@ -32,9 +32,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run every cell of SPEC.json; results go to its out_dir")
     run.add_argument("--spec", required=True, help="the run spec (docs/torch-engine.md)")
+    srv = sub.add_parser("serve", help="run the cells sent one per line on stdin; replies on the file "
+                                       "descriptor $HOOKSCOPE_REPLY_FD (how `hookscope capture` drives it)")
+    srv.add_argument("--spec", required=True, help="the run spec, its 'cells' empty")
     args = ap.parse_args(argv)
+    serving = args.command == "serve"
+    if serving:
+        import hookscope_torch as pkg
+        fd = os.environ.get("HOOKSCOPE_REPLY_FD")
+        if not fd or not fd.isdigit():
+            print("hookscope_torch: serve needs HOOKSCOPE_REPLY_FD (the reply channel's file descriptor)", file=sys.stderr)
+            return 2
+        pkg._reply = os.fdopen(int(fd), "w", encoding="utf-8")
     try:
-        spec = spec_mod.load(args.spec)
+        spec = spec_mod.load(args.spec, serve=serving)
     except spec_mod.SpecError as e:
         print(f"hookscope_torch: bad spec: {e}", file=sys.stderr)
         return 2
@@ -47,9 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     from hookscope_torch import driver  # imports torch: after TORCH_TRACE and sys.path are set
 
     try:
-        return driver.run(spec)
+        return driver.serve(spec) if serving else driver.run(spec)
     except spec_mod.SpecError as e:
         print(f"hookscope_torch: bad spec: {e}", file=sys.stderr)
+        if serving:
+            pkg.reply({"type": "fatal", "error": f"bad spec: {e}"})
         return 2
 
 

@@ -170,6 +170,37 @@ def run(spec: Spec) -> int:
     return 0
 
 
+def serve(spec: Spec) -> int:
+    """`serve`: the cells come one per line on stdin ({"cell": {...}}), each answered on the
+    reply channel by {"type": "result", "id": ..., **result} (and appended to results.jsonl);
+    stdin's end ends the process. One cell at a time, so the CLI decides the order (and
+    interleaves policies) while only one process works."""
+    import hookscope_torch as pkg
+    from hookscope_torch.spec import parse_cell
+    d = Driver(spec)
+    v = d.versions
+    progress(f"policy {spec.policy}: torch {v['torch']}, transformers {v['transformers']}, accelerate "
+             f"{v['accelerate']} ({v['accelerate_file']}), device {v['device']}")
+    ref = Reference(spec, d.main, d.sync)
+    progress(f"reference: {ref.ids.shape[1]} prompt tokens, prefill argmax {ref.argmax}")
+    with open(spec.out_dir / "results.jsonl", "a", encoding="utf-8") as f:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                cell = parse_cell(json.loads(line).get("cell"), "request")
+            except (ValueError, AttributeError) as e:
+                pkg.reply({"type": "fatal", "error": f"bad request {line.strip()[:200]!r}: {e}"})
+                return 2
+            r = run_cell(d, ref, cell)
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+            progress(f"cell {cell.id} done: {summary(r)}")
+            pkg.reply({"type": "result", "id": cell.id, "out_dir": str(spec.out_dir),
+                       "torch_trace_dir": str(spec.out_dir / "torch_trace"), **r})
+    return 0
+
+
 def summary(r: dict) -> str:
     if r["status"] == "failed":
         return f"failed: {r['error']}"

@@ -93,30 +93,38 @@ def accelerate_root(tree: Path) -> Path:
                     f"in it and in its src/)")
 
 
-def _cells(d: dict) -> list[CellSpec]:
+def _cells(d: dict, serve: bool = False) -> list[CellSpec]:
     raw = d.get("cells")
+    if serve and raw in (None, []):
+        return []  # `serve`: the cells come one by one on stdin
     if not isinstance(raw, list) or not raw:
         raise SpecError("'cells' must be a non-empty list")
     cells, seen = [], set()
     for i, c in enumerate(raw):
-        if not isinstance(c, dict):
-            raise SpecError(f"cells[{i}] is not an object")
-        cid, scenario, mode, fg = c.get("id"), c.get("scenario"), c.get("mode"), c.get("fullgraph", False)
-        if not isinstance(cid, str) or not cid or any(ch.isspace() for ch in cid):
-            raise SpecError(f"cells[{i}]: 'id' must be a non-empty string without spaces")
-        if cid in seen:
-            raise SpecError(f"cells[{i}]: duplicate id '{cid}'")
-        seen.add(cid)
-        if scenario not in SCENARIOS:
-            raise SpecError(f"cell {cid}: unknown scenario '{scenario}' (expected {', '.join(SCENARIOS)})")
-        if mode not in MODES:
-            raise SpecError(f"cell {cid}: unknown mode '{mode}' (expected {', '.join(MODES)})")
-        if not isinstance(fg, bool):
-            raise SpecError(f"cell {cid}: 'fullgraph' must be true or false")
-        if fg and mode == "eager":
-            raise SpecError(f"cell {cid}: fullgraph needs a compiled mode (default or reduce-overhead)")
-        cells.append(CellSpec(cid, scenario, mode, fg))
+        cell = parse_cell(c, f"cells[{i}]")
+        if cell.id in seen:
+            raise SpecError(f"cells[{i}]: duplicate id '{cell.id}'")
+        seen.add(cell.id)
+        cells.append(cell)
     return cells
+
+
+def parse_cell(c: object, where: str) -> CellSpec:
+    """One cell object ({"id", "scenario", "mode", "fullgraph"}); raises SpecError naming `where`."""
+    if not isinstance(c, dict):
+        raise SpecError(f"{where} is not an object")
+    cid, scenario, mode, fg = c.get("id"), c.get("scenario"), c.get("mode"), c.get("fullgraph", False)
+    if not isinstance(cid, str) or not cid or any(ch.isspace() for ch in cid):
+        raise SpecError(f"{where}: 'id' must be a non-empty string without spaces")
+    if scenario not in SCENARIOS:
+        raise SpecError(f"cell {cid}: unknown scenario '{scenario}' (expected {', '.join(SCENARIOS)})")
+    if mode not in MODES:
+        raise SpecError(f"cell {cid}: unknown mode '{mode}' (expected {', '.join(MODES)})")
+    if not isinstance(fg, bool):
+        raise SpecError(f"cell {cid}: 'fullgraph' must be true or false")
+    if fg and mode == "eager":
+        raise SpecError(f"cell {cid}: fullgraph needs a compiled mode (default or reduce-overhead)")
+    return CellSpec(cid, scenario, mode, fg)
 
 
 def _prompt(d: dict, model: Path) -> tuple[Optional[str], Optional[list[int]]]:
@@ -133,7 +141,7 @@ def _prompt(d: dict, model: Path) -> tuple[Optional[str], Optional[list[int]]]:
     return prompt, None
 
 
-def parse(d: dict) -> Spec:
+def parse(d: dict, serve: bool = False) -> Spec:
     """Checks a spec document; raises SpecError naming the first problem."""
     if not isinstance(d, dict):
         raise SpecError("the spec is not a JSON object")
@@ -164,11 +172,11 @@ def parse(d: dict) -> Spec:
     return Spec(model=model.resolve(), policy=policy, accelerate_path=acc, prompt=prompt, prompt_ids=prompt_ids,
                 max_new_tokens=_int(d, "max_new_tokens", 4, 1), repeats=_int(d, "repeats", 2, 1),
                 warmup=_int(d, "warmup", 1, 0), devices=_int(d, "devices", 0, 0), cache_implementation=cache,
-                backend=backend, cells=_cells(d), offload_dir=offload_dir, out_dir=out_dir, profile=profile,
+                backend=backend, cells=_cells(d, serve), offload_dir=offload_dir, out_dir=out_dir, profile=profile,
                 threads=threads)
 
 
-def load(path: str | os.PathLike) -> Spec:
+def load(path: str | os.PathLike, serve: bool = False) -> Spec:
     """Reads and checks SPEC.json; raises SpecError with the file's name on any problem."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -177,4 +185,4 @@ def load(path: str | os.PathLike) -> Spec:
         raise SpecError(f"cannot read spec '{path}': {e.strerror}") from e
     except json.JSONDecodeError as e:
         raise SpecError(f"spec '{path}' is not JSON: {e}") from e
-    return parse(d)
+    return parse(d, serve)
