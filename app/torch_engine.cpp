@@ -143,9 +143,8 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
 
 // The trace and the cell's part of the compile log, into the run.
 void TorchEngine::import_recordings(const json& reply, const std::string& id, RunContext& ctx, RunResult& r) {
-  const fs::path dir = opt_.work_dir / reply.value("policy_dir", std::string());
   importers::RunFiles files;
-  if (const auto t = opt<std::string>(reply, "trace")) files.trace = fs::path(reply.value("out_dir", "")) / *t;
+  if (const auto t = opt<std::string>(reply, "trace")) files.trace = fs::path(opt<std::string>(reply, "out_dir").value_or("")) / *t;
   if (const auto l = opt<std::string>(reply, "torch_trace_dir")) files.compile_log = fs::path(*l);
   files.cell = id;
   try {
@@ -183,10 +182,11 @@ RunResult TorchEngine::result_of(const json& reply) {
   if (reply.contains("weight_devices")) r.weight_devices = reply["weight_devices"].get<std::vector<std::string>>();
   if (reply.contains("diagnostics")) r.diagnostics = reply["diagnostics"].get<std::vector<std::string>>();
   if (reply.contains("model")) r.model = reply["model"];
-  r.new_tokens = reply.value("new_tokens", int64_t{0});
+  r.new_tokens = opt<int64_t>(reply, "new_tokens").value_or(0);
   // The decode latency as the LibTorch engine reports it (decode steps 1…N-1 of one generate),
   // from the driver's per-token figures; prefill and per-token stats are kept beside it.
-  const json lat = reply.value("latency", json::object());
+  const auto lit = reply.find("latency");
+  const json lat = lit != reply.end() && lit->is_object() ? *lit : json::object();
   std::vector<double> decode_total;
   if (lat.contains("decode_ms_per_token") && r.new_tokens > 1)
     for (const auto& v : lat["decode_ms_per_token"]) decode_total.push_back(v.get<double>() * double(r.new_tokens - 1));

@@ -47,13 +47,7 @@ RunImportSummary import_run_files(storage::Store& store, int64_t run_id, const R
     TorchTraceOptions to;
     to.cell = files.cell;
     const TorchTraceSummary t = import_torch_trace(*files.compile_log, store, run_id, to);
-    s.compile_log = log_json(t);
-    if (t.unknown_records > 0) {
-      std::string types;
-      for (const auto& [type, n] : t.unknown_types) types += (types.empty() ? "" : ", ") + type + " ×" + std::to_string(n);
-      s.diagnostics.push_back(files.compile_log->string() + ": " + std::to_string(t.unknown_records) +
-                              " records of types this hookscope does not know were skipped (" + types + ")");
-    }
+    s.compile_log = log_json(t);  // its diagnostics are stored by import_torch_trace itself
   }
   for (const auto& d : s.diagnostics) store.add_diagnostic(run_id, storage::Severity::Warning, "import", d);
   return s;

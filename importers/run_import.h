@@ -30,7 +30,7 @@ struct RunImportOptions {
 struct RunImportSummary {
   nlohmann::json trace;        ///< what the trace gave: events per category, rows per table (null: none)
   nlohmann::json compile_log;  ///< what the log gave: compile ids, breaks, graph_break_count (null: none)
-  std::vector<std::string> diagnostics;  ///< unknown categories / record types, skipped events
+  std::vector<std::string> diagnostics;  ///< the trace's: unknown categories, Kineto's own warnings
 };
 
 /// Imports `files` into run `run_id` of `store` (begun by the caller, who also ends it), and

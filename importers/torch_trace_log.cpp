@@ -620,10 +620,10 @@ TorchTraceSummary import_torch_trace(const fs::path& dir_or_file, storage::Store
   if (sum.unknown_records > 0) {
     std::string types;
     for (const auto& [type, n] : sum.unknown_types) types += (types.empty() ? "" : ", ") + type + " x" + std::to_string(n);
-    store.add_diagnostic(run_id, storage::Severity::Warning, "torch_trace",
-                         std::to_string(sum.unknown_records) + " record(s) of types this importer does not know (" +
-                             types + ") in " + sum.files.front().string() +
-                             ": a log from another torch version? They were counted, not imported");
+    store.add_diagnostic(run_id, storage::Severity::Info, "torch_trace",
+                         std::to_string(sum.unknown_records) + " record(s) of types hookscope does not read, as tlparse 0.4 "
+                             "does not (" + types + ") in " + sum.files.front().string() +
+                             ": counted, not imported (a newer torch may write more kinds)");
   }
   return sum;
 }
