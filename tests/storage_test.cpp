@@ -159,7 +159,7 @@ TEST(CaptureSchema, HasNsysTablesColumnsAndEnums) {
   has("MODULE_COMPUTE", {"runId", "start", "end", "moduleId", "device"});
   has("COMPILE_REGIONS", {"runId", "start", "end", "regionIndex", "opCount", "backendId", "compileId"});
   has("GRAPH_BREAKS", {"runId", "start", "reasonId", "functionId", "moduleId", "moduleStackId"});
-  has("COMPILE_RESULTS", {"runId", "graph_count", "graph_break_count", "recompiles", "fullgraph_ok", "error"});
+  has("COMPILE_RESULTS", {"runId", "region_count", "disabled_scope_entries", "recompiles", "fullgraph_ok", "error"});
   has("GENERATION_STEPS", {"runId", "start", "end", "step", "token"});
   has("MEMORY_COUNTERS", {"runId", "start", "device", "bytes"});
   has("DIAGNOSTICS", {"runId", "severity", "source", "text"});
@@ -257,8 +257,8 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
     store.add_device(d0);
     store.add_device({std::nullopt, "cpu", storage::DeviceKind::Cpu, "cpu", "host", std::nullopt, std::nullopt});
     storage::CompileResult cr;
-    cr.graph_count = 2;
-    cr.graph_break_count = 1;
+    cr.region_count = 2;
+    cr.disabled_scope_entries = 1;
     cr.recompiles = 0;
     cr.fullgraph_ok = false;
     cr.error = "Unsupported: Skip calling `torch.compiler.disable()`d function";
@@ -381,8 +381,8 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   EXPECT_FALSE(devs[1].info.run_id.has_value());
   const auto crs = r.compile_results(run);
   ASSERT_EQ(crs.size(), 1u);
-  EXPECT_EQ(crs[0].result.graph_count, 2);
-  EXPECT_EQ(crs[0].result.graph_break_count, 1);
+  EXPECT_EQ(crs[0].result.region_count, 2);
+  EXPECT_EQ(crs[0].result.disabled_scope_entries, 1);
   EXPECT_FALSE(crs[0].result.fullgraph_ok);
   EXPECT_EQ(crs[0].result.break_reasons.size(), 1u);
   EXPECT_TRUE(r.gpus().empty());

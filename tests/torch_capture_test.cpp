@@ -94,9 +94,10 @@ void check_model(const std::string& model, bool both_engines) {
     if (r["fullgraph"].get<bool>()) {
       // fullgraph=True: works exactly when Dynamo's own compile works, and says why not.
       EXPECT_EQ(r["status"] == "ok", o["fullgraph_ok"].get<bool>());
-      if (!o["fullgraph_ok"].get<bool>())
+      if (!o["fullgraph_ok"].get<bool>()) {
         EXPECT_NE(r["error"].get<std::string>().find(o["fullgraph_error"].get<std::string>().substr(0, 40)),
                   std::string::npos);
+      }
     } else {
       EXPECT_EQ(r["status"], "ok");
       EXPECT_EQ(r["graph_break_count"], o["graph_break_count"]);
@@ -129,7 +130,9 @@ void check_model(const std::string& model, bool both_engines) {
                         "'torch' AND mode = 'default')"),
             0);
   EXPECT_NE(c.markdown.find("what Dynamo did"), std::string::npos);
-  if (both_engines) EXPECT_NE(c.markdown.find("engines side by side"), std::string::npos) << c.markdown;
+  if (both_engines) {
+    EXPECT_NE(c.markdown.find("engines side by side"), std::string::npos) << c.markdown;
+  }
 }
 
 TEST(TorchCapture, TinyLlamaCountsAreDynamosOwnAndBothEnginesSitSideBySide) { check_model("tiny-llama", true); }
