@@ -38,7 +38,7 @@ const Capture& capture() {
     // ctest runs each case in its own process, in parallel: one folder per process.
     k.dir = hs::test::scratch_dir("capture-tiny-llama-" + std::to_string(getpid()));
     k.db = k.dir / "capture.sqlite";
-    auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "4",
+    auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "4",
                         "--prompt-ids", "5,17,99,3,42,7", "--max-new-tokens", "4", "--repeats", "2", "--warmup", "1", "--out", k.db.string()});
     if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
     auto rep = hookscope({"report", k.db.string(), "--json", (k.dir / "report.json").string(), "--markdown",
@@ -197,7 +197,7 @@ TEST(Capture, OffloadedLogitsAreBitIdenticalWhereAccelerateIs) {
 TEST(Capture, OneTokenPromptOffloadedLogitsAreBitIdenticalWhereAccelerateIs) {
   const fs::path dir = hs::test::scratch_dir("capture-one-token-" + std::to_string(getpid()));
   const fs::path db = dir / "one.sqlite";
-  auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2",
+  auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2",
                       "--scenarios", "cpu-offload,disk-offload,mixed", "--modes", "eager", "--prompt-ids", "5",
                       "--max-new-tokens", "1", "--repeats", "1", "--warmup", "0", "--out", db.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -389,7 +389,7 @@ TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
     int fd = ::open("/dev/null", O_WRONLY);
     dup2(fd, 1);
     dup2(fd, 2);
-    execl(hs::test::cli().c_str(), "hookscope", "capture", "--model", hs::test::tiny_checkpoint("tiny-llama").c_str(),
+    execl(hs::test::cli().c_str(), "hookscope", "capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").c_str(),
           "--devices", "2", "--scenarios", "cpu-offload", "--prompt-ids", "5,17,99", "--max-new-tokens", "32", "--repeats", "20", "--warmup", "0",
           "--out", db.c_str(), static_cast<char*>(nullptr));
     _exit(127);

@@ -29,7 +29,7 @@ const Capture& capture() {
     Capture k;
     k.dir = hs::test::scratch_dir("view-cli-" + std::to_string(getpid()));
     k.db = k.dir / "demo.sqlite";
-    auto r = hookscope({"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "3",
+    auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "3",
                         "--modes", "eager,default", "--prompt-ids", "5,17,99,3", "--max-new-tokens", "3", "--repeats",
                         "1", "--warmup", "0", "--out", k.db.string()});
     if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
