@@ -140,3 +140,39 @@ TEST(TorchCapture, TinyLlamaCountsAreDynamosOwnAndBothEnginesSitSideBySide) { ch
 TEST(TorchCapture, TinyQwen3CountsAreDynamosOwn) { check_model("tiny-qwen3", false); }
 
 }  // namespace
+
+namespace {
+
+// `--accelerate NAME=PATH`: two copies of the installed accelerate, one with the seed's change
+// applied to its source, run as two policies of one capture, each in its own process.
+TEST(TorchCapture, TwoAccelerateTreesAreTwoPolicies) {
+  const fs::path dir = hs::test::scratch_dir("torch-capture-trees");
+  const std::string installed = hs::test::run_oracle("print_module_dir.py", {"accelerate"});
+  const fs::path src = fs::path(installed.substr(0, installed.find_last_not_of("\n") + 1));
+  ASSERT_TRUE(fs::is_regular_file(src / "hooks.py")) << src;
+  for (const char* tree : {"main", "pr"})
+    fs::copy(src, dir / tree / "accelerate", fs::copy_options::recursive);
+  hs::test::run_oracle("print_module_dir.py", {"--source-patch", (dir / "pr").string()});
+  const fs::path db = dir / "trees.sqlite";
+  auto r = hookscope({"capture", "--engine", "torch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                      "--policies", "whole-hook", "--accelerate", "main=" + (dir / "main").string(), "--accelerate",
+                      "pr=" + (dir / "pr").string(), "--scenarios", "sharded", "--modes", "default", "--fullgraph",
+                      "on", "--backend", "eager", "--prompt-ids", kPrompt, "--max-new-tokens", "2", "--repeats", "1",
+                      "--warmup", "0", "--threads", "1", "--out", db.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rep = hookscope({"report", db.string(), "--json", (dir / "report.json").string()});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::map<std::string, json> by_policy;
+  for (const auto& run : hs::test::read_json(dir / "report.json")["runs"]) by_policy[run["policy"]] = run;
+  ASSERT_EQ(by_policy.size(), 3u) << "whole-hook, main, pr";
+  // The unpatched tree behaves as accelerate as installed; the patched one as offload-only.
+  EXPECT_EQ(by_policy["whole-hook"]["status"], "error");
+  EXPECT_EQ(by_policy["main"]["status"], "error");
+  EXPECT_EQ(by_policy["pr"]["status"], "ok") << by_policy["pr"].dump();
+  for (const char* tree : {"main", "pr"}) {
+    const std::string file = by_policy[tree]["versions"].value("accelerate_file", "");
+    EXPECT_EQ(file.rfind((dir / tree).string(), 0), 0u) << tree << " imported " << file;
+  }
+}
+
+}  // namespace

@@ -11,6 +11,7 @@ against the seed's change by offload_only_test.py) before anything is dispatched
 """
 import argparse
 import json
+import os
 import re
 import sys
 
@@ -43,6 +44,7 @@ def main():
     ap.add_argument("--offload-dir", default="/tmp/hs-oracle-offload")
     a = ap.parse_args()
     if a.policy == "offload-only":
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
         from hookscope_torch import offload_only
         offload_only.apply()
     ids = torch.tensor([[int(x) for x in a.prompt_ids.split(",")]])
