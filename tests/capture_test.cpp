@@ -235,7 +235,7 @@ TEST(Capture, ReportNumbersAddUpToTheSqlInTheFile) {
           << "every compiled call records its breaks; the report counts the prefill's";
     }
   }
-  EXPECT_NE(capture().markdown.find("### graph breaks"), std::string::npos);
+  EXPECT_NE(capture().markdown.find("### compiler-disabled scope entries per compiled forward"), std::string::npos);
 }
 
 // Bytes (as float32, the capture's dtype) of every tensor in the checkpoint, read straight from
