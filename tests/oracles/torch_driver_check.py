@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
 """Oracle checks of the torch engine's driver (python/hookscope_torch), run as ctest tests.
 
-  matrix   --model NAME   every scenario x policy x {eager, default, default fullgraph} through
-                          `python -m hookscope_torch` (Dynamo backend "eager"), then, in a fresh
-                          process per policy, the same scenarios dispatched again from the device
-                          maps the driver reports: `torch._dynamo.explain` and a direct
-                          `torch.compile(..., fullgraph=True)` must give the driver's graph count,
-                          break count and fullgraph outcome (Dynamo's message); offload runs keep
-                          their parameters on meta and report the logits comparison the oracle
-                          makes; the traces and the TORCH_TRACE log carry the cell markers.
-  inductor --model NAME   one real Inductor cell (mode reduce-overhead on this machine's device):
-                          compiles, runs, reports compile time and what Inductor did with CUDA graphs.
-  tree     --model NAME   policy accelerate:NAME with the installed accelerate copied to a folder:
-                          the driver imports that copy.
-  bad-spec                a missing model, an unknown scenario/mode/policy and a bad accelerate_path
-                          each exit 2 with a message naming the problem.
+  matrix    every scenario x policy x {eager, default, default fullgraph} through
+            `python -m hookscope_torch` (Dynamo backend "eager"; --cells structure drops the
+            non-fullgraph default cells), then, in a fresh process per policy, the same scenarios
+            dispatched again from the device maps the driver reports: `torch._dynamo.explain` and
+            a direct `torch.compile(..., fullgraph=True)` must give the driver's graph count,
+            break count, gb codes and fullgraph outcome (Dynamo's message); offload runs keep their
+            parameters on meta and report the logits comparison the oracle makes directly; every
+            line has the documented keys; the traces hold the generate/step (and hook) ranges and
+            the TORCH_TRACE log a hookscope_cell marker per cell, in order.
+  inductor  one real Inductor cell (mode reduce-overhead, fullgraph, offload-only sharded):
+            compiles, runs, reports compile time and what Inductor did with CUDA graphs.
+  tree      policy accelerate:NAME with the installed accelerate copied to a folder: the driver
+            imports that copy; a cell with an unknown backend fails alone.
+  bad-spec  a missing model, an unknown scenario/mode/policy, a bad accelerate_path, bad threads,
+            fullgraph in eager mode: each exits 2 with a message naming the problem.
 
 Fixtures (tiny checkpoints written by transformers) are made once per build under --fixtures,
 under the same lock the C++ tests use. Exits 1 listing every mismatch.
@@ -215,11 +216,11 @@ def run_oracle(model_dir: Path, work: Path, policy: str, prompt_ids: list[int]) 
 
 # -- matrix ----------------------------------------------------------------------------------------
 
-def matrix_cells(full: bool) -> list[dict]:
+def matrix_cells(full: bool, scenarios: list[str]) -> list[dict]:
     """Per scenario: eager, default, default fullgraph. Without `full`, no default (non-fullgraph)
     cell: explain and the fullgraph outcome are still checked, the compiled generate is not."""
     cells = []
-    for s in SCENARIOS:
+    for s in scenarios:
         cells.append({"id": f"{s}-eager", "scenario": s, "mode": "eager", "fullgraph": False})
         if full:
             cells.append({"id": f"{s}-default", "scenario": s, "mode": "default", "fullgraph": False})
@@ -299,7 +300,7 @@ def matrix_main(args) -> int:
     for policy in args.policies.split(","):
         work = Path(args.work) / args.model / policy
         shutil.rmtree(work, ignore_errors=True)
-        cells = matrix_cells(args.cells == "full")
+        cells = matrix_cells(args.cells == "full", args.scenarios.split(","))
         p = run_driver(base_spec(model, ref, work, policy, cells, "eager"), work)
         if p.returncode != 0:
             print(p.stderr[-6000:])
@@ -407,6 +408,7 @@ def main() -> int:
     ap.add_argument("--model", default="tiny-llama")
     ap.add_argument("--policies", default=",".join(POLICIES), help="matrix: comma-separated")
     ap.add_argument("--policy", default="offload-only", help="inductor: the policy of its one cell")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="matrix: comma-separated")
     ap.add_argument("--cells", choices=("full", "structure"), default="full",
                     help="matrix: every mode, or only eager and fullgraph (explain and the fullgraph outcome)")
     ap.add_argument("cmd", choices=("matrix", "inductor", "tree", "bad-spec", "oracle"))
