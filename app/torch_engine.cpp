@@ -117,9 +117,11 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
     for (;;) {
       const std::optional<std::string> line = p.read_line();
       if (!line) {
-        const std::string how = (p.wait(), p.exit_description());
-        processes_.erase(policy_label(cell));
-        throw std::runtime_error("the torch driver (" + policy_label(cell) + ") ended, " + how + ":\n" + p.log_tail());
+        p.wait();
+        const std::string why = "the torch driver (" + policy_label(cell) + ") ended, " + p.exit_description() +
+                                ":\n" + p.log_tail();
+        processes_.erase(policy_label(cell));  // the policy's next cell starts a fresh one
+        throw std::runtime_error(why);
       }
       const json msg = json::parse(*line);
       const std::string type = msg.value("type", "");
