@@ -104,7 +104,10 @@ void print_doc(const json& d) {
   for (const auto& b : d.value("break_reasons", json::array())) {
     std::cout << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
     if (b.contains("gb_code")) std::cout << "    " << b.value("gb_code", "") << " " << b.value("gb_type", "") << "\n";
-    std::cout << "    Reason: " << b.value("reason", "") << "\n";
+    // Dynamo's reasons run over several lines (explanation, hints, a link): indented under it.
+    std::string reason = b.value("reason", "");
+    for (size_t at = reason.find('\n'); at != std::string::npos; at = reason.find('\n', at + 7)) reason.replace(at, 1, "\n      ");
+    std::cout << "    Reason: " << reason << "\n";
     if (b.contains("user_frame")) std::cout << "    User frame: " << b.value("user_frame", "") << "\n";
     if (b.contains("function")) std::cout << "    Function: " << b.value("function", "") << "\n";
     if (b.contains("modules")) {
