@@ -205,19 +205,15 @@ void View::DrawRuns(float, float) {
   ImGui::SameLine();
   ImGui::TextDisabled("(click: open, ctrl+click: compare)");
   ImGui::SetNextItemWidth(-1);
-  ImGui::InputTextWithHint("##filter", "filter: scenario policy mode status", m_filter, sizeof m_filter);
+  ImGui::InputTextWithHint("##filter", "filter: label engine scenario policy mode status", m_filter, sizeof m_filter);
   ImGuiTextFilter filter;
   std::snprintf(filter.InputBuf, sizeof filter.InputBuf, "%s", m_filter);
   filter.Build();
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
-  if (!ImGui::BeginTable("runs_table", 5, flags)) return;
+  if (!ImGui::BeginTable("runs_table", 7, flags)) return;
   ImGui::TableSetupScrollFreeze(2, 1);  // id and status stay in view when scrolled sideways
-  ImGui::TableSetupColumn("id");
-  ImGui::TableSetupColumn("status");
-  ImGui::TableSetupColumn("scenario");
-  ImGui::TableSetupColumn("policy");
-  ImGui::TableSetupColumn("mode");
+  for (const char* c : {"id", "status", "label", "engine", "scenario", "policy", "mode"}) ImGui::TableSetupColumn(c);
   ImGui::TableHeadersRow();
   const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
   for (const auto& r : m_runs) {
@@ -227,7 +223,8 @@ void View::DrawRuns(float, float) {
                                    ? (r.fullgraph ? "raises" : "error")
                                    : "ok";
     const std::string mode = r.mode + (r.fullgraph ? " fullgraph" : "");
-    const std::string text = std::to_string(r.id) + " " + r.scenario + " " + r.policy + " " + mode + " " + status;
+    const std::string text = std::to_string(r.id) + " " + r.label + " " + r.engine + " " + r.scenario + " " + r.policy +
+                             " " + mode + " " + status;
     if (!filter.PassFilter(text.c_str())) continue;
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -247,12 +244,10 @@ void View::DrawRuns(float, float) {
     ImGui::PushStyleColor(ImGuiCol_Text, c);
     ImGui::TextUnformatted(status.c_str());
     ImGui::PopStyleColor();
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.scenario.c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.policy.c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(mode.c_str());
+    for (const std::string* cell : {&r.label, &r.engine, &r.scenario, &r.policy, &mode}) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(cell->c_str());
+    }
   }
   ImGui::EndTable();
 }

@@ -26,6 +26,7 @@ inline constexpr ImU32 kHoverLine = IM_COL32(255, 255, 255, 60);
 inline constexpr ImU32 kBreakMark = IM_COL32(255, 70, 70, 255);
 inline constexpr ImU32 kBreakLine = IM_COL32(255, 70, 70, 70);
 inline constexpr ImU32 kFlow = IM_COL32(240, 200, 90, 150);
+inline constexpr ImU32 kLaunchFlow = IM_COL32(150, 200, 255, 140);  ///< a CUDA API call -> its GPU record
 inline constexpr ImU32 kRunHeader = IM_COL32(25, 60, 110, 255);        ///< the bar naming a run above its groups
 inline constexpr ImU32 kHostHeader = IM_COL32(70, 60, 90, 255);        ///< header of a host-thread group
 inline constexpr ImU32 kEmulatedHeader = IM_COL32(80, 70, 40, 255);    ///< header of an emulated device's group
@@ -73,6 +74,14 @@ inline ImU32 category_color(uint8_t c) {
     case kHomeCpu: return IM_COL32(70, 75, 95, 255);
     case kHomeDisk: return IM_COL32(105, 80, 60, 255);
     case kBreak: return kBreakMark;
+    case kCpuOp: return IM_COL32(140, 170, 215, 255);
+    case kUserAnnotation: return IM_COL32(225, 190, 110, 255);
+    case kPythonFunction: return IM_COL32(150, 175, 150, 255);
+    case kGpuAnnotation: return IM_COL32(215, 175, 105, 255);
+    case kKernel: return IM_COL32(90, 180, 210, 255);
+    case kMemset: return IM_COL32(210, 140, 170, 255);
+    case kCudaRuntime: return IM_COL32(190, 190, 140, 255);
+    case kCudaDriver: return IM_COL32(200, 160, 120, 255);
     default: return IM_COL32(128, 128, 128, 255);
   }
 }
