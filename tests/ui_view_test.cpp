@@ -122,6 +122,49 @@ TEST(ViewScreenshot, EveryViewRendersWithOneLaneGroupPerDevice) {
   }
 }
 
+/// A run imported from a torch.profiler trace of a GPU (tests/synthetic.h), appended to a
+/// capture the LibTorch engine wrote, is drawn like any other: its GPU with a lane per stream,
+/// its host threads with their CPU ops and CUDA API calls, the launch flows between them.
+TEST(ViewScreenshot, AnImportedTraceRunShowsItsGpuStreamsAndHostThreads) {
+  const fs::path dir = test::scratch_dir("shot_trace");
+  const fs::path file = dir / "mixed.sqlite";
+  storage::SyntheticTrace trace;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 4);
+    storage::SyntheticRun s;
+    s.layers = 4;
+    s.tokens = 2;
+    storage::write_synthetic_run(store, s);
+    trace = storage::write_synthetic_trace_run(store);
+    store.finalize();
+    store.close();
+  }
+  ViewerOptions o;
+  o.file = file;
+  o.run = trace.run_id;
+  o.width = 1400;
+  o.height = 800;
+  o.screenshot = dir / "trace.png";
+  o.layout = dir / "trace.json";
+  ASSERT_EQ(run_viewer(o), 0);
+  Png png = load_png(*o.screenshot);
+  auto j = test::read_json(*o.layout);
+  std::vector<std::string> groups;
+  for (const auto& g : j["groups"]) groups.push_back(g["host"].get<bool>() ? "host" : g["device"].get<std::string>());
+  EXPECT_EQ(groups, (std::vector<std::string>{"0", "host", "host"}));
+  EXPECT_NE(j["groups"][0]["title"].get<std::string>().find("NVIDIA H200"), std::string::npos);
+  EXPECT_EQ(j["groups"][2]["title"], "host thread (tid 4300)");
+  const int x0 = static_cast<int>(j["canvas"][0].get<double>()), x1 = static_cast<int>(j["canvas"][1].get<double>());
+  for (const auto& g : j["groups"]) {
+    EXPECT_TRUE(g["visible"].get<bool>()) << g["title"];
+    auto r = g["rect"];
+    EXPECT_GT(png.distinct_colors(x0, static_cast<int>(r[1].get<double>()) + 20, x1, static_cast<int>(r[3].get<double>())),
+              4u)
+        << "empty lane group " << g["title"];
+  }
+}
+
 // Drives the View through ImGuiIO: the same path as a person (and --screenshot) takes.
 struct Driver {
   GlWindow win{1200, 700, false, "test"};
