@@ -288,4 +288,40 @@ SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label)
   return res;
 }
 
+SyntheticTrace write_large_trace_run(Store& store, int64_t launches) {
+  SyntheticTrace res;
+  tracer::RunInfo info;
+  info.scenario = "imported";
+  info.engine = "import";
+  info.label = "large-trace.json";
+  info.start_ns = SyntheticTrace::kTraceBase;
+  res.run_id = store.add_run(info);
+  constexpr int64_t kBatch = 10000, kPeriod = 2000;
+  std::vector<tracer::CpuOpActivity> ops;
+  std::vector<tracer::RuntimeActivity> calls;
+  std::vector<tracer::KernelActivity> kernels;
+  for (int64_t first = 0; first < launches; first += kBatch) {
+    ops.clear();
+    calls.clear();
+    kernels.clear();
+    for (int64_t i = first; i < std::min(launches, first + kBatch); ++i) {
+      const int64_t t = i * kPeriod;
+      const auto corr = static_cast<uint32_t>(i + 1);
+      ops.push_back(cpu_op(4243, "aten::mm", "cpu_op", t, t + 1500));
+      calls.push_back(api_call<tracer::RuntimeActivity>(4243, "cudaLaunchKernel", corr, t + 100, t + 600));
+      kernels.push_back(kernel(7, "gemm", corr, t + 800, t + 1700));
+    }
+    tracer::ActivityBatch b;
+    b.run_id = res.run_id;
+    b.pid = 4242;
+    b.cpu_ops = ops;
+    b.runtime_calls = calls;
+    b.kernels = kernels;
+    store.write_activity(b);
+    res.rows += static_cast<int64_t>(ops.size() + calls.size() + kernels.size());
+  }
+  store.end_run(res.run_id, tracer::RunStatus::Complete, {}, SyntheticTrace::kTraceBase + launches * kPeriod);
+  return res;
+}
+
 }  // namespace hs::storage

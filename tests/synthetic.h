@@ -79,4 +79,9 @@ struct SyntheticTrace {
 };
 SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label = "gpu-trace.json");
 
+/// A large imported trace run for LOD tests and benchmarks: `launches` times, every 2 us from
+/// kTraceBase, an 'aten::mm' CPU op [0, 1500 ns] on tid 4243 holding a cudaLaunchKernel
+/// [100, 600] whose kernel runs on GPU 0, stream 7 [800, 1700] (3 rows per launch).
+SyntheticTrace write_large_trace_run(Store& store, int64_t launches);
+
 }  // namespace hs::storage

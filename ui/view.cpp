@@ -37,6 +37,7 @@ nlohmann::json FrameLayout::to_json() const {
                    {"view_ns", {view_start_ns, view_end_ns}},
                    {"merged_boxes", merged_boxes},
                    {"drawn_boxes", drawn_boxes},
+                   {"drawn_flows", drawn_flows},
                    {"groups", nlohmann::json::array()},
                    {"compare_rows", nlohmann::json::array()}};
   for (const auto& g : groups)
@@ -141,7 +142,7 @@ void View::Frame(float width, float height) {
   m_layout.groups.clear();
   m_layout.compare_rows.clear();
   m_layout.table_rows.clear();
-  m_layout.merged_boxes = m_layout.drawn_boxes = 0;
+  m_layout.merged_boxes = m_layout.drawn_boxes = m_layout.drawn_flows = 0;
   m_layout.tab = m_tab;
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));

@@ -32,9 +32,14 @@ struct LanePass {
   float y;                ///< top of the next row (screen)
   size_t group = 0;       ///< the group being drawn
   size_t lane_index = 0;  ///< lanes drawn so far in that group (every other one gets a band)
-  /// Per group, per track: the top of the track, where its flows start and end (−1: not laid
-  /// out, e.g. its group is folded).
-  std::vector<std::vector<float>> track_y;
+  /// Per group, per track: where the track was laid out — its top (−1: not laid out, e.g. its
+  /// group is folded) and the levels shown — for the flows that start and end on it.
+  struct TrackAt {
+    float y = -1;
+    int levels = 0;
+  };
+  std::vector<std::vector<TrackAt>> tracks_at;
+  int track = -1;  ///< index of the group's track being drawn (−1: a residency lane)
   std::vector<float> break_xs;  ///< x of every graph-break marker drawn
 
   bool visible(float a, float b) const { return b >= clip_y0 && a <= clip_y1; }
@@ -103,15 +108,15 @@ void draw_run_header(LanePass& p) {
 
 /// A lane's band (every other lane: the rest shows the cleared background, since under a
 /// software rasteriser every full-width fill costs milliseconds), its name, and "+N levels"
-/// when it nests deeper than is drawn.
-void draw_lane_label(const LanePass& p, const Track& t, size_t index, float h, const std::string& label) {
+/// when it nests deeper than the `levels` drawn.
+void draw_lane_label(const LanePass& p, const Track& t, size_t index, float h, const std::string& label, int levels) {
   if (index % 2) p.band(ImVec2(p.label_x, p.y), ImVec2(p.x1, p.y + h), style::kLaneBgAlt);
   const ImVec4 clip(p.label_x, p.y, p.x0 - 4, p.y + h);
   p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(p.label_x + style::kLaneLabelIndent, p.y + 1),
                 style::kDim, label.c_str(), nullptr, 0, &clip);
-  if (t.levels.size() > static_cast<size_t>(style::kMaxLevels)) {
+  if (t.levels.size() > static_cast<size_t>(std::max(levels, 1))) {
     char more[32];
-    std::snprintf(more, sizeof more, "+%zu levels", t.levels.size() - style::kMaxLevels);
+    std::snprintf(more, sizeof more, "+%zu levels", t.levels.size() - std::max(levels, 1));
     p.dl->AddText(ImVec2(p.label_x + style::kLaneLabelIndent, p.y + h - style::kLevelHeight), style::kWarn, more);
   }
 }
@@ -151,10 +156,9 @@ void draw_counter(const LanePass& p, const Track& t, float h, const TimeView& v)
 /// The middle of level `level` of a group's track (its deepest drawn level when deeper), or −1
 /// when the track was not laid out.
 float flow_end_y(const LanePass& p, uint32_t group, uint16_t track, uint16_t level) {
-  const auto& tops = p.track_y[group];
-  if (track >= tops.size() || tops[track] < 0) return -1;
-  const int drawn = std::min<int>(static_cast<int>(p.tl.groups[group].tracks[track].levels.size()), style::kMaxLevels);
-  return tops[track] + (std::min<int>(level, std::max(drawn - 1, 0)) + 0.5f) * style::kLevelHeight;
+  const auto& at = p.tracks_at[group];
+  if (track >= at.size() || at[track].y < 0) return -1;
+  return at[track].y + (std::min<int>(level, std::max(at[track].levels - 1, 0)) + 0.5f) * style::kLevelHeight;
 }
 
 /// Graph breaks: faint lines through the whole run where each region ended.
@@ -166,13 +170,15 @@ void draw_break_lines(const LanePass& p, float run_y0, float run_y1) {
 
 /// Flows: activation transfers from the source group's "out" lane to the destination's "in",
 /// launches from a CUDA API call to its GPU record; each from / to the level of its slice.
-void draw_flows(const LanePass& p, const TimeView& v) {
+/// Returns how many were drawn.
+int64_t draw_flows(const LanePass& p, const TimeView& v) {
   const auto& flows = p.tl.flows;
   const double span = v.end_ns() - v.start_ns;
   auto lo = std::partition_point(flows.begin(), flows.end(),
                                  [&](const Flow& f) { return f.start_ns < v.start_ns - kFlowLookBack * span; });
   auto hi = std::partition_point(lo, flows.end(), [&](const Flow& f) { return f.start_ns <= v.end_ns(); });
-  if (static_cast<size_t>(hi - lo) > kMaxFlows) return;
+  if (static_cast<size_t>(hi - lo) > kMaxFlows) return 0;
+  int64_t drawn = 0;
   for (auto it = lo; it != hi; ++it) {
     const float ya = flow_end_y(p, it->src_group, it->src_track, it->src_level),
                 yb = flow_end_y(p, it->dst_group, it->dst_track, it->dst_level);
@@ -184,7 +190,9 @@ void draw_flows(const LanePass& p, const TimeView& v) {
     const ImU32 c = it->launch() ? style::kLaunchFlow : style::kFlow;
     p.dl->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa, ya + dy), ImVec2(xb, yb - dy), ImVec2(xb, yb), c, 1.0f);
     p.dl->AddCircleFilled(ImVec2(xb, yb), 2.5f, c);
+    ++drawn;
   }
+  return drawn;
 }
 
 }  // namespace
@@ -203,7 +211,7 @@ LanePass::LanePass(ImDrawList* dl_, const RunTimeline& tl_, int slot_, float x0_
       mouse_in(ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem)),
       clicked(mouse_in && ImGui::IsMouseClicked(0)),
       y(y_),
-      track_y(tl_.groups.size()) {}
+      tracks_at(tl_.groups.size()) {}
 
 void LanePass::band(ImVec2 a, ImVec2 b, ImU32 col) const {
   dl->ChannelsSetCurrent(kBandLayer);
@@ -222,7 +230,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
   const float run_y1 = p.y;
   dl->ChannelsSetCurrent(kFlowLayer);
   draw_break_lines(p, run_y0, run_y1);
-  draw_flows(p, m_time);
+  m_layout.drawn_flows += draw_flows(p, m_time);
   dl->ChannelsMerge();
   DrawSelectionTime(p, run_y0, run_y1);
   return p.y;
@@ -261,11 +269,12 @@ void View::DrawLaneGroup(LanePass& p, size_t g) {
   if (!DrawFoldHeader(p, style::kHeaderHeight, bg, title, key, /*default_collapsed=*/events == 0, style::kText)) {
     p.group = g;
     p.lane_index = 0;
-    p.track_y[g].assign(grp.tracks.size(), -1);
+    p.tracks_at[g].assign(grp.tracks.size(), {});
     for (size_t i = 0; i < grp.tracks.size(); ++i) {
-      p.track_y[g][i] = p.y;
+      p.track = static_cast<int>(i);
       DrawTrack(p, grp.tracks[i]);
     }
+    p.track = -1;
     if (!grp.residency.empty()) DrawResidency(p, grp, key + ":residency");
   }
   m_layout.groups.push_back(
@@ -290,14 +299,24 @@ void View::DrawResidency(LanePass& p, const LaneGroup& grp, const std::string& k
 }
 
 /// One track at p.y, titled `label` (default: its name); moves p.y below it. Off-screen tracks
-/// only take their height.
+/// only take their height. A track nesting deeper than it shows folded (kMaxLevels; the Python
+/// stack: its top kPythonStackLevels frames) unfolds to all its levels when its label is
+/// clicked, and folds again on the next click.
 void View::DrawTrack(LanePass& p, const Track& t, const std::string* label) {
   const size_t index = p.lane_index++;
   const bool counter = !t.counter.empty();
-  const int levels = std::min<int>(static_cast<int>(t.levels.size()), style::kMaxLevels);
+  const int depth = static_cast<int>(t.levels.size());
+  const int folded_levels = t.lane == Lane::PythonStack ? style::kPythonStackLevels : style::kMaxLevels;
+  const bool foldable = depth > folded_levels;
+  const std::string key = std::to_string(p.slot) + ":" + p.tl.groups[p.group].title + ":" + t.name;
+  const bool folded = foldable && IsCollapsed(key, true);
+  const int levels = std::min(depth, folded ? folded_levels : style::kMaxOpenLevels);
   const float h = counter ? style::kCounterHeight : std::max(levels, 1) * style::kLevelHeight;
+  if (p.track >= 0) p.tracks_at[p.group][p.track] = {p.y, levels};
+  if (foldable && p.clicked && p.mouse_in_labels(p.y, p.y + h)) m_collapsed[key] = !folded;
   if (p.visible(p.y, p.y + h)) {
-    draw_lane_label(p, t, index, h, label ? *label : t.name);
+    const std::string& name = label ? *label : t.name;
+    draw_lane_label(p, t, index, h, foldable ? (folded ? "[+] " : "[-] ") + name : name, levels);
     if (counter)
       draw_counter(p, t, h, m_time);
     else if (!t.instants.empty())
