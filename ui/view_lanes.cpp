@@ -308,7 +308,7 @@ void View::DrawTrack(LanePass& p, const Track& t, const std::string* label) {
   const int depth = static_cast<int>(t.levels.size());
   const int folded_levels = t.lane == Lane::PythonStack ? style::kPythonStackLevels : style::kMaxLevels;
   const bool foldable = depth > folded_levels;
-  const std::string key = std::to_string(p.slot) + ":" + p.tl.groups[p.group].title + ":" + t.name;
+  const std::string key = foldable ? std::to_string(p.slot) + ":" + p.tl.groups[p.group].title + ":" + t.name : "";
   const bool folded = foldable && IsCollapsed(key, true);
   const int levels = std::min(depth, folded ? folded_levels : style::kMaxOpenLevels);
   const float h = counter ? style::kCounterHeight : std::max(levels, 1) * style::kLevelHeight;
