@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 #include <imgui.h>
 
@@ -212,9 +213,12 @@ void View::DrawRuns(float, float) {
   filter.Build();
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
-  if (!ImGui::BeginTable("runs_table", 7, flags)) return;
+  // The label column only when some run has one (a LibTorch capture's runs have none).
+  const bool labels = std::any_of(m_runs.begin(), m_runs.end(), [](const auto& r) { return !r.label.empty(); });
+  if (!ImGui::BeginTable("runs_table", labels ? 7 : 6, flags)) return;
   ImGui::TableSetupScrollFreeze(2, 1);  // id and status stay in view when scrolled sideways
-  for (const char* c : {"id", "status", "label", "engine", "scenario", "policy", "mode"}) ImGui::TableSetupColumn(c);
+  for (const char* c : {"id", "status", "label", "engine", "scenario", "policy", "mode"})
+    if (labels || std::string_view(c) != "label") ImGui::TableSetupColumn(c);
   ImGui::TableHeadersRow();
   const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
   for (const auto& r : m_runs) {
@@ -246,6 +250,7 @@ void View::DrawRuns(float, float) {
     ImGui::TextUnformatted(status.c_str());
     ImGui::PopStyleColor();
     for (const std::string* cell : {&r.label, &r.engine, &r.scenario, &r.policy, &mode}) {
+      if (cell == &r.label && !labels) continue;
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(cell->c_str());
     }
