@@ -5,7 +5,10 @@
 // renderer (llvmpipe under Xvfb). Issue target (reported, not asserted): <= 16 ms a frame at
 // 10M events.
 //
-//   bench_view_frame [--events N] [--small N] [--frames N] [--size WxH] [--dir DIR]
+//   bench_view_frame [--events N] [--small N] [--frames N] [--size WxH] [--dir DIR] [--shape hooks|trace]
+//
+// --shape trace draws an imported torch.profiler trace instead (tests/synthetic.h's large
+// trace run: CPU ops, CUDA launches, kernels on a stream and a launch flow each).
 //
 // Needs an X display: `./run bench` runs it under tools/with_display.sh (a private Xvfb).
 #include <algorithm>
@@ -33,23 +36,28 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-/// A synthetic capture with at least `events` events in its first run (made once, reused).
-fs::path capture(const fs::path& dir, int64_t events) {
-  const fs::path f = dir / ("view-bench-" + std::to_string(events) + ".sqlite");
+/// A synthetic capture with at least `events` events in its first run (made once, reused):
+/// hookscope's own events (`trace` false) or an imported trace's rows.
+fs::path capture(const fs::path& dir, int64_t events, bool trace) {
+  const fs::path f = dir / ("view-bench-" + std::string(trace ? "trace-" : "") + std::to_string(events) + ".sqlite");
   if (fs::exists(f)) {
     try {
       storage::CaptureReader rd(f);
-      if (rd.count("HOOK_EVENTS") > 0) return f;
+      if (rd.count(trace ? "CPU_OPS" : "HOOK_EVENTS") > 0) return f;
     } catch (const std::exception&) {
     }
   }
   fs::remove(f);
   storage::Store store(f);
-  storage::add_synthetic_devices(store, 4);
-  storage::SyntheticRun s;
-  s.layers = 32;
-  s.min_events = events;
-  storage::write_synthetic_run(store, s);
+  if (trace) {
+    storage::write_large_trace_run(store, (events + 2) / 3);
+  } else {
+    storage::add_synthetic_devices(store, 4);
+    storage::SyntheticRun s;
+    s.layers = 32;
+    s.min_events = events;
+    storage::write_synthetic_run(store, s);
+  }
   store.finalize();
   store.close();
   return f;
@@ -66,6 +74,7 @@ int main(int argc, char** argv) {
   int64_t big = 10'000'000, small = 10'000;
   int frames = 60;
   std::string size = "1600x900";
+  bool trace = false;
   fs::path dir = fs::temp_directory_path() / "hookscope-bench";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -74,8 +83,12 @@ int main(int argc, char** argv) {
     else if (a == "--frames") frames = std::atoi(argv[i + 1]);
     else if (a == "--size") size = argv[i + 1];
     else if (a == "--dir") dir = argv[i + 1];
+    else if (a == "--shape" && (std::string(argv[i + 1]) == "hooks" || std::string(argv[i + 1]) == "trace"))
+      trace = std::string(argv[i + 1]) == "trace";
     else {
-      std::fprintf(stderr, "usage: bench_view_frame [--events N] [--small N] [--frames N] [--size WxH] [--dir DIR]\n");
+      std::fprintf(stderr,
+                   "usage: bench_view_frame [--events N] [--small N] [--frames N] [--size WxH] [--dir DIR] "
+                   "[--shape hooks|trace]\n");
       return 2;
     }
   }
@@ -83,13 +96,13 @@ int main(int argc, char** argv) {
   const auto [w, h] = ui::parse_size(size);
   const Zoom zooms[] = {{"whole_run", 1.0}, {"one_thousandth", 1e-3}, {"few_events", 1e-6}};
 
-  nlohmann::json out{{"bench", "view_frame"}, {"frames", frames}, {"size", size}};
+  nlohmann::json out{{"bench", "view_frame"}, {"shape", trace ? "trace" : "hooks"}, {"frames", frames}, {"size", size}};
   ui::GlWindow win(w, h, /*visible=*/false, "bench");
   out["renderer"] = win.renderer();
   std::map<std::string, double> median_of;
   for (int64_t n : {small, big}) {
     const auto t0 = Clock::now();
-    const fs::path f = capture(dir, n);
+    const fs::path f = capture(dir, n, trace);
     const double make_ms = ms_since(t0);
     const auto t1 = Clock::now();
     auto rd = std::make_shared<const storage::CaptureReader>(f);

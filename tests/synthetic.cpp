@@ -1,6 +1,9 @@
 #include "tests/synthetic.h"
 
 #include <algorithm>
+#include <iterator>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "tracer/host_tracer.h"
@@ -154,6 +157,170 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
     r["argmax_match"] = nullptr;
   }
   store.set_run_result(res.run_id, r);
+  return res;
+}
+
+namespace {
+
+tracer::CpuOpActivity cpu_op(int64_t tid, std::string_view name, std::string_view cat, int64_t a, int64_t b) {
+  tracer::CpuOpActivity op;
+  op.os_tid = tid;
+  op.name = name;
+  op.category = cat;
+  op.args = cat == "cpu_op" ? std::string_view(R"({"Input Dims": [[1, 6, 64], [64, 64]]})") : std::string_view();
+  op.start_ns = SyntheticTrace::kTraceBase + a;
+  op.end_ns = SyntheticTrace::kTraceBase + b;
+  return op;
+}
+
+template <class Api>
+Api api_call(int64_t tid, std::string_view name, uint32_t correlation, int64_t a, int64_t b) {
+  Api c{};
+  c.os_tid = tid;
+  c.correlation_id = correlation;
+  c.name = name;
+  c.start_ns = SyntheticTrace::kTraceBase + a;
+  c.end_ns = SyntheticTrace::kTraceBase + b;
+  return c;
+}
+
+tracer::KernelActivity kernel(uint32_t stream, std::string_view name, uint32_t correlation, int64_t a, int64_t b) {
+  tracer::KernelActivity k{};
+  k.device_id = 0;
+  k.context_id = 1;
+  k.stream_id = stream;
+  k.correlation_id = correlation;
+  k.demangled_name = name;
+  k.short_name = name;
+  k.grid_x = 64, k.grid_y = k.grid_z = 1;
+  k.block_x = 128, k.block_y = k.block_z = 1;
+  k.start_ns = SyntheticTrace::kTraceBase + a;
+  k.end_ns = SyntheticTrace::kTraceBase + b;
+  return k;
+}
+
+/// hookscope's rows the importer makes of the driver's ranges, on tracer thread 0 (tid 4243).
+int64_t write_trace_host_rows(Store& store, int64_t run) {
+  const int64_t t0 = SyntheticTrace::kTraceBase;
+  const tracer::StringDef strings[] = {{0, "AlignDevicesHook"}, {1, "model.layers.0"}, {2, ""},      {3, "0/1"},
+                                       {4, "weight"},           {5, "float32"},        {6, "cuda:0"}};
+  const tracer::ThreadDef threads[] = {{0, 4243}};
+  tracer::rec::HookSpan h{};
+  h.hook = 0, h.phase = events::HookPhase::PreForward, h.module = 1, h.module_class = 2;
+  h.start_ns = t0 + 1000, h.end_ns = t0 + 9000;
+  tracer::rec::WeightSwap w{};
+  w.onload = true, w.module = 1, w.tensor = 4, w.bytes = 1 << 20, w.dtype = 5;
+  w.source = events::WeightSource::Cpu, w.device = 6;
+  w.start_ns = t0 + 3000, w.end_ns = t0 + 4000;
+  tracer::rec::Region r{};
+  r.index = 0, r.op_count = 3, r.backend = 2, r.compile_id = 3;
+  r.start_ns = t0 + 50000, r.end_ns = t0 + 80000;
+  const tracer::Record records[] = {tracer::Record::of(h, 0), tracer::Record::of(w, 0), tracer::Record::of(r, 0)};
+  tracer::RecordBatch b;
+  b.run_id = run;
+  b.strings = strings;
+  b.threads = threads;
+  b.records = records;
+  store.write_batch(b);
+  return static_cast<int64_t>(std::size(records));
+}
+
+}  // namespace
+
+SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label) {
+  SyntheticTrace res;
+  GpuInfo gpu;
+  gpu.id = 0;
+  gpu.name = "NVIDIA H200";
+  gpu.total_memory = int64_t{141} << 30;
+  store.add_gpu(gpu);
+  tracer::RunInfo info;
+  info.scenario = "imported";
+  info.engine = "import";
+  info.label = label;
+  info.start_ns = SyntheticTrace::kTraceBase;
+  res.run_id = store.add_run(info);
+  res.rows += write_trace_host_rows(store, res.run_id);
+
+  const tracer::CpuOpActivity ops[] = {
+      cpu_op(4243, "hookscope::generate cell=c0 repeat=0", "user_annotation", 0, 100000),
+      cpu_op(4243, "model.py(12): forward", "python_function", 5000, 90000),
+      cpu_op(4243, "aten::linear", "cpu_op", 10000, 40000),
+      cpu_op(4243, "aten::mm", "cpu_op", 15000, 35000),
+      cpu_op(4243, "Torch-Compiled Region: 0/1", "cpu_op", 50000, 80000),
+      cpu_op(4300, "aten::add", "cpu_op", 20000, 30000)};
+  const tracer::RuntimeActivity runtime[] = {
+      api_call<tracer::RuntimeActivity>(4243, "cudaLaunchKernel", 101, 16000, 18000),
+      api_call<tracer::RuntimeActivity>(4243, "cudaMemcpyAsync", 102, 20000, 21000),
+      api_call<tracer::RuntimeActivity>(4300, "cudaLaunchKernel", 103, 22000, 23000),
+      api_call<tracer::RuntimeActivity>(4243, "cudaLaunchKernel", 105, 54000, 57000)};
+  const tracer::DriverActivity driver[] = {api_call<tracer::DriverActivity>(4243, "cuLaunchKernel", 104, 55000, 56000)};
+  const tracer::KernelActivity kernels[] = {kernel(7, "gemm", 101, 60000, 70000),
+                                            kernel(7, "triton_poi_fused_add_0", 104, 71000, 72000),
+                                            kernel(13, "add_kernel", 103, 30000, 31000),
+                                            kernel(13, "late_kernel", 0, 99000, 100500)};
+  tracer::MemcpyActivity copy{};
+  copy.device_id = 0, copy.context_id = 1, copy.stream_id = 7, copy.correlation_id = 102;
+  copy.bytes = 1 << 20, copy.copy_kind = tracer::MemcpyKind::HtoD, copy.dst_device_id = 0;
+  copy.start_ns = SyntheticTrace::kTraceBase + 25000, copy.end_ns = SyntheticTrace::kTraceBase + 26000;
+  tracer::MemsetActivity set{};
+  set.device_id = 0, set.context_id = 1, set.stream_id = 13, set.bytes = 4096;
+  set.start_ns = SyntheticTrace::kTraceBase + 40000, set.end_ns = SyntheticTrace::kTraceBase + 40500;
+  tracer::ActivityBatch host;
+  host.run_id = res.run_id;
+  host.pid = 4242;
+  host.cpu_ops = ops;
+  host.runtime_calls = runtime;
+  host.driver_calls = driver;
+  host.kernels = kernels;
+  host.memcpys = std::span(&copy, 1);
+  host.memsets = std::span(&set, 1);
+  store.write_activity(host);
+  // Kineto writes a gpu_user_annotation with the GPU as pid and the stream as tid.
+  const tracer::CpuOpActivity annotation = cpu_op(7, "my_range", "gpu_user_annotation", 59000, 75000);
+  tracer::ActivityBatch gpu_side;
+  gpu_side.run_id = res.run_id;
+  gpu_side.pid = 0;
+  gpu_side.cpu_ops = std::span(&annotation, 1);
+  store.write_activity(gpu_side);
+  res.rows += static_cast<int64_t>(std::size(ops) + std::size(runtime) + std::size(driver) + std::size(kernels) + 3);
+  store.end_run(res.run_id, tracer::RunStatus::Complete, {}, SyntheticTrace::kTraceBase + 100500);
+  return res;
+}
+
+SyntheticTrace write_large_trace_run(Store& store, int64_t launches) {
+  SyntheticTrace res;
+  tracer::RunInfo info;
+  info.scenario = "imported";
+  info.engine = "import";
+  info.label = "large-trace.json";
+  info.start_ns = SyntheticTrace::kTraceBase;
+  res.run_id = store.add_run(info);
+  constexpr int64_t kBatch = 10000, kPeriod = 2000;
+  std::vector<tracer::CpuOpActivity> ops;
+  std::vector<tracer::RuntimeActivity> calls;
+  std::vector<tracer::KernelActivity> kernels;
+  for (int64_t first = 0; first < launches; first += kBatch) {
+    ops.clear();
+    calls.clear();
+    kernels.clear();
+    for (int64_t i = first; i < std::min(launches, first + kBatch); ++i) {
+      const int64_t t = i * kPeriod;
+      const auto corr = static_cast<uint32_t>(i + 1);
+      ops.push_back(cpu_op(4243, "aten::mm", "cpu_op", t, t + 1500));
+      calls.push_back(api_call<tracer::RuntimeActivity>(4243, "cudaLaunchKernel", corr, t + 100, t + 600));
+      kernels.push_back(kernel(7, "gemm", corr, t + 800, t + 1700));
+    }
+    tracer::ActivityBatch b;
+    b.run_id = res.run_id;
+    b.pid = 4242;
+    b.cpu_ops = ops;
+    b.runtime_calls = calls;
+    b.kernels = kernels;
+    store.write_activity(b);
+    res.rows += static_cast<int64_t>(ops.size() + calls.size() + kernels.size());
+  }
+  store.end_run(res.run_id, tracer::RunStatus::Complete, {}, SyntheticTrace::kTraceBase + launches * kPeriod);
   return res;
 }
 

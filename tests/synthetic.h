@@ -55,4 +55,33 @@ void add_synthetic_devices(Store& store, int devices);
 /// graph_break_count, status, ...). Throws what the Store or HostTracer throw.
 SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& spec);
 
+/// A run shaped like an imported torch.profiler trace of a GPU (engine "import"), every row
+/// written through the Store as the Kineto importer writes them, on the trace's clock
+/// (Unix-epoch ns from `kTraceBase`). Times are ns after kTraceBase:
+///   GPU 0 (TARGET_INFO_GPU "NVIDIA H200"), one weight onload to 'cuda:0' [3000, 4000];
+///   thread tid 4243 (the tracer's thread 0: a hook span [1000, 9000] and a compiled region
+///   '0/1' [50000, 80000]): CPU ops 'hookscope::generate' (user_annotation) [0, 100000] >
+///   'aten::linear' [10000, 40000] > 'aten::mm' [15000, 35000], and 'Torch-Compiled Region:
+///   0/1' [50000, 80000]; a python_function [5000, 90000]; CUDA runtime cudaLaunchKernel
+///   (corr 101) [16000, 18000], cudaMemcpyAsync (102) [20000, 21000], cudaLaunchKernel (105)
+///   [54000, 57000] with the driver's cuLaunchKernel (104) [55000, 56000] inside it;
+///   thread tid 4300 (only activity): 'aten::add' [20000, 30000], cudaLaunchKernel (103)
+///   [22000, 23000];
+///   stream 7: memcpy HtoD 1 MiB (102) [25000, 26000], kernel 'gemm' (101) [60000, 70000],
+///   kernel 'triton_poi_fused_add_0' (104) [71000, 72000]; a gpu_user_annotation 'my_range'
+///   on stream 7 [59000, 75000];
+///   stream 13: kernel 'add_kernel' (103) [30000, 31000], memset 4 KiB [40000, 40500], kernel
+///   'late_kernel' without a launch [99000, 100500] (the run's last end).
+struct SyntheticTrace {
+  static constexpr int64_t kTraceBase = 1'700'000'000'000'000'000;  ///< Unix-epoch ns
+  int64_t run_id = 0;
+  int64_t rows = 0;  ///< rows written (every kind)
+};
+SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label = "gpu-trace.json");
+
+/// A large imported trace run for LOD tests and benchmarks: `launches` times, every 2 us from
+/// kTraceBase, an 'aten::mm' CPU op [0, 1500 ns] on tid 4243 holding a cudaLaunchKernel
+/// [100, 600] whose kernel runs on GPU 0, stream 7 [800, 1700] (3 rows per launch).
+SyntheticTrace write_large_trace_run(Store& store, int64_t launches);
+
 }  // namespace hs::storage

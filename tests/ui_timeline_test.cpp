@@ -373,4 +373,228 @@ TEST(RunTimeline, RangeStatisticsAddUpToTheCapture) {
   EXPECT_EQ(mid.groups[tl.group_of("0")].busy_ns[kCompute], lay.end_ns - lay.start_ns - 200);
 }
 
+// ------------------------------------------------------------------ a run from a trace
+
+/// The synthetic trace run (tests/synthetic.h lists its rows and times) in a file of its own.
+struct TraceCapture {
+  std::filesystem::path file;
+  storage::SyntheticTrace trace;
+};
+TraceCapture make_trace_capture(const std::string& name) {
+  TraceCapture c;
+  c.file = test::scratch_dir(name) / "trace.sqlite";
+  storage::Store store(c.file);
+  c.trace = storage::write_synthetic_trace_run(store);
+  store.finalize();
+  store.close();
+  return c;
+}
+
+const Track& stream(const LaneGroup& g, int64_t id) {
+  for (const auto& t : g.tracks)
+    if (t.lane == Lane::Stream && t.stream == id) return t;
+  throw std::runtime_error("no stream " + std::to_string(id) + " in " + g.title);
+}
+
+/// The labels of one level of a track, in time order.
+std::vector<std::string> labels(const RunTimeline& tl, const std::vector<Slice>& level) {
+  std::vector<std::string> v;
+  for (const auto& s : level) v.push_back(tl.strings[s.label]);
+  return v;
+}
+
+TEST(TraceTimeline, OriginIsTheEarliestCpuOpAndTheEndTheLatestGpuRecord) {
+  auto c = make_trace_capture("trace_origin");
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.trace.run_id);
+  EXPECT_EQ(tl.run.engine, "import");
+  EXPECT_EQ(tl.run.label, "gpu-trace.json");
+  // On the trace's own clock: the user annotation at +0 starts the run, the last kernel ends it.
+  EXPECT_EQ(tl.origin_ns, storage::SyntheticTrace::kTraceBase);
+  EXPECT_EQ(tl.duration_ns, 100500);
+  EXPECT_EQ(tl.event_count(), static_cast<size_t>(c.trace.rows));
+}
+
+TEST(TraceTimeline, OneGroupPerGpuWithALanePerStream) {
+  auto c = make_trace_capture("trace_gpu");
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.trace.run_id);
+  std::vector<std::string> groups;
+  for (const auto& g : tl.groups) groups.push_back(g.host ? "host" : g.device);
+  EXPECT_EQ(groups, (std::vector<std::string>{"0", "host", "host"}));
+  const LaneGroup& gpu = group(tl, "0");
+  EXPECT_NE(gpu.title.find("NVIDIA H200"), std::string::npos) << gpu.title;
+  // An imported run shows only the lanes its rows fill: the onload to 'cuda:0' is accelerator 0's.
+  EXPECT_EQ(lanes(gpu), (std::vector<Lane>{Lane::WeightSwaps, Lane::GpuAnnotations, Lane::Stream, Lane::Stream}));
+  EXPECT_EQ(gpu.residency.size(), 1u);
+  EXPECT_EQ(gpu.tracks[2].name, "stream 7");
+  EXPECT_EQ(gpu.tracks[3].name, "stream 13");
+  const Track& s7 = stream(gpu, 7);
+  ASSERT_EQ(s7.levels.size(), 1u);
+  EXPECT_EQ(labels(tl, s7.levels[0]), (std::vector<std::string>{"HtoD 1.00 MiB", "gemm", "triton_poi_fused_add_0"}));
+  EXPECT_EQ(s7.levels[0][0].category, kHtoD);
+  EXPECT_EQ(slice_source(s7, s7.levels[0][0]), Source::Memcpy);
+  EXPECT_EQ(slice_source(s7, s7.levels[0][1]), Source::Kernel);
+  const Track& s13 = stream(gpu, 13);
+  EXPECT_EQ(labels(tl, s13.levels.at(0)), (std::vector<std::string>{"add_kernel", "memset 4.00 KiB", "late_kernel"}));
+  EXPECT_EQ(slice_source(s13, s13.levels[0][1]), Source::Memset);
+  EXPECT_EQ(s13.levels[0][1].category, kMemset);
+  // The gpu_user_annotation (pid = GPU, tid = stream 7) is on the GPU, not on a host thread.
+  const Track& ann = track(gpu, "GPU annotations");
+  EXPECT_EQ(labels(tl, ann.levels.at(0)), (std::vector<std::string>{"my_range"}));
+  EXPECT_EQ(ann.levels[0][0].category, kGpuAnnotation);
+  // Hover text: the copy kind, bytes and the call that launched it.
+  const auto d = describe(tl, Source::Memcpy, s7.levels[0][0].row);
+  auto field = [&](const std::string& k) {
+    for (const auto& [name, value] : d)
+      if (name == k) return value;
+    return std::string("(none)");
+  };
+  EXPECT_EQ(field("memcpy"), "HtoD");
+  EXPECT_EQ(field("bytes"), "1.00 MiB (1048576)");
+  EXPECT_EQ(field("launched by"), "cudaMemcpyAsync (tid 4243)");
+  EXPECT_EQ(field("duration"), "1.00 us");
+  // Range statistics: kernel busy time on the GPU.
+  const auto st = range_stats(tl, 0, tl.duration_ns);
+  EXPECT_EQ(st.groups[tl.group_of("0")].busy_ns[kKernel], 10000 + 1000 + 1000 + 1500);
+}
+
+TEST(TraceTimeline, HostThreadsNestTheirCpuOpsByTime) {
+  auto c = make_trace_capture("trace_host");
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.trace.run_id);
+  ASSERT_EQ(tl.groups.size(), 3u);
+  // The tracer's thread (hookscope rows) first, with the CPU ops of the same OS thread.
+  const LaneGroup& main = tl.groups[1];
+  ASSERT_TRUE(main.host);
+  EXPECT_EQ(main.title, "host thread 0 (tid 4243)");
+  EXPECT_EQ(lanes(main), (std::vector<Lane>{Lane::Hooks, Lane::Regions, Lane::CpuOps, Lane::PythonStack, Lane::CudaApi}));
+  EXPECT_EQ(labels(tl, track(main, "compiled regions").levels.at(0)), (std::vector<std::string>{"region 0/1"}));
+  const Track& ops = track(main, "CPU ops");
+  ASSERT_EQ(ops.levels.size(), 3u);
+  EXPECT_EQ(labels(tl, ops.levels[0]), (std::vector<std::string>{"hookscope::generate cell=c0 repeat=0"}));
+  EXPECT_EQ(ops.levels[0][0].category, kUserAnnotation);
+  EXPECT_EQ(labels(tl, ops.levels[1]), (std::vector<std::string>{"aten::linear", "Torch-Compiled Region: 0/1"}));
+  EXPECT_EQ(labels(tl, ops.levels[2]), (std::vector<std::string>{"aten::mm"}));
+  EXPECT_EQ(ops.levels[2][0].category, kCpuOp);
+  EXPECT_EQ(ops.levels[2][0].start_ns, 15000);
+  EXPECT_EQ(ops.levels[2][0].end_ns, 35000);
+  EXPECT_EQ(track(main, "Python stack").levels.at(0).at(0).category, kPythonFunction);
+  const Track& api = track(main, "CUDA API");
+  ASSERT_EQ(api.levels.size(), 2u);  // cuLaunchKernel inside the cudaLaunchKernel that made it
+  EXPECT_EQ(labels(tl, api.levels[0]), (std::vector<std::string>{"cudaLaunchKernel", "cudaMemcpyAsync", "cudaLaunchKernel"}));
+  EXPECT_EQ(api.levels[1][0].category, kCudaDriver);
+  EXPECT_EQ(slice_source(api, api.levels[1][0]), Source::Driver);
+  // A CPU op's args show in its details.
+  const auto d = describe(tl, Source::CpuOp, ops.levels[2][0].row);
+  EXPECT_EQ(d.at(0), (std::pair<std::string, std::string>{"cpu_op", "aten::mm"}));
+  EXPECT_NE(std::find(d.begin(), d.end(), std::pair<std::string, std::string>{"Input Dims", "[[1,6,64],[64,64]]"}),
+            d.end());
+  // A thread THREADS never named (only CPU ops and CUDA API calls) has only those lanes.
+  const LaneGroup& other = tl.groups[2];
+  EXPECT_EQ(other.title, "host thread (tid 4300)");
+  EXPECT_EQ(other.os_tid, 4300);
+  EXPECT_EQ(lanes(other), (std::vector<Lane>{Lane::CpuOps, Lane::CudaApi}));
+}
+
+TEST(TraceTimeline, LaunchesFlowFromTheirCudaApiCallToTheGpuRecord) {
+  auto c = make_trace_capture("trace_flows");
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.trace.run_id);
+  // gemm (101), memcpy (102), add_kernel (103, the other thread), triton (104, a driver call);
+  // late_kernel and the memset have no launch.
+  ASSERT_EQ(tl.flows.size(), 4u);
+  struct Want {
+    Source src, dst;
+    std::string call, record;
+    size_t host_group;
+    int64_t stream;
+    uint16_t src_level;
+  };
+  const Want want[] = {{Source::Runtime, Source::Kernel, "cudaLaunchKernel", "gemm", 1, 7, 0},
+                       {Source::Runtime, Source::Memcpy, "cudaMemcpyAsync", "HtoD 1.00 MiB", 1, 7, 0},
+                       {Source::Runtime, Source::Kernel, "cudaLaunchKernel", "add_kernel", 2, 13, 0},
+                       {Source::Driver, Source::Kernel, "cuLaunchKernel", "triton_poi_fused_add_0", 1, 7, 1}};
+  for (size_t i = 0; i < tl.flows.size(); ++i) {
+    const Flow& f = tl.flows[i];
+    SCOPED_TRACE(want[i].record);
+    EXPECT_TRUE(f.launch());
+    EXPECT_EQ(f.src, want[i].src);
+    EXPECT_EQ(f.dst, want[i].dst);
+    EXPECT_EQ(f.src_group, want[i].host_group);
+    EXPECT_EQ(tl.groups[f.dst_group].device, "0");
+    const Track& from = tl.groups[f.src_group].tracks.at(f.src_track);
+    const Track& to = tl.groups[f.dst_group].tracks.at(f.dst_track);
+    EXPECT_EQ(from.lane, Lane::CudaApi);
+    EXPECT_EQ(to.lane, Lane::Stream);
+    EXPECT_EQ(to.stream, want[i].stream);
+    EXPECT_EQ(f.src_level, want[i].src_level);
+    EXPECT_EQ(f.dst_level, 0);
+    // The flow's ends are the slices' starts, on the slices themselves.
+    const Slice* a = nullptr;
+    for (const auto& s : from.levels.at(f.src_level))
+      if (s.row == f.src_row && slice_source(from, s) == f.src) a = &s;
+    const Slice* b = nullptr;
+    for (const auto& s : to.levels.at(f.dst_level))
+      if (s.row == f.row && slice_source(to, s) == f.dst) b = &s;
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(tl.strings[a->label], want[i].call);
+    EXPECT_EQ(tl.strings[b->label], want[i].record);
+    EXPECT_EQ(f.start_ns, a->start_ns);
+    EXPECT_EQ(f.end_ns, b->start_ns);
+  }
+  EXPECT_EQ(describe(tl, Source::Kernel, tl.flows[3].row).back().first, "duration");
+  const auto k = describe(tl, Source::Kernel, tl.flows[0].row);
+  EXPECT_NE(std::find(k.begin(), k.end(), std::pair<std::string, std::string>{"launched by", "cudaLaunchKernel (tid 4243)"}),
+            k.end());
+}
+
+TEST(TraceTimeline, ACaptureKeepsItsEmptyLanesAndTransferFlowsLandOnTheirLanes) {
+  auto c = make_capture("rt_keep_lanes");
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.sharded.run_id);
+  EXPECT_EQ(tl.run.engine, "");  // written through the HostTracer without an engine
+  EXPECT_EQ(lanes(group(tl, "3")), (std::vector<Lane>{Lane::Compute, Lane::TransfersIn, Lane::TransfersOut}));
+  for (const Flow& f : tl.flows) {
+    EXPECT_FALSE(f.launch());
+    EXPECT_EQ(tl.groups[f.src_group].tracks.at(f.src_track).lane, Lane::TransfersOut);
+    EXPECT_EQ(tl.groups[f.dst_group].tracks.at(f.dst_track).lane, Lane::TransfersIn);
+    EXPECT_EQ(f.row, f.src_row);
+  }
+}
+
+TEST(TraceTimeline, AnImportAppendedToACaptureShowsItsOwnDevicesOnly) {
+  const auto file = test::scratch_dir("trace_appended") / "mixed.sqlite";
+  storage::SyntheticResult captured;
+  storage::SyntheticTrace imported;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 4);  // capture-wide: the LibTorch engine's devices
+    captured = storage::write_synthetic_run(store, storage::SyntheticRun{});
+    imported = storage::write_synthetic_trace_run(store);
+    store.finalize();
+    store.close();
+  }
+  storage::CaptureReader rd(file);
+  const auto trace = load_run_timeline(rd, imported.run_id);
+  std::vector<std::string> groups;
+  for (const auto& g : trace.groups) groups.push_back(g.host ? "host" : g.device);
+  EXPECT_EQ(groups, (std::vector<std::string>{"0", "host", "host"}));
+  EXPECT_FALSE(trace.groups[0].emulated) << "the trace's GPU 0 is not the capture's emulated accelerator 0";
+  const auto own = load_run_timeline(rd, captured.run_id);
+  groups.clear();
+  for (const auto& g : own.groups) groups.push_back(g.host ? "host" : g.device);
+  EXPECT_EQ(groups, (std::vector<std::string>{"0", "1", "2", "3", "cpu", "host"}));
+  EXPECT_TRUE(own.groups[0].emulated);
+}
+
+TEST(TraceTimeline, TraceDeviceNamesAreTheAcceleratorsIndex) {
+  EXPECT_EQ(canonical_device("cuda:0"), "0");
+  EXPECT_EQ(canonical_device("cuda:12"), "12");
+  EXPECT_EQ(canonical_device("0"), "0");
+  EXPECT_EQ(canonical_device("cpu"), "cpu");
+  EXPECT_EQ(canonical_device("cuda"), "cuda");
+  EXPECT_EQ(canonical_device("cuda:x"), "cuda:x");
+}
+
 }  // namespace

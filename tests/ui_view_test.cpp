@@ -122,6 +122,49 @@ TEST(ViewScreenshot, EveryViewRendersWithOneLaneGroupPerDevice) {
   }
 }
 
+/// A run imported from a torch.profiler trace of a GPU (tests/synthetic.h), appended to a
+/// capture the LibTorch engine wrote, is drawn like any other: its GPU with a lane per stream,
+/// its host threads with their CPU ops and CUDA API calls, the launch flows between them.
+TEST(ViewScreenshot, AnImportedTraceRunShowsItsGpuStreamsAndHostThreads) {
+  const fs::path dir = test::scratch_dir("shot_trace");
+  const fs::path file = dir / "mixed.sqlite";
+  storage::SyntheticTrace trace;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 4);
+    storage::SyntheticRun s;
+    s.layers = 4;
+    s.tokens = 2;
+    storage::write_synthetic_run(store, s);
+    trace = storage::write_synthetic_trace_run(store);
+    store.finalize();
+    store.close();
+  }
+  ViewerOptions o;
+  o.file = file;
+  o.run = trace.run_id;
+  o.width = 1400;
+  o.height = 800;
+  o.screenshot = dir / "trace.png";
+  o.layout = dir / "trace.json";
+  ASSERT_EQ(run_viewer(o), 0);
+  Png png = load_png(*o.screenshot);
+  auto j = test::read_json(*o.layout);
+  std::vector<std::string> groups;
+  for (const auto& g : j["groups"]) groups.push_back(g["host"].get<bool>() ? "host" : g["device"].get<std::string>());
+  EXPECT_EQ(groups, (std::vector<std::string>{"0", "host", "host"}));
+  EXPECT_NE(j["groups"][0]["title"].get<std::string>().find("NVIDIA H200"), std::string::npos);
+  EXPECT_EQ(j["groups"][2]["title"], "host thread (tid 4300)");
+  const int x0 = static_cast<int>(j["canvas"][0].get<double>()), x1 = static_cast<int>(j["canvas"][1].get<double>());
+  for (const auto& g : j["groups"]) {
+    EXPECT_TRUE(g["visible"].get<bool>()) << g["title"];
+    auto r = g["rect"];
+    EXPECT_GT(png.distinct_colors(x0, static_cast<int>(r[1].get<double>()) + 20, x1, static_cast<int>(r[3].get<double>())),
+              4u)
+        << "empty lane group " << g["title"];
+  }
+}
+
 // Drives the View through ImGuiIO: the same path as a person (and --screenshot) takes.
 struct Driver {
   GlWindow win{1200, 700, false, "test"};
@@ -257,6 +300,46 @@ TEST(ViewInput, HoverPicksTheSliceUnderTheCursorAndClickSelectsIt) {
   EXPECT_FALSE(d.view.selection().has_value());
 }
 
+TEST(ViewInput, ClickingADeepLaneLabelUnfoldsAllItsLevels) {
+  // A Python stack 6 frames deep on one thread: folded to its top 2 frames until clicked.
+  const fs::path file = test::scratch_dir("input_unfold") / "trace.sqlite";
+  {
+    storage::Store store(file);
+    tracer::RunInfo info;
+    info.engine = "import";
+    info.start_ns = storage::SyntheticTrace::kTraceBase;
+    const int64_t run = store.add_run(info);
+    std::vector<tracer::CpuOpActivity> frames;
+    for (int64_t i = 0; i < 6; ++i) {
+      tracer::CpuOpActivity f;
+      f.os_tid = 77;
+      f.name = "f.py(1): frame";
+      f.category = "python_function";
+      f.start_ns = storage::SyntheticTrace::kTraceBase + i * 100;
+      f.end_ns = storage::SyntheticTrace::kTraceBase + 10000 - i * 100;
+      frames.push_back(f);
+    }
+    tracer::ActivityBatch b;
+    b.run_id = run;
+    b.pid = 1;
+    b.cpu_ops = frames;
+    store.write_activity(b);
+    store.end_run(run, tracer::RunStatus::Complete);
+    store.close();
+  }
+  Driver d(file);
+  d.idle(3);
+  const auto group_h = [&] { return d.view.layout().groups.at(0).y1 - d.view.layout().groups.at(0).y0; };
+  const float folded = group_h();
+  const float label_x = d.view.layout().canvas_x0 - 100, lane_y = d.view.layout().groups.at(0).y0 + 20 + 5;
+  d.click(label_x, lane_y);
+  d.idle(1);
+  EXPECT_FLOAT_EQ(group_h() - folded, 4 * 17.0f) << "all 6 levels instead of 2";
+  d.click(label_x, lane_y);
+  d.idle(1);
+  EXPECT_FLOAT_EQ(group_h(), folded);
+}
+
 TEST(ViewInput, RulerDragSelectsARangeWithStatistics) {
   auto c = make_capture("input_range");
   Driver d(c.file);
@@ -295,6 +378,31 @@ TEST(ViewLod, ALargeCaptureIsDrawnAsMergedBlocks) {
   d.idle(2);
   EXPECT_EQ(d.view.layout().merged_boxes, 0);
   EXPECT_GT(d.view.layout().drawn_boxes, 0);
+}
+
+TEST(ViewLod, ALargeTraceIsDrawnAsMergedBlocksAndItsFlowsOnlyWhenFew) {
+  const fs::path file = test::scratch_dir("lod_trace") / "trace.sqlite";
+  {
+    storage::Store store(file);
+    storage::write_large_trace_run(store, 100'000);  // 300k rows, 100k launch flows
+    store.finalize();
+    store.close();
+  }
+  Driver d(file);
+  d.idle(3);
+  const RunTimeline* tl = d.view.timeline();
+  ASSERT_NE(tl, nullptr);
+  EXPECT_EQ(tl->flows.size(), 100'000u);
+  const auto& l = d.view.layout();
+  EXPECT_GT(l.merged_boxes, 0);
+  EXPECT_LT(l.drawn_boxes, 20000) << "LOD did not bound the boxes drawn";
+  EXPECT_EQ(l.drawn_flows, 0) << "100k flows in view would be noise";
+  // Zoomed into the first few launches: whole events, each kernel with its launch.
+  d.view.time_view().fit(0, 10000, 0);
+  d.idle(2);
+  EXPECT_EQ(d.view.layout().merged_boxes, 0);
+  EXPECT_GE(d.view.layout().drawn_boxes, 5 * 3);
+  EXPECT_GE(d.view.layout().drawn_flows, 5);
 }
 
 TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {

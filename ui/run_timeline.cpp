@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <string_view>
 
 namespace hs::ui {
 
@@ -11,7 +13,8 @@ const char* category_name(uint8_t c) {
   static const char* names[kCategoryCount] = {
       "compute", "HtoD", "DtoH", "DtoD", "PtoP", "copy", "weight onload", "weight offload", "pre_forward",
       "post_forward", "hook", "compiler-disabled", "compiled region", "generation step", "weights on device",
-      "meta (weights in cpu)", "meta (weights on disk)", "graph break"};
+      "meta (weights in cpu)", "meta (weights on disk)", "graph break", "CPU op", "user annotation",
+      "python function", "GPU annotation", "kernel", "memset", "CUDA runtime", "CUDA driver"};
   return c < kCategoryCount ? names[c] : "?";
 }
 
@@ -23,7 +26,8 @@ size_t Track::slice_count() const {
 
 size_t RunTimeline::event_count() const {
   return compute.size() + transfers.size() + swaps.size() + hooks.size() + disabled.size() + regions.size() +
-         steps.size() + breaks.size();
+         steps.size() + breaks.size() + cpu_ops.size() + kernels.size() + memcpys.size() + memsets.size() +
+         runtime_calls.size() + driver_calls.size();
 }
 
 int RunTimeline::group_of(const std::string& device) const {
@@ -53,6 +57,11 @@ const char* lane_name(Lane lane) {
     case Lane::Regions: return "compiled regions";
     case Lane::GraphBreaks: return "graph breaks";
     case Lane::Steps: return "generation steps";
+    case Lane::CpuOps: return "CPU ops";
+    case Lane::PythonStack: return "Python stack";
+    case Lane::CudaApi: return "CUDA API";
+    case Lane::GpuAnnotations: return "GPU annotations";
+    case Lane::Stream: return "stream";
   }
   return "?";
 }
@@ -72,8 +81,22 @@ Source lane_source(Lane lane) {
     case Lane::Regions: return Source::Region;
     case Lane::GraphBreaks: return Source::Break;
     case Lane::Steps: return Source::Step;
+    case Lane::CpuOps: return Source::CpuOp;
+    case Lane::PythonStack: return Source::CpuOp;
+    case Lane::CudaApi: return Source::Runtime;
+    case Lane::GpuAnnotations: return Source::CpuOp;
+    case Lane::Stream: return Source::Kernel;
   }
   return Source::Compute;
+}
+
+Source slice_source(const Track& t, const Slice& s) {
+  if (t.lane == Lane::Stream) {
+    if (s.category == kKernel) return Source::Kernel;
+    return s.category == kMemset ? Source::Memset : Source::Memcpy;
+  }
+  if (t.lane == Lane::CudaApi) return s.category == kCudaDriver ? Source::Driver : Source::Runtime;
+  return t.source;
 }
 
 std::string module_label(const std::string& module) { return module.empty() ? "<root>" : module; }
@@ -97,75 +120,67 @@ const char* hook_phase_name(events::HookPhase p) {
   return "?";
 }
 
+const char* copy_kind_name(tracer::MemcpyKind k) {
+  static const char* names[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH",    "AtoA",    "AtoD",
+                                "DtoA",    "DtoD", "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
+  const int i = static_cast<int>(k);
+  return i >= 0 && i < static_cast<int>(std::size(names)) ? names[i] : "?";
+}
+
+std::string canonical_device(const std::string& device) {
+  constexpr std::string_view kCuda = "cuda:";
+  if (device.size() > kCuda.size() && device.compare(0, kCuda.size(), kCuda) == 0 &&
+      std::all_of(device.begin() + kCuda.size(), device.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return device.substr(kCuda.size());
+  return device;
+}
+
 namespace {
 
-const char* copy_kind_name(tracer::MemcpyKind k) {
-  switch (k) {
-    case tracer::MemcpyKind::HtoD: return "HtoD";
-    case tracer::MemcpyKind::DtoH: return "DtoH";
-    case tracer::MemcpyKind::DtoD: return "DtoD";
-    case tracer::MemcpyKind::PtoP: return "PtoP";
-    case tracer::MemcpyKind::HtoH: return "HtoH";
-    default: return "other";
-  }
+template <class Row>
+std::pair<int64_t, int64_t> span_of(const std::vector<Row>& rows, uint32_t row, int64_t origin) {
+  const Row& r = rows.at(row);
+  return {r.start_ns - origin, r.end_ns - origin};
 }
 
-}  // namespace
-
-std::pair<int64_t, int64_t> extent(const RunTimeline& tl, Source source, uint32_t row) {
-  const int64_t o = tl.origin_ns;
-  switch (source) {
-    case Source::Compute: return {tl.compute.at(row).start_ns - o, tl.compute.at(row).end_ns - o};
-    case Source::Transfer: return {tl.transfers.at(row).start_ns - o, tl.transfers.at(row).end_ns - o};
-    case Source::WeightSwap: return {tl.swaps.at(row).start_ns - o, tl.swaps.at(row).end_ns - o};
-    case Source::Residency: return {0, tl.duration_ns};
-    case Source::Hook: return {tl.hooks.at(row).start_ns - o, tl.hooks.at(row).end_ns - o};
-    case Source::Disabled: return {tl.disabled.at(row).start_ns - o, tl.disabled.at(row).end_ns - o};
-    case Source::Region: return {tl.regions.at(row).start_ns - o, tl.regions.at(row).end_ns - o};
-    case Source::Step: return {tl.steps.at(row).start_ns - o, tl.steps.at(row).end_ns - o};
-    case Source::Break: return {tl.breaks.at(row).time_ns - o, tl.breaks.at(row).time_ns - o};
-  }
-  return {0, 0};
+std::string bytes_text(int64_t bytes) {
+  return format_bytes(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + ")";
 }
 
-std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl, Source source, uint32_t row) {
-  std::vector<std::pair<std::string, std::string>> f;
-  const auto [a, b] = extent(tl, source, row);
-  auto times = [&] {
-    f.emplace_back("start", format_duration(static_cast<double>(a)));
-    f.emplace_back("duration", format_duration(static_cast<double>(b - a)));
-  };
+std::string rate_text(int64_t bytes, int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB/s", static_cast<double>(bytes) / static_cast<double>(ns));
+  return buf;
+}
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+/// hookscope's own rows: what the hooks, the engine and the compile engine recorded (or the
+/// importer made of the driver's hookscope:: ranges).
+void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fields& f) {
   switch (source) {
     case Source::Compute: {
       const auto& r = tl.compute.at(row);
       f.emplace_back("module compute", module_label(r.module));
       f.emplace_back("execution_device", r.device);
-      times();
       break;
     }
     case Source::Transfer: {
       const auto& r = tl.transfers.at(row);
       f.emplace_back("activation transfer", std::string(copy_kind_name(r.copy_kind)) + (r.emulated ? " (emulated)" : ""));
       f.emplace_back("src -> dst", r.src + " -> " + r.dst);
-      f.emplace_back("bytes", format_bytes(static_cast<double>(r.bytes)) + " (" + std::to_string(r.bytes) + ")");
+      f.emplace_back("bytes", bytes_text(r.bytes));
       if (!r.module.empty()) f.emplace_back("module", r.module);
-      times();
-      if (b > a) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.2f GB/s", static_cast<double>(r.bytes) / static_cast<double>(b - a));
-        f.emplace_back("throughput", buf);
-      }
       break;
     }
     case Source::WeightSwap: {
       const auto& r = tl.swaps.at(row);
       f.emplace_back(r.onload ? "weight onload" : "weight offload", module_label(r.module) + "." + r.tensor);
-      f.emplace_back("bytes", format_bytes(static_cast<double>(r.bytes)) + " (" + std::to_string(r.bytes) + ")");
+      f.emplace_back("bytes", bytes_text(r.bytes));
       f.emplace_back("dtype", r.dtype);
       f.emplace_back(r.onload ? "from" : "was on", weight_source_name(r.source));
       f.emplace_back(r.onload ? "to" : "now on", r.device);
       f.emplace_back("memory", r.pinned ? "pinned" : "pageable");
-      times();
       break;
     }
     case Source::Residency: {
@@ -180,7 +195,6 @@ std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl,
       const auto& r = tl.hooks.at(row);
       f.emplace_back("hook", r.hook + "." + hook_phase_name(r.phase));
       f.emplace_back("module", module_label(r.module));
-      times();
       break;
     }
     case Source::Disabled: {
@@ -188,22 +202,20 @@ std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl,
       f.emplace_back("torch.compiler.disable", r.function);
       f.emplace_back("module", module_label(r.module));
       f.emplace_back("depth", std::to_string(r.depth));
-      times();
       break;
     }
     case Source::Region: {
       const auto& r = tl.regions.at(row);
+      if (!r.compile_id.empty()) f.emplace_back("Torch-Compiled Region", r.compile_id);
       f.emplace_back("compiled region", std::to_string(r.index));
       f.emplace_back("ops", std::to_string(r.op_count));
-      f.emplace_back("backend", r.backend);
-      times();
+      f.emplace_back("backend", r.backend.empty() ? "(not in the trace)" : r.backend);
       break;
     }
     case Source::Step: {
       const auto& r = tl.steps.at(row);
       f.emplace_back("generation step", std::to_string(r.step));
       f.emplace_back("token", std::to_string(r.token));
-      times();
       break;
     }
     case Source::Break: {
@@ -212,10 +224,144 @@ std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl,
       f.emplace_back("function", r.function);
       f.emplace_back("module", module_label(r.module));
       f.emplace_back("module stack", r.module_stack);
-      f.emplace_back("time", format_duration(static_cast<double>(a)));
       break;
     }
+    default: break;
   }
+}
+
+/// A CPU op's args as Kineto recorded them ('Input Dims', 'Input type', ...): one field each,
+/// long values cut.
+void describe_args(const std::string& args, Fields& f) {
+  if (args.empty()) return;
+  const nlohmann::json j = nlohmann::json::parse(args, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    f.emplace_back("args", args.substr(0, 200));
+    return;
+  }
+  for (const auto& [k, v] : j.items()) {
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (text.size() > 200) text = text.substr(0, 197) + "...";
+    f.emplace_back(k, text);
+  }
+}
+
+/// The CUDA API call that launched a GPU record (by correlationId), if the run has it.
+void describe_launch(const RunTimeline& tl, uint32_t correlation, Fields& f) {
+  if (!correlation) return;
+  f.emplace_back("correlationId", std::to_string(correlation));
+  auto it = tl.launches.find(correlation);
+  if (it == tl.launches.end()) return;
+  const auto [src, row] = it->second;
+  const auto& name = src == Source::Driver ? tl.driver_calls.at(row).name : tl.runtime_calls.at(row).name;
+  const int64_t tid = src == Source::Driver ? tl.driver_calls.at(row).os_tid : tl.runtime_calls.at(row).os_tid;
+  f.emplace_back("launched by", name + " (tid " + std::to_string(tid) + ")");
+}
+
+/// What torch.profiler / CUPTI recorded: CPU ops, GPU records, CUDA API calls.
+void describe_activity(const RunTimeline& tl, Source source, uint32_t row, Fields& f) {
+  switch (source) {
+    case Source::CpuOp: {
+      const auto& r = tl.cpu_ops.at(row);
+      f.emplace_back(r.category, r.name);
+      f.emplace_back(r.category == "gpu_user_annotation" ? "stream" : "tid", std::to_string(r.os_tid));
+      if (r.external_id) f.emplace_back("External id", std::to_string(*r.external_id));
+      if (r.sequence_number) f.emplace_back("Sequence number", std::to_string(*r.sequence_number));
+      describe_args(r.args, f);
+      break;
+    }
+    case Source::Kernel: {
+      const auto& r = tl.kernels.at(row);
+      f.emplace_back("kernel", r.demangled_name);
+      f.emplace_back("device, stream", std::to_string(r.device_id) + ", stream " + std::to_string(r.stream_id));
+      f.emplace_back("grid", std::to_string(r.grid_x) + " x " + std::to_string(r.grid_y) + " x " + std::to_string(r.grid_z));
+      f.emplace_back("block",
+                     std::to_string(r.block_x) + " x " + std::to_string(r.block_y) + " x " + std::to_string(r.block_z));
+      f.emplace_back("registers per thread", std::to_string(r.registers_per_thread));
+      f.emplace_back("shared memory", format_bytes(static_cast<double>(r.static_shared_memory)) + " static, " +
+                                          format_bytes(static_cast<double>(r.dynamic_shared_memory)) + " dynamic");
+      describe_launch(tl, r.correlation_id, f);
+      break;
+    }
+    case Source::Memcpy: {
+      const auto& r = tl.memcpys.at(row);
+      f.emplace_back("memcpy", copy_kind_name(r.copy_kind));
+      f.emplace_back("bytes", bytes_text(r.bytes));
+      f.emplace_back("device, stream", std::to_string(r.device_id) + ", stream " + std::to_string(r.stream_id));
+      if (r.src_device_id || r.dst_device_id)
+        f.emplace_back("src -> dst", (r.src_device_id ? std::to_string(*r.src_device_id) : "host") + " -> " +
+                                         (r.dst_device_id ? std::to_string(*r.dst_device_id) : "host"));
+      describe_launch(tl, r.correlation_id, f);
+      break;
+    }
+    case Source::Memset: {
+      const auto& r = tl.memsets.at(row);
+      f.emplace_back("memset", bytes_text(r.bytes));
+      f.emplace_back("value", std::to_string(r.value));
+      f.emplace_back("device, stream", std::to_string(r.device_id) + ", stream " + std::to_string(r.stream_id));
+      describe_launch(tl, r.correlation_id, f);
+      break;
+    }
+    case Source::Runtime:
+    case Source::Driver: {
+      const bool driver = source == Source::Driver;
+      const auto& name = driver ? tl.driver_calls.at(row).name : tl.runtime_calls.at(row).name;
+      f.emplace_back(driver ? "CUDA driver API" : "CUDA runtime API", name);
+      f.emplace_back("tid", std::to_string(driver ? tl.driver_calls.at(row).os_tid : tl.runtime_calls.at(row).os_tid));
+      const uint32_t corr = driver ? tl.driver_calls.at(row).correlation_id : tl.runtime_calls.at(row).correlation_id;
+      if (corr) f.emplace_back("correlationId", std::to_string(corr));
+      const int32_t rv = driver ? tl.driver_calls.at(row).return_value : tl.runtime_calls.at(row).return_value;
+      if (rv) f.emplace_back("return value", std::to_string(rv));
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> extent(const RunTimeline& tl, Source source, uint32_t row) {
+  const int64_t o = tl.origin_ns;
+  switch (source) {
+    case Source::Compute: return span_of(tl.compute, row, o);
+    case Source::Transfer: return span_of(tl.transfers, row, o);
+    case Source::WeightSwap: return span_of(tl.swaps, row, o);
+    case Source::Residency: return {0, tl.duration_ns};
+    case Source::Hook: return span_of(tl.hooks, row, o);
+    case Source::Disabled: return span_of(tl.disabled, row, o);
+    case Source::Region: return span_of(tl.regions, row, o);
+    case Source::Step: return span_of(tl.steps, row, o);
+    case Source::Break: return {tl.breaks.at(row).time_ns - o, tl.breaks.at(row).time_ns - o};
+    case Source::CpuOp: return span_of(tl.cpu_ops, row, o);
+    case Source::Kernel: return span_of(tl.kernels, row, o);
+    case Source::Memcpy: return span_of(tl.memcpys, row, o);
+    case Source::Memset: return span_of(tl.memsets, row, o);
+    case Source::Runtime: return span_of(tl.runtime_calls, row, o);
+    case Source::Driver: return span_of(tl.driver_calls, row, o);
+  }
+  return {0, 0};
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl, Source source, uint32_t row) {
+  Fields f;
+  const auto [a, b] = extent(tl, source, row);
+  switch (source) {
+    case Source::CpuOp:
+    case Source::Kernel:
+    case Source::Memcpy:
+    case Source::Memset:
+    case Source::Runtime:
+    case Source::Driver: describe_activity(tl, source, row, f); break;
+    default: describe_hookscope(tl, source, row, f); break;
+  }
+  if (source == Source::Break) {
+    f.emplace_back("time", format_duration(static_cast<double>(a)));
+  } else if (source != Source::Residency) {
+    f.emplace_back("start", format_duration(static_cast<double>(a)));
+    f.emplace_back("duration", format_duration(static_cast<double>(b - a)));
+  }
+  if (source == Source::Transfer && b > a) f.emplace_back("throughput", rate_text(tl.transfers.at(row).bytes, b - a));
+  if (source == Source::Memcpy && b > a) f.emplace_back("throughput", rate_text(tl.memcpys.at(row).bytes, b - a));
   return f;
 }
 

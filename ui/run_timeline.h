@@ -1,13 +1,16 @@
 // One run of a capture laid out for the timeline, the way trace viewers (Perfetto, Nsight
 // Systems) show tracks of slices, instants, counters and flows: a lane group per device — real
 // or emulated — with module compute, incoming and outgoing activation transfers, weight
-// onloads/offloads, weight residency per module and a memory counter; one host group per
-// recording thread with the model's forward, hook spans, compiler-disabled scopes, compiled
-// regions, graph breaks and generation steps; and the transfer flows between device groups.
+// onloads/offloads, weight residency per module, a memory counter and, on a GPU, its
+// annotations and one lane per CUDA stream (kernels, memcpys, memsets); one host group per
+// thread with the model's forward, hook spans, compiler-disabled scopes, compiled regions,
+// graph breaks, generation steps, CPU ops, the Python stack and CUDA API calls; and the flows:
+// transfers between device groups, launches from a CUDA API call to its GPU record.
 //
 // Built from a storage::CaptureReader (never from the model). Slice times are ns relative to
-// `origin_ns` (the run's earliest event); the source rows keep the absolute host-clock times
-// the capture stored. No window or ImGui here: unit-tested headless.
+// `origin_ns` (the run's earliest event); the source rows keep the absolute times the capture
+// stored (host steady clock for the LibTorch engine, the trace's own clock — Unix-epoch ns —
+// for an imported trace). No window or ImGui here: unit-tested headless.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,15 @@
 namespace hs::ui {
 
 /// Which row vector of RunTimeline a track's `Slice::row` indexes.
-enum class Source : uint8_t { Compute, Transfer, WeightSwap, Residency, Hook, Disabled, Region, Step, Break };
+enum class Source : uint8_t {
+  Compute, Transfer, WeightSwap, Residency, Hook, Disabled, Region, Step, Break,
+  CpuOp,    ///< cpu_ops (torch.profiler's cpu_op, user_annotation, python_function, gpu_user_annotation)
+  Kernel,   ///< kernels
+  Memcpy,   ///< memcpys
+  Memset,   ///< memsets
+  Runtime,  ///< runtime_calls (CUDA runtime API)
+  Driver,   ///< driver_calls (CUDA driver API)
+};
 
 /// Colour/legend classes of slices.
 enum Category : uint8_t {
@@ -45,16 +56,33 @@ enum Category : uint8_t {
   kHomeCpu,           ///< module on meta, weights held in CPU memory (weights_map)
   kHomeDisk,          ///< module on meta, weights in the offload folder
   kBreak,
+  kCpuOp,            ///< torch.profiler 'cpu_op' (ATen ops, Torch-Compiled Region)
+  kUserAnnotation,   ///< 'user_annotation' (record_function ranges)
+  kPythonFunction,   ///< 'python_function' (with_stack)
+  kGpuAnnotation,    ///< 'gpu_user_annotation': a record_function range's span on a GPU stream
+  kKernel,
+  kMemset,
+  kCudaRuntime,      ///< a CUDA runtime API call
+  kCudaDriver,       ///< a CUDA driver API call
   kCategoryCount
 };
 const char* category_name(uint8_t c);
 
 /// What a track shows. A device group's tracks come in this order: compute, transfers in,
 /// transfers out, weight onload/offload (only when the device onloads or offloads), memory
-/// (only when something was ever resident); its residency lanes are kept apart
-/// (LaneGroup::residency_summary and LaneGroup::residency). A host group's: model forward
-/// (only on the thread that ran the root module), hooks, compiler-disabled, compiled regions,
-/// graph breaks, generation steps.
+/// (only when something was ever resident), GPU annotations (only when any), then one lane per
+/// CUDA stream by stream id; its residency lanes are kept apart (LaneGroup::residency_summary
+/// and LaneGroup::residency). A host group's: model forward (only on the thread that ran the
+/// root module), hooks, compiler-disabled, compiled regions, graph breaks, generation steps,
+/// then CPU ops, Python stack and CUDA API (each only when any).
+///
+/// Empty lanes: in a run the LibTorch engine recorded (RunRecord::engine "libtorch", or "" in
+/// an older file) the compute and transfer lanes of a device, and the hooks, compiler-disabled,
+/// regions, graph-breaks and steps lanes of a thread with hookscope events, are kept even when
+/// empty (an empty graph-breaks lane says there were none). A run from a trace ("torch",
+/// "import") shows only the lanes its rows fill: its graph breaks have no time on the trace's
+/// clock, so an empty lane would say something false. A thread with only CPU ops or CUDA API
+/// calls has only those lanes.
 enum class Lane : uint8_t {
   // device groups
   Compute,           ///< module compute, nested by module (layer > self_attn / mlp)
@@ -71,11 +99,19 @@ enum class Lane : uint8_t {
   Regions,           ///< compiled regions
   GraphBreaks,       ///< instants where one region ends and the next begins
   Steps,             ///< generation steps
+  CpuOps,            ///< torch.profiler's cpu_op and user_annotation slices, nested by time
+  PythonStack,       ///< python_function slices (torch.profiler with_stack), nested by time
+  CudaApi,           ///< CUDA runtime and driver API calls (launch flows start here)
+  // device groups of GPUs
+  GpuAnnotations,    ///< gpu_user_annotation slices of every stream of the GPU, nested by time
+  Stream,            ///< one CUDA stream: kernels, memcpys (by copy kind), memsets (flows end here)
 };
 /// The lane's title: "compute", "transfers in", ...; a Residency lane is titled by its module
-/// instead (Track::name).
+/// and a Stream lane as "stream N" instead (Track::name).
 const char* lane_name(Lane lane);
 /// Which row vector of RunTimeline the lane's slices index (Memory: none, it has no slices).
+/// Two lanes mix sources, told apart by the slice's category (slice_source): a Stream lane
+/// (Kernel; memcpys and memsets) and the CUDA API lane (Runtime; driver calls).
 Source lane_source(Lane lane);
 
 struct Track {
@@ -86,15 +122,22 @@ struct Track {
   std::vector<Slice> instants;                     ///< graph breaks: start == end, sorted
   std::vector<std::pair<int64_t, int64_t>> counter;  ///< (relative ns, bytes), sorted; memory
   int64_t counter_max = 0;
+  int64_t stream = -1;                             ///< Stream lanes: the CUDA stream id
   size_t slice_count() const;
 };
+/// The source row vector slice `s` of track `t` indexes: lane_source(t.lane), except in the
+/// lanes that mix kinds (a stream's memcpys and memsets, the CUDA API lane's driver calls).
+Source slice_source(const Track& t, const Slice& s);
 
 struct LaneGroup {
-  std::string device;  ///< "0", "1", "cpu", "disk" — or "host" for a thread group
+  std::string device;  ///< "0", "1", "cpu", "disk" — or "host" for a thread group. A trace's
+                       ///< "cuda:N" is shown as accelerator "N" (one group per GPU).
   std::string title;   ///< e.g. "accelerator 1 (emulated, CPU memory)"
   bool emulated = false;
   bool host = false;   ///< a recording thread rather than a device
-  uint32_t thread = 0; ///< host groups: the tracer's thread index
+  uint32_t thread = 0; ///< host groups: the tracer's thread index (threads with only CPU ops /
+                       ///< CUDA API calls have none: THREADS never named them)
+  std::optional<int64_t> os_tid;  ///< host groups: the OS thread id, when known
   std::vector<Track> tracks;     ///< in the order Lane lists them
   std::vector<Track> residency;  ///< one lane per module whose weights live on / visit this device
   /// The union of `residency`'s on-device intervals in one lane (shown while the per-module
@@ -102,11 +145,19 @@ struct LaneGroup {
   Track residency_summary;
 };
 
-/// An activation transfer drawn from the source group's "out" lane to the destination's "in".
+/// An arrow between two slices: an activation transfer from the source group's "transfers
+/// out" lane to the destination's "transfers in" (`src` and `dst` both Source::Transfer, the
+/// same row), or a launch from a CUDA API call (Runtime / Driver) on a host thread's CUDA API
+/// lane to the kernel, memcpy or memset with its correlationId on a GPU's stream lane.
 struct Flow {
-  int64_t start_ns, end_ns;  ///< relative
-  uint32_t src_group, dst_group;
-  uint32_t row;  ///< into RunTimeline::transfers
+  int64_t start_ns = 0, end_ns = 0;  ///< relative: the source slice's start, the destination's start
+  uint32_t src_group = 0, dst_group = 0;
+  uint32_t row = 0;      ///< the destination's row (for transfers: into RunTimeline::transfers)
+  uint32_t src_row = 0;  ///< the source's row
+  Source dst = Source::Transfer, src = Source::Transfer;
+  uint16_t src_track = 0, dst_track = 0;  ///< indexes into the groups' `tracks`
+  uint16_t src_level = 0, dst_level = 0;  ///< the nesting level of either slice in its track
+  bool launch() const { return src != Source::Transfer; }
 };
 
 /// Where a module's weights live: `device` while materialised, `home` otherwise.
@@ -135,6 +186,14 @@ struct RunTimeline {
   std::vector<storage::RegionRow> regions;
   std::vector<storage::GenerationStepRow> steps;
   std::vector<storage::GraphBreakRow> breaks;
+  std::vector<storage::CpuOpRow> cpu_ops;
+  std::vector<storage::KernelRow> kernels;
+  std::vector<storage::MemcpyRow> memcpys;
+  std::vector<storage::MemsetRow> memsets;
+  std::vector<storage::RuntimeRow> runtime_calls;
+  std::vector<storage::DriverRow> driver_calls;
+  /// correlationId → the CUDA API call (Runtime or Driver row) that launched a GPU record.
+  std::unordered_map<uint32_t, std::pair<Source, uint32_t>> launches;
 
   size_t event_count() const;
   /// Index of the group for `device` (−1 if none).
@@ -151,8 +210,14 @@ std::string module_label(const std::string& module);
 const char* weight_source_name(events::WeightSource source);
 /// "pre_forward", "post_forward", "init_hook", "detach_hook".
 const char* hook_phase_name(events::HookPhase phase);
+/// nsys' copyKind names (ENUM_CUDA_MEMCPY_OPER): "Unknown", "HtoD", "DtoH", ..., "PtoP"; "?" out of range.
+const char* copy_kind_name(tracer::MemcpyKind kind);
+/// The accelerator index a device name stands for: "0" and "cuda:0" → "0"; other names as given.
+std::string canonical_device(const std::string& device);
 
 /// Loads run `run` of `reader`. Throws storage::CaptureError / std::out_of_range (no such run).
+/// Reads every kind it draws (hookscope's host events, CPU ops, kernels, memcpys, memsets,
+/// CUDA runtime and driver calls); the origin is the earliest of them all.
 RunTimeline load_run_timeline(const storage::CaptureReader& reader, int64_t run);
 
 /// Fields of one source row for the hover tooltip / details pane: (name, value) pairs, values

@@ -1,5 +1,6 @@
 // load_run_timeline: one run's rows → lane groups. Device groups first (accelerators by index,
-// then cpu, disk), each filled lane by lane; then one host group per recording thread.
+// then cpu, disk), each filled lane by lane; then one host group per thread (the tracer's
+// recording threads, then threads only CPU ops or CUDA API calls name); then the flows.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -95,12 +96,27 @@ struct DeviceLanes {
   std::vector<Slice> on_device;                     ///< every module's on-device intervals (→ the residency summary)
   std::vector<Track> residency;                     ///< one lane per module
   std::vector<std::pair<int64_t, int64_t>> memory;  ///< (relative ns, bytes)
+  std::vector<Slice> gpu_annotations;
+  std::map<uint32_t, std::vector<Slice>> streams;   ///< by CUDA stream id
 };
 
 /// The slices of one host thread while loading, one vector per lane.
 struct HostLanes {
   std::vector<Slice> model_forward, hooks, disabled, regions, breaks, steps;
+  std::vector<Slice> cpu_ops, python, cuda_api;
+  bool hookscope = false;  ///< the tracer recorded hookscope events on this thread
 };
+
+/// A host group while loading: the tracer's threads first (by index), then threads only CPU ops
+/// or CUDA API calls name (by OS tid).
+struct HostKey {
+  bool tid_only = false;
+  int64_t id = 0;  ///< the tracer's thread index, or the OS tid
+  bool operator<(const HostKey& o) const { return tid_only != o.tid_only ? !tid_only : id < o.id; }
+};
+
+/// A run the LibTorch engine recorded keeps its lanes even when empty (see Lane).
+bool keeps_empty_lanes(const storage::RunRecord& run) { return run.engine.empty() || run.engine == "libtorch"; }
 
 /// Where one module's weights were over the run: from its swaps (the resident tensor count
 /// going 0 → 1 starts a materialised interval, 1 → 0 ends it), or from the device map.
@@ -117,13 +133,18 @@ using ResidencyMap = std::map<std::string, ModuleResidency>;  ///< by module
 class DeviceIndex {
  public:
   explicit DeviceIndex(const RunTimeline& tl) {
-    for (size_t g = 0; g < tl.groups.size(); ++g) index_.emplace(tl.groups[g].device, static_cast<int>(g));
+    for (size_t g = 0; g < tl.groups.size(); ++g)
+      if (!tl.groups[g].host) index_.emplace(tl.groups[g].device, static_cast<int>(g));
   }
-  /// −1 when no group shows `device`.
+  /// −1 when no group shows `device` ("cuda:N" is accelerator "N").
   int operator()(const std::string& device) const {
     auto it = index_.find(device);
+    if (it == index_.end() && device.size() > 5 && device.compare(0, 5, "cuda:") == 0)
+      it = index_.find(canonical_device(device));
     return it == index_.end() ? -1 : it->second;
   }
+  /// The group of CUDA device `id` (−1 if none).
+  int gpu(uint32_t id) const { return (*this)(std::to_string(id)); }
 
  private:
   std::unordered_map<std::string, int> index_;
@@ -140,6 +161,16 @@ std::vector<storage::MemoryCounterRow> read_rows(const storage::CaptureReader& r
   tl.regions = rd.regions(run_id);
   tl.steps = rd.generation_steps(run_id);
   tl.breaks = rd.graph_breaks(run_id);
+  tl.cpu_ops = rd.cpu_ops(run_id);
+  tl.kernels = rd.kernels(run_id);
+  tl.memcpys = rd.memcpys(run_id);
+  tl.memsets = rd.memsets(run_id);
+  tl.runtime_calls = rd.runtime_calls(run_id);
+  tl.driver_calls = rd.driver_calls(run_id);
+  for (uint32_t i = 0; i < tl.runtime_calls.size(); ++i)
+    if (tl.runtime_calls[i].correlation_id) tl.launches.try_emplace(tl.runtime_calls[i].correlation_id, Source::Runtime, i);
+  for (uint32_t i = 0; i < tl.driver_calls.size(); ++i)
+    if (tl.driver_calls[i].correlation_id) tl.launches.try_emplace(tl.driver_calls[i].correlation_id, Source::Driver, i);
   return rd.memory_counters(run_id);
 }
 
@@ -159,6 +190,12 @@ void set_extent(RunTimeline& tl, const std::vector<storage::MemoryCounterRow>& m
   for (const auto& r : tl.steps) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.breaks) see(r.time_ns, r.time_ns);
   for (const auto& r : memory) see(r.time_ns, r.time_ns);
+  for (const auto& r : tl.cpu_ops) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.kernels) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.memcpys) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.memsets) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.runtime_calls) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.driver_calls) see(r.start_ns, r.end_ns);
   if (lo > hi) {  // a run without events (e.g. killed before its first batch)
     lo = tl.run.start_ns;
     hi = tl.run.end_ns.value_or(tl.run.start_ns);
@@ -167,28 +204,66 @@ void set_extent(RunTimeline& tl, const std::vector<storage::MemoryCounterRow>& m
   tl.duration_ns = std::max<int64_t>(hi - lo, 1);
 }
 
-/// The devices shown, in accelerate's order: the run's devices plus any device an event names.
+/// The GPU each gpu_user_annotation CPU op belongs to, as (cpu_ops row, device id). Kineto
+/// writes such an annotation with its GPU as pid and its stream as tid; the capture keeps only
+/// the tid (the stream), so the device is the one whose records on that stream the annotation
+/// covers (it spans the GPU work of a record_function range): the first record starting
+/// inside it, else the nearest one before it; device 0 when no GPU record uses the stream.
+std::vector<std::pair<uint32_t, uint32_t>> gpu_annotation_devices(const RunTimeline& tl) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  std::map<uint32_t, std::vector<std::pair<int64_t, uint32_t>>> by_stream;  // stream → (start, device)
+  bool any = false;
+  for (const auto& r : tl.cpu_ops) any |= r.category == "gpu_user_annotation";
+  if (!any) return out;
+  for (const auto& r : tl.kernels) by_stream[r.stream_id].emplace_back(r.start_ns, r.device_id);
+  for (const auto& r : tl.memcpys) by_stream[r.stream_id].emplace_back(r.start_ns, r.device_id);
+  for (const auto& r : tl.memsets) by_stream[r.stream_id].emplace_back(r.start_ns, r.device_id);
+  for (auto& [_, v] : by_stream) std::sort(v.begin(), v.end());
+  for (uint32_t i = 0; i < tl.cpu_ops.size(); ++i) {
+    const auto& r = tl.cpu_ops[i];
+    if (r.category != "gpu_user_annotation") continue;
+    uint32_t device = 0;
+    if (auto it = by_stream.find(static_cast<uint32_t>(r.os_tid)); it != by_stream.end()) {
+      const auto& v = it->second;
+      auto at = std::lower_bound(v.begin(), v.end(), std::make_pair(r.start_ns, uint32_t{0}));
+      device = at != v.end() && at->first <= r.end_ns ? at->second : at != v.begin() ? std::prev(at)->second : at->second;
+    }
+    out.emplace_back(i, device);
+  }
+  return out;
+}
+
+/// The devices shown, in accelerate's order: the run's devices plus any device an event names
+/// (a trace's "cuda:N" as "N"; GPU records by their device id).
 std::vector<std::string> device_names(const RunTimeline& tl, const std::map<std::string, storage::DeviceInfo>& infos,
-                                      const std::vector<storage::MemoryCounterRow>& memory) {
+                                      const std::vector<storage::MemoryCounterRow>& memory,
+                                      const std::vector<std::pair<uint32_t, uint32_t>>& annotations) {
   std::set<std::string> names;
   for (const auto& [n, _] : infos)
     if (n != "disk") names.insert(n);  // disk holds weights, it never computes: shown only if used
-  for (const auto& r : tl.compute) names.insert(r.device);
+  for (const auto& r : tl.compute) names.insert(canonical_device(r.device));
   for (const auto& r : tl.transfers) {
-    names.insert(r.src);
-    names.insert(r.dst);
+    names.insert(canonical_device(r.src));
+    names.insert(canonical_device(r.dst));
   }
   for (const auto& r : tl.swaps)
-    if (r.onload) names.insert(r.device);
-  for (const auto& r : memory) names.insert(r.device);
+    if (r.onload) names.insert(canonical_device(r.device));
+  for (const auto& r : memory) names.insert(canonical_device(r.device));
+  std::set<uint32_t> gpus;
+  for (const auto& r : tl.kernels) gpus.insert(r.device_id);
+  for (const auto& r : tl.memcpys) gpus.insert(r.device_id);
+  for (const auto& r : tl.memsets) gpus.insert(r.device_id);
+  for (const auto& [_, d] : annotations) gpus.insert(d);
+  for (uint32_t g : gpus) names.insert(std::to_string(g));
   names.erase("meta");
   std::vector<std::string> order(names.begin(), names.end());
   std::sort(order.begin(), order.end(), device_less);
   return order;
 }
 
-/// An empty group for device `name`, titled with what the capture knows of it (`info`, if any).
-LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info) {
+/// An empty group for device `name`, titled with what the capture knows of it (`info`, if
+/// any; `gpu`: the TARGET_INFO_GPU row of a GPU named only by its records).
+LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info, const storage::GpuInfo* gpu) {
   LaneGroup g;
   g.device = name;
   if (info && info->kind == storage::DeviceKind::Emulated) {
@@ -198,6 +273,9 @@ LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info)
     g.title = "accelerator " + name + " (" + (info->label.empty() ? info->backing : info->label) + ")";
   } else if (name == "cpu") {
     g.title = "cpu (host memory)";
+  } else if (is_index(name) && gpu) {
+    g.title = "accelerator " + name + " (cuda:" + name + ", " + gpu->name +
+              (gpu->total_memory ? ", " + format_bytes(static_cast<double>(gpu->total_memory)) : "") + ")";
   } else if (is_index(name)) {
     g.title = "accelerator " + name;
   } else {
@@ -207,13 +285,23 @@ LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info)
   return g;
 }
 
+/// The device groups of the run. The capture-wide DEVICES rows are the devices of the engines
+/// that captured into this file; an imported run was recorded elsewhere, so only the rows of
+/// its own (if any) and the devices its events name are shown for it.
 void add_device_groups(RunTimeline& tl, const std::vector<storage::DeviceRow>& devices,
-                       const std::vector<storage::MemoryCounterRow>& memory) {
+                       const std::vector<storage::GpuInfo>& gpus, const std::vector<storage::MemoryCounterRow>& memory,
+                       const std::vector<std::pair<uint32_t, uint32_t>>& annotations) {
   std::map<std::string, storage::DeviceInfo> infos;
-  for (const auto& d : devices) infos[d.info.name] = d.info;
-  for (const auto& name : device_names(tl, infos, memory)) {
+  const bool imported = tl.run.engine == "import";
+  for (const auto& d : devices)
+    if (!imported || d.info.run_id) infos[d.info.name] = d.info;
+  std::map<std::string, const storage::GpuInfo*> gpu_of;
+  for (const auto& g : gpus) gpu_of[std::to_string(g.id)] = &g;
+  for (const auto& name : device_names(tl, infos, memory, annotations)) {
     auto it = infos.find(name);
-    tl.groups.push_back(device_group(name, it == infos.end() ? nullptr : &it->second));
+    auto gpu = gpu_of.find(name);
+    tl.groups.push_back(device_group(name, it == infos.end() ? nullptr : &it->second,
+                                     gpu == gpu_of.end() ? nullptr : gpu->second));
   }
 }
 
@@ -235,9 +323,10 @@ std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std
   return root_forward;
 }
 
-/// Activation transfers onto the source's "out" and the destination's "in" lane, and a flow
-/// between the two groups when both are shown.
-void place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
+/// Activation transfers onto the source's "out" and the destination's "in" lane. Returns the
+/// flows between the two groups, when both are shown (their tracks are resolved later).
+std::vector<Flow> place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
+  std::vector<Flow> flows;
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.transfers.size(); ++i) {
     const auto& r = tl.transfers[i];
@@ -246,10 +335,51 @@ void place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::vector<Device
     const int s = dev(r.src), d = dev(r.dst);
     if (s >= 0) lanes[s].transfers_out.push_back({r.start_ns - o, r.end_ns - o, label, i, cat});
     if (d >= 0) lanes[d].transfers_in.push_back({r.start_ns - o, r.end_ns - o, label, i, cat});
-    if (s >= 0 && d >= 0)
-      tl.flows.push_back({r.start_ns - o, r.end_ns - o, static_cast<uint32_t>(s), static_cast<uint32_t>(d), i});
+    if (s >= 0 && d >= 0) {
+      Flow f;
+      f.start_ns = r.start_ns - o;
+      f.end_ns = r.end_ns - o;
+      f.src_group = static_cast<uint32_t>(s);
+      f.dst_group = static_cast<uint32_t>(d);
+      f.row = f.src_row = i;
+      flows.push_back(f);
+    }
   }
-  std::sort(tl.flows.begin(), tl.flows.end(), [](const Flow& a, const Flow& b) { return a.start_ns < b.start_ns; });
+  return flows;
+}
+
+/// Kernels, memcpys ("HtoD 1.00 MiB") and memsets onto their GPU's stream lanes, and
+/// gpu_user_annotation ops onto its annotations lane.
+void place_gpu_rows(RunTimeline& tl, const DeviceIndex& dev,
+                    const std::vector<std::pair<uint32_t, uint32_t>>& annotations, std::vector<DeviceLanes>& lanes) {
+  const int64_t o = tl.origin_ns;
+  for (uint32_t i = 0; i < tl.kernels.size(); ++i) {
+    const auto& r = tl.kernels[i];
+    const int g = dev.gpu(r.device_id);
+    if (g < 0) continue;
+    const uint32_t label = tl.intern(r.short_name.empty() ? r.demangled_name : r.short_name);
+    lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kKernel});
+  }
+  for (uint32_t i = 0; i < tl.memcpys.size(); ++i) {
+    const auto& r = tl.memcpys[i];
+    const int g = dev.gpu(r.device_id);
+    if (g < 0) continue;
+    const uint32_t label =
+        tl.intern(std::string(copy_kind_name(r.copy_kind)) + " " + format_bytes(static_cast<double>(r.bytes)));
+    lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, copy_category(r.copy_kind)});
+  }
+  for (uint32_t i = 0; i < tl.memsets.size(); ++i) {
+    const auto& r = tl.memsets[i];
+    const int g = dev.gpu(r.device_id);
+    if (g < 0) continue;
+    const uint32_t label = tl.intern("memset " + format_bytes(static_cast<double>(r.bytes)));
+    lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kMemset});
+  }
+  for (const auto& [row, device] : annotations) {
+    const auto& r = tl.cpu_ops[row];
+    const int g = dev.gpu(device);
+    if (g >= 0) lanes[g].gpu_annotations.push_back({r.start_ns - o, r.end_ns - o, tl.intern(r.name), row, kGpuAnnotation});
+  }
 }
 
 /// Weight swaps onto the swap lane of the device they onload to (offloads: of the device the
@@ -367,11 +497,11 @@ Track memory_track(std::vector<std::pair<int64_t, int64_t>> points) {
 }
 
 /// Turns a device group's lanes into its tracks (in Lane order) and residency lanes.
-void finish_device_group(RunTimeline& tl, LaneGroup& grp, DeviceLanes&& lanes) {
-  // Keep the lanes a reader expects even when empty (compute, transfers).
-  grp.tracks.push_back(slice_track(Lane::Compute, std::move(lanes.compute)));
-  grp.tracks.push_back(slice_track(Lane::TransfersIn, std::move(lanes.transfers_in)));
-  grp.tracks.push_back(slice_track(Lane::TransfersOut, std::move(lanes.transfers_out)));
+void finish_device_group(RunTimeline& tl, LaneGroup& grp, DeviceLanes&& lanes, bool keep_empty) {
+  // A LibTorch run keeps the lanes a reader expects even when empty (compute, transfers).
+  for (auto [lane, slices] : {std::pair{Lane::Compute, &lanes.compute}, std::pair{Lane::TransfersIn, &lanes.transfers_in},
+                              std::pair{Lane::TransfersOut, &lanes.transfers_out}})
+    if (keep_empty || !slices->empty()) grp.tracks.push_back(slice_track(lane, std::move(*slices)));
   // A device that never onloads or offloads has no swap lane.
   if (Track swaps = slice_track(Lane::WeightSwaps, std::move(lanes.swaps)); !swaps.levels.empty())
     grp.tracks.push_back(std::move(swaps));
@@ -379,71 +509,226 @@ void finish_device_group(RunTimeline& tl, LaneGroup& grp, DeviceLanes&& lanes) {
   // Nothing ever resident: no memory lane.
   if (Track memory = memory_track(std::move(lanes.memory)); memory.counter_max != 0)
     grp.tracks.push_back(std::move(memory));
+  if (!lanes.gpu_annotations.empty())
+    grp.tracks.push_back(slice_track(Lane::GpuAnnotations, std::move(lanes.gpu_annotations)));
+  for (auto& [stream, slices] : lanes.streams) {
+    Track t = slice_track(Lane::Stream, std::move(slices));
+    t.name = "stream " + std::to_string(stream);
+    t.stream = stream;
+    grp.tracks.push_back(std::move(t));
+  }
   grp.residency = std::move(lanes.residency);
   std::stable_sort(grp.residency.begin(), grp.residency.end(),
                    [](const Track& a, const Track& b) { return natural_less(a.name, b.name); });
 }
 
-/// The host rows sorted onto their recording threads' lanes; `root_forward` are the root
-/// module's compute rows.
-std::map<uint32_t, HostLanes> place_host_rows(RunTimeline& tl, const std::vector<uint32_t>& root_forward) {
-  std::map<uint32_t, HostLanes> host;  // by thread
+/// Finds the host group of a thread while loading: a tracer thread by its index; an OS tid
+/// (CPU ops, CUDA API calls) as the tracer thread THREADS gives that tid, else on its own.
+class HostIndex {
+ public:
+  explicit HostIndex(const std::vector<storage::ThreadRow>& threads) {
+    for (const auto& t : threads) {
+      tid_of_.emplace(t.thread, t.os_tid);
+      thread_of_.emplace(t.os_tid, t.thread);  // the first tracer thread with that tid
+    }
+  }
+  HostKey thread(uint32_t index) const { return {false, index}; }
+  HostKey tid(int64_t os_tid) const {
+    auto it = thread_of_.find(os_tid);
+    return it == thread_of_.end() ? HostKey{true, os_tid} : HostKey{false, it->second};
+  }
+  std::optional<int64_t> os_tid(const HostKey& k) const {
+    if (k.tid_only) return k.id;
+    auto it = tid_of_.find(static_cast<uint32_t>(k.id));
+    return it == tid_of_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
+
+ private:
+  std::unordered_map<uint32_t, int64_t> tid_of_;
+  std::unordered_map<int64_t, uint32_t> thread_of_;
+};
+
+/// CPU ops onto their thread's CPU ops or Python stack lane (gpu_user_annotation ones are on
+/// their GPU's lanes), CUDA API calls onto its CUDA API lane.
+void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
   const int64_t o = tl.origin_ns;
+  for (uint32_t i = 0; i < tl.cpu_ops.size(); ++i) {
+    const auto& r = tl.cpu_ops[i];
+    if (r.category == "gpu_user_annotation") continue;
+    HostLanes& l = host[hi.tid(r.os_tid)];
+    const Slice s{r.start_ns - o, r.end_ns - o, tl.intern(r.name), i, kCpuOp};
+    if (r.category == "python_function") {
+      l.python.push_back(s);
+      l.python.back().category = kPythonFunction;
+    } else {
+      l.cpu_ops.push_back(s);
+      if (r.category == "user_annotation") l.cpu_ops.back().category = kUserAnnotation;
+    }
+  }
+  for (uint32_t i = 0; i < tl.runtime_calls.size(); ++i) {
+    const auto& r = tl.runtime_calls[i];
+    host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, tl.intern(r.name), i, kCudaRuntime});
+  }
+  for (uint32_t i = 0; i < tl.driver_calls.size(); ++i) {
+    const auto& r = tl.driver_calls[i];
+    host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, tl.intern(r.name), i, kCudaDriver});
+  }
+}
+
+/// The host rows sorted onto their threads' lanes; `root_forward` are the root module's
+/// compute rows.
+std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& hi,
+                                             const std::vector<uint32_t>& root_forward) {
+  std::map<HostKey, HostLanes> host;
+  const int64_t o = tl.origin_ns;
+  auto on = [&](uint32_t thread) -> HostLanes& {
+    HostLanes& l = host[hi.thread(thread)];
+    l.hookscope = true;
+    return l;
+  };
   for (uint32_t i : root_forward) {
     const auto& r = tl.compute[i];
-    host[r.thread].model_forward.push_back(
+    on(r.thread).model_forward.push_back(
         {r.start_ns - o, r.end_ns - o, tl.intern("model forward (on " + r.device + ")"), i, kCompute});
   }
   for (uint32_t i = 0; i < tl.hooks.size(); ++i) {
     const auto& r = tl.hooks[i];
     const uint32_t label = tl.intern(r.hook + "." + hook_phase_name(r.phase) + " " + module_label(r.module));
-    host[r.thread].hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
+    on(r.thread).hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
   }
   for (uint32_t i = 0; i < tl.disabled.size(); ++i) {
     const auto& r = tl.disabled[i];
-    host[r.thread].disabled.push_back(
+    on(r.thread).disabled.push_back(
         {r.start_ns - o, r.end_ns - o, tl.intern(r.function + " " + module_label(r.module)), i, kDisabled});
   }
   for (uint32_t i = 0; i < tl.regions.size(); ++i) {
     const auto& r = tl.regions[i];
-    host[r.thread].regions.push_back(
-        {r.start_ns - o, r.end_ns - o, tl.intern("region " + std::to_string(r.index)), i, kRegion});
+    // An imported 'Torch-Compiled Region: F/C' is named by its compile id.
+    const std::string label = r.compile_id.empty() ? "region " + std::to_string(r.index) : "region " + r.compile_id;
+    on(r.thread).regions.push_back({r.start_ns - o, r.end_ns - o, tl.intern(label), i, kRegion});
   }
   for (uint32_t i = 0; i < tl.steps.size(); ++i) {
     const auto& r = tl.steps[i];
-    host[r.thread].steps.push_back(
-        {r.start_ns - o, r.end_ns - o, tl.intern("step " + std::to_string(r.step)), i, kStep});
+    on(r.thread).steps.push_back({r.start_ns - o, r.end_ns - o, tl.intern("step " + std::to_string(r.step)), i, kStep});
   }
   for (uint32_t i = 0; i < tl.breaks.size(); ++i) {
     const auto& r = tl.breaks[i];
-    host[r.thread].breaks.push_back({r.time_ns - o, r.time_ns - o, tl.intern(r.function), i, kBreak});
+    on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, tl.intern(r.function), i, kBreak});
   }
+  place_host_activity(tl, hi, host);
   return host;
 }
 
-/// The group of recording thread `thread` (`os_tid`: its OS thread id, when recorded).
-LaneGroup host_group(uint32_t thread, std::optional<int64_t> os_tid, HostLanes&& lanes) {
+/// The group of a host thread (`key`, OS thread id `os_tid` when known).
+LaneGroup host_group(const HostKey& key, std::optional<int64_t> os_tid, HostLanes&& lanes, bool keep_empty) {
   LaneGroup g;
   g.host = true;
   g.device = "host";
-  g.thread = thread;
-  g.title = "host thread " + std::to_string(thread);
+  g.thread = key.tid_only ? 0 : static_cast<uint32_t>(key.id);
+  g.os_tid = os_tid;
+  g.title = key.tid_only ? "host thread" : "host thread " + std::to_string(key.id);
   if (os_tid) g.title += " (tid " + std::to_string(*os_tid) + ")";
-  // The root module's forward spans every device's work: shown here, not as device compute.
-  if (!lanes.model_forward.empty()) g.tracks.push_back(slice_track(Lane::ModelForward, std::move(lanes.model_forward)));
-  g.tracks.push_back(slice_track(Lane::Hooks, std::move(lanes.hooks)));
-  g.tracks.push_back(slice_track(Lane::CompilerDisabled, std::move(lanes.disabled)));
-  g.tracks.push_back(slice_track(Lane::Regions, std::move(lanes.regions)));
-  // Graph breaks sit under the regions lane: where one region ends and the next begins.
-  Track breaks;
-  breaks.name = lane_name(Lane::GraphBreaks);
-  breaks.lane = Lane::GraphBreaks;
-  breaks.source = lane_source(Lane::GraphBreaks);
-  breaks.instants = std::move(lanes.breaks);
-  std::sort(breaks.instants.begin(), breaks.instants.end(), by_start);
-  g.tracks.push_back(std::move(breaks));
-  g.tracks.push_back(slice_track(Lane::Steps, std::move(lanes.steps)));
+  auto add = [&](Lane lane, std::vector<Slice>& slices, bool always) {
+    if (always || !slices.empty()) g.tracks.push_back(slice_track(lane, std::move(slices)));
+  };
+  if (lanes.hookscope) {
+    const bool always = keep_empty;
+    // The root module's forward spans every device's work: shown here, not as device compute.
+    add(Lane::ModelForward, lanes.model_forward, false);
+    add(Lane::Hooks, lanes.hooks, always);
+    add(Lane::CompilerDisabled, lanes.disabled, always);
+    add(Lane::Regions, lanes.regions, always);
+    // Graph breaks sit under the regions lane: where one region ends and the next begins.
+    if (always || !lanes.breaks.empty()) {
+      Track breaks;
+      breaks.name = lane_name(Lane::GraphBreaks);
+      breaks.lane = Lane::GraphBreaks;
+      breaks.source = lane_source(Lane::GraphBreaks);
+      breaks.instants = std::move(lanes.breaks);
+      std::sort(breaks.instants.begin(), breaks.instants.end(), by_start);
+      g.tracks.push_back(std::move(breaks));
+    }
+    add(Lane::Steps, lanes.steps, always);
+  }
+  add(Lane::CpuOps, lanes.cpu_ops, false);
+  add(Lane::PythonStack, lanes.python, false);
+  add(Lane::CudaApi, lanes.cuda_api, false);
   return g;
+}
+
+/// The nesting level of the slice of source `src` and row `row` starting at `start` in `t`
+/// (0 when not found).
+uint16_t level_of(const Track& t, int64_t start, uint32_t row, Source src) {
+  for (size_t lv = 0; lv < t.levels.size(); ++lv) {
+    const auto& level = t.levels[lv];
+    auto it = std::partition_point(level.begin(), level.end(), [&](const Slice& x) { return x.start_ns < start; });
+    for (; it != level.end() && it->start_ns == start; ++it)
+      if (it->row == row && slice_source(t, *it) == src) return static_cast<uint16_t>(lv);
+  }
+  return 0;
+}
+
+/// Index of the first track of `g` on `lane` (and `stream`, for stream lanes); −1 if none.
+int track_of(const LaneGroup& g, Lane lane, int64_t stream = -1) {
+  for (size_t i = 0; i < g.tracks.size(); ++i)
+    if (g.tracks[i].lane == lane && (lane != Lane::Stream || g.tracks[i].stream == stream)) return static_cast<int>(i);
+  return -1;
+}
+
+/// Sets a flow's tracks and levels (its destination slice starts at `dst_start`); false when
+/// either end has no track.
+bool attach(const RunTimeline& tl, Flow& f, Lane src_lane, Lane dst_lane, int64_t dst_start, int64_t stream = -1) {
+  const LaneGroup &sg = tl.groups[f.src_group], &dg = tl.groups[f.dst_group];
+  const int st = track_of(sg, src_lane), dt = track_of(dg, dst_lane, stream);
+  if (st < 0 || dt < 0) return false;
+  f.src_track = static_cast<uint16_t>(st);
+  f.dst_track = static_cast<uint16_t>(dt);
+  f.src_level = level_of(sg.tracks[st], f.start_ns, f.src_row, f.src);
+  f.dst_level = level_of(dg.tracks[dt], dst_start, f.row, f.dst);
+  return true;
+}
+
+/// The flows of the run, sorted by start: `transfers` (from place_transfers) and a launch flow
+/// per GPU record whose correlationId names a CUDA API call; `api_group`: the host group of
+/// each tid with CUDA API calls.
+void add_flows(RunTimeline& tl, std::vector<Flow> transfers, const DeviceIndex& dev,
+               const std::unordered_map<int64_t, uint32_t>& api_group) {
+  // A transfer flow runs from its slice in the "out" lane to the same one in the "in" lane.
+  for (Flow& f : transfers)
+    if (attach(tl, f, Lane::TransfersOut, Lane::TransfersIn, f.start_ns)) tl.flows.push_back(f);
+  auto launch = [&](Source dst, uint32_t row, uint32_t correlation, uint32_t device, uint32_t stream, int64_t start) {
+    auto it = correlation ? tl.launches.find(correlation) : tl.launches.end();
+    const int g = dev.gpu(device);
+    if (it == tl.launches.end() || g < 0) return;
+    const auto [src, src_row] = it->second;
+    const auto& call = src == Source::Driver ? tl.driver_calls[src_row].start_ns : tl.runtime_calls[src_row].start_ns;
+    const int64_t tid = src == Source::Driver ? tl.driver_calls[src_row].os_tid : tl.runtime_calls[src_row].os_tid;
+    auto host = api_group.find(tid);
+    if (host == api_group.end()) return;
+    Flow f;
+    f.start_ns = call - tl.origin_ns;
+    f.end_ns = start - tl.origin_ns;
+    f.src_group = host->second;
+    f.dst_group = static_cast<uint32_t>(g);
+    f.row = row;
+    f.src_row = src_row;
+    f.dst = dst;
+    f.src = src;
+    if (attach(tl, f, Lane::CudaApi, Lane::Stream, f.end_ns, stream)) tl.flows.push_back(f);
+  };
+  for (uint32_t i = 0; i < tl.kernels.size(); ++i) {
+    const auto& r = tl.kernels[i];
+    launch(Source::Kernel, i, r.correlation_id, r.device_id, r.stream_id, r.start_ns);
+  }
+  for (uint32_t i = 0; i < tl.memcpys.size(); ++i) {
+    const auto& r = tl.memcpys[i];
+    launch(Source::Memcpy, i, r.correlation_id, r.device_id, r.stream_id, r.start_ns);
+  }
+  for (uint32_t i = 0; i < tl.memsets.size(); ++i) {
+    const auto& r = tl.memsets[i];
+    launch(Source::Memset, i, r.correlation_id, r.device_id, r.stream_id, r.start_ns);
+  }
+  std::sort(tl.flows.begin(), tl.flows.end(), [](const Flow& a, const Flow& b) { return a.start_ns < b.start_ns; });
 }
 
 }  // namespace
@@ -452,25 +737,31 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
   RunTimeline tl;
   const auto memory = read_rows(rd, run_id, tl);
   set_extent(tl, memory);
+  const bool keep_empty = keeps_empty_lanes(tl.run);
 
-  add_device_groups(tl, rd.devices(run_id), memory);
+  const auto annotations = gpu_annotation_devices(tl);
+  add_device_groups(tl, rd.devices(run_id), rd.gpus(), memory, annotations);
   const DeviceIndex dev(tl);
   std::vector<DeviceLanes> lanes(tl.groups.size());
   const std::vector<uint32_t> root_forward = place_compute(tl, dev, lanes);
-  place_transfers(tl, dev, lanes);
+  std::vector<Flow> transfer_flows = place_transfers(tl, dev, lanes);
   ResidencyMap residency = place_swaps(tl, dev, lanes);
   add_mapped_residency(tl, residency);
   place_residency(tl, dev, residency, lanes);
   place_memory(tl, memory, dev, lanes);
-  for (size_t g = 0; g < lanes.size(); ++g) finish_device_group(tl, tl.groups[g], std::move(lanes[g]));
+  place_gpu_rows(tl, dev, annotations, lanes);
+  for (size_t g = 0; g < lanes.size(); ++g) finish_device_group(tl, tl.groups[g], std::move(lanes[g]), keep_empty);
 
-  std::map<uint32_t, int64_t> tids;
-  for (const auto& t : rd.threads(run_id)) tids[t.thread] = t.os_tid;
-  for (auto& [thread, host_lanes] : place_host_rows(tl, root_forward)) {
-    auto tid = tids.find(thread);
-    tl.groups.push_back(host_group(thread, tid == tids.end() ? std::nullopt : std::optional<int64_t>(tid->second),
-                                   std::move(host_lanes)));
+  const HostIndex hi(rd.threads(run_id));
+  std::map<HostKey, uint32_t> group_of_key;
+  for (auto& [key, host_lanes] : place_host_rows(tl, hi, root_forward)) {
+    group_of_key[key] = static_cast<uint32_t>(tl.groups.size());
+    tl.groups.push_back(host_group(key, hi.os_tid(key), std::move(host_lanes), keep_empty));
   }
+  std::unordered_map<int64_t, uint32_t> api_group;  // tid → its host group
+  for (const auto& r : tl.runtime_calls) api_group.try_emplace(r.os_tid, group_of_key.at(hi.tid(r.os_tid)));
+  for (const auto& r : tl.driver_calls) api_group.try_emplace(r.os_tid, group_of_key.at(hi.tid(r.os_tid)));
+  add_flows(tl, std::move(transfer_flows), dev, api_group);
   return tl;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 #include <imgui.h>
 
@@ -37,6 +38,7 @@ nlohmann::json FrameLayout::to_json() const {
                    {"view_ns", {view_start_ns, view_end_ns}},
                    {"merged_boxes", merged_boxes},
                    {"drawn_boxes", drawn_boxes},
+                   {"drawn_flows", drawn_flows},
                    {"groups", nlohmann::json::array()},
                    {"compare_rows", nlohmann::json::array()}};
   for (const auto& g : groups)
@@ -141,7 +143,7 @@ void View::Frame(float width, float height) {
   m_layout.groups.clear();
   m_layout.compare_rows.clear();
   m_layout.table_rows.clear();
-  m_layout.merged_boxes = m_layout.drawn_boxes = 0;
+  m_layout.merged_boxes = m_layout.drawn_boxes = m_layout.drawn_flows = 0;
   m_layout.tab = m_tab;
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
@@ -205,19 +207,18 @@ void View::DrawRuns(float, float) {
   ImGui::SameLine();
   ImGui::TextDisabled("(click: open, ctrl+click: compare)");
   ImGui::SetNextItemWidth(-1);
-  ImGui::InputTextWithHint("##filter", "filter: scenario policy mode status", m_filter, sizeof m_filter);
+  ImGui::InputTextWithHint("##filter", "filter: label engine scenario policy mode status", m_filter, sizeof m_filter);
   ImGuiTextFilter filter;
   std::snprintf(filter.InputBuf, sizeof filter.InputBuf, "%s", m_filter);
   filter.Build();
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
-  if (!ImGui::BeginTable("runs_table", 5, flags)) return;
+  // The label column only when some run has one (a LibTorch capture's runs have none).
+  const bool labels = std::any_of(m_runs.begin(), m_runs.end(), [](const auto& r) { return !r.label.empty(); });
+  if (!ImGui::BeginTable("runs_table", labels ? 7 : 6, flags)) return;
   ImGui::TableSetupScrollFreeze(2, 1);  // id and status stay in view when scrolled sideways
-  ImGui::TableSetupColumn("id");
-  ImGui::TableSetupColumn("status");
-  ImGui::TableSetupColumn("scenario");
-  ImGui::TableSetupColumn("policy");
-  ImGui::TableSetupColumn("mode");
+  for (const char* c : {"id", "status", "label", "engine", "scenario", "policy", "mode"})
+    if (labels || std::string_view(c) != "label") ImGui::TableSetupColumn(c);
   ImGui::TableHeadersRow();
   const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
   for (const auto& r : m_runs) {
@@ -227,7 +228,8 @@ void View::DrawRuns(float, float) {
                                    ? (r.fullgraph ? "raises" : "error")
                                    : "ok";
     const std::string mode = r.mode + (r.fullgraph ? " fullgraph" : "");
-    const std::string text = std::to_string(r.id) + " " + r.scenario + " " + r.policy + " " + mode + " " + status;
+    const std::string text = std::to_string(r.id) + " " + r.label + " " + r.engine + " " + r.scenario + " " + r.policy +
+                             " " + mode + " " + status;
     if (!filter.PassFilter(text.c_str())) continue;
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -247,12 +249,11 @@ void View::DrawRuns(float, float) {
     ImGui::PushStyleColor(ImGuiCol_Text, c);
     ImGui::TextUnformatted(status.c_str());
     ImGui::PopStyleColor();
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.scenario.c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.policy.c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(mode.c_str());
+    for (const std::string* cell : {&r.label, &r.engine, &r.scenario, &r.policy, &mode}) {
+      if (cell == &r.label && !labels) continue;
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(cell->c_str());
+    }
   }
   ImGui::EndTable();
 }

@@ -79,6 +79,7 @@ struct FrameLayout {
   std::vector<CompareRow> compare_rows;
   std::vector<TableRow> table_rows;    ///< rows of the breaks/transfers/swaps table drawn this frame
   int64_t merged_boxes = 0, drawn_boxes = 0;
+  int64_t drawn_flows = 0;  ///< transfer and launch flows drawn (none when too many are in view)
   nlohmann::json to_json() const;
 };
 

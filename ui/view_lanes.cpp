@@ -1,7 +1,8 @@
 // View: one run's lanes — the run's header bar, a foldable lane group per device and host
 // thread (tracks of slices nested in levels, graph-break markers, the memory counter, weight
-// residency per module), then what runs across groups: graph-break lines, the transfer flows
-// from a device's "transfers out" lane to another's "transfers in", the selection's time.
+// residency per module), then what runs across groups: graph-break lines, the flows (transfers
+// from a device's "transfers out" lane to another's "transfers in", launches from a thread's
+// CUDA API lane to a GPU stream), the selection's time.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,12 +32,14 @@ struct LanePass {
   float y;                ///< top of the next row (screen)
   size_t group = 0;       ///< the group being drawn
   size_t lane_index = 0;  ///< lanes drawn so far in that group (every other one gets a band)
-  /// Per group: the middle of its "transfers out" / "transfers in" lanes, where flows start
-  /// and end (−1: the lane was not laid out, e.g. its group is folded).
-  struct FlowEnds {
-    float out = -1, in = -1;
+  /// Per group, per track: where the track was laid out — its top (−1: not laid out, e.g. its
+  /// group is folded) and the levels shown — for the flows that start and end on it.
+  struct TrackAt {
+    float y = -1;
+    int levels = 0;
   };
-  std::vector<FlowEnds> flow_ends;
+  std::vector<std::vector<TrackAt>> tracks_at;
+  int track = -1;  ///< index of the group's track being drawn (−1: a residency lane)
   std::vector<float> break_xs;  ///< x of every graph-break marker drawn
 
   bool visible(float a, float b) const { return b >= clip_y0 && a <= clip_y1; }
@@ -80,14 +83,19 @@ void zigzag(ImDrawList* dl, float x0, float x1, float y0, float y1, ImU32 c) {
   }
 }
 
-/// "run 3: sharded, whole-hook, default (complete, 1234 events, 5.20 ms)" across the lanes.
+/// "run 3: sharded, whole-hook, default (complete, 1234 events, 5.20 ms)" across the lanes;
+/// a run from a trace adds its label and engine: "run 5 'pr.json': imported [import] (...)".
 void draw_run_header(LanePass& p) {
   const auto& r = p.tl.run;
   const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"
                              : r.status == tracer::RunStatus::Failed   ? "failed"
                                                                        : "complete";
-  const std::string text = "run " + std::to_string(r.id) + ": " + r.scenario + ", " + r.policy + ", " + r.mode +
-                           (r.fullgraph ? ", fullgraph" : "") + " (" + status + ", " +
+  std::string what;
+  for (const std::string* part : {&r.scenario, &r.policy, &r.mode})
+    if (!part->empty()) what += (what.empty() ? "" : ", ") + *part;
+  if (r.fullgraph) what += what.empty() ? "fullgraph" : ", fullgraph";
+  const std::string text = "run " + std::to_string(r.id) + (r.label.empty() ? "" : " '" + r.label + "'") + ": " + what +
+                           (r.engine.empty() || r.engine == "libtorch" ? "" : " [" + r.engine + "]") + " (" + status + ", " +
                            (r.dropped_records ? std::to_string(r.dropped_records) + " records DROPPED, " : "") +
                            std::to_string(p.tl.event_count()) + " events, " +
                            format_duration(static_cast<double>(p.tl.duration_ns)) + ")";
@@ -100,15 +108,15 @@ void draw_run_header(LanePass& p) {
 
 /// A lane's band (every other lane: the rest shows the cleared background, since under a
 /// software rasteriser every full-width fill costs milliseconds), its name, and "+N levels"
-/// when it nests deeper than is drawn.
-void draw_lane_label(const LanePass& p, const Track& t, size_t index, float h, const std::string& label) {
+/// when it nests deeper than the `levels` drawn.
+void draw_lane_label(const LanePass& p, const Track& t, size_t index, float h, const std::string& label, int levels) {
   if (index % 2) p.band(ImVec2(p.label_x, p.y), ImVec2(p.x1, p.y + h), style::kLaneBgAlt);
   const ImVec4 clip(p.label_x, p.y, p.x0 - 4, p.y + h);
   p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(p.label_x + style::kLaneLabelIndent, p.y + 1),
                 style::kDim, label.c_str(), nullptr, 0, &clip);
-  if (t.levels.size() > static_cast<size_t>(style::kMaxLevels)) {
+  if (t.levels.size() > static_cast<size_t>(std::max(levels, 1))) {
     char more[32];
-    std::snprintf(more, sizeof more, "+%zu levels", t.levels.size() - style::kMaxLevels);
+    std::snprintf(more, sizeof more, "+%zu levels", t.levels.size() - std::max(levels, 1));
     p.dl->AddText(ImVec2(p.label_x + style::kLaneLabelIndent, p.y + h - style::kLevelHeight), style::kWarn, more);
   }
 }
@@ -145,6 +153,14 @@ void draw_counter(const LanePass& p, const Track& t, float h, const TimeView& v)
   }
 }
 
+/// The middle of level `level` of a group's track (its deepest drawn level when deeper), or −1
+/// when the track was not laid out.
+float flow_end_y(const LanePass& p, uint32_t group, uint16_t track, uint16_t level) {
+  const auto& at = p.tracks_at[group];
+  if (track >= at.size() || at[track].y < 0) return -1;
+  return at[track].y + (std::min<int>(level, std::max(at[track].levels - 1, 0)) + 0.5f) * style::kLevelHeight;
+}
+
 /// Graph breaks: faint lines through the whole run where each region ended.
 void draw_break_lines(const LanePass& p, float run_y0, float run_y1) {
   if (p.break_xs.size() > kMaxBreakLines) return;
@@ -152,24 +168,31 @@ void draw_break_lines(const LanePass& p, float run_y0, float run_y1) {
     p.dl->AddLine(ImVec2(x, std::max(run_y0, p.clip_y0)), ImVec2(x, std::min(run_y1, p.clip_y1)), style::kBreakLine);
 }
 
-/// Flows: activation transfers from the source group's "out" lane to the destination's "in".
-void draw_flows(const LanePass& p, const TimeView& v) {
+/// Flows: activation transfers from the source group's "out" lane to the destination's "in",
+/// launches from a CUDA API call to its GPU record; each from / to the level of its slice.
+/// Returns how many were drawn.
+int64_t draw_flows(const LanePass& p, const TimeView& v) {
   const auto& flows = p.tl.flows;
   const double span = v.end_ns() - v.start_ns;
   auto lo = std::partition_point(flows.begin(), flows.end(),
                                  [&](const Flow& f) { return f.start_ns < v.start_ns - kFlowLookBack * span; });
   auto hi = std::partition_point(lo, flows.end(), [&](const Flow& f) { return f.start_ns <= v.end_ns(); });
-  if (static_cast<size_t>(hi - lo) > kMaxFlows) return;
+  if (static_cast<size_t>(hi - lo) > kMaxFlows) return 0;
+  int64_t drawn = 0;
   for (auto it = lo; it != hi; ++it) {
-    const float ya = p.flow_ends[it->src_group].out, yb = p.flow_ends[it->dst_group].in;
+    const float ya = flow_end_y(p, it->src_group, it->src_track, it->src_level),
+                yb = flow_end_y(p, it->dst_group, it->dst_track, it->dst_level);
     if (ya < 0 || yb < 0) continue;
     const float xa = p.x0 + v.x_of(static_cast<double>(it->start_ns)),
                 xb = p.x0 + v.x_of(static_cast<double>(it->end_ns));
     if (std::max(xa, xb) < p.x0 || std::min(xa, xb) > p.x1) continue;
     const float dy = (yb - ya) * 0.4f;
-    p.dl->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa, ya + dy), ImVec2(xb, yb - dy), ImVec2(xb, yb), style::kFlow, 1.0f);
-    p.dl->AddCircleFilled(ImVec2(xb, yb), 2.5f, style::kFlow);
+    const ImU32 c = it->launch() ? style::kLaunchFlow : style::kFlow;
+    p.dl->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa, ya + dy), ImVec2(xb, yb - dy), ImVec2(xb, yb), c, 1.0f);
+    p.dl->AddCircleFilled(ImVec2(xb, yb), 2.5f, c);
+    ++drawn;
   }
+  return drawn;
 }
 
 }  // namespace
@@ -188,7 +211,7 @@ LanePass::LanePass(ImDrawList* dl_, const RunTimeline& tl_, int slot_, float x0_
       mouse_in(ImGui::IsWindowHovered(ImGuiHoveredFlags_AllowWhenBlockedByActiveItem)),
       clicked(mouse_in && ImGui::IsMouseClicked(0)),
       y(y_),
-      flow_ends(tl_.groups.size()) {}
+      tracks_at(tl_.groups.size()) {}
 
 void LanePass::band(ImVec2 a, ImVec2 b, ImU32 col) const {
   dl->ChannelsSetCurrent(kBandLayer);
@@ -207,7 +230,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
   const float run_y1 = p.y;
   dl->ChannelsSetCurrent(kFlowLayer);
   draw_break_lines(p, run_y0, run_y1);
-  draw_flows(p, m_time);
+  m_layout.drawn_flows += draw_flows(p, m_time);
   dl->ChannelsMerge();
   DrawSelectionTime(p, run_y0, run_y1);
   return p.y;
@@ -246,7 +269,12 @@ void View::DrawLaneGroup(LanePass& p, size_t g) {
   if (!DrawFoldHeader(p, style::kHeaderHeight, bg, title, key, /*default_collapsed=*/events == 0, style::kText)) {
     p.group = g;
     p.lane_index = 0;
-    for (const auto& t : grp.tracks) DrawTrack(p, t);
+    p.tracks_at[g].assign(grp.tracks.size(), {});
+    for (size_t i = 0; i < grp.tracks.size(); ++i) {
+      p.track = static_cast<int>(i);
+      DrawTrack(p, grp.tracks[i]);
+    }
+    p.track = -1;
     if (!grp.residency.empty()) DrawResidency(p, grp, key + ":residency");
   }
   m_layout.groups.push_back(
@@ -271,16 +299,24 @@ void View::DrawResidency(LanePass& p, const LaneGroup& grp, const std::string& k
 }
 
 /// One track at p.y, titled `label` (default: its name); moves p.y below it. Off-screen tracks
-/// only take their height.
+/// only take their height. A track nesting deeper than it shows folded (kMaxLevels; the Python
+/// stack: its top kPythonStackLevels frames) unfolds to all its levels when its label is
+/// clicked, and folds again on the next click.
 void View::DrawTrack(LanePass& p, const Track& t, const std::string* label) {
   const size_t index = p.lane_index++;
   const bool counter = !t.counter.empty();
-  const int levels = std::min<int>(static_cast<int>(t.levels.size()), style::kMaxLevels);
+  const int depth = static_cast<int>(t.levels.size());
+  const int folded_levels = t.lane == Lane::PythonStack ? style::kPythonStackLevels : style::kMaxLevels;
+  const bool foldable = depth > folded_levels;
+  const std::string key = foldable ? std::to_string(p.slot) + ":" + p.tl.groups[p.group].title + ":" + t.name : "";
+  const bool folded = foldable && IsCollapsed(key, true);
+  const int levels = std::min(depth, folded ? folded_levels : style::kMaxOpenLevels);
   const float h = counter ? style::kCounterHeight : std::max(levels, 1) * style::kLevelHeight;
-  if (t.lane == Lane::TransfersIn) p.flow_ends[p.group].in = p.y + h * 0.5f;
-  if (t.lane == Lane::TransfersOut) p.flow_ends[p.group].out = p.y + h * 0.5f;
+  if (p.track >= 0) p.tracks_at[p.group][p.track] = {p.y, levels};
+  if (foldable && p.clicked && p.mouse_in_labels(p.y, p.y + h)) m_collapsed[key] = !folded;
   if (p.visible(p.y, p.y + h)) {
-    draw_lane_label(p, t, index, h, label ? *label : t.name);
+    const std::string& name = label ? *label : t.name;
+    draw_lane_label(p, t, index, h, foldable ? (folded ? "[+] " : "[-] ") + name : name, levels);
     if (counter)
       draw_counter(p, t, h, m_time);
     else if (!t.instants.empty())
@@ -350,8 +386,9 @@ void View::DrawSliceLevels(LanePass& p, const Track& t, int levels) {
         p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(bx0 + 3, ly0 + 1), style::kTextDark,
                       p.tl.strings[s.label].c_str(), nullptr, 0, &clip);
       }
-      if (mouse_row && p.mouse.x >= bx0 - 1 && p.mouse.x < bx1 + 1) m_hover = Pick{p.slot, t.source, s.row};
-      if (m_selected && m_selected->run == p.slot && m_selected->source == t.source && m_selected->row == s.row)
+      const Source src = slice_source(t, s);
+      if (mouse_row && p.mouse.x >= bx0 - 1 && p.mouse.x < bx1 + 1) m_hover = Pick{p.slot, src, s.row};
+      if (m_selected && m_selected->run == p.slot && m_selected->source == src && m_selected->row == s.row)
         p.dl->AddRect(ImVec2(bx0 - 1, ly0 - 1), ImVec2(bx1 + 1, ly1 + 1), style::kSelect, 0, 0, 2);
     }
   }

@@ -1,6 +1,7 @@
 // View: statistics of the time range picked on the ruler, per lane group of each run shown —
 // busy time of compute, hooks and compiler-disabled scopes, and the bytes (with their GB/s)
-// of the transfers in and out and the weight onloads under the range.
+// of the transfers in and out and the weight onloads under the range; for a trace's rows, the
+// busy time of GPU kernels and of a thread's CPU ops.
 #include <cstdio>
 #include <string>
 
@@ -14,8 +15,8 @@ namespace hs::ui {
 namespace {
 
 /// One row per lane group; range_row fills the cells in this order.
-constexpr const char* kColumns[] = {"lane group",    "compute", "transfers in",     "transfers out",
-                                    "weight onload", "hooks",   "compiler-disabled"};
+constexpr const char* kColumns[] = {"lane group", "compute",           "transfers in", "transfers out", "weight onload",
+                                    "hooks",      "compiler-disabled", "kernels",      "CPU ops"};
 
 /// "108 MiB, 12.50 GB/s", or "-" when nothing moved.
 std::string bytes_and_rate(int64_t bytes, double gbps) {
@@ -44,6 +45,10 @@ void range_row(const GroupRangeStats& g) {
   ImGui::TextUnformatted(busy(g.busy_ns[kPreForward] + g.busy_ns[kPostForward] + g.busy_ns[kOtherHook]).c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(busy(g.busy_ns[kDisabled]).c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(busy(g.busy_ns[kKernel]).c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(busy(g.busy_ns[kCpuOp] + g.busy_ns[kUserAnnotation]).c_str());
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ inline constexpr ImU32 kHoverLine = IM_COL32(255, 255, 255, 60);
 inline constexpr ImU32 kBreakMark = IM_COL32(255, 70, 70, 255);
 inline constexpr ImU32 kBreakLine = IM_COL32(255, 70, 70, 70);
 inline constexpr ImU32 kFlow = IM_COL32(240, 200, 90, 150);
+inline constexpr ImU32 kLaunchFlow = IM_COL32(150, 200, 255, 140);  ///< a CUDA API call -> its GPU record
 inline constexpr ImU32 kRunHeader = IM_COL32(25, 60, 110, 255);        ///< the bar naming a run above its groups
 inline constexpr ImU32 kHostHeader = IM_COL32(70, 60, 90, 255);        ///< header of a host-thread group
 inline constexpr ImU32 kEmulatedHeader = IM_COL32(80, 70, 40, 255);    ///< header of an emulated device's group
@@ -40,7 +41,9 @@ inline constexpr float kHeaderHeight = 20.0f;
 inline constexpr float kLabelWidth = 190.0f;   ///< lane names left of the time axis
 inline constexpr float kRulerHeight = 26.0f;
 inline constexpr float kMinBoxPx = 3.0f;       ///< narrower events merge ("zoom in")
-inline constexpr int kMaxLevels = 8;           ///< deeper nesting is drawn as "+N levels"
+inline constexpr int kMaxLevels = 8;           ///< deeper nesting is drawn as "+N levels" (click: all)
+inline constexpr int kPythonStackLevels = 2;   ///< levels of a folded Python stack lane (its top frames)
+inline constexpr int kMaxOpenLevels = 64;      ///< levels of an unfolded lane
 inline constexpr float kLaneLabelIndent = 14.0f;   ///< lane names, right of their group's "[-]"
 inline constexpr float kGroupGap = 3.0f;           ///< space below each lane group
 inline constexpr float kSliceLabelMinPx = 24.0f;   ///< narrower slices carry no label
@@ -73,6 +76,14 @@ inline ImU32 category_color(uint8_t c) {
     case kHomeCpu: return IM_COL32(70, 75, 95, 255);
     case kHomeDisk: return IM_COL32(105, 80, 60, 255);
     case kBreak: return kBreakMark;
+    case kCpuOp: return IM_COL32(140, 170, 215, 255);
+    case kUserAnnotation: return IM_COL32(225, 190, 110, 255);
+    case kPythonFunction: return IM_COL32(150, 175, 150, 255);
+    case kGpuAnnotation: return IM_COL32(215, 175, 105, 255);
+    case kKernel: return IM_COL32(90, 180, 210, 255);
+    case kMemset: return IM_COL32(210, 140, 170, 255);
+    case kCudaRuntime: return IM_COL32(190, 190, 140, 255);
+    case kCudaDriver: return IM_COL32(200, 160, 120, 255);
     default: return IM_COL32(128, 128, 128, 255);
   }
 }

@@ -119,14 +119,6 @@ std::vector<Column> copy_columns(const Rows& rows, int64_t o, std::function<bool
   };
 }
 
-/// nsys' copyKind names (CUPTI_ACTIVITY_MEMCPY_KIND), by MemcpyKind value.
-const char* copy_kind_name(tracer::MemcpyKind k) {
-  static const char* names[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH",    "AtoA",    "AtoD",
-                                "DtoA",    "DtoD", "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
-  const int i = static_cast<int>(k);
-  return i >= 0 && i < static_cast<int>(std::size(names)) ? names[i] : "?";
-}
-
 std::optional<uint32_t> selected_row(const std::optional<Pick>& p, Source s) {
   if (p && p->run == 0 && p->source == s) return p->row;
   return std::nullopt;
