@@ -333,7 +333,12 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
         "forward — not Dynamo's `graph_break_count` (Dynamo skips a frame whose loop breaks and stops at "
         "`recompile_limit`); the torch engine reports Dynamo's own count.\n";
 
-  if (dynamo) return write_dynamo_reasons(md, runs);
+  // Dynamo's reasons (gb codes, user frames) or the LibTorch engine's sites (function, module).
+  bool sites_known = false;
+  for (const auto& r : runs)
+    if (r.contains("break_reasons") && r["break_reasons"].is_array())
+      for (const auto& b : r["break_reasons"]) sites_known |= b.contains("function");
+  if (!sites_known) return write_dynamo_reasons(md, runs);
   std::map<std::pair<std::string, std::string>, int64_t> sites;
   for (const auto& r : runs)
     if (r.contains("break_reasons"))

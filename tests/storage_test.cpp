@@ -196,7 +196,8 @@ TEST(CaptureSchema, HasNsysTablesColumnsAndEnums) {
   EXPECT_EQ(db.one("SELECT label FROM ENUM_RUN_STATUS WHERE id = 0"), "incomplete");
   EXPECT_EQ(db.one("SELECT label FROM ENUM_RUN_STATUS WHERE id = 1"), "complete");
   // Metadata, session start; GPU tables empty on a CPU capture.
-  EXPECT_EQ(db.one("SELECT value FROM META_DATA_EXPORT WHERE name = 'HOOKSCOPE_SCHEMA_VERSION'"), "1");
+  EXPECT_EQ(db.one("SELECT value FROM META_DATA_EXPORT WHERE name = 'HOOKSCOPE_SCHEMA_VERSION'"),
+            std::to_string(storage::kSchemaVersion));
   EXPECT_EQ(db.one("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION'"), "hookscope 0.1.0");
   EXPECT_EQ(db.one("SELECT count(*) FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs > 0"), "1");
   for (const char* t : {"TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -269,7 +270,7 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   }
 
   CaptureReader r(file);
-  EXPECT_EQ(r.schema_version(), 1);
+  EXPECT_EQ(r.schema_version(), storage::kSchemaVersion);
   const auto runs = r.runs();
   ASSERT_EQ(runs.size(), 1u);
   const auto& ru = runs[0];
@@ -1092,15 +1093,18 @@ TEST(CaptureReader, RefusesFilesThatAreNotCapturesAndLeavesThemUntouched) {
   { Store s(newer); }
   {
     RawDb db(newer, SQLITE_OPEN_READWRITE);
-    db.exec("UPDATE META_DATA_EXPORT SET value = '2' WHERE name = 'HOOKSCOPE_SCHEMA_VERSION'");
+    db.exec("UPDATE META_DATA_EXPORT SET value = '" + std::to_string(storage::kSchemaVersion + 1) +
+            "' WHERE name = 'HOOKSCOPE_SCHEMA_VERSION'");
   }
   const FileState newer_before = file_state(newer);
+  const std::string v = std::to_string(storage::kSchemaVersion + 1);
   msg = capture_error([&] { CaptureReader r(newer); });
-  EXPECT_NE(msg.find("capture " + newer.string() + " has schema version 2, newer than this hookscope reads (1)"),
+  EXPECT_NE(msg.find("capture " + newer.string() + " has schema version " + v + ", newer than this hookscope reads (" +
+                     std::to_string(storage::kSchemaVersion) + ")"),
             std::string::npos)
       << msg;
   msg = capture_error([&] { Store s(newer); });
-  EXPECT_NE(msg.find("schema version 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schema version " + v), std::string::npos) << msg;
   EXPECT_TRUE(file_state(newer) == newer_before);
 
   // Missing file.
