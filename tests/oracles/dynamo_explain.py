@@ -4,12 +4,14 @@ checkpoint dispatched by accelerate itself, in this process, independently of th
     dynamo_explain.py --model DIR --scenario sharded|cpu-offload --policy whole-hook|offload-only
                       --prompt-ids 1,2,3 [--offload-dir DIR]
 
+explain runs on the prefill forward with the arguments greedy generate passes it.
 Prints {"graph_count", "graph_break_count", "fullgraph_ok", "fullgraph_error", "gb_codes"} as
 JSON. `sharded` on a machine without accelerators is what the engine runs there: every block
 on the cpu with force_hooks=True. offload-only applies the repository's runtime patch (tested
 against the seed's change by offload_only_test.py) before anything is dispatched.
 """
 import argparse
+import copy
 import json
 import os
 import re
@@ -35,6 +37,26 @@ def dispatch(model, scenario, offload_dir):
         raise SystemExit(f"unknown scenario {scenario}")
 
 
+def prefill_kwargs(model, ids):
+    """The keyword arguments greedy `generate` passes to the prefill forward (its cache still
+    empty): what a compiled generate's first call sees."""
+    seen = {}
+    hooked = model.forward
+
+    def spy(*args, **kwargs):
+        if not seen:
+            seen.update(copy.deepcopy(kwargs))
+        return hooked(*args, **kwargs)
+
+    model.forward = spy
+    try:
+        model.generate(ids, max_new_tokens=1, min_new_tokens=1, do_sample=False, cache_implementation="dynamic",
+                       disable_compile=True, pad_token_id=model.config.pad_token_id or model.config.eos_token_id or 0)
+    finally:
+        model.forward = hooked
+    return seen
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -51,12 +73,12 @@ def main():
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, local_files_only=True).eval()
     dispatch(model, a.scenario, a.offload_dir)
     with torch.no_grad():
-        model(input_ids=ids)  # initialises accelerate's lazy compiler-disable wrappers
-        ex = torch._dynamo.explain(model)(input_ids=ids)
+        kwargs = prefill_kwargs(model, ids)  # also initialises accelerate's lazy compiler-disable wrappers
+        ex = torch._dynamo.explain(model)(**copy.deepcopy(kwargs))
         torch._dynamo.reset()
         ok, err = True, None
         try:
-            torch.compile(model, fullgraph=True, backend="eager")(input_ids=ids)
+            torch.compile(model, fullgraph=True, backend="eager")(**copy.deepcopy(kwargs))
         except Exception as e:  # Dynamo's Unsupported (a fullgraph refusal)
             ok, err = False, str(e).splitlines()[0]
     codes = sorted({m for r in ex.break_reasons for m in re.findall(r"GB\d{4}", str(r.reason))})
