@@ -60,6 +60,15 @@ def versions(policy_info: dict, accel: list[torch.device]) -> dict:
     return v
 
 
+def set_threads(n: int) -> None:
+    """torch's intra-op threads, and Inductor's for the C++ kernels it generates: its
+    `cpp.threads` is part of its cache key, so kernels cached for another thread count (with
+    their `omp parallel num_threads(N)`) are not reused."""
+    import torch._inductor.config as inductor_config
+    torch.set_num_threads(n)
+    inductor_config.cpp.threads = n
+
+
 def instrumentation():
     """The hook ranges (hookscope_torch.instrument): a factory `model -> context manager`, or None
     when the module is not there (traces then hold the step ranges only)."""
@@ -100,7 +109,7 @@ class Driver:
     def __init__(self, spec: Spec):
         self.spec = spec
         if spec.threads is not None:
-            torch.set_num_threads(spec.threads)
+            set_threads(spec.threads)
         self.accel = scenarios.accelerators(spec.devices)
         self.main = self.accel[0] if self.accel else torch.device("cpu")
         self.sync = measure.make_sync(self.accel)

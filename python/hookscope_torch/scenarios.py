@@ -9,11 +9,11 @@ The maps mirror the LibTorch engine's (app/scenarios.cpp) with real devices:
   labelled so in the scenario note;
 - ``cpu-offload``: ``accelerate.cpu_offload`` (weights kept on the cpu, run on the main device);
 - ``disk-offload``: ``accelerate.disk_offload`` into OFFLOAD_DIR/offload-disk;
-- ``mixed``: embeddings on the main device; the first half of the decoder layers over the
-  accelerators, the next quarter on the cpu, the rest on disk (OFFLOAD_DIR/offload-mixed); the
-  final norm and lm_head on the last accelerator. With no accelerator the main device is the cpu,
-  where accelerate does not offload "cpu" blocks: the first half runs on the cpu in place and the
-  rest is offloaded to disk.
+- ``mixed``: embeddings (token and rotary) on the main device; the first half of the decoder
+  layers over the accelerators, the next quarter on the cpu, the rest on disk
+  (OFFLOAD_DIR/offload-mixed); the final norm and lm_head on the last accelerator. With no
+  accelerator the main device is the cpu, where accelerate does not offload "cpu" blocks: the
+  first half runs on the cpu in place and the rest is offloaded to disk.
 """
 from __future__ import annotations
 
@@ -153,8 +153,10 @@ def _mixed(model, accel: list[torch.device]) -> tuple[dict[str, Device], Optiona
         if name in layers:
             i = layers.index(name)
             device_map[name] = ((i * n) // acc_end if n else "cpu") if i < acc_end else "cpu" if i < cpu_end else "disk"
-        else:
-            device_map[name] = main if names.index(name) < names.index(layers[0]) else last
+        else:  # before the layers, or without parameters (rotary embeddings): the main device
+            before = names.index(name) < names.index(layers[0])
+            params = next(model.get_submodule(name).parameters(), None) is not None
+            device_map[name] = main if before or not params else last
     note = None if n else ("no accelerator: the first half of the decoder layers runs on the cpu in place and the rest "
                            "is offloaded to disk (accelerate offloads 'cpu' blocks only when the main device is an "
                            "accelerator)")
