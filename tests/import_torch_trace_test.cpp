@@ -291,7 +291,7 @@ TEST(ImportTorchTrace, ImportWritesTheRowsAndTheSummaryGroupsThem) {
   TorchTraceSummary sum;
   {
     storage::Store store(file);
-    run = store.add_run({.scenario = "imported", .policy = "whole-hook", .mode = "default", .model = "tiny-llama"});
+    run = store.add_run({.scenario = "imported", .policy = "whole-hook", .mode = "default", .model = "tiny-llama", .engine = "import", .label = ""});
     sum = importers::import_torch_trace(compile_log().trace_dir(), store, run, o);
     store.end_run(run, tracer::RunStatus::Complete);
   }
@@ -333,7 +333,7 @@ TEST(ImportTorchTrace, EmptyRunSummaryIsAllZeros) {
   int64_t run = 0;
   {
     storage::Store store(file);
-    run = store.add_run({.scenario = "s", .policy = "p", .mode = "m", .model = "x"});
+    run = store.add_run({.scenario = "s", .policy = "p", .mode = "m", .model = "x", .engine = "import", .label = ""});
   }
   const json s = importers::dynamo_summary(storage::CaptureReader(file), run);
   EXPECT_EQ(s["compiles"], 0);
@@ -511,7 +511,7 @@ TEST(ImportTorchTrace, UnknownRecordTypesAreCountedAndReported) {
   int64_t run = 0;
   {
     storage::Store store(file);
-    run = store.add_run({.scenario = "s", .policy = "p", .mode = "m", .model = "x"});
+    run = store.add_run({.scenario = "s", .policy = "p", .mode = "m", .model = "x", .engine = "import", .label = ""});
     importers::import_torch_trace(dir, store, run, {});
   }
   const auto diags = storage::CaptureReader(file).diagnostics(run);
@@ -526,7 +526,7 @@ TEST(ImportTorchTrace, ABadLogWritesNothing) {
   const fs::path dir = log_with("bad_writes_nothing", join(lines, record_with_long_payload(lines) + 2));
   const fs::path file = test::scratch_dir("import_torch_trace_bad") / "capture.hscope";
   storage::Store store(file);
-  const int64_t run = store.add_run({.scenario = "s", .policy = "p", .mode = "m", .model = "x"});
+  const int64_t run = store.add_run({.scenario = "s", .policy = "p", .mode = "m", .model = "x", .engine = "import", .label = ""});
   EXPECT_THROW(importers::import_torch_trace(dir, store, run, {}), ImportError);
   store.close();
   storage::CaptureReader r(file);
