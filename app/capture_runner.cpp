@@ -86,7 +86,8 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   RunResult r = engine.run(cell, ctx);
   nlohmann::json result = r.to_json(cell);
   result["engine"] = engine.name();
-  if (r.outcome != RunResult::Outcome::Failed && r.captured_regions) {
+  // COMPILE_RESULTS is the LibTorch engine's explain (Dynamo's records are DYNAMO_* rows).
+  if (r.outcome != RunResult::Outcome::Failed && engine.name() == "libtorch") {
     storage::CompileResult cr;
     cr.fullgraph_ok = r.outcome == RunResult::Outcome::Ok;
     if (r.outcome == RunResult::Outcome::Unsupported) cr.error = r.error;
