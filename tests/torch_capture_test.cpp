@@ -158,8 +158,10 @@ TEST(TorchCapture, TwoAccelerateTreesAreTwoPolicies) {
   const std::string installed = hs::test::run_oracle("print_module_dir.py", {"accelerate"});
   const fs::path src = fs::path(installed.substr(0, installed.find_last_not_of("\n") + 1));
   ASSERT_TRUE(fs::is_regular_file(src / "hooks.py")) << src;
-  for (const char* tree : {"main", "pr"})
+  for (const char* tree : {"main", "pr"}) {
+    fs::create_directories(dir / tree / "accelerate");
     fs::copy(src, dir / tree / "accelerate", fs::copy_options::recursive);
+  }
   hs::test::run_oracle("print_module_dir.py", {"--source-patch", (dir / "pr").string()});
   const fs::path db = dir / "trees.sqlite";
   auto r = hookscope({"capture", "--engine", "torch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
@@ -171,7 +173,8 @@ TEST(TorchCapture, TwoAccelerateTreesAreTwoPolicies) {
   auto rep = hookscope({"report", db.string(), "--json", (dir / "report.json").string()});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   std::map<std::string, json> by_policy;
-  for (const auto& run : hs::test::read_json(dir / "report.json")["runs"]) by_policy[run["policy"]] = run;
+  const json report = hs::test::read_json(dir / "report.json");
+  for (const auto& run : report["runs"]) by_policy[run["policy"].get<std::string>()] = run;
   ASSERT_EQ(by_policy.size(), 3u) << "whole-hook, main, pr";
   // The unpatched tree behaves as accelerate as installed; the patched one as offload-only.
   EXPECT_EQ(by_policy["whole-hook"]["status"], "error");
