@@ -79,7 +79,8 @@ std::string RunResult::summary() const {
                                        : std::string()) +
              std::to_string(static_cast<int>(latency_ms ? latency_ms->median : 0)) + " ms";
     case Outcome::Unsupported:
-      return "fullgraph raises at " + (break_reasons.empty() ? std::string("?") : break_reasons.front().function);
+      if (!break_reasons.empty()) return "fullgraph raises at " + break_reasons.front().function;
+      return "fullgraph raises: " + error.substr(0, error.find('\n'));
     case Outcome::Failed: return "error: " + error;
   }
   return "";
