@@ -43,20 +43,29 @@ const json* find_run(const json& runs, const std::string& sc, const std::string&
   return nullptr;
 }
 
+// A break reason of Dynamo's (gb code, user frame), not a LibTorch-engine site (function, module).
+bool dynamo_reason(const json& b) { return b.contains("gb_code") || !b.contains("function"); }
+
 std::string fullgraph_cell(const json* r) {
   if (!r) return "–";
   if (r->value("status", "") == "incomplete") return "incomplete";
   if (r->value("status", "") == "ok") return "works";
-  // Name the compiler-disabled function and the module where capture stopped.
+  // Name the compiler-disabled function and the module where the LibTorch engine stopped;
+  // for Dynamo, its own message says where (the run's reasons are those of the non-fullgraph
+  // explain, not of the refusal).
   if (r->contains("break_reasons") && (*r)["break_reasons"].is_array() && !(*r)["break_reasons"].empty() &&
-      (*r)["break_reasons"][0].contains("function")) {
+      !dynamo_reason((*r)["break_reasons"][0])) {
     const auto& b = (*r)["break_reasons"][0];
     const std::string m = b.value("module", "");
     return "raises at `" + b.value("function", "?") + "` (module `" + (m.empty() ? std::string("<root>") : m) + "`)";
   }
-  std::string e = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
-  auto nl = e.find('\n');
-  if (nl != std::string::npos) e = e.substr(0, nl);
+  const std::string full = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
+  std::string e = full.substr(0, full.find('\n'));
+  // Dynamo's "Skip calling ... function" names the function in its explanation: "<function F at 0x…>".
+  if (const size_t f = full.find("<function "); f != std::string::npos) {
+    const size_t start = f + 10, stop = full.find_first_of(" >", start);
+    return "raises at `" + full.substr(start, stop - start) + "`: `` " + e + " ``";
+  }
   if (e.size() > 90) e = e.substr(0, 87) + "...";
   for (auto& c : e)
     if (c == '|') c = '/';
@@ -337,7 +346,7 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
   bool sites_known = false;
   for (const auto& r : runs)
     if (r.contains("break_reasons") && r["break_reasons"].is_array())
-      for (const auto& b : r["break_reasons"]) sites_known |= b.contains("function");
+      for (const auto& b : r["break_reasons"]) sites_known |= !dynamo_reason(b);
   if (!sites_known) return write_dynamo_reasons(md, runs);
   std::map<std::pair<std::string, std::string>, int64_t> sites;
   for (const auto& r : runs)
