@@ -131,7 +131,7 @@ class _RangedWeights(Mapping):
         ctx = self._ctx
         if ctx.open_onload is None:  # a second lookup (int8 statistics) belongs to the same tensor
             try:
-                target = _lookup(ctx.module, key)  # the meta placeholder: what lands on the device
+                target = _lookup(ctx.module, key)  # the meta tensor the hook replaces: what lands on the device
                 rf = _range("weight_onload", module=ctx.fqn, tensor=key, bytes=_nbytes(target),
                             dtype=_dtype(target), source=_weight_source(self._map, key),
                             device=_dev(ctx.hook.execution_device))
