@@ -12,6 +12,7 @@ against the seed's change by offload_only_test.py) before anything is dispatched
 """
 import argparse
 import copy
+import functools
 import json
 import os
 import re
@@ -43,6 +44,9 @@ def prefill_kwargs(model, ids):
     seen = {}
     hooked = model.forward
 
+    # functools.wraps keeps forward's signature visible: generate inspects it to decide what to
+    # pass (position_ids, logits_to_keep), and Dynamo's graphs depend on those arguments.
+    @functools.wraps(hooked)
     def spy(*args, **kwargs):
         if not seen:
             seen.update(copy.deepcopy(kwargs))
