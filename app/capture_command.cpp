@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "app/capture_runner.h"
+#include "app/capture_settings.h"
 #include "app/cli_util.h"
 #include "app/libtorch_engine.h"
 #include "app/torch_engine.h"
@@ -147,6 +148,40 @@ std::pair<bool, bool> engines_of(const CaptureArgs& a) {
   return {true, torch};
 }
 
+// What the capture runs with, as stored in the file and printed by every report.
+nlohmann::json settings_of(const CaptureArgs& a, const std::vector<Engine*>& engines,
+                           const LibTorchEngineOptions& o) {
+  nlohmann::json names = nlohmann::json::array(), accelerators = nlohmann::json::array();
+  for (const Engine* e : engines) names.push_back(e->name());
+  for (const auto& acc : engines.front()->accelerators())
+    accelerators.push_back(std::to_string(acc.index) + ": " + acc.name);
+  return {{"command", command_line()},
+          {"date", utc_now_iso8601()},
+          {"machine", machine_info()},
+          {"model", a.model},
+          {"prompt", o.prompt_ids.empty() ? nlohmann::json(a.prompt) : nlohmann::json(nullptr)},
+          {"prompt_ids", o.prompt_ids.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.prompt_ids)},
+          {"max_new_tokens", a.max_new_tokens},
+          {"warmup", a.warmup},
+          {"repeats", a.repeats},
+          {"interleaving",
+           "per compiled run: warm-ups, then each measured round is an eager generate and a compiled generate "
+           "of the same dispatched model (A B A B); eager runs measure back to back after their warm-ups"},
+          {"engines", names},
+          {"scenarios", a.scenarios},
+          {"policies", a.policies},
+          {"modes", a.modes},
+          {"fullgraph", a.fullgraph},
+          {"devices", a.devices},
+          {"accelerators", accelerators},
+          {"max_memory", a.max_memory.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.max_memory)},
+          {"dtype", a.dtype},
+          {"backend", a.backend.empty() ? "inductor" : a.backend},
+          {"cache_implementation", a.cache_implementation},
+          {"threads", a.threads > 0 ? nlohmann::json(a.threads) : nlohmann::json(nullptr)},
+          {"versions", {{"hookscope", "0.1.0"}}}};  // the torch each engine ran: RUNS.versions
+}
+
 int run_capture(const CaptureArgs& a) {
   Matrix matrix = matrix_of(a);
   const fs::path out(a.out);
@@ -167,13 +202,13 @@ int run_capture(const CaptureArgs& a) {
   std::unique_ptr<TorchEngine> torch;
   if (use_torch) torch = std::make_unique<TorchEngine>(torch_options(a, options, work));
   std::unique_ptr<LibTorchEngine> libtorch;
-  if (use_libtorch) libtorch = std::make_unique<LibTorchEngine>(std::move(options));
+  if (use_libtorch) libtorch = std::make_unique<LibTorchEngine>(options);
   std::vector<Engine*> engines;
   if (libtorch) engines.push_back(libtorch.get());
   if (torch) engines.push_back(torch.get());
   int failures = 0;
   try {
-    failures = run_matrix(engines, matrix, out);
+    failures = run_matrix(engines, matrix, out, settings_of(a, engines, options));
   } catch (...) {
     torch.reset();
     if (a.keep_driver_files.empty()) fs::remove_all(work);

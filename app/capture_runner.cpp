@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "app/capture_settings.h"
 #include "storage/store.h"
 
 namespace hs::app {
@@ -106,13 +107,15 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
 
 }  // namespace
 
-int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out) {
+int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out,
+               const nlohmann::json& settings) {
   // The first scenario is prepared before the file is opened (and replaced): settings that do
   // not fit the model fail here and leave an existing capture alone.
   for (Engine* e : engines) e->prepare(matrix.scenarios.front());
   storage::StoreOptions so;
   so.overwrite = true;
   storage::Store store(out, so);
+  store.set_metadata(kCaptureSettingsKey, settings.dump());
   std::vector<hooks::AcceleratorInfo> accelerators;
   for (const Engine* e : engines)
     if (accelerators.empty()) accelerators = e->accelerators();

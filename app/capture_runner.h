@@ -28,8 +28,10 @@ struct Matrix {
 /// into a new capture at `out` (an existing file there is replaced once the first scenario is
 /// prepared by every engine), printing one progress line per run to stderr. Each run is
 /// recorded `incomplete` until its results are stored, then `complete` (or `failed` when the
-/// engine reports a failure). Returns the number of failed runs.
+/// engine reports a failure). `settings` (app/capture_settings.h) are stored in the file.
+/// Returns the number of failed runs.
 /// Throws what an engine's prepare throws (naming the scenario) and the store's errors.
-int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out);
+int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out,
+               const nlohmann::json& settings = nlohmann::json::object());
 
 }  // namespace hs::app

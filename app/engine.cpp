@@ -1,6 +1,7 @@
 #include "app/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace hs::app {
 
@@ -15,23 +16,42 @@ std::string cell_label(const Cell& c) {
          (c.fullgraph ? " fullgraph" : "");
 }
 
-LatencyStats LatencyStats::of(const std::vector<double>& samples_ms) {
-  LatencyStats s;
-  s.n = samples_ms.size();
-  if (s.n == 0) return s;
-  std::vector<double> v = samples_ms;
-  std::sort(v.begin(), v.end());
-  s.median = s.n % 2 ? v[s.n / 2] : (v[s.n / 2 - 1] + v[s.n / 2]) / 2;
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
-
 namespace {
 
 template <class T>
 json or_null(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
+}
+
+std::string fmt2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+json spread_or_null(const std::vector<double>& v) {
+  return v.empty() ? json(nullptr) : measurement::Spread::of(v).to_json();
+}
+
+// The latency fields of the run result document (see RunResult::to_json).
+void latency_json(const RunResult& r, json& out) {
+  const auto& l = r.latency;
+  const auto& e = r.eager_latency;
+  out["prefill_ms"] = spread_or_null(l.prefill_ms);
+  out["decode_ms_per_token"] = spread_or_null(l.decode_ms_per_token);
+  out["tokens_per_s"] = spread_or_null(l.tokens_per_s());
+  out["warmup"] = r.warmup;
+  out["repeats"] = r.repeats;
+  json samples{{"prefill_ms", l.prefill_ms}, {"decode_ms_per_token", l.decode_ms_per_token}};
+  if (!e.empty()) {
+    out["eager_prefill_ms"] = spread_or_null(e.prefill_ms);
+    out["eager_decode_ms_per_token"] = spread_or_null(e.decode_ms_per_token);
+    out["eager_tokens_per_s"] = spread_or_null(e.tokens_per_s());
+    out["speedup_vs_eager"] = spread_or_null(measurement::ratios(e.decode_ms_per_token, l.decode_ms_per_token));
+    samples["eager_prefill_ms"] = e.prefill_ms;
+    samples["eager_decode_ms_per_token"] = e.decode_ms_per_token;
+  }
+  out["samples"] = samples;
 }
 
 }  // namespace
@@ -58,14 +78,10 @@ json RunResult::to_json(const Cell& cell) const {
          {"logits_max_abs_diff", logits ? json(logits->max_abs_diff) : json(nullptr)},
          {"logits_max_ulp", logits ? json(logits->max_ulp) : json(nullptr)},
          {"params_on_meta_after", or_null(params_on_meta_after)},
-         {"latency_ms", latency_ms ? json{{"median", latency_ms->median},
-                                          {"min", latency_ms->min},
-                                          {"max", latency_ms->max},
-                                          {"n", latency_ms->n}}
-                                   : json(nullptr)},
          {"new_tokens", new_tokens},
          {"recompiles", or_null(recompiles)},
          {"peak_memory_bytes", peak_memory_bytes}};
+  latency_json(*this, r);
   if (extra.is_object()) r.merge_patch(extra);
   return r;
 }
@@ -77,7 +93,9 @@ std::string RunResult::summary() const {
              (graph_break_count ? std::to_string(*graph_break_count) + " graph breaks, "
               : disabled_scope_entries ? std::to_string(*disabled_scope_entries) + " disabled-scope entries, "
                                        : std::string()) +
-             std::to_string(static_cast<int>(latency_ms ? latency_ms->median : 0)) + " ms";
+             (latency.decode_ms_per_token.empty()
+                  ? std::string("no decode measured")
+                  : fmt2(measurement::Spread::of(latency.decode_ms_per_token).median) + " ms/token");
     case Outcome::Unsupported:
       if (!break_reasons.empty()) return "fullgraph raises at " + break_reasons.front().function;
       return "fullgraph raises: " + error.substr(0, error.find('\n'));

@@ -18,6 +18,7 @@
 
 #include "app/scenarios.h"
 #include "compile/compile.h"
+#include "measurement/spread.h"
 #include "hooks/device.h"
 #include "hooks/compiler_disable.h"
 #include "models/numerics.h"
@@ -41,14 +42,6 @@ struct Cell {
 std::string policy_label(const Cell& c);
 /// "sharded whole-hook default fullgraph".
 std::string cell_label(const Cell& c);
-
-/// Decode latency over the measured repeats: the wall time of decode steps 1…N-1 of one greedy
-/// decode (prefill excluded), in ms.
-struct LatencyStats {
-  double median = 0, min = 0, max = 0;
-  size_t n = 0;
-  static LatencyStats of(const std::vector<double>& samples_ms);
-};
 
 /// A graph break as the results list it: Dynamo's reason text, the disabled function, the module.
 struct BreakReason {
@@ -78,7 +71,13 @@ struct RunResult {
   std::optional<bool> argmax_match;             ///< prefill argmax = the single-device reference's
   std::optional<models::LogitsDiff> logits;     ///< prefill logits vs the reference (offloaded scenarios)
   std::optional<bool> params_on_meta_after;     ///< offloaded parameters back on meta after a forward
-  std::optional<LatencyStats> latency_ms;
+  /// The measured generates (warm-ups excluded), one entry per repeat: prefill ms and decode
+  /// ms/token (measurement/spread.h). Empty when the run measured nothing.
+  measurement::LatencySamples latency;
+  /// A compiled run's eager generates of the same dispatched model, interleaved with its own
+  /// (eager, compiled, eager, compiled, ...): the baseline drift cannot favour. Empty otherwise.
+  measurement::LatencySamples eager_latency;
+  int64_t warmup = 0, repeats = 0;              ///< generates run before measuring, and measured
   int64_t new_tokens = 0;                       ///< tokens per measured decode
   std::map<std::string, int64_t> peak_memory_bytes;  ///< per logical device (hooks/memory.h)
   nlohmann::json model;                         ///< {"id", "path", "dtype", "params", "bytes", "architecture"}
@@ -88,7 +87,10 @@ struct RunResult {
 
   /// The run result document stored with the run (RUNS.results) and read by `report`: the
   /// cell, then every field above under its report.json name (`logits_identical`,
-  /// `logits_max_abs_diff`, `logits_max_ulp`, `latency_ms` {median, min, max, n}, ...).
+  /// `logits_max_abs_diff`, `logits_max_ulp`, ...); latency as spreads (measurement::Spread:
+  /// median, min, max, q1, q3, iqr, mad, n) `prefill_ms`, `decode_ms_per_token`,
+  /// `tokens_per_s`, their `eager_*` twins and `speedup_vs_eager` (per-pair eager/compiled
+  /// decode ratios) for interleaved runs, the raw values under `samples`, `warmup`, `repeats`.
   nlohmann::json to_json(const Cell& cell) const;
   /// One line for the progress output: "ok, 3 breaks, 120 ms", "fullgraph raises at F", "error: …".
   std::string summary() const;

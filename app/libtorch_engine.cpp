@@ -60,7 +60,12 @@ LibTorchEngine::LibTorchEngine(LibTorchEngineOptions options) : opt_(std::move(o
     n_params += t.numel();
     n_bytes += static_cast<int64_t>(t.nbytes());
   }
-  model_json_ = {{"id", opt_.model}, {"path", ref.dir.string()}, {"dtype", models::dtype_short_name(opt_.dtype)},
+  // The model as a reader knows it: the hub id as given, or a local folder's name (its path
+  // stays in "path").
+  const std::string id = std::filesystem::is_directory(opt_.model)
+                             ? std::filesystem::canonical(opt_.model).filename().string()
+                             : opt_.model;
+  model_json_ = {{"id", id}, {"path", ref.dir.string()}, {"dtype", models::dtype_short_name(opt_.dtype)},
                  {"params", n_params}, {"bytes", n_bytes}, {"architecture", ref.config.architecture}};
 }
 
@@ -142,35 +147,73 @@ void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer&
   // do not, how far: max |Δ| and ulps of the model's dtype.
   if (cell.scenario != Scenario::Sharded) r.logits = models::compare_logits(logits, ref_logits_, opt_.dtype);
   if (!prep_->offloaded_params.empty()) r.params_on_meta_after = offloaded_params_on_meta(*prep_);
-  decode_latency(cf, r, tracer);
+  decode_latency(
+      cell, [&cf](const torch::Tensor& ids) { return cf.call_tensor({ids}); },
+      [&fn](const torch::Tensor& ids) { return fn({ids}).toTensor(); }, r, tracer);
   r.recompiles = cf.recompiles();
 }
 
-// Warm-ups, then repeats of a full greedy decode; per repeat the time of the decode steps
-// after prefill. Every step (prefill = step 0) is recorded as a generation step.
-void LibTorchEngine::decode_latency(compile::CompiledFunction& cf, RunResult& r, tracer::HostTracer& tracer) {
+LibTorchEngine::Timed LibTorchEngine::generate(const StepFn& step, tracer::HostTracer* tracer) {
   auto& ledger = runtime_->ledger();
-  const int64_t layers = prep_->lm.config.num_hidden_layers;
-  std::vector<double> lat;
-  for (int rep = 0; rep < opt_.warmup + opt_.repeats; ++rep) {
-    cache_ = models::KVCache::dynamic_cache(layers);
-    const int64_t p0 = events::now_ns();
-    int64_t tok_id = cf.call_tensor({ids_})[0][-1].argmax().item<int64_t>();
-    tracer.generation_step({0, tok_id, p0, events::now_ns()});
+  cache_ = models::KVCache::dynamic_cache(prep_->lm.config.num_hidden_layers);
+  Timed t;
+  const int64_t p0 = events::now_ns();
+  int64_t tok_id = step(ids_)[0][-1].argmax().item<int64_t>();
+  const int64_t p1 = events::now_ns();
+  if (tracer) {
+    tracer->generation_step({0, tok_id, p0, p1});
     ledger.sample();
-    const int64_t t0 = events::now_ns();
-    int64_t n = 1;
-    for (; n < opt_.max_new_tokens; ++n) {
-      const int64_t s0 = events::now_ns();
-      auto step = cf.call_tensor({torch::full({1, 1}, tok_id, torch::kInt64)});
-      tok_id = step[0][-1].argmax().item<int64_t>();
-      tracer.generation_step({n, tok_id, s0, events::now_ns()});
+  }
+  int64_t last_end = p1, n = 1;
+  for (; n < opt_.max_new_tokens; ++n) {
+    const int64_t s0 = events::now_ns();
+    tok_id = step(torch::full({1, 1}, tok_id, torch::kInt64))[0][-1].argmax().item<int64_t>();
+    last_end = events::now_ns();
+    if (tracer) {
+      tracer->generation_step({n, tok_id, s0, last_end});
       ledger.sample();  // step boundary
     }
-    if (rep >= opt_.warmup) lat.push_back((events::now_ns() - t0) / 1e6);
-    r.new_tokens = n;
   }
-  r.latency_ms = LatencyStats::of(lat);
+  t.prefill_ms = double(p1 - p0) / 1e6;
+  if (n > 1) t.decode_ms_per_token = double(last_end - p1) / 1e6 / double(n - 1);
+  t.tokens = n;
+  return t;
+}
+
+void LibTorchEngine::decode_latency(const Cell& cell, const StepFn& compiled, const StepFn& eager, RunResult& r,
+                                    tracer::HostTracer& tracer) {
+  const bool interleave = cell.mode != compile::Mode::Eager;
+  auto keep = [](measurement::LatencySamples& s, const Timed& t) {
+    s.prefill_ms.push_back(t.prefill_ms);
+    if (t.decode_ms_per_token) s.decode_ms_per_token.push_back(*t.decode_ms_per_token);
+  };
+  for (int rep = 0; rep < opt_.warmup + opt_.repeats; ++rep) {
+    const bool measured = rep >= opt_.warmup;
+    auto hooked = [&](const StepFn& f, bool baseline) -> StepFn {
+      if (!opt_.on_step) return f;
+      return [&, baseline, step = int64_t{0}](const torch::Tensor& ids) mutable {
+        opt_.on_step(cell, baseline, rep, step++);
+        return f(ids);
+      };
+    };
+    if (interleave) {
+      runtime_->set_sink(nullptr);  // the baseline's events are not the run's
+      const Timed e = generate(hooked(eager, true), nullptr);
+      runtime_->set_sink(&tracer);
+      if (measured) keep(r.eager_latency, e);
+    }
+    const Timed c = generate(hooked(compiled, false), &tracer);
+    if (measured) keep(r.latency, c);
+    r.new_tokens = c.tokens;
+  }
+  r.warmup = opt_.warmup;
+  r.repeats = opt_.repeats;
+  r.extra["measurement"] =
+      std::to_string(opt_.warmup) + " warm-up and " + std::to_string(opt_.repeats) + " measured greedy decode(s) of " +
+      std::to_string(opt_.max_new_tokens) + " token(s)" +
+      (interleave ? ", each preceded by an eager decode of the same dispatched model (eager_*, not recorded): A B A B"
+                  : ", back to back") +
+      "; every step of the run's own decodes is a generation step (warm-ups first)";
 }
 
 }  // namespace hs::app

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,10 @@ struct LibTorchEngineOptions {
   int warmup = 2;                           ///< unmeasured decodes first (>= 0)
   std::filesystem::path offload_dir;        ///< where disk-offload folders go (one per scenario)
   hooks::LogFn log;                         ///< accelerate's messages (null: stderr)
+  /// Called before every decode step of a measured or warm-up generate: the cell, whether the
+  /// generate is the interleaved eager baseline, the repeat (warm-ups first) and the step
+  /// (0 = prefill). A seam for tests that slow a cell to check what the report concludes.
+  std::function<void(const Cell&, bool eager_baseline, int repeat, int64_t step)> on_step;
 };
 
 class LibTorchEngine final : public Engine {
@@ -50,7 +55,20 @@ class LibTorchEngine final : public Engine {
 
  private:
   void measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer);
-  void decode_latency(compile::CompiledFunction& cf, RunResult& r, tracer::HostTracer& tracer);
+  /// One forward of the decode: the logits for the ids given, against the engine's KV cache.
+  using StepFn = std::function<torch::Tensor(const torch::Tensor&)>;
+  struct Timed {
+    double prefill_ms = 0;
+    std::optional<double> decode_ms_per_token;  ///< (end of the last step − end of the prefill) / (steps − 1)
+    int64_t tokens = 0;
+  };
+  /// One greedy decode of max_new_tokens through `step` on a fresh cache; with `tracer`, each
+  /// step (prefill = 0) is recorded as a generation step and samples the memory ledger.
+  Timed generate(const StepFn& step, tracer::HostTracer* tracer);
+  /// Warm-ups then measured repeats of `compiled`; a compiled cell interleaves an eager decode of
+  /// the same dispatched model (not recorded) before each of its own.
+  void decode_latency(const Cell& cell, const StepFn& compiled, const StepFn& eager, RunResult& r,
+                      tracer::HostTracer& tracer);
 
   LibTorchEngineOptions opt_;
   // The engine's runtime (devices, ledger, sink, compile policy), installed on the thread that

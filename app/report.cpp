@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -72,39 +73,54 @@ std::string fullgraph_cell(const json* r) {
   return "raises: `` " + e + " ``";
 }
 
-double median_ms(const json* r);
+// A spread field of a run ({median, q1, q3, n, ...}), or nullptr.
+const json* spread(const json* r, const char* key) {
+  if (!r || r->value("status", "") != "ok") return nullptr;
+  const auto it = r->find(key);
+  return it != r->end() && it->is_object() && it->contains("median") ? &*it : nullptr;
+}
 
-// Compiled vs eager: the same cell's interleaved eager measurement when the engine made one
-// (torch engine, per token), else the eager run's decode latency over the compiled run's.
-double speedup(const json* r, const json* eager) {
-  if (r && r->value("status", "") == "ok") {
-    const json e = r->value("eager_decode_ms_per_token", json()), c = r->value("decode_ms_per_token", json());
-    if (e.is_object() && c.is_object() && c.value("median", 0.0) > 0) return e.value("median", 0.0) / c["median"].get<double>();
+// "12.3 (12.1–12.6)": the median and interquartile range of a spread field; "–" without one.
+std::string spread_cell(const json* r, const char* key, const char* f = "%.1f") {
+  const json* s = spread(r, key);
+  if (!s) return r && r->value("status", "") != "ok" ? r->value("status", "?") : "–";
+  return fmt(s->value("median", 0.0), f) + " (" + fmt(s->value("q1", 0.0), f) + "–" + fmt(s->value("q3", 0.0), f) + ")";
+}
+
+// A compiled run's speed-up against eager with its verdict: "1.38× faster", "1.04× within
+// noise [2]" (footnote 2, collected in `notes`, says why), "1.38× (n=1, not judged)".
+std::string speedup_cell(const json* r, std::vector<std::string>& notes) {
+  if (!r || !r->contains("speedup") || !(*r)["speedup"].is_object()) return "–";
+  const json& s = (*r)["speedup"];
+  const std::string verdict = s.value("verdict", "");
+  const std::string ratio = fmt(s.value("vs_eager", 0.0), "%.2f") + "×";
+  if (verdict == "not judged") {
+    const json* d = spread(r, "decode_ms_per_token");
+    return ratio + " (n=" + std::to_string(d ? d->value("n", 0) : 0) + ", not judged)";
   }
-  double m = median_ms(r), em = median_ms(eager);
-  return (m > 0 && em > 0) ? em / m : -1;
+  if (verdict != "within noise") return ratio + " " + verdict;
+  notes.push_back(s.value("why", ""));
+  return ratio + " within noise [" + std::to_string(notes.size()) + "]";
 }
 
-double median_ms(const json* r) {
-  if (!r || r->value("status", "") != "ok" || !r->contains("latency_ms") || (*r)["latency_ms"].is_null()) return -1;
-  return (*r)["latency_ms"].value("median", -1.0);
-}
-
-std::string latency_cell(const json* r) {
-  if (!r) return "–";
-  if (r->value("status", "") != "ok") return r->value("status", "?");
-  const auto& l = (*r)["latency_ms"];
-  return fmt(l.value("median", 0.0)) + " (" + fmt(l.value("min", 0.0)) + "–" + fmt(l.value("max", 0.0)) + ")";
+// The speed-up and verdict without a footnote (the side-by-side table).
+std::string speedup_short(const json* r) {
+  std::vector<std::string> ignored;
+  const std::string c = speedup_cell(r, ignored);
+  return c.substr(0, c.find(" ["));
 }
 
 std::string breaks_cell(const json* r) {
   if (!r) return "–";
   if (r->value("status", "") == "incomplete") return "incomplete";
+  std::string recompiles;
+  if (const auto it = r->find("recompiles"); it != r->end() && it->is_number() && it->get<int64_t>() > 0)
+    recompiles = " (" + std::to_string(it->get<int64_t>()) + " recompiles)";
   if (const auto it = r->find("graph_break_count"); it != r->end() && it->is_number())
-    return std::to_string(it->get<int64_t>());
+    return std::to_string(it->get<int64_t>()) + recompiles;
   // The LibTorch engine does not count Dynamo's breaks: its own measure, marked.
   if (const auto it = r->find("disabled_scope_entries"); it != r->end() && it->is_number())
-    return std::to_string(it->get<int64_t>()) + "†";
+    return std::to_string(it->get<int64_t>()) + "†" + recompiles;
   return "–";
 }
 
@@ -156,12 +172,64 @@ void write_setup(std::ostringstream& md, const json& model, const json& devices)
     devs += d["id"].is_number() ? std::to_string(d["id"].get<int64_t>()) : d["id"].get<std::string>();
     devs += " (" + kind + ")";
   }
+  const bool sized = model.contains("params") && model["params"].is_number();
   md << "| " << model.value("id", "?") << " | " << model.value("dtype", "?") << " | "
-     << fmt(model.value("params", 0.0) / 1e6, "%.1f") << "M | " << bytes_h(model.value("bytes", 0.0)) << " | " << devs
-     << " |\n\n";
+     << (sized ? fmt(model["params"].get<double>() / 1e6, "%.1f") + "M" : std::string("?")) << " | "
+     << (sized && model.contains("bytes") && model["bytes"].is_number() ? bytes_h(model["bytes"].get<double>()) : "?")
+     << " | " << devs << " |\n\n";
   if (any_emulated)
     md << "> Emulated accelerators are backed by host memory: moves between them are real copies, but CPU "
           "capture does not fuse or speed anything up — latencies show structure and hook cost, not GPU speed.\n\n";
+}
+
+// The capture's settings (report["settings"], app/capture_settings.h): what a reader needs to
+// rerun or to judge the numbers.
+void write_settings(std::ostringstream& md, const json& s) {
+  if (!s.is_object() || s.empty()) return;
+  auto str = [&](const char* k) -> std::string {
+    const auto it = s.find(k);
+    if (it == s.end() || it->is_null()) return "";
+    if (it->is_array() && k != std::string("prompt_ids")) {
+      std::string list;
+      for (const auto& v : *it) list += (list.empty() ? "" : ", ") + (v.is_string() ? v.get<std::string>() : v.dump());
+      return list;
+    }
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  md << "### settings\n\n";
+  if (!str("prompt_ids").empty()) md << "- prompt ids: `" << str("prompt_ids") << "`";
+  else if (!str("prompt").empty()) md << "- prompt: `" << str("prompt") << "`";
+  if (!str("max_new_tokens").empty())
+    md << "; " << str("max_new_tokens") << " new tokens per greedy generate; " << str("warmup") << " warm-up(s) and "
+       << str("repeats") << " measured generate(s) per run\n";
+  if (!str("interleaving").empty()) md << "- measurement: " << str("interleaving") << "\n";
+  if (!str("engines").empty())
+    md << "- engines: " << str("engines") << "; scenarios `" << str("scenarios") << "`, policies `" << str("policies")
+       << "`, modes `" << str("modes") << "`, fullgraph " << str("fullgraph") << "; backend " << str("backend")
+       << ", " << str("cache_implementation") << " cache, dtype " << str("dtype")
+       << (str("threads").empty() ? "" : ", " + str("threads") + " thread(s)") << "\n";
+  if (s.contains("versions") && s["versions"].is_object() && !s["versions"].empty()) {
+    md << "- versions:";
+    bool first = true;
+    for (const auto& [k, v] : s["versions"].items()) {
+      if (k == "accelerate_file" || k == "device") continue;
+      md << (first ? " " : ", ") << k << " " << (v.is_string() ? v.get<std::string>() : v.dump());
+      first = false;
+    }
+    md << "\n";
+  }
+  if (s.contains("machine") && s["machine"].is_object()) {
+    const json& m = s["machine"];
+    md << "- machine: " << (m.contains("cpu") && m["cpu"].is_string() ? m["cpu"].get<std::string>() : "?");
+    if (m.contains("logical_cpus") && m["logical_cpus"].is_number()) md << ", " << m["logical_cpus"].dump() << " logical CPUs";
+    if (m.contains("memory_bytes") && m["memory_bytes"].is_number()) md << ", " << bytes_h(m["memory_bytes"].get<double>());
+    if (m.contains("os") && m["os"].is_string()) md << ", " << m["os"].get<std::string>();
+    if (!str("accelerators").empty()) md << "; accelerators: " << str("accelerators");
+    md << "\n";
+  }
+  if (!str("date").empty()) md << "- date: " << str("date") << "\n";
+  if (!str("command").empty()) md << "- command: `` " << str("command") << " ``\n";
+  md << "\n";
 }
 
 // fullgraph before/after and the prefill checks, per scenario.
@@ -222,33 +290,35 @@ void write_correctness(std::ostringstream& md, const Tables& t) {
   }
 }
 
-// Decode latency per mode before/after, with the speed-up against eager.
+// Latency per scenario, mode and policy: prefill, decode per token and tokens/s as median
+// (interquartile range), and a compiled run's speed-up against eager with its verdict
+// (measurement/verdict.h).
 void write_latency(std::ostringstream& md, const Tables& t) {
-  const json& runs = t.runs;
-  const std::vector<std::string>& scenarios = t.scenarios;
-  const std::vector<std::string>& modes = t.modes;
-  md << "\n### decode latency, ms (median (min–max))\n\n";
-  md << "| scenario | mode |" << policy_headers(t, "") << policy_headers(t, "vs eager, ") << "\n"
-     << rule(2 + 2 * t.policies.size());
-  auto speed = [](const json* r, const json* e) -> std::string {
-    const double s = speedup(r, e);
-    return s > 0 ? fmt(s, "%.2f") + "×" : "–";
-  };
-  for (const auto& sc : scenarios)
-    for (const auto& mode : modes) {
-      std::vector<const json*> run(t.policies.size()), eager(t.policies.size());
-      bool any = false;
-      for (size_t i = 0; i < t.policies.size(); ++i) {
-        run[i] = find_run(runs, sc, t.policies[i], mode, false);
-        eager[i] = find_run(runs, sc, t.policies[i], "eager", false);
-        any |= run[i] != nullptr;
+  md << "\n### latency: median (interquartile range) of the measured generates\n\n"
+        "| scenario | mode | policy | n | prefill, ms | decode, ms/token | tokens/s | eager decode, ms/token "
+        "(interleaved) | vs eager |\n"
+     << rule(9);
+  std::vector<std::string> notes;
+  for (const auto& sc : t.scenarios)
+    for (const auto& mode : t.modes)
+      for (const auto& pol : t.policies) {
+        const json* r = find_run(t.runs, sc, pol, mode, false);
+        if (!r) continue;
+        const json* d = spread(r, "decode_ms_per_token");
+        const json* p = d ? d : spread(r, "prefill_ms");
+        const bool eager = mode == "eager";
+        md << "| " << sc << " | " << mode << " | " << pol << " | " << (p ? std::to_string(p->value("n", 0)) : "–")
+           << " | " << spread_cell(r, "prefill_ms") << " | " << spread_cell(r, "decode_ms_per_token", "%.2f") << " | "
+           << spread_cell(r, "tokens_per_s") << " | "
+           << (eager ? std::string("–") : spread_cell(r, "eager_decode_ms_per_token", "%.2f")) << " | "
+           << (eager ? std::string("–") : speedup_cell(r, notes)) << " |\n";
       }
-      if (!any) continue;
-      md << "| " << sc << " | " << mode << " |";
-      for (const json* r : run) md << " " << latency_cell(r) << " |";
-      for (size_t i = 0; i < run.size(); ++i) md << " " << speed(run[i], eager[i]) << " |";
-      md << "\n";
-    }
+  md << "\nprefill = the generate's first forward (the prompt); decode = (end of the last step − end of the "
+        "prefill) / (tokens − 1). A compiled run's speed-up is eager over compiled decode, both measured in "
+        "alternation in the same cell after its warm-ups. *faster* / *slower* need at least 3 measured generates "
+        "per side, interquartile ranges apart and the per-round speed-ups on one side of 1; otherwise the "
+        "comparison reads *within noise* (why below) or *not judged*.\n";
+  for (size_t i = 0; i < notes.size(); ++i) md << "\n[" << i + 1 << "] " << notes[i] << "\n";
 }
 
 // Peak resident bytes per device, the largest over each scenario's runs.
@@ -317,7 +387,7 @@ void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
   if (v.size() > 12) md << "\n(" << v.size() - 12 << " more reasons: `hookscope explain FILE --run ID`)\n";
 }
 
-// Graph breaks per compiled forward before/after, and the top break sites.
+// Graph breaks per compiled forward before/after, and the break sites by disabled function.
 void write_breaks(std::ostringstream& md, const Tables& t) {
   const json& runs = t.runs;
   const std::vector<std::string>& scenarios = t.scenarios;
@@ -348,18 +418,34 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
     if (r.contains("break_reasons") && r["break_reasons"].is_array())
       for (const auto& b : r["break_reasons"]) sites_known |= !dynamo_reason(b);
   if (!sites_known) return write_dynamo_reasons(md, runs);
-  std::map<std::pair<std::string, std::string>, int64_t> sites;
+  // Grouped by disabled function: how often each broke, across how many modules (first and
+  // last in capture order) and runs — not one row per module, which would be a list of ties.
+  struct Site {
+    int64_t breaks = 0;
+    std::vector<std::string> modules;
+    std::set<int64_t> runs;
+  };
+  std::map<std::string, Site> sites;
   for (const auto& r : runs)
     if (r.contains("break_reasons"))
-      for (const auto& b : r["break_reasons"]) ++sites[{b.value("function", ""), b.value("module", "")}];
-  if (!sites.empty()) {
-    std::vector<std::pair<std::pair<std::string, std::string>, int64_t>> v(sites.begin(), sites.end());
-    std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
-    md << "\n### top break sites (all runs)\n\n| disabled function | module | breaks |\n|---|---|---|\n";
-    for (size_t i = 0; i < v.size() && i < 10; ++i)
-      md << "| `" << v[i].first.first << "` | `" << (v[i].first.second.empty() ? "<root>" : v[i].first.second) << "` | "
-         << v[i].second << " |\n";
+      for (const auto& b : r["break_reasons"]) {
+        Site& s = sites[b.value("function", "")];
+        ++s.breaks;
+        const std::string m = b.value("module", "").empty() ? "<root>" : b.value("module", "");
+        if (std::find(s.modules.begin(), s.modules.end(), m) == s.modules.end()) s.modules.push_back(m);
+        s.runs.insert(r.value("id", int64_t{0}));
+      }
+  if (sites.empty()) return;
+  std::vector<std::pair<std::string, Site>> v(sites.begin(), sites.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second.breaks > y.second.breaks; });
+  md << "\n### break sites (all runs): where compiled forwards entered a compiler-disabled function\n\n"
+        "| disabled function | breaks | runs | modules | first – last module |\n|---|---|---|---|---|\n";
+  for (size_t i = 0; i < v.size() && i < 10; ++i) {
+    const Site& s = v[i].second;
+    md << "| `" << v[i].first << "` | " << s.breaks << " | " << s.runs.size() << " | " << s.modules.size() << " | `"
+       << s.modules.front() << "`" << (s.modules.size() > 1 ? " – `" + s.modules.back() + "`" : std::string()) << " |\n";
   }
+  if (v.size() > 10) md << "\n(" << v.size() - 10 << " more functions: `hookscope explain FILE --run ID`)\n";
 }
 
 std::string engine_title(const std::string& e) {
@@ -409,10 +495,6 @@ void write_side_by_side(std::ostringstream& md, const Tables& torch, const Table
   md << "### engines side by side (mode `default`)\n\n"
         "| scenario | policy | torch: graph breaks | torch: fullgraph | torch: vs eager | libtorch: disabled-scope "
         "entries† | libtorch: fullgraph | libtorch: vs eager |\n" << rule(8);
-  auto speed = [](const json* r, const json* e) -> std::string {
-    const double s = speedup(r, e);
-    return s > 0 ? fmt(s, "%.2f") + "×" : "–";
-  };
   for (const auto& sc : torch.scenarios)
     for (const auto& pol : torch.policies) {
       const json* tr = find_run(torch.runs, sc, pol, "default", false);
@@ -420,9 +502,9 @@ void write_side_by_side(std::ostringstream& md, const Tables& torch, const Table
       if (!tr && !lr) continue;
       md << "| " << sc << " | " << pol << " | " << breaks_cell(tr) << " | "
          << fullgraph_cell(find_run(torch.runs, sc, pol, "default", true)) << " | "
-         << speed(tr, find_run(torch.runs, sc, pol, "eager", false)) << " | " << breaks_cell(lr) << " | "
+         << speedup_short(tr) << " | " << breaks_cell(lr) << " | "
          << fullgraph_cell(find_run(libtorch.runs, sc, pol, "default", true)) << " | "
-         << speed(lr, find_run(libtorch.runs, sc, pol, "eager", false)) << " |\n";
+         << speedup_short(lr) << " |\n";
     }
   md << "\n";
 }
@@ -462,6 +544,7 @@ std::string render_markdown(const json& report) {
     if (std::find(engines.begin(), engines.end(), e) == engines.end()) engines.push_back(e);
   std::ostringstream md;
   write_setup(md, model, devices);
+  if (report.contains("settings")) write_settings(md, report["settings"]);
   if (by_engine.count("torch") && by_engine.count("libtorch"))
     write_side_by_side(md, tables_of(by_engine["torch"], devices), tables_of(by_engine["libtorch"], devices));
   for (const auto& e : engines) {

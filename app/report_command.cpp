@@ -1,4 +1,4 @@
-// `hookscope report`: the report JSON (schema 1) of a capture, with totals from SQL over the
+// `hookscope report`: the report JSON (schema 2) of a capture, with totals from SQL over the
 // recorded events, and its Markdown (app/report.h).
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +10,8 @@
 
 #include "app/report_command.h"
 #include "app/report.h"
+#include "app/capture_settings.h"
+#include "measurement/verdict.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
@@ -39,10 +41,48 @@ void add_dynamo(const storage::CaptureReader& rd, int64_t run, json& r) {
     r["break_reasons"] = dyn["break_reasons"];
 }
 
+// The capture's settings (null for a file written before they were stored) with the versions
+// every run recorded merged in: {"versions": {"torch": ["2.11.0"], ...}} lists each value seen.
+json settings_of(const storage::CaptureReader& rd) {
+  const auto meta = rd.metadata();
+  const auto it = meta.find(kCaptureSettingsKey);
+  json settings = it == meta.end() ? json(nullptr) : json::parse(it->second, nullptr, false);
+  if (settings.is_discarded() || !settings.is_object()) settings = json::object();
+  json versions = settings.contains("versions") && settings["versions"].is_object() ? settings["versions"] : json::object();
+  for (const auto& rec : rd.runs()) {
+    if (!rec.versions.is_object()) continue;
+    for (const auto& [k, v] : rec.versions.items()) {
+      if (!v.is_string() && !v.is_number()) continue;
+      const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+      json& seen = versions[k];
+      if (seen.is_string() && seen.get<std::string>() == text) continue;
+      if (!seen.is_array()) seen = seen.is_null() ? json::array() : json::array({seen});
+      if (std::find(seen.begin(), seen.end(), json(text)) == seen.end()) seen.push_back(text);
+    }
+  }
+  for (auto& [k, v] : versions.items())
+    if (v.is_array() && v.size() == 1) v = v[0];
+  settings["versions"] = versions;
+  return settings;
+}
+
+// The verdict of every compiled run against its eager baseline (measurement/verdict.h).
+void add_verdicts(json& runs) {
+  std::vector<const json*> ptrs;
+  for (const auto& r : runs) ptrs.push_back(&r);
+  const auto judged = measurement::judge_runs(ptrs);
+  for (size_t i = 0; i < judged.size(); ++i)
+    if (judged[i])
+      runs[i]["speedup"] = {{"vs_eager", judged[i]->speedup},
+                            {"verdict", measurement::verdict_name(judged[i]->verdict)},
+                            {"why", judged[i]->why}};
+}
+
 }  // namespace
 
 json build_report(const storage::CaptureReader& rd) {
-  json report{{"schema", 1}, {"model", nullptr}, {"devices", json::array()}, {"runs", json::array()}};
+  json report{{"schema", 2}, {"model", nullptr}, {"settings", settings_of(rd)}, {"devices", json::array()},
+              {"runs", json::array()}};
   for (const auto& d : rd.devices()) {
     const auto& i = d.info;
     if (i.run_id) continue;
@@ -69,7 +109,8 @@ json build_report(const storage::CaptureReader& rd) {
       r["error"] = rec.error;
     }
     for (const char* k : {"error", "graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "argmax_match", "logits_identical",
-                          "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "latency_ms"})
+                          "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "prefill_ms",
+                          "decode_ms_per_token", "tokens_per_s", "speedup"})
       if (!r.contains(k)) r[k] = nullptr;
     if (!r.contains("break_reasons")) r["break_reasons"] = json::array();
     if (!r.contains("weight_devices")) r["weight_devices"] = json::array();
@@ -98,7 +139,15 @@ json build_report(const storage::CaptureReader& rd) {
                      {"graph_breaks", rd.graph_breaks(rec.id).size()}};
     report["runs"].push_back(r);
   }
-  if (report["model"].is_null()) report["model"] = {{"id", "?"}, {"path", ""}, {"dtype", "?"}, {"params", 0}, {"bytes", 0}};
+  add_verdicts(report["runs"]);
+  if (report["model"].is_null()) {
+    // Only runs without a model description (torch-engine or imported runs): the name the
+    // capture was given.
+    const std::string given = report["settings"].value("model", "");
+    report["model"] = {{"id", given.empty() ? "?" : std::filesystem::path(given).filename().string()},
+                       {"path", given}, {"dtype", report["settings"].value("dtype", "?")}, {"params", nullptr},
+                       {"bytes", nullptr}};
+  }
   return report;
 }
 
@@ -139,7 +188,7 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   auto* c = app.add_subcommand("report", "Markdown tables (and report.json) from a capture");
   c->add_option("file", a->file, "Capture written by `hookscope capture`")->required();
   c->add_option("--markdown", a->markdown, "Also write the Markdown here");
-  c->add_option("--json", a->json_out, "Write the report JSON (schema 1) here");
+  c->add_option("--json", a->json_out, "Write the report JSON (schema 2) here");
   c->footer("Example:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json");
   c->callback([a, &run_selected] { run_selected = [a] { return run_report(*a); }; });
   return c;

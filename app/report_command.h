@@ -1,4 +1,4 @@
-// `hookscope report`: Markdown (app/report.h) and the report JSON (schema 1) from a capture.
+// `hookscope report`: Markdown (app/report.h) and the report JSON (schema 2) from a capture.
 #pragma once
 
 #include <functional>
@@ -10,10 +10,14 @@
 
 namespace hs::app {
 
-/// The report JSON (schema 1) of a capture: the model, the devices, and per run its stored
-/// result with `recorded` totals computed by SQL over the run's events (transfers, weight
-/// onloads, graph breaks) and its peak resident bytes per device. Runs that never ended are
-/// `incomplete`. Throws the reader's errors.
+/// The report JSON (schema 2) of a capture: the model, the capture's `settings` (command,
+/// date, machine, prompt, tokens, warm-ups, repeats, interleaving, versions merged over the
+/// runs), the devices, and per run its stored result (latency spreads: prefill_ms,
+/// decode_ms_per_token, tokens_per_s, eager_* twins) with `speedup` {vs_eager, verdict
+/// ("faster", "slower", "within noise", "not judged"), why} for compiled runs, `recorded`
+/// totals computed by SQL over the run's events (transfers, weight onloads, graph breaks) and
+/// its peak resident bytes per device. Runs that never ended are `incomplete`. Throws the
+/// reader's errors.
 nlohmann::json build_report(const storage::CaptureReader& rd);
 
 /// Registers `report`; `run_selected` is set to the command's action when it is chosen.

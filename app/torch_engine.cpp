@@ -23,17 +23,20 @@ std::optional<T> opt(const json& j, const char* key) {
   return it->get<T>();
 }
 
-// Median/min/max of a list of samples (ms).
-std::optional<LatencyStats> stats_of(const json& samples) {
-  if (!samples.is_array() || samples.empty()) return std::nullopt;
-  std::vector<double> v;
-  for (const auto& s : samples) v.push_back(s.get<double>());
-  return LatencyStats::of(v);
-}
-
-json stats_json(const std::optional<LatencyStats>& s) {
-  if (!s) return nullptr;
-  return {{"median", s->median}, {"min", s->min}, {"max", s->max}, {"n", s->n}};
+// The driver's per-repeat lists ({"prefill_ms": [...], "decode_ms_per_token": [...]}).
+measurement::LatencySamples samples_of(const json& reply, const char* key) {
+  measurement::LatencySamples out;
+  const auto it = reply.find(key);
+  if (it == reply.end() || !it->is_object()) return out;
+  auto list = [&](const char* k, std::vector<double>& v) {
+    const auto l = it->find(k);
+    if (l == it->end() || !l->is_array()) return;
+    for (const auto& x : *l)
+      if (x.is_number()) v.push_back(x.get<double>());
+  };
+  list("prefill_ms", out.prefill_ms);
+  list("decode_ms_per_token", out.decode_ms_per_token);
+  return out;
 }
 
 }  // namespace
@@ -132,6 +135,8 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
       if (type == "fatal") throw std::runtime_error("the torch driver failed: " + msg.value("error", "?"));
       if (type != "result" || msg.value("id", "") != id) continue;
       r = result_of(msg);
+      r.warmup = opt_.warmup;
+      r.repeats = opt_.repeats;
       if (versions_.is_null() && msg.contains("versions")) versions_ = msg["versions"];
       import_recordings(msg, id, ctx, r);
       return r;
@@ -185,28 +190,16 @@ RunResult TorchEngine::result_of(const json& reply) {
   if (reply.contains("diagnostics")) r.diagnostics = reply["diagnostics"].get<std::vector<std::string>>();
   if (reply.contains("model")) r.model = reply["model"];
   r.new_tokens = opt<int64_t>(reply, "new_tokens").value_or(0);
-  // The decode latency as the LibTorch engine reports it (decode steps 1…N-1 of one generate),
-  // from the driver's per-token figures; prefill and per-token stats are kept beside it.
-  const auto lit = reply.find("latency");
-  const json lat = lit != reply.end() && lit->is_object() ? *lit : json::object();
-  std::vector<double> decode_total;
-  if (lat.contains("decode_ms_per_token") && r.new_tokens > 1)
-    for (const auto& v : lat["decode_ms_per_token"]) decode_total.push_back(v.get<double>() * double(r.new_tokens - 1));
-  if (!decode_total.empty()) r.latency_ms = LatencyStats::of(decode_total);
+  r.latency = samples_of(reply, "latency");
+  // A compiled cell also measures the eager model, interleaved with its own repeats (A B A B):
+  // the comparison that drift cannot favour.
+  r.eager_latency = samples_of(reply, "eager_latency");
   json& extra = r.extra;
   for (const char* k : {"break_reasons", "recompile_limit_hits", "frames_skipped", "unique_graphs", "compile_time_s",
                         "device_map", "hooked_modules", "cache_implementation", "scenario_note", "versions",
                         "measurement", "op_count", "compile_time_total_s", "cudagraph_skips", "skipped_frames",
                         "tokens", "tokens_match_reference", "backend", "execution_device"})
     if (reply.contains(k)) extra[k] = reply[k];
-  extra["prefill_ms"] = stats_json(stats_of(lat.value("prefill_ms", json())));
-  extra["decode_ms_per_token"] = stats_json(stats_of(lat.value("decode_ms_per_token", json())));
-  // A compiled cell also measures the eager model, interleaved with its own repeats (A B A B):
-  // the comparison that drift cannot favour.
-  if (const auto it = reply.find("eager_latency"); it != reply.end() && it->is_object()) {
-    extra["eager_prefill_ms"] = stats_json(stats_of(it->value("prefill_ms", json())));
-    extra["eager_decode_ms_per_token"] = stats_json(stats_of(it->value("decode_ms_per_token", json())));
-  }
   return r;
 }
 

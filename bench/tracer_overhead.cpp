@@ -20,8 +20,8 @@
 // `--on` narrows what "on" turns on, to see each part's share: `tracer` (events only), `ledger`
 // (memory samples only, no sink: they go nowhere) or `none` (an A/A run: the noise floor).
 // A decode is a prefill plus `--tokens - 1` decode steps; its latency is the time of the decode
-// steps, as capture's latency_ms. The tracer's flush after an "on" decode is not timed (the
-// writer thread's work during the decode is).
+// steps (capture divides it by the tokens: decode_ms_per_token). The tracer's flush after an
+// "on" decode is not timed (the writer thread's work during the decode is).
 //
 // The headline `overhead_pct` is paired: each "on" decode against the "off" decode next to it,
 // the median ratio of the off-first pairs and of the on-first pairs, and their geometric mean.

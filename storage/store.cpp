@@ -627,6 +627,22 @@ void Store::end_run(int64_t run, tracer::RunStatus status, std::string_view erro
   m.runs.erase(run);
 }
 
+void Store::set_metadata(std::string_view name, std::string_view value) {
+  for (std::string_view own : {kSchemaVersionKey, kProductVersionKey, std::string_view("HOOKSCOPE_TIME_DOMAIN"),
+                               std::string_view("HOOKSCOPE_FINALIZED"),
+                               std::string_view("HOOKSCOPE_SQLITE_VERSION")})
+    if (name == own) throw std::invalid_argument("set_metadata: " + std::string(name) + " is written by the store itself");
+  Impl& m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.require_open();
+  m.in_transaction([&] {
+    Stmt del(m.db, m.path, "DELETE FROM META_DATA_EXPORT WHERE name = ?");
+    del.bind(1, name).exec();
+    Stmt ins(m.db, m.path, "INSERT INTO META_DATA_EXPORT (name, value) VALUES (?, ?)");
+    ins.bind(1, name).bind(2, value).exec();
+  });
+}
+
 void Store::set_run_result(int64_t run, const nlohmann::json& results) {
   if (!results.is_object())
     throw std::invalid_argument("set_run_result: results must be a JSON object, got: " + results.dump());

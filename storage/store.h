@@ -75,6 +75,10 @@ class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
   /// argmax_match, logits_identical, params_on_meta_after, weight_devices, graph_count,
   /// graph_break_count. Throws std::invalid_argument for an unknown run or a non-object.
   void set_run_result(int64_t run, const nlohmann::json& results);
+  /// Sets META_DATA_EXPORT row `name` to `value` (added or replaced), e.g.
+  /// HOOKSCOPE_CAPTURE_SETTINGS: the capture's settings as JSON. Throws std::invalid_argument
+  /// for the rows the store itself owns (schema version, finalized flag, ...).
+  void set_metadata(std::string_view name, std::string_view value);
   /// Adds a DIAGNOSTICS row (run = nullopt: about the whole capture). Returns its id.
   int64_t add_diagnostic(std::optional<int64_t> run, Severity severity, std::string_view source,
                          std::string_view text, std::optional<int64_t> time_ns = std::nullopt);

@@ -62,7 +62,21 @@ std::vector<json> runs_where(const std::string& scenario, const std::string& pol
 
 TEST(Capture, MatrixIsCompleteAndSchemaShaped) {
   const json& rep = capture().report;
-  EXPECT_EQ(rep["schema"], 1);
+  EXPECT_EQ(rep["schema"], 2);
+  // The settings the capture ran with are in the file, and in the report.
+  const json& set = rep["settings"];
+  EXPECT_NE(set["command"].get<std::string>().find("capture --engine libtorch --model"), std::string::npos) << set;
+  EXPECT_EQ(set["prompt_ids"], json({5, 17, 99, 3, 42, 7}));
+  EXPECT_EQ(set["max_new_tokens"], 4);
+  EXPECT_EQ(set["repeats"], 2);
+  EXPECT_EQ(set["warmup"], 1);
+  EXPECT_EQ(set["versions"]["hookscope"], "0.1.0");
+  EXPECT_FALSE(set["date"].get<std::string>().empty());
+  EXPECT_TRUE(set["machine"].contains("cpu"));
+  EXPECT_EQ(rep["model"]["id"], "tiny-llama") << "a folder is named by its name, not its path";
+  for (const char* k : {"prompt ids: `[5,17,99,3,42,7]`", "1 warm-up(s) and 2 measured generate(s) per run", "- command: ``",
+                        "- machine: ", "versions: "})
+    EXPECT_NE(capture().markdown.find(k), std::string::npos) << k << "\n" << capture().markdown;
   for (const char* k : {"id", "path", "dtype", "params", "bytes"}) EXPECT_TRUE(rep["model"].contains(k)) << k;
   EXPECT_EQ(rep["devices"].size(), 5u);  // 4 emulated accelerators + cpu
   EXPECT_EQ(rep["devices"][0]["kind"], "emulated");
@@ -72,7 +86,7 @@ TEST(Capture, MatrixIsCompleteAndSchemaShaped) {
     for (const char* k : {"scenario", "policy", "mode", "fullgraph", "status", "error", "graph_count", "graph_break_count",
                           "captured_regions", "disabled_scope_entries", "engine",
                           "break_reasons", "weight_devices", "argmax_match", "logits_identical", "params_on_meta_after",
-                          "latency_ms", "new_tokens", "peak_memory_bytes"})
+                          "prefill_ms", "decode_ms_per_token", "tokens_per_s", "new_tokens", "peak_memory_bytes"})
       EXPECT_TRUE(r.contains(k)) << k << " in " << r.dump();
     EXPECT_NE(r["status"], "incomplete");
     // The LibTorch engine does not run Dynamo: Dynamo's counts stay empty, its own have names.
@@ -146,7 +160,9 @@ TEST(Capture, CorrectnessChecksHoldForEverySuccessfulRun) {
       EXPECT_EQ(r["params_on_meta_after"], true);
     }
     EXPECT_EQ(r["new_tokens"], 4);
-    EXPECT_EQ(r["latency_ms"]["n"], 2);
+    EXPECT_EQ(r["decode_ms_per_token"]["n"], 2);
+    EXPECT_EQ(r["prefill_ms"]["n"], 2);
+    if (r["mode"] != "eager") EXPECT_EQ(r["eager_decode_ms_per_token"]["n"], 2) << "interleaved eager generates";
   }
 }
 

@@ -20,7 +20,9 @@ json run(const std::string& sc, const std::string& pol, const std::string& mode,
          {"argmax_match", status == "ok" ? json(true) : json(nullptr)},
          {"logits_identical", nullptr},
          {"params_on_meta_after", nullptr},
-         {"latency_ms", status == "ok" ? json{{"median", ms}, {"min", ms - 1}, {"max", ms + 1}, {"n", 3}} : json(nullptr)},
+         {"decode_ms_per_token", status == "ok" ? json{{"median", ms}, {"min", ms - 1}, {"max", ms + 1}, {"q1", ms - 0.5},
+                                                       {"q3", ms + 0.5}, {"n", 3}}
+                                                : json(nullptr)},
          {"new_tokens", 8}};
   if (status == "error" || (!breaks.is_null() && breaks.get<int>() > 0))
     r["break_reasons"].push_back({{"reason", "Skip calling `torch.compiler.disable()`d function"},
@@ -37,7 +39,11 @@ json sample_report() {
   runs.push_back(run("sharded", "offload-only", "eager", false, "ok", 0, 100));
   runs.push_back(run("sharded", "offload-only", "default", false, "ok", 0, 50));
   runs.push_back(run("sharded", "offload-only", "default", true, "ok", 0, 50));
-  return {{"schema", 1},
+  for (size_t i = 0; i < runs.size(); ++i) runs[i]["id"] = i + 1;
+  // build_report's verdicts (measurement/verdict.h), as it would write them.
+  runs[1]["speedup"] = {{"vs_eager", 100.0 / 120}, {"verdict", "slower"}, {"why", "apart"}};
+  runs[4]["speedup"] = {{"vs_eager", 2.0}, {"verdict", "faster"}, {"why", "apart"}};
+  return {{"schema", 2},
           {"model", {{"id", "tiny"}, {"path", "/x"}, {"dtype", "f32"}, {"params", 1000000}, {"bytes", 4000000}}},
           {"devices", json::array({{{"id", 0}, {"kind", "emulated"}, {"backing", "cpu"}, {"max_memory", nullptr}},
                                    {{"id", 1}, {"kind", "emulated"}, {"backing", "cpu"}, {"max_memory", nullptr}}})},
@@ -53,13 +59,43 @@ TEST(Report, MarkdownHasTheReferenceTables) {
       << md;
   EXPECT_NE(md.find("AlignDevicesHook.pre_forward"), std::string::npos);
   EXPECT_NE(md.find("| works | yes |"), std::string::npos) << md;
-  // latency with speed-up vs eager: 100/120 = 0.83x before, 100/50 = 2.00x after.
-  EXPECT_NE(md.find("| sharded | default | 120.0 (119.0–121.0) | 50.0 (49.0–51.0) | 0.83× | 2.00× |"), std::string::npos)
+  // latency: decode ms/token median (IQR), speed-up vs eager with its verdict.
+  EXPECT_NE(md.find("| sharded | default | whole-hook | 3 | – | 120.00 (119.50–120.50) | – | – | 0.83× slower |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| sharded | default | offload-only | 3 | – | 50.00 (49.50–50.50) | – | – | 2.00× faster |"),
+            std::string::npos)
       << md;
   // graph breaks before/after.
   EXPECT_NE(md.find("| sharded | default | 9 | 0 |"), std::string::npos) << md;
   // The default run breaks there once, and the fullgraph run stops there: two.
-  EXPECT_NE(md.find("| `AlignDevicesHook.pre_forward` | `model.layers.0` | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `AlignDevicesHook.pre_forward` | 2 | 2 | 1 | `model.layers.0` |"), std::string::npos) << md;
+}
+
+TEST(Report, NoiseIsNotColouredAsAWinAndSaysWhy) {
+  json r = sample_report();
+  r["runs"][4]["speedup"] = {{"vs_eager", 1.04}, {"verdict", "within noise"},
+                             {"why", "interquartile ranges overlap (eager 9.90–10.30, compiled 9.80–10.10 ms/token)"}};
+  r["runs"][1]["speedup"] = {{"vs_eager", 0.83}, {"verdict", "not judged"}, {"why", "n=1"}};
+  const std::string md = hs::app::render_markdown(r);
+  EXPECT_NE(md.find("| 1.04× within noise [1] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("[1] interquartile ranges overlap (eager 9.90–10.30"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.83× (n=3, not judged) |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("× faster"), std::string::npos) << "no run is called faster: " << md;
+}
+
+TEST(Report, SettingsArePrinted) {
+  json r = sample_report();
+  r["settings"] = {{"command", "hookscope capture --model x"}, {"date", "2026-12-01T08:00:00Z"},
+                   {"prompt", "The capital of France is"}, {"max_new_tokens", 8}, {"warmup", 1}, {"repeats", 3},
+                   {"versions", {{"torch", "2.11.0"}, {"accelerate", "1.15.0"}}},
+                   {"machine", {{"cpu", "AMD EPYC"}, {"logical_cpus", 2}, {"memory_bytes", 1 << 30}, {"os", "Linux"}}}};
+  const std::string md = hs::app::render_markdown(r);
+  for (const char* k : {"- prompt: `The capital of France is`; 8 new tokens per greedy generate; 1 warm-up(s) and 3 "
+                        "measured generate(s) per run",
+                        "- versions: accelerate 1.15.0, torch 2.11.0", "- machine: AMD EPYC, 2 logical CPUs, 1.0 GiB, Linux",
+                        "- date: 2026-12-01T08:00:00Z", "- command: `` hookscope capture --model x ``"})
+    EXPECT_NE(md.find(k), std::string::npos) << k << "\n" << md;
 }
 
 TEST(Report, PeakMemoryTableTakesEachScenariosLargestPeakPerDevice) {

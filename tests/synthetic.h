@@ -51,7 +51,7 @@ struct SyntheticResult {
 /// cpu, plus the capture's "emulated" diagnostic. Call once per file.
 void add_synthetic_devices(Store& store, int devices);
 
-/// Appends one run to `store` with results JSON like the capture's (latency_ms,
+/// Appends one run to `store` with results JSON like the capture's (decode_ms_per_token,
 /// graph_break_count, status, ...). Throws what the Store or HostTracer throw.
 SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& spec);
 

@@ -63,13 +63,16 @@ TEST(TorchEngineReply, OkRunKeepsDynamosCountsAndLatency) {
   EXPECT_EQ(r.graph_count, 12);
   EXPECT_FALSE(r.disabled_scope_entries.has_value()) << "a Dynamo run has no LibTorch measure";
   EXPECT_EQ(r.recompiles, 3);
-  ASSERT_TRUE(r.latency_ms.has_value());
-  EXPECT_DOUBLE_EQ(r.latency_ms->median, 12.0);  // 3 ms/token x 4 decode steps
-  EXPECT_EQ(r.latency_ms->n, 3u);
+  EXPECT_EQ(r.latency.decode_ms_per_token, (std::vector<double>{2.0, 3.0, 4.0}));
+  EXPECT_EQ(r.latency.prefill_ms, (std::vector<double>{10.0, 12.0, 11.0}));
+  EXPECT_TRUE(r.eager_latency.empty()) << "an eager cell has no interleaved baseline";
   const json doc = r.to_json(Cell{});
   EXPECT_EQ(doc["break_reasons"][0]["gb_code"], "GB0098") << "Dynamo's reasons replace the generic list";
   EXPECT_EQ(doc["prefill_ms"]["median"], 11.0);
   EXPECT_EQ(doc["decode_ms_per_token"]["max"], 4.0);
+  EXPECT_EQ(doc["decode_ms_per_token"]["q1"], 2.5);
+  EXPECT_EQ(doc["tokens_per_s"]["median"], 1000.0 / 3.0);
+  EXPECT_EQ(doc["samples"]["prefill_ms"], json({10.0, 12.0, 11.0}));
   EXPECT_EQ(doc["cache_implementation"], "static");
   EXPECT_EQ(doc["frames_skipped"], 2);
   EXPECT_EQ(doc["logits_identical"], true);

@@ -11,6 +11,7 @@
 
 #include "ui/view.h"
 #include "ui/view_style.h"
+#include "measurement/verdict.h"
 
 namespace hs::ui {
 
@@ -24,8 +25,9 @@ const json* field(const storage::RunRecord* r, const char* k) {
   return v.is_null() ? nullptr : &v;
 }
 
+// A statistic (median, q1, q3, min, max, n) of the run's decode ms/token.
 std::optional<double> latency(const storage::RunRecord* r, const char* k) {
-  const json* l = field(r, "latency_ms");
+  const json* l = field(r, "decode_ms_per_token");
   if (!l || !l->is_object() || !l->contains(k) || !(*l)[k].is_number()) return std::nullopt;
   return (*l)[k].get<double>();
 }
@@ -70,7 +72,7 @@ enum Column : int {
   kColumnCount
 };
 constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",     "graph breaks", "fullgraph",
-                                                    "decode latency", "vs eager", "argmax",       "logits identical",
+                                                    "decode ms/token", "vs eager", "argmax",       "logits identical",
                                                     "params on meta", "runs"};
 
 }  // namespace
@@ -81,6 +83,8 @@ constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",   
 struct MatrixKey {
   int scenario_order;  ///< index into CompareMatrix::scenarios
   std::string scenario;
+  int engine_order;    ///< torch, libtorch, then others
+  std::string engine;
   int policy_order;
   std::string policy;
   int mode_order;
@@ -111,6 +115,8 @@ struct CompareMatrix {
       if (s == scenarios.end()) s = scenarios.insert(s, r.scenario);
       const MatrixKey key{static_cast<int>(s - scenarios.begin()),
                           r.scenario,
+                          rank(r.engine, {"torch", "libtorch"}),
+                          r.engine,
                           rank(r.policy, {"whole-hook", "offload-only"}),
                           r.policy,
                           rank(r.mode, {"eager", "default", "reduce-overhead"}),
@@ -119,10 +125,18 @@ struct CompareMatrix {
     }
     for (const auto& [k, row] : rows)
       latency_scale = std::max(latency_scale, latency(row.measured(), "max").value_or(0));
+    std::vector<const json*> results;
+    for (const auto& r : runs) results.push_back(&r.results);
+    const auto judged = measurement::judge_runs(results);
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (judged[i]) verdicts[&runs[i]] = *judged[i];
   }
+  /// Each compiled run's speed-up against eager and what may be concluded (measurement/verdict.h).
+  std::map<const storage::RunRecord*, measurement::Judgement> verdicts;
   /// The eager row of `key`'s scenario and policy, if the capture ran one.
   const MatrixRow* eager_of(const MatrixKey& key) const {
-    auto it = rows.find(MatrixKey{key.scenario_order, key.scenario, key.policy_order, key.policy, 0, "eager"});
+    auto it = rows.find(MatrixKey{key.scenario_order, key.scenario, key.engine_order, key.engine, key.policy_order,
+                                  key.policy, 0, "eager"});
     return it == rows.end() ? nullptr : &it->second;
   }
 };
@@ -171,10 +185,11 @@ void fullgraph_cell(const storage::RunRecord* fullgraph) {
   ImGui::EndTooltip();
 }
 
-/// The decode latency as a bar (median) with min–max whiskers, on the matrix' one scale.
+/// Decode ms/token as a bar (median) with the interquartile range as whiskers, on the matrix'
+/// one scale.
 void latency_cell(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
   const storage::RunRecord* m = row.measured();
-  const auto med = latency(m, "median"), lo = latency(m, "min"), hi = latency(m, "max");
+  const auto med = latency(m, "median"), lo = latency(m, "q1"), hi = latency(m, "q3");
   const bool failed = m && m->status == tracer::RunStatus::Failed;
   const float line_h = ImGui::GetTextLineHeight();
   const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -193,7 +208,7 @@ void latency_cell(const CompareMatrix& matrix, const MatrixKey& key, const Matri
       dl->AddLine(ImVec2(xs(*hi), p.y + 3), ImVec2(xs(*hi), p.y + line_h - 2), style::kText);
     }
     char txt[48];
-    std::snprintf(txt, sizeof txt, "%.1f ms", *med);
+    std::snprintf(txt, sizeof txt, "%.2f ms/tok", *med);
     dl->AddText(ImVec2(p.x + bar_w + 6, p.y), style::kText, txt);
   } else if (row.any()->status == tracer::RunStatus::Incomplete) {
     dl->AddText(p, style::kWarn, "incomplete");
@@ -202,25 +217,30 @@ void latency_cell(const CompareMatrix& matrix, const MatrixKey& key, const Matri
   }
   ImGui::Dummy(ImVec2(w, line_h));
   if (ImGui::IsItemHovered() && med && !failed)
-    ImGui::SetTooltip("median %.2f ms, min %.2f, max %.2f over %lld repeats%s", *med, lo.value_or(0), hi.value_or(0),
-                      static_cast<long long>(field(m, "latency_ms")->value("n", 0)),
+    ImGui::SetTooltip("decode %.3f ms/token median, interquartile range %.3f-%.3f, min %.3f, max %.3f over %lld "
+                      "measured generates%s",
+                      *med, lo.value_or(0), hi.value_or(0), latency(m, "min").value_or(0),
+                      latency(m, "max").value_or(0), static_cast<long long>(latency(m, "n").value_or(0)),
                       m == row.fullgraph ? " (the fullgraph run)" : "");
 }
 
-/// Speed-up against the eager run of the same scenario and policy.
-void speedup_cell(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
+/// Speed-up against eager (the interleaved eager generates of the same cell, else the eager run
+/// of the same scenario and policy), coloured only when the verdict is faster or slower.
+void speedup_cell(const CompareMatrix& matrix, const MatrixRow& row) {
   const storage::RunRecord* m = row.measured();
-  const MatrixRow* eager = matrix.eager_of(key);
-  const auto med = latency(m, "median");
-  const auto base = eager ? latency(eager->measured(), "median") : std::nullopt;
-  if (med && base && *med > 0 && !(m && m->status == tracer::RunStatus::Failed)) {
-    const double s = *base / *med;
-    ImGui::PushStyleColor(ImGuiCol_Text, s >= 1.05 ? style::kOk : s <= 0.95 ? style::kBad : style::kText);
-    ImGui::Text("%.2fx", s);
-    ImGui::PopStyleColor();
-  } else {
+  const auto it = m ? matrix.verdicts.find(m) : matrix.verdicts.end();
+  if (it == matrix.verdicts.end() || m->status == tracer::RunStatus::Failed) {
     ImGui::TextDisabled("-");
+    return;
   }
+  const measurement::Judgement& j = it->second;
+  const bool decided = j.verdict == measurement::Verdict::Faster || j.verdict == measurement::Verdict::Slower;
+  ImGui::PushStyleColor(ImGuiCol_Text, !decided ? style::kDim
+                                       : j.verdict == measurement::Verdict::Faster ? style::kOk
+                                                                                   : style::kBad);
+  ImGui::Text("%.2fx %s", j.speedup, measurement::verdict_name(j.verdict));
+  ImGui::PopStyleColor();
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", j.why.c_str());
 }
 
 /// "4, 5 (fullgraph)": the runs of a row.
@@ -259,8 +279,8 @@ void View::DrawCompareScenario(const CompareMatrix& matrix, size_t si) {
   ImGui::Text("%s", sc.c_str());
   ImGui::SameLine();
   ImGui::TextDisabled(
-      "(decode latency of the new tokens: median, min-max whiskers, one scale for all scenarios; "
-      "speed-up vs eager of the same policy)");
+      "(decode ms/token: median, interquartile-range whiskers, one scale for all scenarios; speed-up vs the "
+      "eager generates interleaved with the run, coloured only when its spreads are apart)");
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable(("compare_" + sc).c_str(), kColumnCount, flags)) return;
   for (int c = 0; c < kColumnCount; ++c)
@@ -279,7 +299,8 @@ void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, con
   ImGui::TableNextColumn();
   const float y0 = ImGui::GetCursorScreenPos().y;
   const bool selected = (row.run && row.run->id == primary) || (row.fullgraph && row.fullgraph->id == primary);
-  if (ImGui::Selectable((key.policy + "##" + key.scenario + key.mode).c_str(), selected,
+  const std::string label = (key.engine.empty() ? "" : key.engine + " ") + key.policy;
+  if (ImGui::Selectable((label + "##" + key.scenario + key.mode).c_str(), selected,
                         ImGuiSelectableFlags_SpanAllColumns)) {
     const int64_t id = row.any()->id;
     if (ImGui::GetIO().KeyCtrl && id != primary)
@@ -296,7 +317,7 @@ void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, con
   ImGui::TableNextColumn();
   latency_cell(matrix, key, row);
   ImGui::TableNextColumn();
-  speedup_cell(matrix, key, row);
+  speedup_cell(matrix, row);
   ImGui::TableNextColumn();
   check_cell(m, "argmax_match");
   ImGui::TableNextColumn();

@@ -1,0 +1,154 @@
+// measurement/: spreads against numpy, the verdict rules, and a capture whose eager cell is
+// slowed on purpose: the report must call its comparisons noise, never a speed-up.
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "app/capture_runner.h"
+#include "app/libtorch_engine.h"
+#include "app/report_command.h"
+#include "measurement/spread.h"
+#include "measurement/verdict.h"
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace {
+
+using hs::measurement::judge;
+using hs::measurement::Spread;
+using hs::measurement::Verdict;
+using nlohmann::json;
+
+TEST(Spread, MatchesNumpy) {
+  const std::vector<std::vector<double>> cases = {
+      {5.0}, {2.0, 1.0}, {3.0, 1.0, 2.0}, {10.5, 9.25, 11.0, 30.0}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 100}, {4, 4, 4, 4, 5}};
+  for (const auto& v : cases) {
+    std::vector<std::string> args;
+    for (double x : v) args.push_back(std::to_string(x));
+    const json want = json::parse(hs::test::run_oracle("spread_numpy.py", args));
+    const Spread s = Spread::of(v);
+    SCOPED_TRACE(want.dump());
+    for (const auto& [k, got] : std::map<std::string, double>{{"median", s.median}, {"min", s.min}, {"max", s.max},
+                                                              {"q1", s.q1}, {"q3", s.q3}, {"iqr", s.iqr}, {"mad", s.mad}})
+      EXPECT_NEAR(got, want[k].get<double>(), 1e-9) << k;
+    EXPECT_EQ(s.n, want["n"].get<size_t>());
+  }
+}
+
+TEST(Spread, RefusesNothingAndNaN) {
+  EXPECT_THROW(Spread::of({}), std::invalid_argument);
+  EXPECT_THROW(Spread::of({1.0, std::nan("")}), std::invalid_argument);
+  EXPECT_FALSE(Spread::from_json(nullptr).has_value());
+  const auto old = Spread::from_json(json{{"median", 5.0}, {"min", 4.0}, {"max", 7.0}, {"n", 3}});
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->q1, 4.0) << "a document without quartiles spreads over min–max";
+  EXPECT_EQ(old->q3, 7.0);
+}
+
+TEST(Verdict, ApartIsADecisionOverlapIsNoise) {
+  const Spread eager = Spread::of({10, 10.2, 10.4, 10.1}), fast = Spread::of({5, 5.1, 5.3, 5.2});
+  auto j = judge(fast, eager, {2.0, 1.99, 1.96, 1.94});
+  EXPECT_EQ(j.verdict, Verdict::Faster) << j.why;
+  EXPECT_NEAR(j.speedup, 1.975, 1e-9);
+  EXPECT_EQ(judge(eager, fast, {}).verdict, Verdict::Slower);
+  const Spread close = Spread::of({9.9, 10.3, 10.05, 10.6});
+  j = judge(close, eager, {});
+  EXPECT_EQ(j.verdict, Verdict::WithinNoise);
+  EXPECT_NE(j.why.find("overlap"), std::string::npos) << j.why;
+}
+
+TEST(Verdict, FewRepeatsAreNotJudgedAndStraddlingPairsAreNoise) {
+  EXPECT_EQ(judge(Spread::of({5, 5}), Spread::of({10, 10}), {2, 2}).verdict, Verdict::NotJudged);
+  // Medians apart, but round by round the speed-up crosses 1: the machine moved under the rounds.
+  const auto j = judge(Spread::of({5, 5.1, 5.2, 5.3}), Spread::of({10, 10.1, 10.2, 10.3}), {0.5, 0.9, 1.8, 2.1});
+  EXPECT_EQ(j.verdict, Verdict::WithinNoise) << j.why;
+}
+
+json run_doc(const std::string& policy, const std::string& mode, std::vector<double> decode,
+             std::vector<double> eager = {}) {
+  json r{{"engine", "libtorch"}, {"scenario", "sharded"}, {"policy", policy}, {"mode", mode}, {"fullgraph", false},
+         {"status", "ok"}, {"decode_ms_per_token", Spread::of(decode).to_json()},
+         {"samples", {{"decode_ms_per_token", decode}}}};
+  if (!eager.empty()) {
+    r["eager_decode_ms_per_token"] = Spread::of(eager).to_json();
+    r["samples"]["eager_decode_ms_per_token"] = eager;
+  }
+  return r;
+}
+
+TEST(Verdict, EagerThatDriftsBetweenPoliciesTurnsEveryDecisionIntoNoise) {
+  const json a = run_doc("whole-hook", "eager", {20, 20.5, 21, 20.2});  // slowed
+  const json b = run_doc("offload-only", "eager", {10, 10.2, 10.1, 10.3});
+  const json c = run_doc("offload-only", "default", {5, 5.1, 5.2, 5.1}, {10, 10.2, 10.1, 10.3});
+  auto judged = hs::measurement::judge_runs({&a, &b, &c});
+  ASSERT_TRUE(judged[2].has_value());
+  EXPECT_FALSE(judged[0].has_value()) << "eager runs are baselines, not judged";
+  EXPECT_EQ(judged[2]->verdict, Verdict::WithinNoise);
+  EXPECT_NE(judged[2]->why.find("changed during the capture"), std::string::npos) << judged[2]->why;
+  // The same runs without the drift: a decision.
+  const json a2 = run_doc("whole-hook", "eager", {10.1, 10.2, 10.0, 10.3});
+  judged = hs::measurement::judge_runs({&a2, &b, &c});
+  EXPECT_EQ(judged[2]->verdict, Verdict::Faster) << judged[2]->why;
+}
+
+// A real capture (tiny Llama, LibTorch engine) whose whole-hook eager cell is slowed by a sleep
+// in every decode step, and whose offload-only compiled generates are slowed too: without the
+// drift the latter reads "slower"; with it, "within noise" naming the drift. The slowed eager
+// cell never makes whole-hook's compiled run look faster (its baseline is interleaved).
+json slowed_capture(const std::string& name, bool slow_whole_hook_eager) {
+  hs::app::LibTorchEngineOptions o;
+  o.model = hs::test::tiny_checkpoint("tiny-llama").string();
+  o.accelerators = 2;
+  o.prompt_ids = {5, 17, 99, 3};
+  o.max_new_tokens = 4;
+  o.repeats = 4;
+  o.warmup = 1;
+  o.offload_dir = hs::test::scratch_dir(name + "-offload");
+  o.log = [](const std::string&, const std::string&) {};
+  o.on_step = [slow_whole_hook_eager](const hs::app::Cell& c, bool baseline, int, int64_t) {
+    const bool whole_hook_eager = c.policy == hs::hooks::CompilePolicy::WholeHook && c.mode == hs::compile::Mode::Eager;
+    const bool offload_only_compiled = c.policy == hs::hooks::CompilePolicy::OffloadOnly &&
+                                       c.mode != hs::compile::Mode::Eager && !baseline;
+    if ((slow_whole_hook_eager && whole_hook_eager) || offload_only_compiled)
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  };
+  hs::app::LibTorchEngine engine(o);
+  hs::app::Matrix m;
+  m.scenarios = {hs::app::Scenario::Sharded};
+  m.policies = {hs::hooks::CompilePolicy::WholeHook, hs::hooks::CompilePolicy::OffloadOnly};
+  m.modes = {hs::compile::Mode::Eager, hs::compile::Mode::Default};
+  m.fullgraphs = {false};
+  const auto db = hs::test::scratch_dir(name) / "capture.sqlite";
+  EXPECT_EQ(hs::app::run_matrix({&engine}, m, db), 0);
+  return hs::app::build_report(hs::storage::CaptureReader(db.string()));
+}
+
+const json& find(const json& report, const std::string& policy, const std::string& mode) {
+  for (const auto& r : report["runs"])
+    if (r["policy"] == policy && r["mode"] == mode) return r;
+  throw std::runtime_error("no run " + policy + " " + mode);
+}
+
+TEST(Verdict, ASlowedEagerCellIsNoiseNotASpeedUp) {
+  const json control = slowed_capture("verdict-control", false);
+  const json& c = find(control, "offload-only", "default");
+  EXPECT_EQ(c["speedup"]["verdict"], "slower") << c["speedup"].dump();
+  const json slowed = slowed_capture("verdict-slowed", true);
+  const json& s = find(slowed, "offload-only", "default");
+  EXPECT_EQ(s["speedup"]["verdict"], "within noise") << s["speedup"].dump();
+  EXPECT_NE(s["speedup"]["why"].get<std::string>().find("changed during the capture"), std::string::npos);
+  const json& w = find(slowed, "whole-hook", "default");
+  EXPECT_NE(w["speedup"]["verdict"], "faster") << "the slowed eager cell is not its baseline: " << w.dump();
+  // The stored samples are what the spreads summarise.
+  EXPECT_EQ(w["samples"]["decode_ms_per_token"].size(), 4u);
+  EXPECT_EQ(w["samples"]["eager_decode_ms_per_token"].size(), 4u);
+  EXPECT_DOUBLE_EQ(w["decode_ms_per_token"]["median"].get<double>(),
+                   Spread::of(w["samples"]["decode_ms_per_token"].get<std::vector<double>>()).median);
+  // The settings travel with the capture and the report prints them.
+  EXPECT_TRUE(slowed["settings"].is_object());
+}
+
+}  // namespace
