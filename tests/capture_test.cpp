@@ -162,7 +162,9 @@ TEST(Capture, CorrectnessChecksHoldForEverySuccessfulRun) {
     EXPECT_EQ(r["new_tokens"], 4);
     EXPECT_EQ(r["decode_ms_per_token"]["n"], 2);
     EXPECT_EQ(r["prefill_ms"]["n"], 2);
-    if (r["mode"] != "eager") EXPECT_EQ(r["eager_decode_ms_per_token"]["n"], 2) << "interleaved eager generates";
+    if (r["mode"] != "eager") {
+      EXPECT_EQ(r["eager_decode_ms_per_token"]["n"], 2) << "interleaved eager generates";
+    }
   }
 }
 
