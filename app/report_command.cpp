@@ -10,6 +10,7 @@
 
 #include "app/report_command.h"
 #include "app/report.h"
+#include "app/stats.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
@@ -96,6 +97,7 @@ json build_report(const storage::CaptureReader& rd) {
     add_dynamo(rd, rec.id, r);
     r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb},
                      {"graph_breaks", rd.graph_breaks(rec.id).size()}};
+    r["stats"] = stats_json(compute_stats(rd, {{}, rec.id}).front());  // app/stats.h: hook time, transfers, ...
     report["runs"].push_back(r);
   }
   if (report["model"].is_null()) report["model"] = {{"id", "?"}, {"path", ""}, {"dtype", "?"}, {"params", 0}, {"bytes", 0}};

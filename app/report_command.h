@@ -12,7 +12,8 @@ namespace hs::app {
 
 /// The report JSON (schema 1) of a capture: the model, the devices, and per run its stored
 /// result with `recorded` totals computed by SQL over the run's events (transfers, weight
-/// onloads, graph breaks) and its peak resident bytes per device. Runs that never ended are
+/// onloads, graph breaks), its peak resident bytes per device and its `stats` (app/stats.h's
+/// `stats_json`: totals and every report's rows). Runs that never ended are
 /// `incomplete`. Throws the reader's errors.
 nlohmann::json build_report(const storage::CaptureReader& rd);
 

@@ -32,12 +32,13 @@ std::string time_cell(const json& t, const char* ns_key, const char* count_key) 
   return ms(t.value(ns_key, int64_t{0})) + " (" + std::to_string(n) + ")";
 }
 
-// "1.5 MiB in 3.2 ms (0.49 GB/s)"; "–" when nothing moved.
+// "1.5 MiB in 3.2 ms (0.49 GB/s)" ("0 B in 3.2 ms": calls that moved nothing, as a torch-engine
+// send_to_device on a CPU machine); "–" when there were none.
 std::string bytes_cell(const json& t, const char* count_key, const char* bytes_key, const char* ns_key) {
   if (t.value(count_key, int64_t{0}) == 0) return "–";
   const int64_t bytes = t.value(bytes_key, int64_t{0}), ns = t.value(ns_key, int64_t{0});
   std::string cell = bytes_h(static_cast<double>(bytes)) + " in " + ms(ns) + " ms";
-  if (ns > 0) {
+  if (ns > 0 && bytes > 0) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " (%.2f GB/s)", static_cast<double>(bytes) / static_cast<double>(ns));
     cell += buf;

@@ -390,7 +390,7 @@ const std::vector<ReportSpec>& specs() {
            return c;
          });
        }},
-      {"device_compute", "Module compute per execution device (busy = union of the module spans)",
+      {"device_compute", "Module compute per execution device, busy = union of the module spans",
        {"device", "modules", "calls", "busy_ns"},
        [](const RunStats& st) {
          return map_rows(st.device_compute,
@@ -402,7 +402,7 @@ const std::vector<ReportSpec>& specs() {
       {"weight_swaps", "Weight onloads and offloads by source and device",
        {"kind", "src", "dst", "emulated", "count", "bytes", "total_ns", "gb_per_s"},
        [](const RunStats& st) { return map_rows(st.weight_swaps, copy_cells); }},
-      {"compiler_disabled", "Time inside compiler-disabled scopes by function (each entry inclusive)",
+      {"compiler_disabled", "Time inside compiler-disabled scopes by function, each entry inclusive",
        with_durations({"function", "nested"}),
        [](const RunStats& st) {
          return map_rows(st.compiler_disabled, [](const DisabledScopeRow& r) {

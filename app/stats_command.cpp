@@ -44,7 +44,7 @@ std::string text_header(const std::string& column) {
 std::string text_cell(const std::string& column, const json& v) {
   char buf[64];
   if (ends_with(column, "_ns") && v.is_number()) {
-    std::snprintf(buf, sizeof buf, "%.3f", v.get<double>() / 1e6);
+    std::snprintf(buf, sizeof buf, "%.4f", v.get<double>() / 1e6);
     return buf;
   }
   if (v.is_number_float()) {
@@ -120,12 +120,15 @@ int run_stats(const StatsArgs& a) {
 
 std::string stats_csv(const StatsTable& table) {
   std::string out;
-  for (size_t i = 0; i < table.columns.size(); ++i) out += (i ? "," : "") + csv_cell(table.columns[i]);
-  out += "\n";
-  for (const auto& row : table.rows) {
-    for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + csv_cell(row[i]);
-    out += "\n";
-  }
+  auto line = [&out](const std::vector<json>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i) out += ',';
+      out += csv_cell(cells[i]);
+    }
+    out += '\n';
+  };
+  line(std::vector<json>(table.columns.begin(), table.columns.end()));
+  for (const auto& row : table.rows) line(row);
   return out;
 }
 

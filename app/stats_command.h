@@ -16,7 +16,7 @@ namespace hs::app {
 /// row, then one line per row. Times in ns, sizes in bytes, rates in GB/s, booleans 0/1.
 std::string stats_csv(const StatsTable& table);
 
-/// `tables` as aligned text for people: a title line per report, times in ms (3 decimals),
+/// `tables` as aligned text for people: a title line per report, times in ms (4 decimals: 0.1 µs),
 /// "-" for an empty cell, "(no rows)" for an empty report.
 std::string stats_text(const std::vector<StatsTable>& tables);
 

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "app/stats.h"
+#include "app/report_command.h"
 #include "app/stats_command.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
@@ -460,26 +462,55 @@ TEST(StatsCli, BadArgumentsAreNamed) {
       << r.out;
 }
 
-TEST(StatsReport, ReportJsonAndMarkdownCarryTheSameNumbers) {
-  const fs::path json_out = capture().dir / "report.json";
-  const auto r = hookscope({"report", capture().db.string(), "--json", json_out.string()});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json report = hs::test::read_json(json_out);
+TEST(StatsReport, ReportJsonCarriesEveryRunsStats) {
+  hs::storage::CaptureReader rd(capture().db);
+  const json report = hs::app::build_report(rd);
   std::map<int64_t, hs::app::RunStats> by_id;
   for (auto& s : all_stats()) by_id[s.run] = s;
+  ASSERT_EQ(report["runs"].size(), by_id.size());
   for (const auto& run : report["runs"]) {
     ASSERT_TRUE(run.contains("stats")) << run["id"];
     const auto& s = by_id.at(run["id"].get<int64_t>());
     EXPECT_EQ(run["stats"]["totals"], hs::app::stats_totals_json(s.totals));
     EXPECT_EQ(run["stats"]["hook_time"].size(), s.hook_time.size());
+    EXPECT_EQ(run["stats"]["transfers"].size(), s.transfers.size());
     EXPECT_EQ(run["stats"]["graph_breaks"].size(), s.graph_breaks.size());
+    if (!s.hook_time.empty()) {
+      EXPECT_EQ(run["stats"]["hook_time"][0]["total_ns"], s.hook_time[0].time.total_ns);
+    }
   }
-  EXPECT_NE(r.out.find("### where the time goes"), std::string::npos) << r.out;
-  // One row per eager / compiled run.
-  const std::string md = r.out.substr(r.out.find("### where the time goes"));
+}
+
+TEST(StatsReport, MarkdownSaysWhereTheTimeGoes) {
+  const fs::path dir = hs::test::scratch_dir("stats-report-" + std::to_string(getpid()));
+  auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                      "--scenarios", "sharded", "--policies", "whole-hook", "--modes", "eager,default", "--fullgraph",
+                      "both", "--devices", "2", "--prompt-ids", "5,17,99,3", "--max-new-tokens", "2", "--repeats", "1",
+                      "--warmup", "0", "--out", (dir / "c.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = hookscope({"report", (dir / "c.sqlite").string(), "--json", (dir / "report.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("### where the time goes");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string md = r.out.substr(at);
+  // One row per eager / compiled run, none for the fullgraph run.
+  EXPECT_NE(md.find("| libtorch | sharded | whole-hook | eager | "), std::string::npos) << md;
   EXPECT_NE(md.find("| libtorch | sharded | whole-hook | default | "), std::string::npos) << md;
-  EXPECT_NE(md.find("| libtorch | cpu-offload | whole-hook | eager | "), std::string::npos) << md;
+  size_t rows = 0;
+  for (size_t p = md.find("| libtorch |"); p != std::string::npos; p = md.find("| libtorch |", p + 1)) ++rows;
+  EXPECT_EQ(rows, 2u) << md;
+  // The sharded runs move activations: bytes, time and rate.
   EXPECT_NE(md.find(" GB/s) |"), std::string::npos) << md;
+  // The hook time cell is the run's hook busy time in ms and its calls, as report.json says.
+  const json report = hs::test::read_json(dir / "report.json");
+  for (const auto& run : report["runs"]) {
+    if (run["mode"] != "default" || run["fullgraph"].get<bool>()) continue;
+    const json& t = run["stats"]["totals"];
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "| %.1f (%lld) |", t["hook_busy_ns"].get<double>() / 1e6,
+                  static_cast<long long>(t["hook_calls"].get<int64_t>()));
+    EXPECT_NE(md.find(std::string("| default ") + cell), std::string::npos) << cell << "\n" << md;
+  }
 }
 
 }  // namespace
