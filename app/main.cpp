@@ -20,6 +20,7 @@
 #include "app/import_command.h"
 #include "app/plan_command.h"
 #include "app/report_command.h"
+#include "app/stats_command.h"
 #include "app/view_command.h"
 
 namespace {
@@ -100,6 +101,7 @@ int main(int argc, char** argv) {
              "  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite\n"
              "  hookscope import trace.json.gz --compile-log torch_trace/ -o imported.sqlite\n"
              "  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
+             "  hookscope stats out/demo.sqlite --report hook_time_by_device\n"
              "  hookscope view out/demo.sqlite");
 
   GenerateArgs ga;
@@ -113,12 +115,13 @@ int main(int argc, char** argv) {
   gen->add_flag("--ignore-eos", ga.ignore_eos, "Do not stop at the end-of-sequence token");
   gen->footer("Example:\n  hookscope generate --model DIR --prompt \"The capital of France is\" --max-new-tokens 16 --json");
 
-  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view;
+  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view, run_stats;
   auto* plan = hs::app::add_plan_command(app, run_plan);
   auto* capture = hs::app::add_capture_command(app, run_capture);
   auto* import = hs::app::add_import_command(app, run_import);
   auto* report = hs::app::add_report_command(app, run_report);
   auto* explain = hs::app::add_explain_command(app, run_explain);
+  auto* stats = hs::app::add_stats_command(app, run_stats);
   auto* view = hs::app::add_view_command(app, run_view);
 
   try {
@@ -138,6 +141,7 @@ int main(int argc, char** argv) {
     if (import->parsed()) return run_import();
     if (report->parsed()) return run_report();
     if (explain->parsed()) return run_explain();
+    if (stats->parsed()) return run_stats();
     if (view->parsed()) return run_view();
   } catch (const std::exception& e) {
     std::cerr << "hookscope: error: " << e.what() << "\n";

@@ -1,4 +1,5 @@
 #include "app/report.h"
+#include "app/report_stats.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -557,6 +558,7 @@ std::string render_markdown(const json& report) {
     write_breaks(md, t);
     write_incomplete(md, t);
   }
+  md << render_where_time_goes(runs);
   return md.str();
 }
 

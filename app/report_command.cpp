@@ -11,6 +11,7 @@
 #include "app/report_command.h"
 #include "app/report.h"
 #include "app/capture_settings.h"
+#include "app/stats.h"
 #include "measurement/verdict.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
@@ -137,6 +138,11 @@ json build_report(const storage::CaptureReader& rd) {
     add_dynamo(rd, rec.id, r);
     r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb},
                      {"graph_breaks", rd.graph_breaks(rec.id).size()}};
+    // app/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
+    r["stats"] = stats_json(compute_stats(rd, {{"hook_time_by_device", "device_compute", "transfers", "weight_swaps",
+                                                "compiler_disabled", "graph_breaks"},
+                                               rec.id})
+                                .front());
     report["runs"].push_back(r);
   }
   add_verdicts(report["runs"]);

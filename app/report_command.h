@@ -15,9 +15,10 @@ namespace hs::app {
 /// runs), the devices, and per run its stored result (latency spreads: prefill_ms,
 /// decode_ms_per_token, tokens_per_s, eager_* twins) with `speedup` {vs_eager, verdict
 /// ("faster", "slower", "within noise", "not judged"), why} for compiled runs, `recorded`
-/// totals computed by SQL over the run's events (transfers, weight onloads, graph breaks) and
-/// its peak resident bytes per device. Runs that never ended are `incomplete`. Throws the
-/// reader's errors.
+/// totals computed by SQL over the run's events (transfers, weight onloads, graph breaks), its
+/// peak resident bytes per device and its `stats` (app/stats.h's `stats_json`: totals and the
+/// reports but the per-module hook_time, which `hookscope stats` prints). Runs that never ended
+/// are `incomplete`. Throws the reader's errors.
 nlohmann::json build_report(const storage::CaptureReader& rd);
 
 /// Registers `report`; `run_selected` is set to the command's action when it is chosen.

@@ -1,0 +1,74 @@
+// "where the time goes": the run totals of app/stats.h as one Markdown table.
+#include "app/report_stats.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace hs::app {
+
+using nlohmann::json;
+
+namespace {
+
+std::string ms(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+std::string bytes_h(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  for (; b >= 1024 && i < 4; ++i) b /= 1024;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, i ? "%.1f %s" : "%.0f %s", b, unit[i]);
+  return buf;
+}
+
+// "12.3 (2013)": ms and how many; "–" when there were none.
+std::string time_cell(const json& t, const char* ns_key, const char* count_key) {
+  const int64_t n = t.value(count_key, int64_t{0});
+  if (n == 0) return "–";
+  return ms(t.value(ns_key, int64_t{0})) + " (" + std::to_string(n) + ")";
+}
+
+// "1.5 MiB in 3.2 ms (0.49 GB/s)" ("0 B in 3.2 ms": calls that moved nothing, as a torch-engine
+// send_to_device on a CPU machine); "–" when there were none.
+std::string bytes_cell(const json& t, const char* count_key, const char* bytes_key, const char* ns_key) {
+  if (t.value(count_key, int64_t{0}) == 0) return "–";
+  const int64_t bytes = t.value(bytes_key, int64_t{0}), ns = t.value(ns_key, int64_t{0});
+  std::string cell = bytes_h(static_cast<double>(bytes)) + " in " + ms(ns) + " ms";
+  if (ns > 0 && bytes > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.2f GB/s)", static_cast<double>(bytes) / static_cast<double>(ns));
+    cell += buf;
+  }
+  return cell;
+}
+
+}  // namespace
+
+std::string render_where_time_goes(const json& runs) {
+  std::ostringstream md;
+  bool header = false;
+  for (const auto& r : runs) {
+    if (!r.contains("stats") || !r["stats"].is_object() || r.value("fullgraph", false) ||
+        r.value("status", "") == "incomplete")
+      continue;
+    if (!header)
+      md << "\n### where the time goes (per run, summed over its whole capture: warm-ups and repeats, prefill and "
+            "decode; `hookscope stats FILE` has the breakdown)\n\n"
+            "| engine | scenario | policy | mode | hook time, ms (calls) | compiler-disabled, ms (entries) | "
+            "transfers | weight onloads |\n|---|---|---|---|---|---|---|---|\n";
+    header = true;
+    const json& t = r["stats"].value("totals", json::object());
+    md << "| " << r.value("engine", "") << " | " << r.value("scenario", "") << " | " << r.value("policy", "") << " | "
+       << r.value("mode", "") << " | " << time_cell(t, "hook_busy_ns", "hook_calls") << " | "
+       << time_cell(t, "disabled_busy_ns", "disabled_entries") << " | "
+       << bytes_cell(t, "transfers", "transfer_bytes", "transfer_ns") << " | "
+       << bytes_cell(t, "onloads", "onload_bytes", "onload_ns") << " |\n";
+  }
+  return md.str();
+}
+
+}  // namespace hs::app

@@ -1,0 +1,472 @@
+// Summary statistics of a capture's runs (app/stats.h): the reports' rows from the reader's
+// typed rows, and their tables and JSON.
+#include "app/stats.h"
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "importers/dynamo_summary.h"
+
+namespace hs::app {
+
+using nlohmann::json;
+
+const std::vector<std::string>& stats_report_names() {
+  static const std::vector<std::string> names{"hook_time",    "hook_time_by_device", "device_compute",   "transfers",
+                                              "weight_swaps", "compiler_disabled",   "graph_breaks"};
+  return names;
+}
+
+namespace {
+
+using Span = std::pair<int64_t, int64_t>;
+
+DurationStats duration_stats(std::vector<int64_t> ns) {
+  DurationStats d;
+  if (ns.empty()) return d;
+  std::sort(ns.begin(), ns.end());
+  d.count = static_cast<int64_t>(ns.size());
+  for (int64_t v : ns) d.total_ns += v;
+  d.min_ns = ns.front();
+  d.max_ns = ns.back();
+  d.mean_ns = static_cast<double>(d.total_ns) / static_cast<double>(d.count);
+  const size_t mid = ns.size() / 2;
+  d.median_ns = ns.size() % 2 ? static_cast<double>(ns[mid]) : (static_cast<double>(ns[mid - 1]) + ns[mid]) / 2.0;
+  return d;
+}
+
+/// Length of the union of the spans: time inside at least one of them.
+int64_t union_ns(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end());
+  int64_t busy = 0, open_start = 0, open_end = 0;
+  bool open = false;
+  for (const auto& [s, e] : spans) {
+    if (open && s <= open_end) {
+      open_end = std::max(open_end, e);
+      continue;
+    }
+    if (open) busy += open_end - open_start;
+    open = true;
+    open_start = s;
+    open_end = e;
+  }
+  return open ? busy + open_end - open_start : busy;
+}
+
+double gb_per_s(int64_t bytes, int64_t ns) { return ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0; }
+
+std::string phase_name(events::HookPhase p) {
+  switch (p) {
+    case events::HookPhase::PreForward: return "pre_forward";
+    case events::HookPhase::PostForward: return "post_forward";
+    case events::HookPhase::InitHook: return "init_hook";
+    case events::HookPhase::DetachHook: return "detach_hook";
+  }
+  return "unknown";
+}
+
+// nsys' names of ENUM_CUDA_MEMCPY_OPER.
+std::string copy_kind_name(tracer::MemcpyKind k) {
+  static const char* names[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH",    "AtoA",    "AtoD",
+                                "DtoA",    "DtoD", "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
+  const int i = static_cast<int>(k);
+  return i >= 0 && i < static_cast<int>(std::size(names)) ? names[i] : "Unknown";
+}
+
+std::string source_name(events::WeightSource s) {
+  return s == events::WeightSource::Cpu ? "cpu" : s == events::WeightSource::Disk ? "disk" : "device";
+}
+
+std::string module_name(const std::string& fqn) { return fqn.empty() ? "<root>" : fqn; }
+
+std::string status_name(tracer::RunStatus s) {
+  return s == tracer::RunStatus::Complete ? "complete" : s == tracer::RunStatus::Failed ? "failed" : "incomplete";
+}
+
+std::string cell_of(const storage::RunRecord& r) {
+  if (!r.label.empty()) return r.label;
+  std::string cell;
+  for (const std::string* part : {&r.scenario, &r.policy, &r.mode})
+    if (!part->empty()) cell += (cell.empty() ? "" : "/") + *part;
+  if (r.fullgraph) cell += cell.empty() ? "fullgraph" : "/fullgraph";
+  return cell;
+}
+
+// The value of `key=` in a "hookscope::WHAT key=value ..." range name ("" when absent).
+std::string range_value(std::string_view name, std::string_view key) {
+  size_t at = 0;
+  while ((at = name.find(key, at)) != std::string_view::npos) {
+    if (at > 0 && name[at - 1] == ' ' && at + key.size() < name.size() && name[at + key.size()] == '=') {
+      const size_t b = at + key.size() + 1, e = name.find(' ', b);
+      return std::string(name.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b));
+    }
+    at += key.size();
+  }
+  return "";
+}
+
+/// What the reports of one run read, each kind read once.
+struct RunData {
+  const storage::CaptureReader& rd;
+  int64_t run;
+  std::vector<storage::HookEventRow> hooks;
+  std::vector<storage::ModuleComputeRow> compute;
+  std::map<std::string, std::string> device_of;  ///< module FQN → execution device
+};
+
+// Execution devices of the run's hooked modules (see compute_stats).
+void find_devices(RunData& d) {
+  for (const auto& c : d.compute) d.device_of.try_emplace(c.module, c.device);
+  std::set<std::string> missing;
+  for (const auto& h : d.hooks)
+    if (!d.device_of.count(h.module)) missing.insert(h.module);
+  if (missing.empty()) return;
+  for (const auto& op : d.rd.cpu_ops(d.run)) {
+    const std::string_view name = op.name;
+    if (name.rfind("hookscope::pre_forward ", 0) != 0 && name.rfind("hookscope::post_forward ", 0) != 0) continue;
+    std::string module = range_value(name, "module"), device = range_value(name, "device");
+    if (module == "<root>") module.clear();
+    if (device.empty() || device == "none" || !missing.count(module)) continue;
+    d.device_of.try_emplace(module, device);
+  }
+  for (const auto& w : d.rd.weight_swaps(d.run))
+    if (w.onload) d.device_of.try_emplace(w.module, w.device);
+}
+
+std::string device_of(const RunData& d, const std::string& module) {
+  const auto it = d.device_of.find(module);
+  return it == d.device_of.end() ? std::string() : it->second;
+}
+
+template <class Row>
+void sort_by_total(std::vector<Row>& rows, auto key) {
+  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (a.time.total_ns != b.time.total_ns) return a.time.total_ns > b.time.total_ns;
+    return key(a) < key(b);
+  });
+}
+
+void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_device) {
+  std::map<std::tuple<std::string, int, std::string>, std::vector<int64_t>> by_module;
+  std::map<std::tuple<std::string, int, std::string>, std::pair<std::set<std::string>, std::vector<int64_t>>> by_device;
+  for (const auto& h : d.hooks) {
+    const int64_t ns = h.end_ns - h.start_ns;
+    const int phase = static_cast<int>(h.phase);
+    if (per_module) by_module[{h.hook, phase, h.module}].push_back(ns);
+    if (per_device) {
+      auto& g = by_device[{h.hook, phase, device_of(d, h.module)}];
+      g.first.insert(h.module);
+      g.second.push_back(ns);
+    }
+  }
+  for (auto& [k, ns] : by_module) {
+    const auto& [hook, phase, module] = k;
+    s.hook_time.push_back({hook, phase_name(static_cast<events::HookPhase>(phase)), module_name(module),
+                           device_of(d, module), duration_stats(std::move(ns))});
+  }
+  for (auto& [k, g] : by_device) {
+    const auto& [hook, phase, device] = k;
+    s.hook_time_by_device.push_back({hook, phase_name(static_cast<events::HookPhase>(phase)), device,
+                                     static_cast<int64_t>(g.first.size()), duration_stats(std::move(g.second))});
+  }
+  sort_by_total(s.hook_time, [](const HookTimeRow& r) { return std::tie(r.hook, r.phase, r.module); });
+  sort_by_total(s.hook_time_by_device, [](const HookDeviceRow& r) { return std::tie(r.hook, r.phase, r.device); });
+}
+
+void device_compute(const RunData& d, RunStats& s) {
+  struct Acc {
+    std::set<std::string> modules;
+    std::vector<Span> spans;
+  };
+  std::map<std::string, Acc> by_device;
+  for (const auto& c : d.compute) {
+    if (c.module.empty()) continue;  // the root's forward spans every device
+    Acc& a = by_device[c.device];
+    a.modules.insert(c.module);
+    a.spans.emplace_back(c.start_ns, c.end_ns);
+  }
+  for (auto& [device, a] : by_device)
+    s.device_compute.push_back({device, static_cast<int64_t>(a.modules.size()), static_cast<int64_t>(a.spans.size()),
+                                union_ns(std::move(a.spans))});
+}
+
+void add_copy(std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow>& groups, std::string kind,
+              std::string src, std::string dst, bool emulated, int64_t bytes, int64_t ns) {
+  CopyRow& r = groups[{kind, src, dst, emulated}];
+  r.kind = std::move(kind);
+  r.src = std::move(src);
+  r.dst = std::move(dst);
+  r.emulated = emulated;
+  ++r.count;
+  r.bytes += bytes;
+  r.total_ns += ns;
+}
+
+std::vector<CopyRow> copy_rows(std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow>& groups) {
+  std::vector<CopyRow> out;
+  for (auto& [k, r] : groups) {
+    r.gb_per_s = gb_per_s(r.bytes, r.total_ns);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void copy_reports(const RunData& d, RunStats& s, bool transfers, bool swaps) {
+  std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow> groups;
+  if (transfers) {
+    for (const auto& t : d.rd.transfers(d.run))
+      add_copy(groups, copy_kind_name(t.copy_kind), t.src, t.dst, t.emulated, t.bytes, t.end_ns - t.start_ns);
+    s.transfers = copy_rows(groups);
+    groups.clear();
+  }
+  if (swaps) {
+    for (const auto& w : d.rd.weight_swaps(d.run))
+      add_copy(groups, w.onload ? "onload" : "offload", source_name(w.source), w.device, false, w.bytes,
+               w.end_ns - w.start_ns);
+    s.weight_swaps = copy_rows(groups);
+    // Onloads first: the bytes that moved.
+    std::stable_sort(s.weight_swaps.begin(), s.weight_swaps.end(),
+                     [](const CopyRow& a, const CopyRow& b) { return a.kind == "onload" && b.kind != "onload"; });
+  }
+}
+
+void disabled_report(const std::vector<storage::DisabledScopeRow>& scopes, RunStats& s) {
+  std::map<std::string, std::pair<int64_t, std::vector<int64_t>>> by_function;
+  for (const auto& x : scopes) {
+    auto& g = by_function[x.function];
+    g.first += x.depth > 1;
+    g.second.push_back(x.end_ns - x.start_ns);
+  }
+  for (auto& [function, g] : by_function) s.compiler_disabled.push_back({function, g.first, duration_stats(std::move(g.second))});
+  sort_by_total(s.compiler_disabled, [](const DisabledScopeRow& r) { return r.function; });
+}
+
+void break_report(const RunData& d, RunStats& s) {
+  std::map<std::tuple<std::string, std::string, std::string>, BreakSiteRow> groups;
+  for (const auto& b : d.rd.graph_breaks(d.run)) {
+    BreakSiteRow& r = groups[{"libtorch", b.function, module_name(b.module)}];
+    if (r.count == 0) r = {"libtorch", b.function, module_name(b.module), b.reason, 0};
+    ++r.count;
+  }
+  const json dyn = importers::dynamo_summary(d.rd, d.run);
+  for (const auto& g : dyn.value("break_reasons", json::array())) {
+    const std::string code = g["gb_code"].is_string() ? g["gb_code"].get<std::string>() : "";
+    const std::string frame = g["user_frame"].is_string() ? g["user_frame"].get<std::string>() : "";
+    BreakSiteRow& r = groups[{"dynamo", code, frame}];
+    if (r.count == 0) r = {"dynamo", code, frame, g.value("gb_type", ""), 0};
+    r.count += g.value("count", int64_t{0});
+  }
+  for (auto& [k, r] : groups) s.graph_breaks.push_back(std::move(r));
+  std::stable_sort(s.graph_breaks.begin(), s.graph_breaks.end(), [](const BreakSiteRow& a, const BreakSiteRow& b) {
+    if (a.count != b.count) return a.count > b.count;
+    return std::tie(a.site, a.where) < std::tie(b.site, b.where);
+  });
+}
+
+void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scopes, StatsTotals& t) {
+  std::vector<Span> spans;
+  for (const auto& h : d.hooks) spans.emplace_back(h.start_ns, h.end_ns);
+  t.hook_calls = static_cast<int64_t>(d.hooks.size());
+  t.hook_busy_ns = union_ns(std::move(spans));
+  spans.clear();
+  for (const auto& x : scopes) spans.emplace_back(x.start_ns, x.end_ns);
+  t.disabled_entries = static_cast<int64_t>(scopes.size());
+  t.disabled_busy_ns = union_ns(std::move(spans));
+  for (const auto& x : d.rd.transfer_sums(d.run)) {
+    t.transfers += x.count;
+    t.transfer_bytes += x.bytes;
+    t.transfer_ns += x.total_ns;
+  }
+  for (const auto& w : d.rd.weight_swap_sums(d.run)) {
+    (w.onload ? t.onloads : t.offloads) += w.count;
+    (w.onload ? t.onload_bytes : t.offload_bytes) += w.bytes;
+    (w.onload ? t.onload_ns : t.offload_ns) += w.total_ns;
+  }
+  const size_t libtorch_breaks = d.rd.graph_breaks(d.run).size();
+  t.graph_breaks = static_cast<int64_t>(libtorch_breaks ? libtorch_breaks : d.rd.dynamo_graph_breaks(d.run).size());
+}
+
+RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
+  RunStats s;
+  s.run = rec.id;
+  s.engine = rec.engine;
+  s.cell = cell_of(rec);
+  s.scenario = rec.scenario;
+  s.policy = rec.policy;
+  s.mode = rec.mode;
+  s.fullgraph = rec.fullgraph;
+  s.status = status_name(rec.status);
+  RunData d{rd, rec.id, rd.hook_events(rec.id), rd.module_compute(rec.id), {}};
+  if (want.count("hook_time_by_device") || want.count("hook_time")) find_devices(d);
+  hook_reports(d, s, want.count("hook_time") > 0, want.count("hook_time_by_device") > 0);
+  if (want.count("device_compute")) device_compute(d, s);
+  copy_reports(d, s, want.count("transfers") > 0, want.count("weight_swaps") > 0);
+  const auto scopes = rd.disabled_scopes(rec.id);
+  if (want.count("compiler_disabled")) disabled_report(scopes, s);
+  if (want.count("graph_breaks")) break_report(d, s);
+  totals(d, scopes, s.totals);
+  return s;
+}
+
+}  // namespace
+
+std::vector<RunStats> compute_stats(const storage::CaptureReader& reader, const StatsOptions& options) {
+  const auto& names = stats_report_names();
+  std::set<std::string> want(options.reports.begin(), options.reports.end());
+  for (const auto& r : want)
+    if (std::find(names.begin(), names.end(), r) == names.end())
+      throw std::invalid_argument("unknown stats report '" + r + "' (reports: hook_time, hook_time_by_device, "
+                                  "device_compute, transfers, weight_swaps, compiler_disabled, graph_breaks)");
+  if (want.empty()) want.insert(names.begin(), names.end());
+  std::vector<RunStats> out;
+  if (options.run) {
+    out.push_back(run_stats(reader, reader.run(*options.run), want));
+    return out;
+  }
+  for (const auto& rec : reader.runs())
+    if (rec.status == tracer::RunStatus::Complete) out.push_back(run_stats(reader, rec, want));
+  return out;
+}
+
+// ---- tables and JSON -----------------------------------------------------------------------
+
+namespace {
+
+using Cells = std::vector<json>;
+
+const std::vector<std::string> kDurationColumns{"count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns"};
+
+void add_duration(Cells& c, const DurationStats& d) {
+  for (json v : {json(d.count), json(d.total_ns), json(d.mean_ns), json(d.median_ns), json(d.min_ns), json(d.max_ns)})
+    c.push_back(std::move(v));
+}
+
+std::vector<std::string> with_durations(std::vector<std::string> columns) {
+  columns.insert(columns.end(), kDurationColumns.begin(), kDurationColumns.end());
+  return columns;
+}
+
+Cells copy_cells(const CopyRow& r) {
+  return {r.kind, r.src, r.dst, r.emulated, r.count, r.bytes, r.total_ns, r.gb_per_s};
+}
+
+/// A report: its title, its own columns and its rows of one run.
+struct ReportSpec {
+  std::string name, title;
+  std::vector<std::string> columns;
+  std::function<std::vector<Cells>(const RunStats&)> rows;
+};
+
+template <class Row, class F>
+std::vector<Cells> map_rows(const std::vector<Row>& rows, F cells) {
+  std::vector<Cells> out;
+  for (const auto& r : rows) out.push_back(cells(r));
+  return out;
+}
+
+const std::vector<ReportSpec>& specs() {
+  static const std::vector<ReportSpec> s{
+      {"hook_time", "Hook time by hook class, phase and module", with_durations({"hook", "phase", "module", "device"}),
+       [](const RunStats& st) {
+         return map_rows(st.hook_time, [](const HookTimeRow& r) {
+           Cells c{r.hook, r.phase, r.module, r.device};
+           add_duration(c, r.time);
+           return c;
+         });
+       }},
+      {"hook_time_by_device", "Hook time by hook class, phase and execution device",
+       with_durations({"hook", "phase", "device", "modules"}),
+       [](const RunStats& st) {
+         return map_rows(st.hook_time_by_device, [](const HookDeviceRow& r) {
+           Cells c{r.hook, r.phase, r.device, r.modules};
+           add_duration(c, r.time);
+           return c;
+         });
+       }},
+      {"device_compute", "Module compute per execution device, busy = union of the module spans",
+       {"device", "modules", "calls", "busy_ns"},
+       [](const RunStats& st) {
+         return map_rows(st.device_compute,
+                         [](const DeviceComputeRow& r) { return Cells{r.device, r.modules, r.calls, r.busy_ns}; });
+       }},
+      {"transfers", "Activation transfers by copy kind and device pair",
+       {"kind", "src", "dst", "emulated", "count", "bytes", "total_ns", "gb_per_s"},
+       [](const RunStats& st) { return map_rows(st.transfers, copy_cells); }},
+      {"weight_swaps", "Weight onloads and offloads by source and device",
+       {"kind", "src", "dst", "emulated", "count", "bytes", "total_ns", "gb_per_s"},
+       [](const RunStats& st) { return map_rows(st.weight_swaps, copy_cells); }},
+      {"compiler_disabled", "Time inside compiler-disabled scopes by function, each entry inclusive",
+       with_durations({"function", "nested"}),
+       [](const RunStats& st) {
+         return map_rows(st.compiler_disabled, [](const DisabledScopeRow& r) {
+           Cells c{r.function, r.nested};
+           add_duration(c, r.time);
+           return c;
+         });
+       }},
+      {"graph_breaks", "Graph breaks by site", {"source", "site", "where", "count", "reason"},
+       [](const RunStats& st) {
+         return map_rows(st.graph_breaks,
+                         [](const BreakSiteRow& r) { return Cells{r.source, r.site, r.where, r.count, r.reason}; });
+       }},
+  };
+  return s;
+}
+
+}  // namespace
+
+json stats_totals_json(const StatsTotals& t) {
+  return {{"hook_calls", t.hook_calls},
+          {"hook_busy_ns", t.hook_busy_ns},
+          {"disabled_entries", t.disabled_entries},
+          {"disabled_busy_ns", t.disabled_busy_ns},
+          {"transfers", t.transfers},
+          {"transfer_bytes", t.transfer_bytes},
+          {"transfer_ns", t.transfer_ns},
+          {"onloads", t.onloads},
+          {"onload_bytes", t.onload_bytes},
+          {"onload_ns", t.onload_ns},
+          {"offloads", t.offloads},
+          {"offload_bytes", t.offload_bytes},
+          {"offload_ns", t.offload_ns},
+          {"graph_breaks", t.graph_breaks}};
+}
+
+std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const std::vector<std::string>& reports) {
+  std::vector<StatsTable> out;
+  for (const ReportSpec& spec : specs()) {
+    if (!reports.empty() && std::find(reports.begin(), reports.end(), spec.name) == reports.end()) continue;
+    StatsTable t{spec.name, spec.title, {"run", "engine", "cell"}, {}};
+    t.columns.insert(t.columns.end(), spec.columns.begin(), spec.columns.end());
+    for (const RunStats& r : runs)
+      for (Cells& c : spec.rows(r)) {
+        c.insert(c.begin(), {json(r.run), json(r.engine), json(r.cell)});
+        t.rows.push_back(std::move(c));
+      }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+json stats_json(const RunStats& run) {
+  json j{{"units", {{"time", "ns"}, {"size", "bytes"}, {"rate", "GB/s (1e9 bytes/s)"}}}, {"totals", stats_totals_json(run.totals)}};
+  for (const ReportSpec& spec : specs()) {
+    json rows = json::array();
+    for (const Cells& c : spec.rows(run)) {
+      json row = json::object();
+      for (size_t i = 0; i < c.size(); ++i) row[spec.columns[i]] = c[i];
+      rows.push_back(std::move(row));
+    }
+    j[spec.name] = std::move(rows);
+  }
+  return j;
+}
+
+}  // namespace hs::app

@@ -1,0 +1,215 @@
+// `hookscope stats`: the reports of app/stats.h over a capture's runs, as aligned tables, CSV
+// (one file per report with -o, as nsys stats names them) or one JSON document.
+#include "app/stats_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "app/cli_util.h"
+#include "storage/capture_reader.h"
+
+namespace hs::app {
+
+using nlohmann::json;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string csv_cell(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "1" : "0";
+  if (!v.is_string()) return v.dump();
+  const std::string s = v.get<std::string>();
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// A column's header and cell as people read them: ns as ms, GB/s with two decimals.
+std::string text_header(const std::string& column) {
+  if (ends_with(column, "_ns")) return column.substr(0, column.size() - 3) + " (ms)";
+  if (column == "gb_per_s") return "GB/s";
+  return column;
+}
+
+std::string text_cell(const std::string& column, const json& v) {
+  char buf[64];
+  if (ends_with(column, "_ns") && v.is_number()) {
+    std::snprintf(buf, sizeof buf, "%.4f", v.get<double>() / 1e6);
+    return buf;
+  }
+  if (v.is_number_float()) {
+    std::snprintf(buf, sizeof buf, "%.2f", v.get<double>());
+    return buf;
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    if (const size_t nl = s.find('\n'); nl != std::string::npos) s = s.substr(0, nl) + " ...";
+    return s.empty() ? "-" : s;
+  }
+  return v.dump();
+}
+
+struct StatsArgs {
+  std::string file, reports, format = "table", out;
+  int64_t run_id = 0;
+  std::optional<int64_t> run;  ///< set from run_id when --run was given
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".partial";
+  std::ofstream f(tmp, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) throw std::runtime_error("cannot write " + path);
+  std::filesystem::rename(tmp, path);
+}
+
+// The capture is an input: never written over, whatever name or link points at it.
+void refuse_capture(const std::string& out, const std::string& capture) {
+  if (std::filesystem::exists(out) && std::filesystem::equivalent(out, capture))
+    throw std::invalid_argument("-o: " + out + " is the capture being read; name another file");
+}
+
+int run_stats(const StatsArgs& a) {
+  storage::CaptureReader rd(a.file);
+  const std::vector<std::string> reports = split_list(a.reports);
+  StatsOptions opt{reports, a.run};
+  const std::vector<RunStats> runs = compute_stats(rd, opt);
+  if (runs.empty()) throw std::invalid_argument(a.file + ": the capture holds no complete run (pick one with --run ID)");
+  const std::vector<StatsTable> tables = stats_tables(runs, reports);
+  if (a.format == "csv") {
+    std::string all;
+    for (const auto& t : tables) {
+      const std::string csv = stats_csv(t);
+      if (a.out.empty()) {
+        all += (all.empty() ? "" : "\n") + csv;
+        continue;
+      }
+      const std::string base = ends_with(a.out, ".csv") ? a.out.substr(0, a.out.size() - 4) : a.out;
+      const std::string path = base + "_" + t.name + ".csv";
+      refuse_capture(path, a.file);
+      write_file(path, csv);
+      std::cerr << "wrote " << path << "\n";
+    }
+    std::cout << all;
+    return 0;
+  }
+  const std::string text =
+      a.format == "json" ? stats_document(a.file, runs, tables).dump(2) + "\n" : stats_text(tables);
+  if (a.out.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  refuse_capture(a.out, a.file);
+  write_file(a.out, text);
+  return 0;
+}
+
+}  // namespace
+
+std::string stats_csv(const StatsTable& table) {
+  std::string out;
+  auto line = [&out](const std::vector<json>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i) out += ',';
+      out += csv_cell(cells[i]);
+    }
+    out += '\n';
+  };
+  line(std::vector<json>(table.columns.begin(), table.columns.end()));
+  for (const auto& row : table.rows) line(row);
+  return out;
+}
+
+std::string stats_text(const std::vector<StatsTable>& tables) {
+  std::ostringstream out;
+  for (const auto& t : tables) {
+    out << "\n ** " << t.title << " (" << t.name << "):\n\n";
+    if (t.rows.empty()) {
+      out << "  (no rows)\n";
+      continue;
+    }
+    std::vector<std::vector<std::string>> cells(1);
+    for (const auto& c : t.columns) cells[0].push_back(text_header(c));
+    for (const auto& row : t.rows) {
+      cells.emplace_back();
+      for (size_t i = 0; i < row.size(); ++i) cells.back().push_back(text_cell(t.columns[i], row[i]));
+    }
+    std::vector<size_t> width(t.columns.size(), 0);
+    for (const auto& line : cells)
+      for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+    // Numbers right-aligned, text left-aligned (by the first row's type).
+    for (size_t l = 0; l < cells.size(); ++l) {
+      std::string line = " ";
+      for (size_t i = 0; i < cells[l].size(); ++i) {
+        const std::string& s = cells[l][i];
+        const std::string pad(width[i] - s.size(), ' ');
+        line += "  " + (t.rows[0][i].is_number() ? pad + s : s + pad);
+      }
+      out << line.substr(0, line.find_last_not_of(' ') + 1) << "\n";
+      if (l == 0) {
+        std::string rule = " ";
+        for (size_t w : width) rule += "  " + std::string(w, '-');
+        out << rule << "\n";
+      }
+    }
+  }
+  return out.str();
+}
+
+json stats_document(const std::string& file, const std::vector<RunStats>& runs, const std::vector<StatsTable>& tables) {
+  json doc{{"file", file},
+           {"units", {{"time", "ns"}, {"size", "bytes"}, {"rate", "GB/s (1e9 bytes/s)"}}},
+           {"runs", json::array()},
+           {"reports", json::object()}};
+  for (const RunStats& r : runs)
+    doc["runs"].push_back({{"run", r.run}, {"engine", r.engine}, {"cell", r.cell}, {"scenario", r.scenario},
+                           {"policy", r.policy}, {"mode", r.mode}, {"fullgraph", r.fullgraph}, {"status", r.status},
+                           {"totals", stats_totals_json(r.totals)}});
+  for (const StatsTable& t : tables) {
+    json rows = json::array();
+    for (const auto& row : t.rows) {
+      json o = json::object();
+      for (size_t i = 0; i < row.size(); ++i) o[t.columns[i]] = row[i];
+      rows.push_back(std::move(o));
+    }
+    doc["reports"][t.name] = std::move(rows);
+  }
+  return doc;
+}
+
+CLI::App* add_stats_command(CLI::App& app, std::function<int()>& run_selected) {
+  auto a = std::make_shared<StatsArgs>();
+  auto* c = app.add_subcommand("stats", "Summary tables of a capture's runs, like nsys stats: hook time, device "
+                                        "compute, transfers, weight swaps, compiler-disabled time, graph breaks");
+  c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
+  c->add_option("--report", a->reports, "Comma-separated reports (default: all)")->check(list_of(stats_report_names()));
+  c->add_option("--format", a->format, "table (times in ms), csv or json (times in ns, sizes in bytes)")
+      ->check(one_of({"table", "csv", "json"}));
+  auto* run = c->add_option("--run", a->run_id, "One run id, whatever its status (default: every complete run)");
+  c->add_option("-o,--output", a->out,
+                "Write here instead of stdout; csv: one file per report, OUT_<report>.csv (a .csv suffix of OUT dropped)");
+  c->footer("Reports: " + join(stats_report_names(), ", ") +
+            "\nExamples:\n  hookscope stats out/demo.sqlite\n"
+            "  hookscope stats out/demo.sqlite --report hook_time_by_device --run 2\n"
+            "  hookscope stats out/demo.sqlite --report transfers,weight_swaps --format csv -o out/stats\n"
+            "  hookscope stats out/demo.sqlite --format json > out/stats.json");
+  c->callback([a, run, &run_selected] {
+    if (run->count()) a->run = a->run_id;
+    run_selected = [a] { return run_stats(*a); };
+  });
+  return c;
+}
+
+}  // namespace hs::app

@@ -1,0 +1,32 @@
+// `hookscope stats`: summary statistics of a capture's runs as tables, CSV or JSON, in the
+// spirit of `nsys stats` (the reports are app/stats.h's).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "app/stats.h"
+
+namespace hs::app {
+
+/// `table` as CSV (RFC 4180: a cell with a comma, quote or line break is quoted): the header
+/// row, then one line per row. Times in ns, sizes in bytes, rates in GB/s, booleans 0/1.
+std::string stats_csv(const StatsTable& table);
+
+/// `tables` as aligned text for people: a title line per report, times in ms (4 decimals: 0.1 µs),
+/// "-" for an empty cell, "(no rows)" for an empty report.
+std::string stats_text(const std::vector<StatsTable>& tables);
+
+/// The JSON `hookscope stats --format json` prints: {"file", "units", "runs": [{"run", "engine",
+/// "cell", "scenario", "policy", "mode", "fullgraph", "status", "totals"}], "reports": {NAME:
+/// [row objects keyed by the table's columns]}}.
+nlohmann::json stats_document(const std::string& file, const std::vector<RunStats>& runs,
+                              const std::vector<StatsTable>& tables);
+
+/// Registers `stats`; `run_selected` is set to the command's action when it is chosen.
+CLI::App* add_stats_command(CLI::App& app, std::function<int()>& run_selected);
+
+}  // namespace hs::app

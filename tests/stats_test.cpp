@@ -1,0 +1,518 @@
+// `hookscope stats` and app/stats.h on a real capture of the tiny transformers-written Llama
+// (LibTorch engine: sharded and cpu-offload, eager and compiled) plus an imported torch.compile
+// log (Dynamo's breaks): every report's numbers recomputed by hand-written SQL over the same
+// file (sqlite3's C API, independent of the reader), the CSV / JSON shapes, the run filter, the
+// errors, and the same numbers in report.json and the Markdown.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "app/stats.h"
+#include "app/report_command.h"
+#include "app/stats_command.h"
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using hs::test::hookscope;
+
+namespace {
+
+struct Capture {
+  fs::path dir, db;
+};
+
+// Four LibTorch runs (sharded / cpu-offload × eager / default on 2 accelerators) and one run
+// imported from a real torch.compile log (its `hooks` cell), in one file.
+const Capture& capture() {
+  static const Capture c = [] {
+    Capture k;
+    k.dir = hs::test::scratch_dir("stats-tiny-llama-" + std::to_string(getpid()));
+    k.db = k.dir / "capture.sqlite";
+    auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                        "--scenarios", "sharded,cpu-offload", "--policies", "whole-hook", "--modes", "eager,default",
+                        "--fullgraph", "off", "--devices", "2", "--prompt-ids", "5,17,99,3", "--max-new-tokens", "3",
+                        "--repeats", "1", "--warmup", "1", "--out", k.db.string()});
+    if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
+    const fs::path log = hs::test::cached_oracle("compile_log", "compile_log.py") / "torch_trace";
+    r = hookscope({"import", "--compile-log", log.string(), "--cell", "hooks", "--mode", "default", "--append", "-o",
+                   k.db.string()});
+    if (r.exit_code != 0) throw std::runtime_error("import failed: " + r.err);
+    return k;
+  }();
+  return c;
+}
+
+/// Hand-written SQL over the capture, read-only.
+class Sql {
+ public:
+  explicit Sql(const fs::path& p) {
+    if (sqlite3_open_v2(p.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+      throw std::runtime_error("open " + p.string());
+  }
+  ~Sql() { sqlite3_close(db_); }
+  /// Rows of `sql` with `args` bound in order (integers or strings); cells as JSON.
+  std::vector<std::vector<json>> rows(const std::string& sql, const std::vector<json>& args = {}) const {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string(sqlite3_errmsg(db_)) + ": " + sql);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const int at = static_cast<int>(i + 1);
+      if (args[i].is_string())
+        sqlite3_bind_text(s, at, args[i].get_ref<const std::string&>().c_str(), -1, SQLITE_TRANSIENT);
+      else
+        sqlite3_bind_int64(s, at, args[i].get<int64_t>());
+    }
+    std::vector<std::vector<json>> out;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      out.emplace_back();
+      for (int c = 0; c < sqlite3_column_count(s); ++c) {
+        const int t = sqlite3_column_type(s, c);
+        if (t == SQLITE_NULL) out.back().push_back(nullptr);
+        else if (t == SQLITE_INTEGER) out.back().push_back(sqlite3_column_int64(s, c));
+        else if (t == SQLITE_FLOAT) out.back().push_back(sqlite3_column_double(s, c));
+        else out.back().push_back(reinterpret_cast<const char*>(sqlite3_column_text(s, c)));
+      }
+    }
+    sqlite3_finalize(s);
+    return out;
+  }
+  int64_t one(const std::string& sql, const std::vector<json>& args = {}) const {
+    const auto r = rows(sql, args);
+    return r.empty() || r[0][0].is_null() ? 0 : r[0][0].get<int64_t>();
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+std::vector<hs::app::RunStats> all_stats() {
+  hs::storage::CaptureReader rd(capture().db);
+  return hs::app::compute_stats(rd);
+}
+
+std::vector<int64_t> complete_runs(const Sql& sql) {
+  std::vector<int64_t> ids;
+  for (const auto& r : sql.rows("SELECT id FROM RUNS WHERE status = 1 ORDER BY id")) ids.push_back(r[0].get<int64_t>());
+  return ids;
+}
+
+// The module as the reports name it: FQN, "<root>" for ''.
+const char* kModuleName = "CASE s.value WHEN '' THEN '<root>' ELSE s.value END";
+
+TEST(Stats, EveryCompleteRunOfBothSourcesIsThere) {
+  Sql sql(capture().db);
+  const auto stats = all_stats();
+  const auto ids = complete_runs(sql);
+  ASSERT_EQ(stats.size(), ids.size());
+  ASSERT_EQ(ids.size(), 5u);
+  std::set<std::string> engines;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(stats[i].run, ids[i]);
+    engines.insert(stats[i].engine);
+  }
+  EXPECT_EQ(engines, (std::set<std::string>{"libtorch", "import"}));
+  EXPECT_EQ(stats[1].cell, "sharded/whole-hook/default");
+}
+
+TEST(Stats, HookTimeEqualsTheSql) {
+  Sql sql(capture().db);
+  int rows = 0;
+  for (const auto& s : all_stats()) {
+    int64_t total = 0, count = 0;
+    for (const auto& h : s.hook_time) {
+      const auto r = sql.rows(
+          "SELECT count(*), sum(h.end - h.start), min(h.end - h.start), max(h.end - h.start) FROM HOOK_EVENTS h "
+          "JOIN StringIds k ON k.id = h.hookId JOIN StringIds s ON s.id = h.moduleId JOIN ENUM_HOOK_PHASE p ON "
+          "p.id = h.phase WHERE h.runId = ? AND k.value = ? AND p.label = ? AND " + std::string(kModuleName) + " = ?",
+          {s.run, h.hook, h.phase, h.module});
+      EXPECT_EQ(h.time.count, r[0][0]) << s.run << " " << h.hook << " " << h.module;
+      EXPECT_EQ(h.time.total_ns, r[0][1]);
+      EXPECT_EQ(h.time.min_ns, r[0][2]);
+      EXPECT_EQ(h.time.max_ns, r[0][3]);
+      EXPECT_DOUBLE_EQ(h.time.mean_ns, static_cast<double>(h.time.total_ns) / h.time.count);
+      EXPECT_LE(h.time.min_ns, h.time.median_ns);
+      EXPECT_LE(h.time.median_ns, h.time.max_ns);
+      total += h.time.total_ns;
+      count += h.time.count;
+      ++rows;
+    }
+    EXPECT_EQ(count, sql.one("SELECT count(*) FROM HOOK_EVENTS WHERE runId = ?", {s.run}));
+    EXPECT_EQ(total, sql.one("SELECT sum(end - start) FROM HOOK_EVENTS WHERE runId = ?", {s.run}));
+    for (size_t i = 1; i < s.hook_time.size(); ++i)
+      EXPECT_GE(s.hook_time[i - 1].time.total_ns, s.hook_time[i].time.total_ns) << "most time first";
+  }
+  EXPECT_GT(rows, 10);
+}
+
+TEST(Stats, HookMedianIsTheMiddleDuration) {
+  Sql sql(capture().db);
+  const auto stats = all_stats();
+  const auto& h = stats[0].hook_time.front();
+  const auto d = sql.rows(
+      "SELECT h.end - h.start FROM HOOK_EVENTS h JOIN StringIds k ON k.id = h.hookId JOIN StringIds s ON s.id = "
+      "h.moduleId JOIN ENUM_HOOK_PHASE p ON p.id = h.phase WHERE h.runId = ? AND k.value = ? AND p.label = ? AND " +
+          std::string(kModuleName) + " = ? ORDER BY 1",
+      {stats[0].run, h.hook, h.phase, h.module});
+  ASSERT_EQ(static_cast<int64_t>(d.size()), h.time.count);
+  const size_t m = d.size() / 2;
+  const double want = d.size() % 2 ? d[m][0].get<double>() : (d[m - 1][0].get<double>() + d[m][0].get<double>()) / 2;
+  EXPECT_DOUBLE_EQ(h.time.median_ns, want);
+}
+
+TEST(Stats, AlignDevicesHookCostPerDeviceEqualsTheSql) {
+  Sql sql(capture().db);
+  int checked = 0;
+  for (const auto& s : all_stats()) {
+    if (s.engine != "libtorch") continue;
+    std::set<std::string> devices;
+    for (const auto& h : s.hook_time_by_device) {
+      if (h.device.empty()) continue;
+      devices.insert(h.device);
+      // A module's execution device: the device of its module compute.
+      const auto r = sql.rows(
+          "SELECT count(*), sum(h.end - h.start), count(DISTINCT h.moduleId) FROM HOOK_EVENTS h JOIN StringIds k ON "
+          "k.id = h.hookId JOIN ENUM_HOOK_PHASE p ON p.id = h.phase WHERE h.runId = ?1 AND k.value = ?2 AND "
+          "p.label = ?3 AND h.moduleId IN (SELECT c.moduleId FROM MODULE_COMPUTE c JOIN StringIds d ON d.id = "
+          "c.device WHERE c.runId = ?1 AND d.value = ?4)",
+          {s.run, h.hook, h.phase, h.device});
+      EXPECT_EQ(h.time.count, r[0][0]) << s.run << " " << h.hook << " " << h.phase << " on " << h.device;
+      EXPECT_EQ(h.time.total_ns, r[0][1]);
+      EXPECT_EQ(h.modules, r[0][2]);
+      ++checked;
+    }
+    if (s.scenario == "sharded") {
+      EXPECT_EQ(devices, (std::set<std::string>{"0", "1"})) << s.run;
+    }
+    int64_t pooled = 0, by_module = 0;
+    for (const auto& h : s.hook_time_by_device) pooled += h.time.total_ns;
+    for (const auto& h : s.hook_time) by_module += h.time.total_ns;
+    EXPECT_EQ(pooled, by_module);
+  }
+  EXPECT_GT(checked, 4);
+}
+
+TEST(Stats, TotalsEqualTheSql) {
+  Sql sql(capture().db);
+  // The union of properly nested spans is the sum of the outermost ones.
+  auto outermost = [&](const std::string& table, int64_t run) {
+    return sql.one("SELECT sum(a.end - a.start) FROM " + table + " a WHERE a.runId = ?1 AND NOT EXISTS (SELECT 1 FROM " +
+                       table + " b WHERE b.runId = ?1 AND b.start <= a.start AND b.end >= a.end AND (b.start < a.start "
+                       "OR b.end > a.end OR b.rowid < a.rowid))",
+                   {run});
+  };
+  for (const auto& s : all_stats()) {
+    const auto& t = s.totals;
+    EXPECT_EQ(t.hook_calls, sql.one("SELECT count(*) FROM HOOK_EVENTS WHERE runId = ?", {s.run}));
+    EXPECT_EQ(t.hook_busy_ns, outermost("HOOK_EVENTS", s.run)) << s.run;
+    EXPECT_EQ(t.disabled_entries, sql.one("SELECT count(*) FROM DISABLED_SCOPES WHERE runId = ?", {s.run}));
+    EXPECT_EQ(t.disabled_busy_ns, outermost("DISABLED_SCOPES", s.run)) << s.run;
+    EXPECT_EQ(t.transfers, sql.one("SELECT count(*) FROM TRANSFERS WHERE runId = ?", {s.run}));
+    EXPECT_EQ(t.transfer_bytes, sql.one("SELECT sum(bytes) FROM TRANSFERS WHERE runId = ?", {s.run}));
+    EXPECT_EQ(t.transfer_ns, sql.one("SELECT sum(end - start) FROM TRANSFERS WHERE runId = ?", {s.run}));
+    EXPECT_EQ(t.onload_bytes, sql.one("SELECT sum(bytes) FROM WEIGHT_SWAPS WHERE runId = ? AND onload = 1", {s.run}));
+    EXPECT_EQ(t.onload_ns, sql.one("SELECT sum(end - start) FROM WEIGHT_SWAPS WHERE runId = ? AND onload = 1", {s.run}));
+    EXPECT_EQ(t.offloads, sql.one("SELECT count(*) FROM WEIGHT_SWAPS WHERE runId = ? AND onload = 0", {s.run}));
+    const int64_t breaks = sql.one("SELECT count(*) FROM GRAPH_BREAKS WHERE runId = ?", {s.run});
+    EXPECT_EQ(t.graph_breaks, breaks ? breaks : sql.one("SELECT count(*) FROM DYNAMO_GRAPH_BREAKS WHERE runId = ?", {s.run}));
+    if (s.engine == "libtorch") {
+      EXPECT_GT(t.hook_busy_ns, 0);
+      EXPECT_GT(t.disabled_busy_ns, 0);
+      EXPECT_GT(s.scenario == "sharded" ? t.transfer_bytes : t.onload_bytes, 0) << s.run;
+    }
+  }
+}
+
+TEST(Stats, DeviceComputeEqualsTheSql) {
+  Sql sql(capture().db);
+  for (const auto& s : all_stats()) {
+    int64_t calls = 0;
+    for (const auto& d : s.device_compute) {
+      const std::string where =
+          "FROM MODULE_COMPUTE a JOIN StringIds dv ON dv.id = a.device JOIN StringIds m ON m.id = a.moduleId WHERE "
+          "a.runId = ?1 AND dv.value = ?2 AND m.value <> ''";
+      EXPECT_EQ(d.calls, sql.one("SELECT count(*) " + where, {s.run, d.device}));
+      EXPECT_EQ(d.modules, sql.one("SELECT count(DISTINCT a.moduleId) " + where, {s.run, d.device}));
+      // Busy: the outermost spans of the device (module spans nest).
+      EXPECT_EQ(d.busy_ns, sql.one("SELECT sum(a.end - a.start) " + where +
+                                       " AND NOT EXISTS (SELECT 1 FROM MODULE_COMPUTE b JOIN StringIds bm ON bm.id = "
+                                       "b.moduleId WHERE b.runId = ?1 AND b.device = a.device AND bm.value <> '' AND "
+                                       "b.start <= a.start AND b.end >= a.end AND (b.start < a.start OR b.end > a.end "
+                                       "OR b.rowid < a.rowid))",
+                                   {s.run, d.device}))
+          << s.run << " " << d.device;
+      calls += d.calls;
+    }
+    EXPECT_EQ(calls, sql.one("SELECT count(*) FROM MODULE_COMPUTE a JOIN StringIds m ON m.id = a.moduleId WHERE "
+                             "a.runId = ? AND m.value <> ''",
+                             {s.run}));
+    if (s.engine == "libtorch") {
+      EXPECT_FALSE(s.device_compute.empty());
+    }
+  }
+}
+
+TEST(Stats, TransfersAndWeightSwapsEqualTheSql) {
+  Sql sql(capture().db);
+  for (const auto& s : all_stats()) {
+    auto want = sql.rows(
+        "SELECT o.name, src.value, dst.value, t.emulated, count(*), sum(t.bytes), sum(t.end - t.start) FROM TRANSFERS t "
+        "JOIN StringIds src ON src.id = t.src JOIN StringIds dst ON dst.id = t.dst JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id "
+        "= t.copyKind WHERE t.runId = ? GROUP BY t.copyKind, t.src, t.dst, t.emulated",
+        {s.run});
+    ASSERT_EQ(s.transfers.size(), want.size()) << s.run;
+    for (const auto& t : s.transfers) {
+      // nsys' enum name of the kind: 'CUDA_MEMCPY_KIND_' + the short name in capitals.
+      std::string kind_name = "CUDA_MEMCPY_KIND_" + t.kind;
+      for (auto& c : kind_name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      int matched = 0;
+      for (const auto& w : want)
+        if (w[0] == kind_name && w[1] == t.src && w[2] == t.dst && w[3] == static_cast<int64_t>(t.emulated)) {
+          ++matched;
+          EXPECT_EQ(t.count, w[4]);
+          EXPECT_EQ(t.bytes, w[5]);
+          EXPECT_EQ(t.total_ns, w[6]);
+          EXPECT_DOUBLE_EQ(t.gb_per_s, static_cast<double>(t.bytes) / static_cast<double>(t.total_ns));
+        }
+      EXPECT_EQ(matched, 1) << t.kind << " " << t.src << " -> " << t.dst;
+    }
+    want = sql.rows(
+        "SELECT w.onload, e.label, d.value, count(*), sum(w.bytes), sum(w.end - w.start) FROM WEIGHT_SWAPS w JOIN "
+        "ENUM_WEIGHT_SOURCE e ON e.id = w.source JOIN StringIds d ON d.id = w.device WHERE w.runId = ? GROUP BY "
+        "w.onload, w.source, w.device",
+        {s.run});
+    ASSERT_EQ(s.weight_swaps.size(), want.size()) << s.run;
+    for (const auto& w : s.weight_swaps) {
+      int matched = 0;
+      for (const auto& r : want)
+        if (r[0] == static_cast<int64_t>(w.kind == "onload") && r[1] == w.src && r[2] == w.dst) {
+          ++matched;
+          EXPECT_EQ(w.count, r[3]);
+          EXPECT_EQ(w.bytes, r[4]);
+          EXPECT_EQ(w.total_ns, r[5]);
+        }
+      EXPECT_EQ(matched, 1) << w.kind << " " << w.src << " -> " << w.dst;
+    }
+    if (s.engine == "libtorch" && s.scenario == "cpu-offload") {
+      EXPECT_EQ(s.weight_swaps.front().kind, "onload");
+    }
+  }
+}
+
+TEST(Stats, CompilerDisabledTimeEqualsTheSql) {
+  Sql sql(capture().db);
+  int checked = 0;
+  for (const auto& s : all_stats()) {
+    int64_t entries = 0;
+    for (const auto& d : s.compiler_disabled) {
+      const auto r = sql.rows(
+          "SELECT count(*), sum(x.end - x.start), min(x.end - x.start), max(x.end - x.start), sum(x.depth > 1) FROM "
+          "DISABLED_SCOPES x JOIN StringIds f ON f.id = x.functionId WHERE x.runId = ? AND f.value = ?",
+          {s.run, d.function});
+      EXPECT_EQ(d.time.count, r[0][0]) << d.function;
+      EXPECT_EQ(d.time.total_ns, r[0][1]);
+      EXPECT_EQ(d.time.min_ns, r[0][2]);
+      EXPECT_EQ(d.time.max_ns, r[0][3]);
+      EXPECT_EQ(d.nested, r[0][4]);
+      entries += d.time.count;
+      ++checked;
+    }
+    EXPECT_EQ(entries, sql.one("SELECT count(*) FROM DISABLED_SCOPES WHERE runId = ?", {s.run}));
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Stats, GraphBreaksGroupBySiteLikeTheSql) {
+  Sql sql(capture().db);
+  int libtorch = 0, dynamo = 0;
+  for (const auto& s : all_stats()) {
+    std::map<std::pair<std::string, std::string>, int64_t> want;
+    for (const auto& r : sql.rows("SELECT f.value, " + std::string(kModuleName) +
+                                      ", count(*) FROM GRAPH_BREAKS g JOIN StringIds f ON f.id = g.functionId JOIN "
+                                      "StringIds s ON s.id = g.moduleId WHERE g.runId = ? GROUP BY 1, 2",
+                                  {s.run}))
+      want[{r[0].get<std::string>(), r[1].get<std::string>()}] = r[2].get<int64_t>();
+    for (const auto& r : sql.rows("SELECT coalesce(c.value, ''), coalesce(u.value, ''), count(*) FROM "
+                                  "DYNAMO_GRAPH_BREAKS g LEFT JOIN StringIds c ON c.id = g.gbCodeId LEFT JOIN StringIds "
+                                  "u ON u.id = g.userFrameId WHERE g.runId = ? GROUP BY 1, 2",
+                                  {s.run}))
+      want[{r[0].get<std::string>(), r[1].get<std::string>()}] = r[2].get<int64_t>();
+    ASSERT_EQ(s.graph_breaks.size(), want.size()) << s.run;
+    for (const auto& b : s.graph_breaks) {
+      EXPECT_EQ(b.count, want[std::pair(b.site, b.where)]) << b.source << " " << b.site << " " << b.where;
+      (b.source == "dynamo" ? dynamo : libtorch) += 1;
+    }
+    for (size_t i = 1; i < s.graph_breaks.size(); ++i) {
+      const auto &a = s.graph_breaks[i - 1], &b = s.graph_breaks[i];
+      EXPECT_TRUE(a.count > b.count || (a.count == b.count && std::tie(a.site, a.where) < std::tie(b.site, b.where)))
+          << "sorted by count, then site";
+    }
+  }
+  EXPECT_GT(libtorch, 0);
+  EXPECT_GT(dynamo, 0);
+}
+
+TEST(StatsCli, CsvHasTheHeaderAndOneLinePerRow) {
+  Sql sql(capture().db);
+  const auto r = hookscope({"stats", capture().db.string(), "--report", "transfers", "--format", "csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header, "run,engine,cell,kind,src,dst,emulated,count,bytes,total_ns,gb_per_s");
+  int64_t lines = 0;
+  while (std::getline(in, line)) lines += !line.empty();
+  EXPECT_EQ(lines, sql.one("SELECT count(*) FROM (SELECT 1 FROM TRANSFERS t JOIN RUNS r ON r.id = t.runId WHERE "
+                           "r.status = 1 GROUP BY t.runId, t.src, t.dst, t.copyKind, t.emulated)"));
+  EXPECT_GT(lines, 0);
+
+  // -o: one file per report, named as nsys stats names them.
+  const fs::path out = capture().dir / "csv" / "stats.csv";
+  fs::create_directories(out.parent_path());
+  const auto w = hookscope({"stats", capture().db.string(), "--format", "csv", "-o", out.string()});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  for (const auto& name : hs::app::stats_report_names()) {
+    const fs::path f = capture().dir / "csv" / ("stats_" + name + ".csv");
+    ASSERT_TRUE(fs::exists(f)) << f;
+    EXPECT_EQ(hs::test::read_file(f).rfind("run,engine,cell,", 0), 0u) << f;
+  }
+  const std::string hooks = hs::test::read_file(capture().dir / "csv" / "stats_hook_time.csv");
+  EXPECT_EQ(hooks.substr(0, hooks.find('\n')),
+            "run,engine,cell,hook,phase,module,device,count,total_ns,mean_ns,median_ns,min_ns,max_ns");
+}
+
+TEST(StatsCli, JsonParsesAndAddsUp) {
+  Sql sql(capture().db);
+  const auto r = hookscope({"stats", capture().db.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc["units"]["time"], "ns");
+  EXPECT_EQ(doc["runs"].size(), complete_runs(sql).size());
+  for (const auto& name : hs::app::stats_report_names()) EXPECT_TRUE(doc["reports"].contains(name)) << name;
+  int64_t bytes = 0;
+  for (const auto& row : doc["reports"]["weight_swaps"])
+    if (row["kind"] == "onload") bytes += row["bytes"].get<int64_t>();
+  EXPECT_EQ(bytes, sql.one("SELECT sum(w.bytes) FROM WEIGHT_SWAPS w JOIN RUNS r ON r.id = w.runId WHERE r.status = 1 "
+                           "AND w.onload = 1"));
+  int64_t hook_ns = 0;
+  for (const auto& row : doc["reports"]["hook_time"]) hook_ns += row["total_ns"].get<int64_t>();
+  EXPECT_EQ(hook_ns, sql.one("SELECT sum(h.end - h.start) FROM HOOK_EVENTS h JOIN RUNS r ON r.id = h.runId WHERE "
+                             "r.status = 1"));
+}
+
+TEST(StatsCli, RunSelectsOneRun) {
+  Sql sql(capture().db);
+  const int64_t id = complete_runs(sql)[1];
+  const auto r = hookscope({"stats", capture().db.string(), "--run", std::to_string(id), "--format", "json",
+                            "--report", "hook_time,graph_breaks"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["runs"].size(), 1u);
+  EXPECT_EQ(doc["runs"][0]["run"], id);
+  EXPECT_EQ(doc["reports"].size(), 2u);
+  ASSERT_FALSE(doc["reports"]["hook_time"].empty());
+  for (const auto& [name, rows] : doc["reports"].items())
+    for (const auto& row : rows) EXPECT_EQ(row["run"], id) << name;
+  // The table is for people: titles, times in ms.
+  const auto t = hookscope({"stats", capture().db.string(), "--run", std::to_string(id), "--report", "hook_time_by_device"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("** Hook time by hook class, phase and execution device (hook_time_by_device)"), std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("total (ms)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("AlignDevicesHook"), std::string::npos) << t.out;
+}
+
+TEST(StatsCli, BadArgumentsAreNamed) {
+  const std::string db = capture().db.string();
+  auto r = hookscope({"stats", db, "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+  r = hookscope({"stats", db, "--report", "hook_time,nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'nope'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("graph_breaks"), std::string::npos) << "the choices are listed: " << r.err;
+  r = hookscope({"stats", db, "--format", "xml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'xml'"), std::string::npos) << r.err;
+  r = hookscope({"stats", db, "--run", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no run 999"), std::string::npos) << r.err;
+  r = hookscope({"stats", db, "--format", "json", "-o", db});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is the capture being read"), std::string::npos) << r.err;
+  EXPECT_TRUE(hs::storage::CaptureReader(db).finalized()) << "the capture is untouched";
+  // The library names a bad report too.
+  hs::storage::CaptureReader rd(db);
+  try {
+    hs::app::compute_stats(rd, {{"nope"}, std::nullopt});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
+  }
+  r = hookscope({"stats", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("hookscope stats out/demo.sqlite --report hook_time_by_device --run 2"), std::string::npos)
+      << r.out;
+}
+
+TEST(StatsReport, ReportJsonCarriesEveryRunsStats) {
+  hs::storage::CaptureReader rd(capture().db);
+  const json report = hs::app::build_report(rd);
+  std::map<int64_t, hs::app::RunStats> by_id;
+  for (auto& s : all_stats()) by_id[s.run] = s;
+  ASSERT_EQ(report["runs"].size(), by_id.size());
+  for (const auto& run : report["runs"]) {
+    ASSERT_TRUE(run.contains("stats")) << run["id"];
+    const auto& s = by_id.at(run["id"].get<int64_t>());
+    EXPECT_EQ(run["stats"]["totals"], hs::app::stats_totals_json(s.totals));
+    // Per module hook rows stay in `hookscope stats` (they would make report.json megabytes).
+    EXPECT_TRUE(run["stats"]["hook_time"].empty());
+    EXPECT_EQ(run["stats"]["hook_time_by_device"].size(), s.hook_time_by_device.size());
+    EXPECT_EQ(run["stats"]["transfers"].size(), s.transfers.size());
+    EXPECT_EQ(run["stats"]["graph_breaks"].size(), s.graph_breaks.size());
+    if (!s.hook_time_by_device.empty()) {
+      EXPECT_EQ(run["stats"]["hook_time_by_device"][0]["total_ns"], s.hook_time_by_device[0].time.total_ns);
+    }
+  }
+}
+
+TEST(StatsReport, MarkdownSaysWhereTheTimeGoes) {
+  const fs::path dir = hs::test::scratch_dir("stats-report-" + std::to_string(getpid()));
+  auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                      "--scenarios", "sharded", "--policies", "whole-hook", "--modes", "eager,default", "--fullgraph",
+                      "both", "--devices", "2", "--prompt-ids", "5,17,99,3", "--max-new-tokens", "2", "--repeats", "1",
+                      "--warmup", "0", "--out", (dir / "c.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = hookscope({"report", (dir / "c.sqlite").string(), "--json", (dir / "report.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("### where the time goes");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string md = r.out.substr(at);
+  // One row per eager / compiled run, none for the fullgraph run.
+  EXPECT_NE(md.find("| libtorch | sharded | whole-hook | eager | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| libtorch | sharded | whole-hook | default | "), std::string::npos) << md;
+  size_t rows = 0;
+  for (size_t p = md.find("| libtorch |"); p != std::string::npos; p = md.find("| libtorch |", p + 1)) ++rows;
+  EXPECT_EQ(rows, 2u) << md;
+  // The sharded runs move activations: bytes, time and rate.
+  EXPECT_NE(md.find(" GB/s) |"), std::string::npos) << md;
+  // The hook time cell is the run's hook busy time in ms and its calls, as report.json says.
+  const json report = hs::test::read_json(dir / "report.json");
+  for (const auto& run : report["runs"]) {
+    if (run["mode"] != "default" || run["fullgraph"].get<bool>()) continue;
+    const json& t = run["stats"]["totals"];
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "| %.1f (%lld) |", t["hook_busy_ns"].get<double>() / 1e6,
+                  static_cast<long long>(t["hook_calls"].get<int64_t>()));
+    EXPECT_NE(md.find(std::string("| default ") + cell), std::string::npos) << cell << "\n" << md;
+  }
+}
+
+}  // namespace
