@@ -126,11 +126,12 @@ std::string open_hint(const std::filesystem::path& capture, size_t runs) {
   if (runs != 1) chrome += "-chrome";
   if (chrome == capture) chrome = capture.parent_path() / (capture.stem().string() + ".trace.json");
   const std::string export_line =
-      runs == 1 ? "hookscope export " + f + " --format chrome -o " + shell_quoted(chrome.string())
+      runs == 1 ? "hookscope export " + f + " --format chrome -o " + shell_quoted(chrome.string()) +
+                      "   (Perfetto, chrome://tracing, HTA)"
                 : "hookscope export " + f + " --run all --format chrome -o " + shell_quoted(chrome.string()) +
-                      "   (one trace per run; --run ID for one)";
+                      "   (a trace per run for Perfetto, chrome://tracing, HTA; --run ID for one)";
   return "[hookscope] open it with:\n  hookscope report " + f + "     (Markdown / JSON comparison)\n  hookscope view " + f +
-         "       (timeline viewer)\n  " + export_line + "   (Perfetto, chrome://tracing, HTA)\n";
+         "       (timeline viewer)\n  " + export_line + "\n";
 }
 
 }  // namespace hs::app
