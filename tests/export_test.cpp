@@ -63,6 +63,11 @@ int64_t rich_run() {
   throw std::runtime_error("no sharded/default run");
 }
 
+void export_chrome_from(const fs::path& db, const fs::path& out) {
+  auto r = hookscope({"export", db.string(), "-o", out.string()});
+  if (r.exit_code != 0) throw std::runtime_error("export failed: " + r.err);
+}
+
 fs::path export_chrome(int64_t run, const fs::path& out, std::vector<std::string> extra = {}) {
   std::vector<std::string> args{"export", capture().db.string(), "--run", std::to_string(run), "--format", "chrome",
                                 "-o", out.string()};
@@ -243,6 +248,73 @@ TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
     const fs::path twice = round_trip(once, 1, dir, "twice-" + std::to_string(run));
     EXPECT_EQ(table_counts(twice, 1), after);
   }
+}
+
+// A GPU run as torch.profiler records one (this machine has no GPU): CUDA calls launching
+// kernels and copies on two devices, tied by correlation ids and External ids.
+constexpr const char* kGpuTrace = R"JSON({
+  "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150012411904, "computeMajor": 9,
+                        "computeMinor": 0, "numSms": 132, "warpSize": 32, "maxThreadsPerMultiprocessor": 2048}],
+  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 4243, "ts": 10.000, "dur": 50.500,
+   "args": {"External id": 7, "Sequence number": 11, "Input Dims": [[4, 8], [8, 16]]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4243, "ts": 20.100, "dur": 5.250,
+   "args": {"External id": 7, "correlation": 101}},
+  {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": 30.000, "dur": 2.001,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 101, "grid": [64, 2, 1], "block": [128, 1, 1]}},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 29.999, "dur": 2.003},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 4242, "tid": 4243, "ts": 40.000, "dur": 3.000,
+   "args": {"correlation": 102}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 41.000,
+   "dur": 1.500, "args": {"device": 0, "context": 1, "stream": 7, "correlation": 102, "bytes": 4096}},
+  {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 52.000, "dur": 0.250,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 106, "bytes": 512}},
+  {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 4242, "tid": 4243, "ts": 80.000, "dur": 2.000,
+   "args": {"External id": 9, "correlation": 108}},
+  {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "pid": 1, "tid": 13, "ts": 85.000, "dur": 1.000,
+   "args": {"device": 1, "context": 2, "stream": 13, "correlation": 108, "grid": [8, 1, 1], "block": [128, 1, 1]}},
+  {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 90.000, "dur": 1.000,
+   "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 109, "device": 0, "context": 1}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4243, "ts": 95.000,
+   "args": {"Total Allocated": 4096, "Device Id": 0, "Device Type": 1}}
+  ]
+})JSON";
+
+TEST(Export, GpuRecordsGoOnTheirDeviceAndStreamWithFlowsFromTheirLaunches) {
+  const fs::path dir = capture().dir / "gpu";
+  fs::create_directories(dir);
+  std::ofstream(dir / "gpu.json") << kGpuTrace;
+  auto r = hookscope({"import", (dir / "gpu.json").string(), "-o", (dir / "gpu.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path once = round_trip(dir / "gpu.sqlite", 1, dir, "gpu-once");
+  EXPECT_EQ(table_counts(once, 1), table_counts(dir / "gpu.sqlite", 1));
+  hs::storage::CaptureReader back(once);
+  ASSERT_EQ(back.kernels(1).size(), 2u);
+  EXPECT_EQ(back.kernels(1)[1].correlation_id, 108u);
+  EXPECT_EQ(back.external_correlations(1).size(), 2u);
+  // In the file: each GPU record on (pid = device, tid = stream), a flow from each launch.
+  r = hookscope({"export", (dir / "gpu.sqlite").string(), "-o", (dir / "hta" / "gpu.json").string()});
+  EXPECT_NE(r.exit_code, 0) << "the folder does not exist";
+  fs::create_directories(dir / "hta");
+  export_chrome_from(dir / "gpu.sqlite", dir / "hta" / "gpu.json");
+  const json trace = json::parse(hs::test::read_file(dir / "hta" / "gpu.json"));
+  std::map<std::string, int> flows;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["cat"] == "kernel") {
+      EXPECT_EQ(e["pid"], e["args"]["device"]);
+      EXPECT_EQ(e["tid"], e["args"]["stream"]);
+    }
+    if (e["cat"] == "ac2g") ++flows[e["ph"]];
+  }
+  EXPECT_EQ(flows["s"], 3);  // two kernel launches and a copy; the memset and the sync were launched outside
+  EXPECT_EQ(flows["f"], 3);
+  EXPECT_EQ(trace["deviceProperties"][0]["name"], "NVIDIA H200");
+  const json hta = json::parse(last_line(
+      hs::test::run_oracle("hta_counts.py", {"--trace-dir", (dir / "hta").string(), "--db", (dir / "gpu.sqlite").string()})));
+  EXPECT_EQ(hta["0"]["hta"], hta["0"]["sql"]);
+  EXPECT_EQ(hta["0"]["hta"]["kernel"], 2);
 }
 
 // RFC 4180: fields separated by commas, quoted fields with doubled quotes, CRLF line ends.
