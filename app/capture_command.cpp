@@ -265,7 +265,7 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
       ->check(CLI::Range(1, 1024));
   c->add_option("--keep-driver-files", a->keep_driver_files,
                 "Keep the torch engine's traces, compile logs and offload folders in DIR (default: a temporary folder, removed)");
-  c->add_option("--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");
+  c->add_option("-o,--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");
   c->footer("Example:\n  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite");
   c->callback([a, prompt_ids, &run_selected] {
     a->prompt_ids_given = prompt_ids->count() > 0;

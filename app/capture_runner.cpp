@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "app/capture_settings.h"
+#include "app/cli_util.h"
 #include "storage/store.h"
 
 namespace hs::app {
@@ -133,6 +134,7 @@ int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const 
   store.finalize();
   store.close();
   std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", out.c_str(), total);
+  std::fputs(open_hint(out, total).c_str(), stderr);
   return failures;
 }
 

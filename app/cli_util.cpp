@@ -1,6 +1,7 @@
 #include "app/cli_util.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 
 namespace hs::app {
@@ -43,6 +44,94 @@ CLI::Validator one_of(std::vector<std::string> allowed) {
         return "'" + value + "' is not one of " + join(allowed, ", ");
       },
       "{" + join(allowed, ",") + "}");
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), size_t{0});
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+namespace {
+
+// The closest of `names` to `word` within 2 edits ("" when none is that close).
+std::string closest(std::string_view word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& n : names)
+    if (const size_t d = edit_distance(word, n); d < best_d) {
+      best_d = d;
+      best = n;
+    }
+  return best;
+}
+
+}  // namespace
+
+std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
+  CLI::App* cmd = nullptr;
+  std::vector<std::string> subcommands;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) subcommands.push_back(sub->get_name());
+  for (const auto& a : args) {
+    if (a.empty() || a[0] == '-') continue;
+    if (std::find(subcommands.begin(), subcommands.end(), a) != subcommands.end()) cmd = app.get_subcommand(a);
+    else if (const std::string s = closest(a, subcommands); !s.empty())
+      return "hookscope: '" + a + "' is no command; did you mean '" + s + "'?";
+    break;
+  }
+  std::vector<std::string> names;
+  for (CLI::App* scope : {&app, cmd})
+    if (scope)
+      for (const CLI::Option* o : scope->get_options())
+        for (const auto& l : o->get_lnames()) names.push_back(l);
+  for (const auto& a : args) {
+    if (a == "--") break;
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+    const std::string flag = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    if (std::find(names.begin(), names.end(), flag) != names.end()) continue;
+    if (const std::string s = closest(flag, names); !s.empty())
+      return std::string("hookscope") + (cmd ? " " + cmd->get_name() : "") + ": unknown option --" + flag +
+             "; did you mean --" + s + "?";
+    return "";
+  }
+  return "";
+}
+
+namespace {
+
+std::string shell_quoted(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") ==
+                        std::string::npos)
+    return s;
+  std::string out = "'";
+  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string open_hint(const std::filesystem::path& capture, size_t runs) {
+  const std::string f = shell_quoted(capture.string());
+  std::filesystem::path chrome = capture;
+  chrome.replace_extension(runs == 1 ? ".json" : "");
+  if (runs != 1) chrome += "-chrome";
+  if (chrome == capture) chrome = capture.parent_path() / (capture.stem().string() + ".trace.json");
+  const std::string export_line =
+      runs == 1 ? "hookscope export " + f + " --format chrome -o " + shell_quoted(chrome.string()) +
+                      "   (Perfetto, chrome://tracing, HTA)"
+                : "hookscope export " + f + " --run all --format chrome -o " + shell_quoted(chrome.string()) +
+                      "   (a trace per run for Perfetto, chrome://tracing, HTA; --run ID for one)";
+  return "[hookscope] open it with:\n  hookscope report " + f + "     (Markdown / JSON comparison)\n  hookscope view " + f +
+         "       (timeline viewer)\n  " + export_line + "\n";
 }
 
 }  // namespace hs::app

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "app/cli_util.h"
 #include "importers/run_import.h"
 #include "storage/store.h"
 
@@ -91,8 +92,8 @@ int run_import(const ImportArgs& a) {
   if (!a.append) fs::rename(target, out);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   for (const auto& d : summary.diagnostics) std::fprintf(stderr, "[hookscope] note: %s\n", d.c_str());
-  std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n  report: hookscope report %s\n  view:   hookscope view %s\n",
-               static_cast<long long>(run), out.c_str(), out.c_str(), out.c_str());
+  std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n", static_cast<long long>(run), out.c_str());
+  std::fputs(open_hint(out, a.append ? 2 : 1).c_str(), stderr);  // appended: the capture holds other runs too
   return 0;
 }
 

@@ -10,13 +10,16 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "models/config.h"
 #include "models/generate.h"
 #include "models/loader.h"
 #include "models/tokenizer.h"
 #include "app/capture_command.h"
+#include "app/cli_util.h"
 #include "app/explain_command.h"
+#include "app/export_command.h"
 #include "app/import_command.h"
 #include "app/plan_command.h"
 #include "app/report_command.h"
@@ -94,6 +97,8 @@ int run_generate(const GenerateArgs& a) {
 int main(int argc, char** argv) {
   CLI::App app{"hookscope: profile and diagnose models dispatched over several devices by accelerate-style hooks"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hookscope ") + HOOKSCOPE_VERSION + " (built against LibTorch " +
+                                        TORCH_VERSION + ")");
   app.footer("Examples:\n  hookscope generate --model ~/.cache/hookscope/SmolLM2-135M-Instruct "
              "--prompt \"The capital of France is\" --max-new-tokens 16\n"
              "  hookscope generate --model Qwen/Qwen3-0.6B --prompt Hi --json   (offline HF cache)\n"
@@ -102,7 +107,8 @@ int main(int argc, char** argv) {
              "  hookscope import trace.json.gz --compile-log torch_trace/ -o imported.sqlite\n"
              "  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
              "  hookscope stats out/demo.sqlite --report hook_time_by_device\n"
-             "  hookscope view out/demo.sqlite");
+             "  hookscope view out/demo.sqlite\n"
+             "  hookscope export out/demo.sqlite --run 3 --format chrome -o out/run3.json");
 
   GenerateArgs ga;
   auto* gen = app.add_subcommand("generate", "Greedy-decode a continuation of a prompt");
@@ -115,7 +121,7 @@ int main(int argc, char** argv) {
   gen->add_flag("--ignore-eos", ga.ignore_eos, "Do not stop at the end-of-sequence token");
   gen->footer("Example:\n  hookscope generate --model DIR --prompt \"The capital of France is\" --max-new-tokens 16 --json");
 
-  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view, run_stats;
+  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view, run_stats, run_export;
   auto* plan = hs::app::add_plan_command(app, run_plan);
   auto* capture = hs::app::add_capture_command(app, run_capture);
   auto* import = hs::app::add_import_command(app, run_import);
@@ -123,6 +129,7 @@ int main(int argc, char** argv) {
   auto* explain = hs::app::add_explain_command(app, run_explain);
   auto* stats = hs::app::add_stats_command(app, run_stats);
   auto* view = hs::app::add_view_command(app, run_view);
+  auto* exp = hs::app::add_export_command(app, run_export);
 
   try {
     app.parse(argc, argv);
@@ -130,8 +137,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    const std::string hint = hs::app::did_you_mean(app, std::vector<std::string>(argv + 1, argv + argc));
+    if (!hint.empty()) std::cerr << hint << "\n";
     return 2;
   }
   try {
@@ -143,6 +154,7 @@ int main(int argc, char** argv) {
     if (explain->parsed()) return run_explain();
     if (stats->parsed()) return run_stats();
     if (view->parsed()) return run_view();
+    if (exp->parsed()) return run_export();
   } catch (const std::exception& e) {
     std::cerr << "hookscope: error: " << e.what() << "\n";
     return 1;

@@ -18,6 +18,9 @@ namespace {
 
 constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
 constexpr std::string_view kHookscopePrefix = "hookscope::";
+constexpr std::string_view kGraphBreakPrefix = "hookscope::graph_break";
+constexpr std::string_view kMemoryPrefix = "hookscope::memory";
+constexpr std::string_view kModuleComputePrefix = "hookscope::module_compute";
 
 // ---- reading fields ---------------------------------------------------------------------
 const json* args_of(const json& o) {
@@ -125,6 +128,66 @@ std::string memory_device(int64_t type, int64_t id) {
   return "type" + std::to_string(type) + ":" + std::to_string(id);
 }
 
+// ---- hookscope:: ranges ----------------------------------------------------------------------
+/// "hookscope::WHAT key=value ..." split into its kind and keys (values never contain spaces).
+/// Throws ImportError naming the file and the event's byte offset for a token that is not
+/// key=value, and through text() / number() for a missing key or a bad number.
+class RangeKeys {
+ public:
+  RangeKeys(const fs::path& file, const RawEvent& e, std::string_view name) : file_(file), e_(e), name_(name) {
+    std::string_view rest = name.substr(kHookscopePrefix.size());
+    const size_t sp = rest.find(' ');
+    what_ = std::string(rest.substr(0, sp));
+    rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+    while (!rest.empty()) {
+      const size_t next = rest.find(' ');
+      const std::string_view token = rest.substr(0, next);
+      rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + 1);
+      if (token.empty()) continue;
+      const size_t eq = token.find('=');
+      if (eq == std::string_view::npos || eq == 0)
+        throw ImportError(file_, "byte " + std::to_string(e_.offset),
+                          "the range '" + std::string(name_) + "': '" + std::string(token) + "' is not key=value");
+      kv_[token.substr(0, eq)] = token.substr(eq + 1);
+    }
+  }
+  const std::string& what() const { return what_; }
+  [[noreturn]] void fail(const std::string& message) const {
+    throw ImportError(file_, "byte " + std::to_string(e_.offset), "the range 'hookscope::" + what_ + "': " + message);
+  }
+  std::string_view text(std::string_view key) const {
+    auto it = kv_.find(key);
+    if (it == kv_.end())
+      throw ImportError(file_, "byte " + std::to_string(e_.offset),
+                        "the range 'hookscope::" + what_ + "' has no '" + std::string(key) + "=' (docs/torch-engine.md)");
+    return it->second;
+  }
+  int64_t number(std::string_view key) const {
+    const std::string_view v = text(key);
+    int64_t n = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size())
+      fail("'" + std::string(key) + "=" + std::string(v) + "' is not an integer");
+    return n;
+  }
+  bool flag(std::string_view key) const {
+    auto it = kv_.find(key);
+    return it != kv_.end() && (it->second == "1" || it->second == "true" || it->second == "True");
+  }
+  /// The `module` key, with the root module's '<root>' as ''.
+  std::string_view module() const {
+    const std::string_view m = text("module");
+    return m == "<root>" ? std::string_view() : m;
+  }
+
+ private:
+  const fs::path& file_;
+  const RawEvent& e_;
+  std::string_view name_;
+  std::string what_;
+  std::map<std::string_view, std::string_view> kv_;
+};
+
 // ---- the importer ---------------------------------------------------------------------------
 class Importer {
  public:
@@ -180,6 +243,10 @@ class Importer {
   void track_regions(std::string_view cat, std::string_view name, ThreadKey thread, int64_t start, int64_t end);
   void close_region(const OpenRegion& r, ThreadKey thread);
   void hookscope_range(const RawEvent& e, std::string_view name, ThreadKey thread, int64_t start, int64_t end);
+  void weight_swap(const RangeKeys& r, ThreadKey thread, int64_t start, int64_t end);
+  bool exported_range(const RangeKeys& r, ThreadKey thread, int64_t start, int64_t end);
+  void graph_break(const RawEvent& e, int64_t t);
+  void memory_counter(const RawEvent& e, int64_t t);
 
   const fs::path& file_;
   storage::Store& store_;
@@ -228,15 +295,19 @@ void Importer::event(const RawEvent& e) {
     if (!complete(e, cat, t, t + *e.dur_ns)) not_imported(key);
   } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_field(o, "name") == "[memory]") {
     memory(e, t);
+  } else if ((ph == "i" || ph == "I") && starts_with(str_field(o, "name"), kGraphBreakPrefix)) {
+    graph_break(e, t);
+  } else if (ph == "C" && starts_with(str_field(o, "name"), kMemoryPrefix)) {
+    memory_counter(e, t);
   } else if ((ph == "s" || ph == "f") && cat == "ac2g") {
     flow(e, ph[0], t);
-  } else if (!(cat.empty() && (ph == "i" || ph == "I")) && cat != "fwdbwd") {
+  } else if (!(cat.empty() && (ph == "i" || ph == "I")) && cat != "fwdbwd" && cat != "hookscope_transfer") {
     not_imported(key);  // (global instants without a category mark the profiling window)
   }
 }
 
 bool Importer::complete(const RawEvent& e, std::string_view cat, int64_t start, int64_t end) {
-  if (cat == "Trace") return true;  // the profiler's own span
+  if (cat == "Trace" || cat == "hookscope_transfer") return true;  // the profiler's own span; export's copies of TRANSFERS
   begin_row();
   if (cat == "cpu_op" || cat == "user_annotation" || cat == "python_function" || cat == "gpu_user_annotation")
     host_slice(e, cat, start, end);
@@ -271,7 +342,10 @@ void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start
   op.end_ns = end;
   rows_.activity(pid).cpu_ops.push_back(op);
   rows_.added();
-  if (cat == "gpu_user_annotation") return;  // its pid / tid are a GPU and a stream
+  if (cat == "gpu_user_annotation") {  // its pid / tid are a GPU and a stream (or a device lane)
+    if (starts_with(name, kModuleComputePrefix)) hookscope_range(e, name, {pid, tid}, start, end);
+    return;
+  }
   rows_.note_host_pid(pid);
   if (cat == "python_function") return;
   track_regions(cat, name, {pid, tid}, start, end);
@@ -513,99 +587,134 @@ void Importer::close_region(const OpenRegion& r, ThreadKey thread) {
 }
 
 // "hookscope::WHAT key=value ..." (docs/torch-engine.md): the driver's ranges around
-// accelerate's hook entry points become hookscope's own rows.
+// accelerate's hook entry points, and the ranges `hookscope export` writes, become hookscope's
+// own rows.
 void Importer::hookscope_range(const RawEvent& e, std::string_view name, ThreadKey thread, int64_t start,
                                int64_t end) {
-  std::string_view rest = name.substr(kHookscopePrefix.size());
-  const size_t sp = rest.find(' ');
-  const std::string what(rest.substr(0, sp));
-  rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
-  std::map<std::string_view, std::string_view> kv;
-  while (!rest.empty()) {
-    const size_t next = rest.find(' ');
-    const std::string_view token = rest.substr(0, next);
-    rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + 1);
-    if (token.empty()) continue;
-    const size_t eq = token.find('=');
-    if (eq == std::string_view::npos || eq == 0)
-      fail(e, "the range '" + std::string(name) + "': '" + std::string(token) + "' is not key=value");
-    kv[token.substr(0, eq)] = token.substr(eq + 1);
-  }
-  auto text = [&](std::string_view key) {
-    auto it = kv.find(key);
-    if (it == kv.end())
-      fail(e, "the range 'hookscope::" + what + "' has no '" + std::string(key) + "=' (docs/torch-engine.md)");
-    return it->second;
-  };
-  auto number = [&](std::string_view key) {
-    const std::string_view v = text(key);
-    int64_t n = 0;
-    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || p != v.data() + v.size())
-      fail(e, "the range 'hookscope::" + what + "': '" + std::string(key) + "=" + std::string(v) +
-                  "' is not an integer");
-    return n;
-  };
-  auto flag = [&](std::string_view key) {
-    auto it = kv.find(key);
-    return it != kv.end() && (it->second == "1" || it->second == "true" || it->second == "True");
-  };
-  auto module = [&] {
-    const std::string_view m = text("module");
-    return rows_.str(m == "<root>" ? std::string_view() : m);
-  };
+  const RangeKeys r(file_, e, name);
   const auto [pid, tid] = thread;
-  if (what == "pre_forward" || what == "post_forward") {
+  const std::string& what = r.what();
+  if (what == "pre_forward" || what == "post_forward" || what == "init_hook" || what == "detach_hook") {
     tracer::rec::HookSpan h{};
-    h.hook = rows_.str(text("hook"));
-    h.phase = what == "pre_forward" ? events::HookPhase::PreForward : events::HookPhase::PostForward;
-    h.module = module();
+    h.hook = rows_.str(r.text("hook"));
+    h.phase = what == "pre_forward"    ? events::HookPhase::PreForward
+              : what == "post_forward" ? events::HookPhase::PostForward
+              : what == "init_hook"    ? events::HookPhase::InitHook
+                                       : events::HookPhase::DetachHook;
+    h.module = rows_.str(r.module());
     h.module_class = rows_.str("");
     h.start_ns = start;
     h.end_ns = end;
     rows_.host(h, pid, tid);
   } else if (what == "weight_onload" || what == "weight_offload") {
-    tracer::rec::WeightSwap w{};
-    w.onload = what == "weight_onload";
-    w.source = events::WeightSource::Device;
-    if (w.onload) {
-      const std::string_view src = text("source");
-      if (src == "cpu")
-        w.source = events::WeightSource::Cpu;
-      else if (src == "disk")
-        w.source = events::WeightSource::Disk;
-      else if (src != "device")
-        fail(e, "the range 'hookscope::weight_onload': source '" + std::string(src) + "' is not cpu, disk or device");
-    }
-    w.module = module();
-    w.tensor = rows_.str(text("tensor"));
-    w.bytes = number("bytes");
-    w.dtype = rows_.str(text("dtype"));
-    w.device = rows_.str(text("device"));
-    w.pinned = flag("pinned");
-    w.start_ns = start;
-    w.end_ns = end;
-    rows_.host(w, pid, tid);
+    weight_swap(r, thread, start, end);
   } else if (what == "send_to_device") {
     tracer::rec::Transfer t{};
-    t.src = rows_.str(text("src"));
-    t.dst = rows_.str(text("dst"));
-    t.bytes = number("bytes");
-    t.emulated = flag("emulated");
-    t.module = module();
+    t.src = rows_.str(r.text("src"));
+    t.dst = rows_.str(r.text("dst"));
+    t.bytes = r.number("bytes");
+    t.emulated = r.flag("emulated");
+    t.module = rows_.str(r.module());
     t.start_ns = start;
     t.end_ns = end;
     rows_.host(t, pid, tid);
   } else if (what == "step") {
     tracer::rec::GenerationStep g{};
-    g.step = number("step");
-    g.token = number("token");
+    g.step = r.number("step");
+    g.token = r.number("token");
     g.start_ns = start;
     g.end_ns = end;
     rows_.host(g, pid, tid);
-  } else if (what != "generate") {
+  } else if (what != "generate" && !exported_range(r, thread, start, end)) {
     ++unknown_ranges_[what];
   }
+}
+
+void Importer::weight_swap(const RangeKeys& r, ThreadKey thread, int64_t start, int64_t end) {
+  tracer::rec::WeightSwap w{};
+  w.onload = r.what() == "weight_onload";
+  w.source = events::WeightSource::Device;
+  if (w.onload) {
+    const std::string_view src = r.text("source");
+    if (src == "cpu")
+      w.source = events::WeightSource::Cpu;
+    else if (src == "disk")
+      w.source = events::WeightSource::Disk;
+    else if (src != "device")
+      r.fail("source '" + std::string(src) + "' is not cpu, disk or device");
+  }
+  w.module = rows_.str(r.module());
+  w.tensor = rows_.str(r.text("tensor"));
+  w.bytes = r.number("bytes");
+  w.dtype = rows_.str(r.text("dtype"));
+  w.device = rows_.str(r.text("device"));
+  w.pinned = r.flag("pinned");
+  w.start_ns = start;
+  w.end_ns = end;
+  rows_.host(w, thread.first, thread.second);
+}
+
+// The kinds only `hookscope export` writes as ranges (a LibTorch-engine run's module compute,
+// compiler-disabled scopes and captured regions). False for a kind it does not know.
+bool Importer::exported_range(const RangeKeys& r, ThreadKey thread, int64_t start, int64_t end) {
+  const auto [pid, tid] = thread;
+  if (r.what() == "module_compute") {
+    tracer::rec::ModuleCompute c{};
+    c.module = rows_.str(r.module());
+    c.module_class = rows_.str("");
+    c.device = rows_.str(r.text("device"));
+    c.start_ns = start;
+    c.end_ns = end;
+    rows_.host(c, pid, tid);
+  } else if (r.what() == "disabled_scope") {
+    tracer::rec::DisabledScope d{};
+    d.function = rows_.str(r.text("function"));
+    d.module = rows_.str(r.module());
+    d.depth = static_cast<int>(r.number("depth"));
+    d.start_ns = start;
+    d.end_ns = end;
+    rows_.host(d, pid, tid);
+  } else if (r.what() == "region") {
+    tracer::rec::Region g{};
+    g.index = static_cast<int>(r.number("index"));
+    g.op_count = r.number("op_count");
+    g.backend = rows_.str(r.text("backend"));
+    g.compile_id = rows_.str("");
+    g.start_ns = start;
+    g.end_ns = end;
+    rows_.host(g, pid, tid);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// 'hookscope::graph_break function=F module=M' (ph i), its reason and module stack in args.
+void Importer::graph_break(const RawEvent& e, int64_t t) {
+  begin_row();
+  const RangeKeys r(file_, e, str_field(e.obj, "name"));
+  const json* a = args_of(e.obj);
+  tracer::rec::GraphBreak b{};
+  b.reason = rows_.str(a ? str_field(*a, "reason") : std::string_view());
+  b.function = rows_.str(r.text("function"));
+  b.module = rows_.str(r.module());
+  b.module_stack = rows_.str(a ? str_field(*a, "module_stack") : std::string_view());
+  b.time_ns = t;
+  rows_.host(b, int_field(e, "pid"), int_field(e, "tid"));
+  note_time(t, t);
+}
+
+// 'hookscope::memory device=D' (ph C): resident bytes, args {bytes}.
+void Importer::memory_counter(const RawEvent& e, int64_t t) {
+  begin_row();
+  const RangeKeys r(file_, e, str_field(e.obj, "name"));
+  auto tid = e.obj.find("tid");
+  tracer::rec::MemoryCounter m{};
+  m.device = rows_.str(r.text("device"));
+  m.bytes = arg_int(args_of(e.obj), "bytes").value_or(0);
+  m.time_ns = t;
+  rows_.host(m, int_field(e, "pid"), tid != e.obj.end() && tid->is_number_integer() ? tid->get<int64_t>() : 0);
+  note_time(t, t);
 }
 
 void Importer::device(const json& d) {

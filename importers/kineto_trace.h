@@ -10,9 +10,15 @@
 //                                  -> CPU_OPS (External id, Sequence number, categoryId, and the args
 //                                     JSON without those ids and the file's per-event indexes
 //                                     'Ev Idx', 'Python id', 'Python parent id')
-//   ph X, name 'hookscope::pre_forward|post_forward ...'
+//   ph X, name 'hookscope::pre_forward|post_forward|init_hook|detach_hook ...'
 //                                  -> also HOOK_EVENTS; weight_onload / weight_offload -> WEIGHT_SWAPS;
-//                                     send_to_device -> TRANSFERS; step -> GENERATION_STEPS
+//                                     send_to_device -> TRANSFERS; step -> GENERATION_STEPS; and the
+//                                     kinds `hookscope export` writes: module_compute (also as a
+//                                     gpu_user_annotation on a device lane) -> MODULE_COMPUTE,
+//                                     disabled_scope -> DISABLED_SCOPES, region -> COMPILE_REGIONS
+//   ph i, name 'hookscope::graph_break ...'  -> GRAPH_BREAKS (args: reason, module_stack)
+//   ph C, name 'hookscope::memory device=D'  -> MEMORY_COUNTERS (args: bytes)
+//   cat hookscope_transfer         -> skipped: export's per-device copies of TRANSFERS and their flows
 //   ph X, name 'Torch-Compiled Region: F/C'
 //                                  -> also COMPILE_REGIONS (compileId 'F/C', opCount = cpu_op events
 //                                     inside it on its thread, regionIndex = order within the

@@ -1,0 +1,45 @@
+// An output file of `hookscope export`: written under a temporary name beside its final one
+// (plain, or gzip through zlib) and renamed into place by commit(), so a failed export never
+// leaves a file that looks finished. Also the JSON text helpers the Chrome trace writer uses.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace hs::app {
+
+class ExportFile {
+ public:
+  /// Opens `path`'s temporary sibling for writing; `gzip` compresses through zlib (level 6).
+  /// Throws std::runtime_error naming the file when it cannot be created.
+  ExportFile(std::filesystem::path path, bool gzip);
+  /// Removes the temporary file unless commit() ran.
+  ~ExportFile();
+  ExportFile(const ExportFile&) = delete;
+  ExportFile& operator=(const ExportFile&) = delete;
+
+  /// Appends bytes (buffered). Throws std::runtime_error on a write error.
+  void write(std::string_view bytes);
+  /// Flushes, closes and renames the file to its final name (replacing one that exists).
+  void commit();
+  /// Uncompressed bytes written so far.
+  uint64_t bytes() const { return bytes_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void flush();
+  std::filesystem::path path_, partial_;
+  bool gzip_ = false, committed_ = false;
+  void* handle_ = nullptr;  // gzFile or std::FILE*
+  std::string buffer_;
+  uint64_t bytes_ = 0;
+};
+
+/// Appends `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+void append_json_string(std::string& out, std::string_view s);
+/// Appends `ns` as µs with exactly three decimals ("1234.567"): ns precision, no double.
+void append_us(std::string& out, int64_t ns);
+
+}  // namespace hs::app

@@ -1,0 +1,457 @@
+// `hookscope export` on a LibTorch-engine capture of a tiny transformers-written Llama: the
+// Chrome trace checked event by event, loaded by Holistic Trace Analysis (its counts per
+// category against SQL over the capture), read back by `hookscope import` with the same rows per
+// kind; CSV tables against SQL; and the CLI's flags and errors (--version, -o, did you mean).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "app/export_csv.h"
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using hs::test::hookscope;
+
+struct Capture {
+  fs::path dir, db;
+  std::vector<int64_t> runs;
+  std::string err;  ///< the capture command's stderr
+};
+
+// sharded and cpu-offload × eager and default (whole-hook): hook spans, swaps, transfers between
+// two devices, module compute, compiled regions, graph breaks, steps and memory counters.
+const Capture& capture() {
+  static Capture c = [] {
+    Capture k;
+    k.dir = hs::test::scratch_dir("export-" + std::to_string(getpid()));
+    k.db = k.dir / "capture.sqlite";
+    auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                        "--devices", "2", "--scenarios", "sharded,cpu-offload", "--policies", "whole-hook", "--modes",
+                        "eager,default", "--fullgraph", "off", "--prompt-ids", "5,17,99,3", "--max-new-tokens", "2",
+                        "--repeats", "1", "--warmup", "0", "-o", k.db.string()});
+    if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
+    k.err = r.err;
+    for (const auto& run : hs::storage::CaptureReader(k.db).runs()) k.runs.push_back(run.id);
+    return k;
+  }();
+  return c;
+}
+
+// Rows per event table of one run.
+std::map<std::string, int64_t> table_counts(const fs::path& db, int64_t run) {
+  hs::storage::CaptureReader r(db);
+  std::map<std::string, int64_t> out;
+  for (const auto& t : hs::app::csv_tables()) out[t] = r.count(t, run);
+  return out;
+}
+
+// The run with the most kinds: sharded, compiled.
+int64_t rich_run() {
+  hs::storage::CaptureReader r(capture().db);
+  for (const auto& run : r.runs())
+    if (run.scenario == "sharded" && run.mode == "default") return run.id;
+  throw std::runtime_error("no sharded/default run");
+}
+
+void export_chrome_from(const fs::path& db, const fs::path& out) {
+  auto r = hookscope({"export", db.string(), "-o", out.string()});
+  if (r.exit_code != 0) throw std::runtime_error("export failed: " + r.err);
+}
+
+fs::path export_chrome(int64_t run, const fs::path& out, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"export", capture().db.string(), "--run", std::to_string(run), "--format", "chrome",
+                                "-o", out.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = hookscope(args);
+  if (r.exit_code != 0) throw std::runtime_error("export failed: " + r.err);
+  return out;
+}
+
+std::string last_line(const std::string& text) {
+  const size_t end = text.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  const size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+}
+
+// The columns of a table, as SQLite declares them.
+std::set<std::string> sql_columns(const fs::path& db, const std::string& table) {
+  sqlite3* h = nullptr;
+  std::set<std::string> out;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) throw std::runtime_error("open");
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(h, ("PRAGMA table_info(" + table + ")").c_str(), -1, &st, nullptr);
+  while (sqlite3_step(st) == SQLITE_ROW) out.insert(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)));
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return out;
+}
+
+void expect_event_shape(const json& e, std::set<int64_t>& pids, std::set<std::pair<int64_t, int64_t>>& tracks,
+                        std::set<int64_t>& named_pids, std::set<std::pair<int64_t, int64_t>>& named_tracks) {
+  SCOPED_TRACE(e.dump());
+  ASSERT_TRUE(e.is_object());
+  ASSERT_TRUE(e["ph"].is_string());
+  ASSERT_TRUE(e["name"].is_string());
+  ASSERT_TRUE(e["pid"].is_number_integer());
+  const std::string ph = e["ph"];
+  const int64_t pid = e["pid"];
+  if (ph == "M") {
+    ASSERT_TRUE(e["args"].is_object());
+    if (e["name"] == "process_name") named_pids.insert(pid);
+    if (e["name"] == "thread_name") named_tracks.insert({pid, e["tid"].get<int64_t>()});
+    EXPECT_TRUE(e["args"].contains("name") || e["args"].contains("sort_index"));
+    return;
+  }
+  ASSERT_TRUE(e["ts"].is_number());
+  EXPECT_GE(e["ts"].get<double>(), 0.0);
+  if (ph == "C") {
+    ASSERT_TRUE(e["args"]["bytes"].is_number_integer());
+    pids.insert(pid);
+    return;
+  }
+  ASSERT_TRUE(e["tid"].is_number_integer());
+  ASSERT_TRUE(e["cat"].is_string());
+  if (ph == "X") {
+    ASSERT_TRUE(e["dur"].is_number());
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+  } else if (ph == "i") {
+    EXPECT_EQ(e["s"], "t");
+  } else if (ph == "s" || ph == "f") {
+    ASSERT_TRUE(e["id"].is_number_integer());
+    if (ph == "f") {
+      EXPECT_EQ(e["bp"], "e");
+    }
+  } else {
+    ADD_FAILURE() << "unexpected ph " << ph;
+  }
+  pids.insert(pid);
+  tracks.insert({pid, e["tid"].get<int64_t>()});
+}
+
+TEST(Export, ChromeTraceIsKinetoShapedEventByEvent) {
+  for (const int64_t run : capture().runs) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    const fs::path out = export_chrome(run, capture().dir / ("shape-" + std::to_string(run) + ".json"));
+    const std::string text = hs::test::read_file(out);
+    const json doc = json::parse(text);
+    ASSERT_TRUE(doc["traceEvents"].is_array());
+    ASSERT_TRUE(doc["deviceProperties"].is_array());
+    EXPECT_EQ(doc["distributedInfo"]["rank"], 0);
+    ASSERT_TRUE(doc["baseTimeNanoseconds"].is_number_integer());
+    EXPECT_EQ(doc["hookscope"]["run"], run);
+    // µs with ns precision, written as Kineto writes them: three decimals.
+    const std::regex ts(R"re("(ts|dur)": (-?[0-9.]+))re");
+    int64_t times = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), ts); it != std::sregex_iterator(); ++it, ++times)
+      ASSERT_TRUE(std::regex_match((*it)[2].str(), std::regex(R"(\d+\.\d{3})"))) << (*it)[0];
+    EXPECT_GT(times, 0);
+    std::set<int64_t> pids, named_pids;
+    std::set<std::pair<int64_t, int64_t>> tracks, named_tracks;
+    std::map<std::string, int64_t> per_cat, per_ph;
+    for (const json& e : doc["traceEvents"]) {
+      expect_event_shape(e, pids, tracks, named_pids, named_tracks);
+      ++per_ph[e["ph"]];
+      if (e["ph"] == "X" || e["ph"] == "i") ++per_cat[e["cat"]];
+    }
+    for (int64_t pid : pids) EXPECT_TRUE(named_pids.count(pid)) << "process " << pid << " has no process_name";
+    for (const auto& t : tracks) EXPECT_TRUE(named_tracks.count(t)) << "track " << t.first << "/" << t.second;
+    // Every kind of the run is there, as many times as SQL says.
+    hs::storage::CaptureReader r(capture().db);
+    auto n = [&](const char* table) { return r.count(table, run); };
+    EXPECT_EQ(per_cat["user_annotation"], n("HOOK_EVENTS") + n("WEIGHT_SWAPS") + n("TRANSFERS") + n("DISABLED_SCOPES") +
+                                              n("GENERATION_STEPS") + n("COMPILE_REGIONS"));
+    EXPECT_EQ(per_cat["gpu_user_annotation"], n("MODULE_COMPUTE"));
+    EXPECT_EQ(per_cat["cpu_instant_event"], n("GRAPH_BREAKS"));
+    EXPECT_EQ(per_ph["C"], n("MEMORY_COUNTERS"));
+    int64_t moves = 0;
+    for (const auto& t : r.transfers(run)) moves += t.bytes > 0 && t.src != t.dst;
+    EXPECT_EQ(per_cat["hookscope_transfer"], 2 * moves);
+    EXPECT_EQ(per_ph["s"], moves);
+    EXPECT_EQ(per_ph["f"], moves);
+    EXPECT_GT(n("HOOK_EVENTS"), 0);
+    EXPECT_GT(n("GENERATION_STEPS"), 0);
+    EXPECT_GT(n("MEMORY_COUNTERS"), 0);
+    const auto info = r.run(run);
+    if (info.scenario == "sharded") {
+      EXPECT_GT(moves, 0);
+    }
+    if (info.scenario == "cpu-offload") {
+      EXPECT_GT(n("WEIGHT_SWAPS"), 0);
+    }
+    if (info.mode == "default") {
+      EXPECT_GT(n("GRAPH_BREAKS"), 0);
+    }
+  }
+}
+
+TEST(Export, HtaLoadsTheTraceAndCountsWhatSqlCounts) {
+  const fs::path one = capture().dir / "hta-one";
+  fs::create_directories(one);
+  export_chrome(rich_run(), one / "trace.json");
+  // --run all: a folder with one gzip file per run, ranked 0..n-1 as HTA wants.
+  const fs::path all = capture().dir / "hta-all";
+  auto r = hookscope({"export", capture().db.string(), "--run", "all", "--format", "chrome", "--gzip", "-o", all.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const fs::path& dir : {one, all}) {
+    const std::string out = hs::test::run_oracle("hta_counts.py", {"--trace-dir", dir.string(), "--db", capture().db.string()});
+    const json got = json::parse(last_line(out));
+    ASSERT_EQ(got.size(), dir == one ? 1u : capture().runs.size()) << got.dump();
+    for (const auto& [rank, v] : got.items()) {
+      SCOPED_TRACE(dir.string() + " rank " + rank + " run " + v["run"].dump());
+      EXPECT_FALSE(v["hta"].empty());
+      EXPECT_EQ(v["hta"], v["sql"]);
+    }
+  }
+}
+
+// Exports run `run` of `db` and imports the trace into a new capture; returns its path.
+fs::path round_trip(const fs::path& db, int64_t run, const fs::path& dir, const std::string& name) {
+  const fs::path trace = dir / (name + ".json.gz"), back = dir / (name + ".sqlite");
+  auto e = hookscope({"export", db.string(), "--run", std::to_string(run), "--format", "chrome", "-o", trace.string()});
+  if (e.exit_code != 0) throw std::runtime_error("export failed: " + e.err);
+  auto i = hookscope({"import", trace.string(), "-o", back.string()});
+  if (i.exit_code != 0) throw std::runtime_error("import failed: " + i.err);
+  EXPECT_EQ(i.err.find("skipped"), std::string::npos) << i.err;
+  EXPECT_EQ(i.err.find("unknown kinds"), std::string::npos) << i.err;
+  return back;
+}
+
+TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
+  const fs::path dir = capture().dir / "round-trip";
+  fs::create_directories(dir);
+  for (const int64_t run : capture().runs) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    const auto before = table_counts(capture().db, run);
+    const fs::path once = round_trip(capture().db, run, dir, "once-" + std::to_string(run));
+    const auto after = table_counts(once, 1);
+    // Each hookscope range is also kept as a CPU_OPS row by the importer (as for any trace).
+    int64_t ranges = 0;
+    for (const char* t : {"HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "DISABLED_SCOPES", "GENERATION_STEPS",
+                          "COMPILE_REGIONS", "MODULE_COMPUTE"})
+      ranges += before.at(t);
+    for (const auto& [table, n] : before) {
+      const int64_t want = table == "CPU_OPS" ? n + ranges : n;
+      EXPECT_EQ(after.at(table), want) << table;
+    }
+    // A second trip changes nothing: the ranges now come back through CPU_OPS, written once.
+    const fs::path twice = round_trip(once, 1, dir, "twice-" + std::to_string(run));
+    EXPECT_EQ(table_counts(twice, 1), after);
+  }
+}
+
+// A GPU run as torch.profiler records one (this machine has no GPU): CUDA calls launching
+// kernels and copies on two devices, tied by correlation ids and External ids.
+constexpr const char* kGpuTrace = R"JSON({
+  "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150012411904, "computeMajor": 9,
+                        "computeMinor": 0, "numSms": 132, "warpSize": 32, "maxThreadsPerMultiprocessor": 2048}],
+  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+  "baseTimeNanoseconds": 1700000000000000000,
+  "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 4243, "ts": 10.000, "dur": 50.500,
+   "args": {"External id": 7, "Sequence number": 11, "Input Dims": [[4, 8], [8, 16]]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4243, "ts": 20.100, "dur": 5.250,
+   "args": {"External id": 7, "correlation": 101}},
+  {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": 30.000, "dur": 2.001,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 101, "grid": [64, 2, 1], "block": [128, 1, 1]}},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 29.999, "dur": 2.003},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 4242, "tid": 4243, "ts": 40.000, "dur": 3.000,
+   "args": {"correlation": 102}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 41.000,
+   "dur": 1.500, "args": {"device": 0, "context": 1, "stream": 7, "correlation": 102, "bytes": 4096}},
+  {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 52.000, "dur": 0.250,
+   "args": {"device": 0, "context": 1, "stream": 7, "correlation": 106, "bytes": 512}},
+  {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 4242, "tid": 4243, "ts": 80.000, "dur": 2.000,
+   "args": {"External id": 9, "correlation": 108}},
+  {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "pid": 1, "tid": 13, "ts": 85.000, "dur": 1.000,
+   "args": {"device": 1, "context": 2, "stream": 13, "correlation": 108, "grid": [8, 1, 1], "block": [128, 1, 1]}},
+  {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 90.000, "dur": 1.000,
+   "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 109, "device": 0, "context": 1}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4243, "ts": 95.000,
+   "args": {"Total Allocated": 4096, "Device Id": 0, "Device Type": 1}}
+  ]
+})JSON";
+
+TEST(Export, GpuRecordsGoOnTheirDeviceAndStreamWithFlowsFromTheirLaunches) {
+  const fs::path dir = capture().dir / "gpu";
+  fs::create_directories(dir);
+  std::ofstream(dir / "gpu.json") << kGpuTrace;
+  auto r = hookscope({"import", (dir / "gpu.json").string(), "-o", (dir / "gpu.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path once = round_trip(dir / "gpu.sqlite", 1, dir, "gpu-once");
+  EXPECT_EQ(table_counts(once, 1), table_counts(dir / "gpu.sqlite", 1));
+  hs::storage::CaptureReader back(once);
+  ASSERT_EQ(back.kernels(1).size(), 2u);
+  EXPECT_EQ(back.kernels(1)[1].correlation_id, 108u);
+  EXPECT_EQ(back.external_correlations(1).size(), 2u);
+  // In the file: each GPU record on (pid = device, tid = stream), a flow from each launch.
+  r = hookscope({"export", (dir / "gpu.sqlite").string(), "-o", (dir / "hta" / "gpu.json").string()});
+  EXPECT_NE(r.exit_code, 0) << "the folder does not exist";
+  fs::create_directories(dir / "hta");
+  export_chrome_from(dir / "gpu.sqlite", dir / "hta" / "gpu.json");
+  const json trace = json::parse(hs::test::read_file(dir / "hta" / "gpu.json"));
+  std::map<std::string, int> flows;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["cat"] == "kernel") {
+      EXPECT_EQ(e["pid"], e["args"]["device"]);
+      EXPECT_EQ(e["tid"], e["args"]["stream"]);
+    }
+    if (e["cat"] == "ac2g") ++flows[e["ph"]];
+  }
+  EXPECT_EQ(flows["s"], 3);  // two kernel launches and a copy; the memset and the sync were launched outside
+  EXPECT_EQ(flows["f"], 3);
+  EXPECT_EQ(trace["deviceProperties"][0]["name"], "NVIDIA H200");
+  const json hta = json::parse(last_line(
+      hs::test::run_oracle("hta_counts.py", {"--trace-dir", (dir / "hta").string(), "--db", (dir / "gpu.sqlite").string()})));
+  EXPECT_EQ(hta["0"]["hta"], hta["0"]["sql"]);
+  EXPECT_EQ(hta["0"]["hta"]["kernel"], 2);
+}
+
+// RFC 4180: fields separated by commas, quoted fields with doubled quotes, CRLF line ends.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') rows.back().back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else rows.back().back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      rows.back().emplace_back();
+    } else if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') {
+      rows.emplace_back(1);
+      ++i;
+    } else {
+      rows.back().back() += c;
+    }
+  }
+  if (rows.back().size() == 1 && rows.back()[0].empty()) rows.pop_back();
+  return rows;
+}
+
+TEST(Export, CsvTablesHaveTheirColumnsAndSqlsRowCounts) {
+  const int64_t run = rich_run();
+  const fs::path dir = capture().dir / "csv";
+  auto r = hookscope({"export", capture().db.string(), "--run", std::to_string(run), "--format", "csv", "-o", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto counts = table_counts(capture().db, run);
+  hs::storage::CaptureReader reader(capture().db);
+  int files = 0;
+  for (const auto& [table, n] : counts) {
+    const fs::path f = dir / (table + ".csv");
+    EXPECT_EQ(fs::exists(f), n > 0) << table;  // default: every event table with rows
+    if (!fs::exists(f)) continue;
+    ++files;
+    const auto rows = parse_csv(hs::test::read_file(f));
+    ASSERT_FALSE(rows.empty()) << table;
+    EXPECT_EQ(rows[0][0], "runId");
+    EXPECT_EQ(static_cast<int64_t>(rows.size()) - 1, n) << table;
+    for (const auto& row : rows) ASSERT_EQ(row.size(), rows[0].size()) << table;
+    // Every header is a column of the table (nsys' own columns are left out).
+    const auto columns = sql_columns(capture().db, table);
+    for (const auto& col : rows[0]) EXPECT_TRUE(columns.count(col)) << table << "." << col;
+  }
+  EXPECT_GE(files, 8);
+  // Graph-break reasons hold spaces, backquotes and parentheses: quoted as RFC 4180 says, read back whole.
+  const auto breaks = parse_csv(hs::test::read_file(dir / "GRAPH_BREAKS.csv"));
+  const auto want = reader.graph_breaks(run);
+  ASSERT_EQ(breaks.size(), want.size() + 1);
+  const auto col = std::find(breaks[0].begin(), breaks[0].end(), "reasonId") - breaks[0].begin();
+  ASSERT_LT(static_cast<size_t>(col), breaks[0].size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(breaks[i + 1][col], want[i].reason);
+  // --tables names tables either way; --run all adds every run's rows; a named empty table gets its header.
+  const fs::path some = capture().dir / "csv-some";
+  r = hookscope({"export", capture().db.string(), "--run", "all", "--format", "csv", "--tables",
+                 "hook_events,TRANSFERS,CUPTI_ACTIVITY_KIND_KERNEL", "-o", some.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> written;
+  for (const auto& e : fs::directory_iterator(some)) written.insert(e.path().filename().string());
+  EXPECT_EQ(written, (std::set<std::string>{"HOOK_EVENTS.csv", "TRANSFERS.csv", "CUPTI_ACTIVITY_KIND_KERNEL.csv"}));
+  int64_t hooks = 0;
+  for (int64_t id : capture().runs) hooks += reader.count("HOOK_EVENTS", id);
+  EXPECT_EQ(static_cast<int64_t>(parse_csv(hs::test::read_file(some / "HOOK_EVENTS.csv")).size()) - 1, hooks);
+  EXPECT_EQ(parse_csv(hs::test::read_file(some / "CUPTI_ACTIVITY_KIND_KERNEL.csv")).size(), 1u);
+}
+
+TEST(ExportCli, BadArgumentsSayWhatIsWrongAndNeverTouchTheCapture) {
+  const std::string db = capture().db.string();
+  const std::string before = hs::test::read_file(db);
+  const fs::path dir = capture().dir / "cli";
+  fs::create_directories(dir);
+  auto r = hookscope({"export", db, "--run", "999", "-o", (dir / "x.json").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no such run"), std::string::npos) << r.err;
+  r = hookscope({"export", db, "--run", "three", "-o", (dir / "x.json").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("neither a run id nor 'all'"), std::string::npos) << r.err;
+  r = hookscope({"export", db, "-o", (dir / "x.json").string()});  // several runs, none named
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("give --run ID or --run all"), std::string::npos) << r.err;
+  r = hookscope({"export", db, "--run", "1", "--format", "xml", "-o", (dir / "x.json").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("chrome"), std::string::npos) << r.err;
+  r = hookscope({"export", db, "--run", "1", "--format", "csv", "--tables", "NOPE", "-o", (dir / "csv").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("HOOK_EVENTS"), std::string::npos) << r.err;
+  r = hookscope({"export", db, "--run", "1", "-o", db});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is the capture being exported"), std::string::npos) << r.err;
+  r = hookscope({"export", db, "--run", "1", "--format", "chrome", "--tables", "HOOK_EVENTS", "-o", (dir / "x.json").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(fs::exists(dir / "x.json"));
+  EXPECT_EQ(hs::test::read_file(db), before);
+  // --gzip appends .gz and writes gzip.
+  r = hookscope({"export", db, "--run", "1", "--gzip", "-o", (dir / "z.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string gz = hs::test::read_file(dir / "z.json.gz");
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
+}
+
+TEST(ExportCli, CaptureTakesDashOAndSaysHowToOpenTheResult) {
+  const std::string db = capture().db.string();
+  EXPECT_NE(capture().err.find("hookscope report " + db), std::string::npos) << capture().err;
+  EXPECT_NE(capture().err.find("hookscope view " + db), std::string::npos) << capture().err;
+  EXPECT_NE(capture().err.find("hookscope export " + db + " --run all --format chrome"), std::string::npos) << capture().err;
+}
+
+TEST(CliFlags, VersionNamesHookscopeAndTorch) {
+  auto r = hookscope({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hookscope 0."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("LibTorch 2."), std::string::npos) << r.out;
+}
+
+TEST(CliFlags, NearMissFlagsAndCommandsGetADidYouMean) {
+  auto r = hookscope({"capture", "--model", "x", "--scenarioz", "sharded"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean --scenarios?"), std::string::npos) << r.err;
+  r = hookscope({"export", "f.sqlite", "--fromat", "csv", "-o", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean --format?"), std::string::npos) << r.err;
+  r = hookscope({"report", "f.sqlite", "--markdwn", "x.md"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean --markdown?"), std::string::npos) << r.err;
+  r = hookscope({"captur", "--model", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean 'capture'?"), std::string::npos) << r.err;
+  r = hookscope({"capture", "--model", "x", "--zzzzzzzzz"});  // nothing close: no guess
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+}  // namespace
