@@ -130,7 +130,7 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
     res.transfers++;
     res.transfer_bytes += act_bytes;
     t += C::kTransfer;
-    tr.generation_step({step, 1000 + step, step_start, t});
+    tr.generation_step({s.steps_per_generate > 0 ? step % s.steps_per_generate : step, 1000 + step, step_start, t});
     events += 3;
     res.end_ns = t;  // the last event's end
     t += 10 * C::kGap;

@@ -23,6 +23,8 @@ struct SyntheticRun {
   bool offload = false;  ///< weights live in cpu (or disk when `disk`) and are onloaded per layer
   bool disk = false;
   int64_t tokens = 4;    ///< generation steps (each a forward over every layer)
+  /// When > 0: the step number restarts at 0 every this many steps (several generates).
+  int64_t steps_per_generate = 0;
   /// When > 0: repeat forwards until at least this many events were recorded (benchmarks).
   int64_t min_events = 0;
   int64_t start_ns = 1'000'000'000;  ///< synthetic clock origin (absolute ns)

@@ -259,6 +259,37 @@ TEST(RunTimeline, OneLaneGroupPerDeviceThenHostThreads) {
   EXPECT_EQ(tl.duration_ns, c.sharded.end_ns - tl.origin_ns);
 }
 
+// The steps lane says which generate a step belongs to, and which generates were warm-ups.
+TEST(RunTimeline, StepsNameTheirGenerateAndTheWarmUps) {
+  const auto file = test::scratch_dir("rt_warmup") / "synthetic.sqlite";
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 2);
+    storage::SyntheticRun s;
+    s.devices = 2;
+    s.layers = 2;
+    s.tokens = 6;
+    s.steps_per_generate = 2;  // 3 generates of 2 steps
+    const auto r = storage::write_synthetic_run(store, s);
+    store.set_run_result(r.run_id, {{"warmup", 1}, {"repeats", 2}});
+    store.finalize();
+    store.close();
+  }
+  storage::CaptureReader rd(file);
+  auto label_list = [&](const RunTimeline& tl) {
+    std::vector<std::string> v;
+    for (const auto& g : tl.groups)
+      for (const auto& t : g.tracks)
+        if (t.lane == Lane::Steps)
+          for (const auto& level : t.levels)
+            for (const auto& sl : level) v.push_back(tl.strings[sl.label]);
+    return v;
+  };
+  EXPECT_EQ(label_list(load_run_timeline(rd, 1)),
+            (std::vector<std::string>{"warm-up 1 · step 0", "warm-up 1 · step 1", "measured 1 · step 0",
+                                      "measured 1 · step 1", "measured 2 · step 0", "measured 2 · step 1"}));
+}
+
 TEST(RunTimeline, ComputeNestsAndTransfersFlowBetweenGroups) {
   auto c = make_capture("rt_compute");
   storage::CaptureReader rd(c.file);

@@ -13,6 +13,31 @@ namespace hs::ui {
 
 namespace {
 
+// Per generation step, the generate it belongs to ("warm-up 1 · ", "measured 2 · "): every
+// generate starts at step 0, and a capture's run records its `warmup` generates, then its
+// `repeats` (RUNS.results). When the count differs (a torch-engine run holds only its profiled
+// generate) the generates are numbered without that distinction.
+std::vector<std::string> generate_labels(const RunTimeline& tl) {
+  auto count = [&](const char* k) -> int64_t {
+    const auto& res = tl.run.results;
+    return res.is_object() && res.contains(k) && res[k].is_number_integer() ? res[k].get<int64_t>() : -1;
+  };
+  int64_t generates = 0;
+  for (const auto& r : tl.steps) generates += r.step == 0;
+  const int64_t warmup = count("warmup"), repeats = count("repeats");
+  const bool split = warmup >= 0 && repeats >= 0 && generates == warmup + repeats && generates > 1;
+  std::vector<std::string> out;
+  int64_t gen = 0;
+  for (const auto& r : tl.steps) {
+    if (r.step == 0 || gen == 0) ++gen;
+    if (generates <= 1) out.emplace_back();
+    else if (!split) out.push_back("generate " + std::to_string(gen) + " · ");
+    else if (gen <= warmup) out.push_back("warm-up " + std::to_string(gen) + " · ");
+    else out.push_back("measured " + std::to_string(gen - warmup) + " · ");
+  }
+  return out;
+}
+
 bool is_index(const std::string& d) {
   return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -607,9 +632,11 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
     const std::string label = r.compile_id.empty() ? "region " + std::to_string(r.index) : "region " + r.compile_id;
     on(r.thread).regions.push_back({r.start_ns - o, r.end_ns - o, tl.intern(label), i, kRegion});
   }
+  const std::vector<std::string> gens = generate_labels(tl);
   for (uint32_t i = 0; i < tl.steps.size(); ++i) {
     const auto& r = tl.steps[i];
-    on(r.thread).steps.push_back({r.start_ns - o, r.end_ns - o, tl.intern("step " + std::to_string(r.step)), i, kStep});
+    on(r.thread).steps.push_back(
+        {r.start_ns - o, r.end_ns - o, tl.intern(gens[i] + "step " + std::to_string(r.step)), i, kStep});
   }
   for (uint32_t i = 0; i < tl.breaks.size(); ++i) {
     const auto& r = tl.breaks[i];
