@@ -13,6 +13,7 @@
 #include "app/capture_settings.h"
 #include "app/stats.h"
 #include "measurement/verdict.h"
+#include "app/report_diff.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
@@ -193,10 +194,19 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   auto a = std::make_shared<ReportArgs>();
   auto* c = app.add_subcommand("report", "Markdown tables (and report.json) from a capture");
   c->add_option("file", a->file, "Capture written by `hookscope capture`")->required();
+  auto diff = add_report_diff_options(*c);  // `report A B`: before/after (app/report_diff.h)
   c->add_option("--markdown", a->markdown, "Also write the Markdown here");
   c->add_option("--json", a->json_out, "Write the report JSON (schema 2) here");
   c->footer("Example:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json");
-  c->callback([a, &run_selected] { run_selected = [a] { return run_report(*a); }; });
+  c->callback([a, diff, &run_selected] {
+    run_selected = [a, diff] {
+      if (diff->file_b.empty()) return run_report(*a);
+      diff->file_a = a->file;
+      diff->markdown = a->markdown;
+      diff->json_out = a->json_out;
+      return run_report_diff(*diff);
+    };
+  });
   return c;
 }
 

@@ -9,6 +9,7 @@ namespace hs::app {
 CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
   auto o = std::make_shared<ui::ViewerOptions>();
   auto file = std::make_shared<std::string>();
+  auto other = std::make_shared<std::string>();
   auto size = std::make_shared<std::string>("1600x900");
   auto shot = std::make_shared<std::string>();
   auto layout = std::make_shared<std::string>();
@@ -18,11 +19,16 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
       "view", "Open a capture in the desktop viewer: per-device timelines, the compile-mode comparison, graph "
               "breaks, transfers and weight swaps (read-only)");
   cmd->add_option("file", *file, "Capture written by `hookscope capture`")->required();
+  cmd->add_option("other_file", *other,
+                  "A second capture (before/after): its runs are listed beside the first's, and --compare names one "
+                  "of its runs (default: its run of the opened run's cell)");
   cmd->add_option("--view", o->view, "View to open")
       ->check(CLI::IsMember({"timeline", "compare", "breaks", "transfers", "swaps"}))
       ->capture_default_str();
   auto* run_opt = cmd->add_option("--run", *run, "Run id to open (default: the first compiled run without fullgraph)");
-  auto* cmp_opt = cmd->add_option("--compare", *compare, "A second run id, drawn under the first on the same time scale");
+  auto* cmp_opt = cmd->add_option("--compare", *compare,
+                                  "A second run id (of other_file when given), drawn under the first on the same time "
+                                  "scale");
   cmd->add_option("--size", *size, "Window or screenshot size, WIDTHxHEIGHT pixels")
       ->check([](const std::string& s) {
         try {
@@ -50,10 +56,12 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
       "Examples:\n"
       "  hookscope view out/demo.sqlite\n"
       "  xvfb-run -a hookscope view out/demo.sqlite --screenshot out/compare.png --view compare --size 1600x900\n"
-      "  hookscope view out/demo.sqlite --run 2 --compare 12");
-  run_selected = [o, file, size, shot, layout, run, compare, run_opt, cmp_opt] {
+      "  hookscope view out/demo.sqlite --run 2 --compare 12\n"
+      "  hookscope view main.sqlite pr.sqlite --run 2 --view compare   (before/after: run 2 above pr's run of its cell)");
+  run_selected = [o, file, other, size, shot, layout, run, compare, run_opt, cmp_opt] {
     ui::ViewerOptions v = *o;
     v.file = *file;
+    if (!other->empty()) v.other = *other;
     std::tie(v.width, v.height) = ui::parse_size(*size);
     if (!shot->empty()) v.screenshot = *shot;
     if (!layout->empty()) v.layout = *layout;

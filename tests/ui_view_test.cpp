@@ -31,13 +31,14 @@ struct Capture {
 
 /// Four runs like a small demo: sharded under both policies, a fullgraph run that raises, an
 /// offloaded run.
-Capture make_capture(const std::string& name, int64_t min_events = 0) {
+Capture make_capture(const std::string& name, int64_t min_events = 0, int64_t tokens = 4) {
   Capture c;
   c.file = test::scratch_dir(name) / "synthetic.sqlite";
   storage::Store store(c.file);
   storage::add_synthetic_devices(store, 4);
   storage::SyntheticRun s;
   s.min_events = min_events;
+  s.tokens = tokens;
   c.runs.push_back(storage::write_synthetic_run(store, s));
   s.min_events = 0;
   s.policy = "offload-only";
@@ -171,6 +172,11 @@ struct Driver {
   std::shared_ptr<const storage::CaptureReader> rd;
   View view;
   explicit Driver(const fs::path& f) : rd(std::make_shared<const storage::CaptureReader>(f)), view(rd) {}
+  /// Two captures side by side (before/after).
+  Driver(const fs::path& f, const fs::path& g)
+      : rd(std::make_shared<const storage::CaptureReader>(f)),
+        view(std::vector<std::shared_ptr<const storage::CaptureReader>>{
+            rd, std::make_shared<const storage::CaptureReader>(g)}) {}
   void frame(const ScriptedInput& in) {
     win.frame([&](float w, float h) { view.Frame(w, h); }, &in);
   }
@@ -439,6 +445,142 @@ TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {
   // One time scale: the view spans the longer of the two runs (both start at 0).
   const double longest = static_cast<double>(std::max(c.runs[0].end_ns, c.runs[1].end_ns) - 1'000'000'000);
   EXPECT_NEAR(j["view_ns"][1].get<double>() - j["view_ns"][0].get<double>(), longest * 1.04, longest * 0.001);
+}
+
+/// Two captures of the same matrix, "before" (main) and "after" (pr, whose runs decode more
+/// tokens, so they are longer): in main.sqlite and pr.sqlite of one folder.
+std::pair<Capture, Capture> before_after(const std::string& name) {
+  auto a = make_capture(name + "_main");
+  auto b = make_capture(name + "_pr", 0, /*tokens=*/7);
+  const fs::path dir = test::scratch_dir(name);
+  fs::rename(a.file, dir / "main.sqlite");
+  fs::rename(b.file, dir / "pr.sqlite");
+  a.file = dir / "main.sqlite";
+  b.file = dir / "pr.sqlite";
+  return {a, b};
+}
+
+TEST(ViewCompare, TwoCapturesAreListedTogetherAndARunOfEachIsAligned) {
+  auto [a, b] = before_after("two_files");
+  ViewerOptions o;
+  o.file = a.file;
+  o.other = b.file;
+  o.view = "compare";
+  o.run = a.runs[0].run_id;  // sharded whole-hook default; no --compare: pr's run of that cell
+  o.width = 1600;
+  o.height = 1100;
+  o.screenshot = a.file.parent_path() / "two_files.png";
+  o.layout = a.file.parent_path() / "two_files.json";
+  ASSERT_EQ(run_viewer(o), 0);
+  auto j = test::read_json(*o.layout);
+  EXPECT_EQ(j["other_file"], b.file.string());
+  EXPECT_EQ(j["run"], a.runs[0].run_id);
+  EXPECT_EQ(j["run_capture"], 0);
+  EXPECT_EQ(j["compare_run"], b.runs[0].run_id);
+  EXPECT_EQ(j["compare_capture"], 1);
+  // The runs list holds every run of both files, main's first.
+  std::vector<std::pair<int, int64_t>> listed, expected;
+  for (const auto& r : j["run_rows"]) listed.emplace_back(r["capture"].get<int>(), r["run"].get<int64_t>());
+  for (const auto& r : a.runs) expected.emplace_back(0, r.run_id);
+  for (const auto& r : b.runs) expected.emplace_back(1, r.run_id);
+  EXPECT_EQ(listed, expected);
+  // A matrix per file: every run of each in it.
+  std::set<std::pair<int, int64_t>> in_matrix;
+  for (const auto& r : j["compare_rows"]) in_matrix.emplace(r["capture"].get<int>(), r["run"].get<int64_t>());
+  const std::set<std::pair<int, int64_t>> every_run(expected.begin(), expected.end());
+  EXPECT_EQ(in_matrix, every_run);
+  // The aligned panes: main's run above, pr's below, the same lane groups.
+  ASSERT_EQ(j["panes"].size(), 2u);
+  std::set<std::string> first, second;
+  for (const auto& g : j["groups"]) {
+    (g["capture"] == 0 ? first : second).insert(g["title"]);
+    if (g["capture"] == 1) {
+      EXPECT_GE(g["rect"][1].get<float>(), j["panes"][1][0].get<float>()) << g.dump();
+    }
+  }
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(first, second);
+  Png png = load_png(*o.screenshot);
+  EXPECT_GT(png.distinct_colors(0, 0, png.w, png.h), 12u);
+
+  // Without --run: the first file's default run above the second's run of the same cell.
+  o.run.reset();
+  o.view = "timeline";
+  o.screenshot = a.file.parent_path() / "two_files_timeline.png";
+  ASSERT_EQ(run_viewer(o), 0);
+  j = test::read_json(*o.layout);
+  EXPECT_EQ(j["run_capture"], 0);
+  EXPECT_EQ(j["compare_capture"], 1);
+  EXPECT_EQ(j["compare_run"], b.runs[0].run_id);
+  // One time scale spanning the longer (pr's) run.
+  const double longest = static_cast<double>(b.runs[0].end_ns - 1'000'000'000);
+  ASSERT_GT(b.runs[0].end_ns, a.runs[0].end_ns);
+  EXPECT_NEAR(j["view_ns"][1].get<double>() - j["view_ns"][0].get<double>(), longest * 1.04, longest * 0.001);
+  // --compare names a run of the second file; a run it lacks is refused, naming it.
+  o.run = a.runs[0].run_id;
+  o.compare = b.runs[3].run_id;
+  ASSERT_EQ(run_viewer(o), 0);
+  EXPECT_EQ(test::read_json(*o.layout)["compare_run"], b.runs[3].run_id);
+  o.compare = 999;
+  try {
+    run_viewer(o);
+    FAIL() << "no error";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("999"), std::string::npos) << e.what();
+  }
+  // A second file that is not a capture is refused, named, and left as it was.
+  const fs::path notes = a.file.parent_path() / "notes.sqlite";
+  {
+    std::ofstream f(notes);
+    f << "not a capture\n";
+  }
+  o.compare.reset();
+  o.other = notes;
+  try {
+    run_viewer(o);
+    FAIL() << "no error";
+  } catch (const storage::CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("notes.sqlite"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(test::read_file(notes), "not a capture\n");
+}
+
+TEST(ViewInput, RunsOfTwoCapturesAreOpenedAndComparedByClickAndCtrlClick) {
+  auto [a, b] = before_after("two_files_input");
+  Driver d(a.file, b.file);
+  d.idle(3);
+  ASSERT_EQ(d.view.capture_count(), 2u);
+  EXPECT_EQ(d.view.capture_label(0), "main");
+  EXPECT_EQ(d.view.capture_label(1), "pr");
+  auto row_of = [&](int capture, int64_t run) {
+    for (const auto& r : d.view.layout().run_rows)
+      if (r.capture == capture && r.run_id == run) return r;
+    throw std::runtime_error("run row not drawn");
+  };
+  const float x = 40;
+  // Ctrl+click pr's offloaded run: aligned under main's open run.
+  auto r = row_of(1, b.runs[3].run_id);
+  ScriptedInput in;
+  in.x = x;
+  in.y = std::floor(0.5f * (r.y0 + r.y1));
+  in.ctrl = true;
+  d.frame(in);
+  in.down[0] = true;
+  d.frame(in);
+  in.down[0] = false;
+  d.frame(in);
+  d.idle();
+  ASSERT_NE(d.view.timeline(1), nullptr);
+  EXPECT_EQ(d.view.timeline(1)->run.id, b.runs[3].run_id);
+  EXPECT_EQ(d.view.run_capture(1), 1u);
+  EXPECT_EQ(d.view.run_capture(0), 0u);
+  // A plain click on pr's run with main's id opens pr's run, not main's.
+  r = row_of(1, a.runs[0].run_id);
+  d.click(x, std::floor(0.5f * (r.y0 + r.y1)));
+  d.idle();
+  EXPECT_EQ(d.view.run_capture(0), 1u);
+  EXPECT_EQ(d.view.run_id(), a.runs[0].run_id);
+  EXPECT_EQ(d.view.timeline()->run.id, b.runs[0].run_id);
 }
 
 TEST(ViewerErrors, NewerSchemaIsRefused) {

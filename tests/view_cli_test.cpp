@@ -91,6 +91,34 @@ TEST(ViewCli, CompareShowsEveryRun) {
   EXPECT_EQ(rd.runs().size(), 4u * 2 * 3);  // scenarios x policies x (eager, default, default fullgraph)
 }
 
+TEST(ViewCli, TwoCapturesOpenTogether) {
+  const fs::path other = capture().dir / "after.sqlite";
+  fs::copy_file(capture().db, other, fs::copy_options::overwrite_existing);
+  json j = shot("compare", {other.string()});
+  std::set<std::pair<int, int64_t>> shown;
+  for (const auto& r : j["compare_rows"]) shown.emplace(r["capture"].get<int>(), r["run"].get<int64_t>());
+  hs::storage::CaptureReader rd(capture().db);
+  EXPECT_EQ(shown.size(), 2 * rd.runs().size());
+  EXPECT_EQ(j["run_rows"].size(), 2 * rd.runs().size());
+  // The second file's run of the opened run's cell is aligned under it.
+  EXPECT_EQ(j["compare_capture"], 1);
+  EXPECT_EQ(j["compare_run"], j["run"]);
+
+  const fs::path dir = hs::test::scratch_dir("view-cli-two-" + std::to_string(getpid()));
+  auto r = hookscope({"view", capture().db.string(), (dir / "missing.sqlite").string(), "--screenshot",
+                      (dir / "x.png").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("missing.sqlite"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.png"));
+  const fs::path png_named = dir / "after.png";  // a capture may have any name
+  fs::copy_file(capture().db, png_named);
+  const std::string before = hs::test::read_file(png_named);
+  r = hookscope({"view", capture().db.string(), png_named.string(), "--screenshot", (dir / "." / "after.png").string()});
+  EXPECT_EQ(r.exit_code, 1) << "the second capture is never written over";
+  EXPECT_NE(r.err.find("is the capture being viewed"), std::string::npos) << r.err;
+  EXPECT_EQ(hs::test::read_file(png_named), before);
+}
+
 TEST(ViewCli, TablesOpenOnAnOffloadedRun) {
   hs::storage::CaptureReader rd(capture().db);
   int64_t offload = 0;

@@ -43,6 +43,7 @@ nlohmann::json FrameLayout::to_json() const {
                    {"compare_rows", nlohmann::json::array()}};
   for (const auto& g : groups)
     j["groups"].push_back({{"run", g.run_id},
+                           {"capture", g.capture},
                            {"device", g.device},
                            {"title", g.title},
                            {"host", g.host},
@@ -50,8 +51,11 @@ nlohmann::json FrameLayout::to_json() const {
                            {"visible", g.visible},
                            {"rect", {g.x0, g.y0, g.x1, g.y1}}});
   j["table_rows"] = static_cast<int64_t>(table_rows.size());
+  j["run_rows"] = nlohmann::json::array();
+  for (const auto& r : run_rows) j["run_rows"].push_back({{"capture", r.capture}, {"run", r.run_id}, {"y", {r.y0, r.y1}}});
   for (const auto& r : compare_rows)
     j["compare_rows"].push_back({{"run", r.run_id},
+                                 {"capture", r.capture},
                                  {"scenario", r.scenario},
                                  {"policy", r.policy},
                                  {"mode", r.mode},
@@ -60,31 +64,72 @@ nlohmann::json FrameLayout::to_json() const {
   return j;
 }
 
-View::View(std::shared_ptr<const storage::CaptureReader> reader) : m_reader(std::move(reader)) {
-  m_runs = m_reader->runs();
-  m_diagnostics = m_reader->diagnostics();
-  m_devices = m_reader->devices();
-  // Open on the first compiled run (regions and graph breaks to show), else the first without
-  // fullgraph (a fullgraph run that raised has few events), else the first.
-  for (const auto& r : m_runs)
-    if (!r.fullgraph && r.mode != "eager") {
-      LoadRun(0, r.id);
-      break;
-    }
-  if (!m_timeline[0])
-    for (const auto& r : m_runs)
-      if (!r.fullgraph) {
-        LoadRun(0, r.id);
-        break;
-      }
-  if (!m_timeline[0] && !m_runs.empty()) LoadRun(0, m_runs.front().id);
+View::View(std::shared_ptr<const storage::CaptureReader> reader)
+    : View(std::vector<std::shared_ptr<const storage::CaptureReader>>{std::move(reader)}) {}
+
+View::View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, std::vector<std::string> labels) {
+  if (readers.empty()) throw std::invalid_argument("View: no capture to show");
+  if (!labels.empty() && labels.size() != readers.size())
+    throw std::invalid_argument("View: " + std::to_string(labels.size()) + " labels for " +
+                                std::to_string(readers.size()) + " captures");
+  for (size_t i = 0; i < readers.size(); ++i) {
+    Capture c;
+    c.reader = std::move(readers[i]);
+    c.label = labels.empty() ? c.reader->path().stem().string() : labels[i];
+    c.runs = c.reader->runs();
+    c.diagnostics = c.reader->diagnostics();
+    c.devices = c.reader->devices();
+    m_captures.push_back(std::move(c));
+  }
+  OpenDefaultRuns();
 }
 
 View::~View() = default;
 
-void View::LoadRun(int slot, int64_t run_id) {
-  m_timeline[slot] = std::make_unique<RunTimeline>(load_run_timeline(*m_reader, run_id));
+/// Opens the first capture's first compiled run (regions and graph breaks to show), else its
+/// first without fullgraph (a fullgraph run that raised has few events), else its first; with
+/// a second capture, aligns under it that capture's run of the same cell, if it has one.
+void View::OpenDefaultRuns() {
+  const auto& runs = m_captures.front().runs;
+  const storage::RunRecord* pick = nullptr;
+  for (const auto& r : runs)
+    if (!pick && !r.fullgraph && r.mode != "eager") pick = &r;
+  for (const auto& r : runs)
+    if (!pick && !r.fullgraph) pick = &r;
+  if (!pick && !runs.empty()) pick = &runs.front();
+  if (!pick) return;
+  LoadRun(0, 0, pick->id);
+  if (m_captures.size() < 2) return;
+  if (const auto match = MatchingRun(1)) LoadRun(1, 1, *match);
+}
+
+std::optional<int64_t> View::MatchingRun(size_t capture) const {
+  if (!m_timeline[0]) return std::nullopt;
+  const storage::RunRecord& p = m_timeline[0]->run;
+  for (const auto& r : capture_at(capture).runs)
+    if (r.engine == p.engine && r.scenario == p.scenario && r.policy == p.policy && r.mode == p.mode &&
+        r.fullgraph == p.fullgraph && !(capture == m_timeline_capture[0] && r.id == p.id))
+      return r.id;
+  return std::nullopt;
+}
+
+const View::Capture& View::capture_at(size_t capture) const {
+  if (capture >= m_captures.size())
+    throw std::out_of_range("capture " + std::to_string(capture) + ": the viewer holds " +
+                            std::to_string(m_captures.size()) + " captures");
+  return m_captures[capture];
+}
+
+std::string View::capture_prefix(size_t capture) const {
+  return m_captures.size() > 1 ? capture_at(capture).label + ": " : std::string();
+}
+
+void View::LoadRun(int slot, size_t capture, int64_t run_id) {
+  m_timeline[slot] = std::make_unique<RunTimeline>(load_run_timeline(*capture_at(capture).reader, run_id));
+  m_timeline_capture[slot] = capture;
+  m_range_cache_run[slot] = -1;  // run ids repeat across captures: recompute for the new run
   if (slot == 0) {
+    for (auto& t : m_table_run) t = -1;
     m_selected.reset();
     m_range.reset();
   } else if (m_selected && m_selected->run == 1) {
@@ -94,21 +139,20 @@ void View::LoadRun(int slot, int64_t run_id) {
   m_fit_pending = true;
 }
 
-void View::SelectRun(int64_t run_id) {
-  (void)m_reader->run(run_id);  // throws std::out_of_range naming the file and run
-  if (m_timeline[0] && m_timeline[0]->run.id == run_id) return;
-  LoadRun(0, run_id);
+void View::SelectRun(int64_t run_id, size_t capture) {
+  (void)capture_at(capture).reader->run(run_id);  // throws std::out_of_range naming the file and run
+  if (m_timeline[0] && m_timeline[0]->run.id == run_id && m_timeline_capture[0] == capture) return;
+  LoadRun(0, capture, run_id);
 }
 
-void View::SetCompareRun(std::optional<int64_t> run_id) {
-  m_compare_id = run_id;
+void View::SetCompareRun(std::optional<int64_t> run_id, size_t capture) {
   if (!run_id) {
     m_timeline[1].reset();
     m_fit_pending = true;
     return;
   }
-  (void)m_reader->run(*run_id);
-  LoadRun(1, *run_id);
+  (void)capture_at(capture).reader->run(*run_id);
+  LoadRun(1, capture, *run_id);
 }
 
 void View::SetTab(Tab t) {
@@ -119,6 +163,11 @@ void View::SetTab(Tab t) {
 std::optional<int64_t> View::run_id() const {
   if (!m_timeline[0]) return std::nullopt;
   return m_timeline[0]->run.id;
+}
+
+std::optional<size_t> View::run_capture(int slot) const {
+  if ((slot != 0 && slot != 1) || !m_timeline[slot]) return std::nullopt;
+  return m_timeline_capture[slot];
 }
 
 const RunTimeline* View::timeline(int i) const { return (i == 0 || i == 1) ? m_timeline[i].get() : nullptr; }
@@ -143,6 +192,7 @@ void View::Frame(float width, float height) {
   m_layout.groups.clear();
   m_layout.compare_rows.clear();
   m_layout.table_rows.clear();
+  m_layout.run_rows.clear();
   m_layout.merged_boxes = m_layout.drawn_boxes = m_layout.drawn_flows = 0;
   m_layout.tab = m_tab;
 
@@ -151,11 +201,14 @@ void View::Frame(float width, float height) {
   ImGui::Begin("hookscope", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoBackground);  // the GL clear paints it
-  const std::string file = m_reader->path().filename().string();
-  ImGui::TextUnformatted(("hookscope  " + file).c_str());
-  ImGui::SameLine();
-  ImGui::TextDisabled("%zu runs, schema %d%s", m_runs.size(), m_reader->schema_version(),
-                      m_reader->finalized() ? "" : ", not finalized (capture interrupted or still running)");
+  for (size_t i = 0; i < m_captures.size(); ++i) {
+    const Capture& c = m_captures[i];
+    if (i) ImGui::SameLine();
+    ImGui::TextUnformatted(((i ? "   vs  " : "hookscope  ") + c.reader->path().filename().string()).c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("%zu runs, schema %d%s", c.runs.size(), c.reader->schema_version(),
+                        c.reader->finalized() ? "" : ", not finalized (capture interrupted or still running)");
+  }
   const float line = ImGui::GetTextLineHeightWithSpacing();
   const float diag_h = line * 4 + 6;
   const float body_h = std::max(ImGui::GetContentRegionAvail().y - diag_h, 100.0f);
@@ -213,34 +266,55 @@ void View::DrawRuns(float, float) {
   filter.Build();
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
-  // The label column only when some run has one (a LibTorch capture's runs have none).
-  const bool labels = std::any_of(m_runs.begin(), m_runs.end(), [](const auto& r) { return !r.label.empty(); });
-  if (!ImGui::BeginTable("runs_table", labels ? 7 : 6, flags)) return;
-  ImGui::TableSetupScrollFreeze(2, 1);  // id and status stay in view when scrolled sideways
-  for (const char* c : {"id", "status", "label", "engine", "scenario", "policy", "mode"})
-    if (labels || std::string_view(c) != "label") ImGui::TableSetupColumn(c);
+  // The label column only when some run has one (a LibTorch capture's runs have none); the
+  // file column only when several captures are open.
+  bool labels = false;
+  for (const auto& c : m_captures)
+    labels |= std::any_of(c.runs.begin(), c.runs.end(), [](const auto& r) { return !r.label.empty(); });
+  const bool files = m_captures.size() > 1;
+  if (!ImGui::BeginTable("runs_table", 6 + labels + files, flags)) return;
+  ImGui::TableSetupScrollFreeze(files ? 3 : 2, 1);  // id and status (and file) stay in view when scrolled sideways
+  for (const char* c : {"file", "id", "status", "label", "engine", "scenario", "policy", "mode"})
+    if ((labels || std::string_view(c) != "label") && (files || std::string_view(c) != "file"))
+      ImGui::TableSetupColumn(c);
   ImGui::TableHeadersRow();
-  const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
-  for (const auto& r : m_runs) {
+  for (size_t i = 0; i < m_captures.size(); ++i) DrawRunRows(i, filter, labels);
+  ImGui::EndTable();
+}
+
+/// The runs list's rows of one capture.
+void View::DrawRunRows(size_t capture, const ImGuiTextFilter& filter, bool labels) {
+  const bool files = m_captures.size() > 1;
+  const Capture& cap = m_captures[capture];
+  auto shown = [&](int slot, int64_t id) {
+    return m_timeline[slot] && m_timeline[slot]->run.id == id && m_timeline_capture[slot] == capture;
+  };
+  ImGui::PushID(static_cast<int>(capture));
+  for (const auto& r : cap.runs) {
     const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"
                                : r.status == tracer::RunStatus::Failed   ? "failed"
                                : (r.results.is_object() && r.results.value("status", "") == "error")
                                    ? (r.fullgraph ? "raises" : "error")
                                    : "ok";
     const std::string mode = r.mode + (r.fullgraph ? " fullgraph" : "");
-    const std::string text = std::to_string(r.id) + " " + r.label + " " + r.engine + " " + r.scenario + " " + r.policy +
-                             " " + mode + " " + status;
+    const std::string text = (files ? cap.label + " " : std::string()) + std::to_string(r.id) + " " + r.label + " " +
+                             r.engine + " " + r.scenario + " " + r.policy + " " + mode + " " + status;
     if (!filter.PassFilter(text.c_str())) continue;
     ImGui::TableNextRow();
+    const float y0 = ImGui::GetCursorScreenPos().y;
+    if (files) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(cap.label.c_str());
+    }
     ImGui::TableNextColumn();
-    const bool selected = r.id == primary || (m_compare_id && *m_compare_id == r.id);
+    const bool primary = shown(0, r.id);
     char id[32];
     std::snprintf(id, sizeof id, "%lld", static_cast<long long>(r.id));
-    if (ImGui::Selectable(id, selected, ImGuiSelectableFlags_SpanAllColumns)) {
-      if (ImGui::GetIO().KeyCtrl && r.id != primary)
-        SetCompareRun(m_compare_id && *m_compare_id == r.id ? std::nullopt : std::optional<int64_t>(r.id));
+    if (ImGui::Selectable(id, primary || shown(1, r.id), ImGuiSelectableFlags_SpanAllColumns)) {
+      if (ImGui::GetIO().KeyCtrl && !primary)
+        SetCompareRun(shown(1, r.id) ? std::nullopt : std::optional<int64_t>(r.id), capture);
       else
-        SelectRun(r.id);
+        SelectRun(r.id, capture);
     }
     if (ImGui::IsItemHovered() && r.results.is_object() && r.results.value("error", nlohmann::json()).is_string())
       ImGui::SetTooltip("%s", r.results["error"].get<std::string>().c_str());
@@ -254,8 +328,9 @@ void View::DrawRuns(float, float) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(cell->c_str());
     }
+    m_layout.run_rows.push_back({static_cast<int>(capture), r.id, y0, ImGui::GetCursorScreenPos().y});
   }
-  ImGui::EndTable();
+  ImGui::PopID();
 }
 
 // ------------------------------------------------------------------ diagnostics strip
@@ -269,35 +344,39 @@ void View::DrawDiagnostics(float height) {
     ImGui::SameLine();
     ImGui::TextUnformatted(text.c_str());
   };
-  std::string emulated;
-  for (const auto& d : m_devices)
-    if (d.info.kind == storage::DeviceKind::Emulated && !d.info.run_id)
-      emulated += (emulated.empty() ? "" : ", ") + d.info.name;
-  const bool said = std::any_of(m_diagnostics.begin(), m_diagnostics.end(),
-                                [](const storage::DiagnosticRow& d) { return d.source == "devices"; });
-  if (!emulated.empty() && !said)  // the capture's own "devices" diagnostic says it otherwise
-    line(style::kWarn, "[emulated]",
-         "accelerators " + emulated +
-             " are emulated in host memory: moves between them are real copies, but a CPU capture does not fuse "
-             "or speed anything up");
-  for (const auto& r : m_runs) {
-    const std::string what = "run " + std::to_string(r.id) + " (" + r.scenario + " " + r.policy + " " + r.mode +
-                             (r.fullgraph ? " fullgraph" : "") + ")";
-    if (r.status == tracer::RunStatus::Incomplete)
-      line(style::kWarn, "[incomplete]", what + ": the capture stopped before this run ended");
-    else if (r.status == tracer::RunStatus::Failed)
-      line(style::kBad, "[failed]", what + ": " + r.error);
-    if (r.dropped_records > 0)
-      line(style::kWarn, "[dropped]", what + ": " + std::to_string(r.dropped_records) + " records dropped by the tracer");
-  }
-  for (const auto& d : m_diagnostics) {
-    const char* tag = d.severity == storage::Severity::Error     ? "[error]"
-                      : d.severity == storage::Severity::Warning ? "[warning]"
-                                                                 : "[info]";
-    const ImU32 c = d.severity == storage::Severity::Error     ? style::kBad
-                    : d.severity == storage::Severity::Warning ? style::kWarn
-                                                               : style::kDim;
-    line(c, tag, (d.run_id ? "run " + std::to_string(*d.run_id) + ": " : std::string()) + d.source + ": " + d.text);
+  for (size_t i = 0; i < m_captures.size(); ++i) {
+    const Capture& cap = m_captures[i];
+    const std::string prefix = capture_prefix(i);
+    std::string emulated;
+    for (const auto& d : cap.devices)
+      if (d.info.kind == storage::DeviceKind::Emulated && !d.info.run_id)
+        emulated += (emulated.empty() ? "" : ", ") + d.info.name;
+    const bool said = std::any_of(cap.diagnostics.begin(), cap.diagnostics.end(),
+                                  [](const storage::DiagnosticRow& d) { return d.source == "devices"; });
+    if (!emulated.empty() && !said)  // the capture's own "devices" diagnostic says it otherwise
+      line(style::kWarn, "[emulated]",
+           prefix + "accelerators " + emulated +
+               " are emulated in host memory: moves between them are real copies, but a CPU capture does not fuse "
+               "or speed anything up");
+    for (const auto& r : cap.runs) {
+      const std::string what = prefix + "run " + std::to_string(r.id) + " (" + r.scenario + " " + r.policy + " " +
+                               r.mode + (r.fullgraph ? " fullgraph" : "") + ")";
+      if (r.status == tracer::RunStatus::Incomplete)
+        line(style::kWarn, "[incomplete]", what + ": the capture stopped before this run ended");
+      else if (r.status == tracer::RunStatus::Failed)
+        line(style::kBad, "[failed]", what + ": " + r.error);
+      if (r.dropped_records > 0)
+        line(style::kWarn, "[dropped]", what + ": " + std::to_string(r.dropped_records) + " records dropped by the tracer");
+    }
+    for (const auto& d : cap.diagnostics) {
+      const char* tag = d.severity == storage::Severity::Error     ? "[error]"
+                        : d.severity == storage::Severity::Warning ? "[warning]"
+                                                                   : "[info]";
+      const ImU32 c = d.severity == storage::Severity::Error     ? style::kBad
+                      : d.severity == storage::Severity::Warning ? style::kWarn
+                                                                 : style::kDim;
+      line(c, tag, prefix + (d.run_id ? "run " + std::to_string(*d.run_id) + ": " : std::string()) + d.source + ": " + d.text);
+    }
   }
   ImGui::EndChild();
 }

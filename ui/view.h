@@ -10,7 +10,9 @@
 // The views draw through ImGui only: no window, GLFW or OpenGL here (ui/window.h is the
 // platform layer). Input comes only through ImGui (mouse, wheel, keys), so a test or
 // `--screenshot` that feeds ImGuiIO drives exactly the code a person drives. The View never
-// writes to the capture.
+// writes to the capture. It may hold two captures (before/after a change): their runs are
+// listed together, each labelled by its file, and a run of one can be aligned under a run of
+// the other; a run is then named by its capture's index and its id.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 
 struct ImDrawList;
 struct ImVec2;
+struct ImGuiTextFilter;
 
 namespace hs::ui {
 
@@ -54,6 +57,7 @@ struct Pick {
 struct FrameLayout {
   struct Group {
     int64_t run_id;
+    int capture;  ///< index of the run's capture
     std::string device, title;
     bool host, emulated;
     float x0, y0, x1, y1;
@@ -61,8 +65,14 @@ struct FrameLayout {
   };
   struct CompareRow {
     int64_t run_id;
+    int capture;  ///< index of the run's capture (0 = the first file)
     std::string scenario, policy, mode;
     bool fullgraph;
+    float y0, y1;
+  };
+  struct RunRow {  ///< a row of the runs list
+    int capture;
+    int64_t run_id;
     float y0, y1;
   };
   struct TableRow {
@@ -77,6 +87,7 @@ struct FrameLayout {
   double view_start_ns = 0, view_end_ns = 0;
   std::vector<Group> groups;           ///< lane groups drawn (visible or not)
   std::vector<CompareRow> compare_rows;
+  std::vector<RunRow> run_rows;        ///< rows of the runs list drawn this frame (filtered, scrolled in)
   std::vector<TableRow> table_rows;    ///< rows of the breaks/transfers/swaps table drawn this frame
   int64_t merged_boxes = 0, drawn_boxes = 0;
   int64_t drawn_flows = 0;  ///< transfer and launch flows drawn (none when too many are in view)
@@ -87,6 +98,10 @@ class View {
  public:
   /// Opens nothing itself: takes a reader the caller opened (read-only).
   explicit View(std::shared_ptr<const storage::CaptureReader> reader);
+  /// Several captures side by side (before/after), each shown under its label (default: the
+  /// file names). Throws std::invalid_argument when `readers` is empty or `labels` is given
+  /// with another count.
+  View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, std::vector<std::string> labels = {});
   ~View();
 
   /// Draws one full-window frame of `width` × `height` pixels (call between ImGui::NewFrame
@@ -94,13 +109,23 @@ class View {
   void Frame(float width, float height);
 
   // Programmatic state (the CLI flags; tests).
-  void SelectRun(int64_t run_id);                   ///< throws std::out_of_range naming the run
-  void SetCompareRun(std::optional<int64_t> run_id);  ///< a second run, aligned under the first
+  /// Opens run `run_id` of capture `capture`; throws std::out_of_range naming the run (or the
+  /// capture index).
+  void SelectRun(int64_t run_id, size_t capture = 0);
+  /// A second run (of capture `capture`), aligned under the first; nullopt closes it.
+  void SetCompareRun(std::optional<int64_t> run_id, size_t capture = 0);
   void SetTab(Tab t);
   Tab tab() const { return m_tab; }
   const TimeView& time_view() const { return m_time; }
   TimeView& time_view() { return m_time; }
   std::optional<int64_t> run_id() const;
+  /// The capture of the run shown in slot 0 (primary) or 1 (compared), if any.
+  std::optional<size_t> run_capture(int slot = 0) const;
+  /// The first run of `capture` with the primary run's engine, scenario, policy, mode and
+  /// fullgraph (other than the primary itself), if any: the "after" of a before/after pair.
+  std::optional<int64_t> MatchingRun(size_t capture) const;
+  size_t capture_count() const { return m_captures.size(); }
+  const std::string& capture_label(size_t capture) const { return m_captures.at(capture).label; }
   std::optional<Pick> selection() const { return m_selected; }
   /// What the mouse was over in the last frame's timeline (its tooltip shows `describe`).
   std::optional<Pick> hovered() const { return m_hover; }
@@ -117,7 +142,9 @@ class View {
   void DrawRuns(float width, float height);
   void DrawDiagnostics(float height);
   void DrawDetails();
-  void LoadRun(int slot, int64_t run_id);
+  void LoadRun(int slot, size_t capture, int64_t run_id);
+  void OpenDefaultRuns();
+  void DrawRunRows(size_t capture, const ImGuiTextFilter& filter, bool labels);
   // view_timeline.cpp
   void DrawTimelineTab();
   void DrawTimelineArea(float height);
@@ -143,6 +170,7 @@ class View {
   void DrawRangeStats();
   // view_compare.cpp
   void DrawCompareTab();
+  void DrawCompareCapture(const CompareMatrix& matrix);
   void DrawCompareScenario(const CompareMatrix& matrix, size_t scenario);
   void DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row);
   // view_tables.cpp
@@ -150,12 +178,21 @@ class View {
   void DrawTransfersTab();
   void DrawSwapsTab();
 
-  std::shared_ptr<const storage::CaptureReader> m_reader;
-  std::vector<storage::RunRecord> m_runs;
-  std::vector<storage::DiagnosticRow> m_diagnostics;
-  std::vector<storage::DeviceRow> m_devices;
+  /// One open capture file and what the views read from it once.
+  struct Capture {
+    std::shared_ptr<const storage::CaptureReader> reader;
+    std::string label;  ///< shown beside its runs when more than one capture is open
+    std::vector<storage::RunRecord> runs;
+    std::vector<storage::DiagnosticRow> diagnostics;
+    std::vector<storage::DeviceRow> devices;
+  };
+  const Capture& capture_at(size_t capture) const;  ///< throws std::out_of_range naming the index
+  /// "main: " when several captures are open, else "".
+  std::string capture_prefix(size_t capture) const;
+
+  std::vector<Capture> m_captures;
   std::unique_ptr<RunTimeline> m_timeline[2];
-  std::optional<int64_t> m_compare_id;
+  size_t m_timeline_capture[2] = {0, 0};  ///< the capture each slot's run comes from
   Tab m_tab = Tab::Timeline;
   bool m_tab_request = true;  ///< select m_tab on the next frame's tab bar
   TimeView m_time;

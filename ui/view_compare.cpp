@@ -103,13 +103,15 @@ struct MatrixRow {
   const storage::RunRecord* measured() const { return run ? run : succeeded(fullgraph) ? fullgraph : nullptr; }
 };
 
-/// Every run of the capture as rows of the matrix.
+/// Every run of a capture as rows of the matrix.
 struct CompareMatrix {
+  size_t capture = 0;                  ///< the View's index of the capture
   std::vector<std::string> scenarios;  ///< in order of first appearance
   std::map<MatrixKey, MatrixRow> rows;
-  double latency_scale = 0;  ///< ms: the slowest max of the capture, shared by every latency bar
+  /// ms: the slowest max of the capture (of all captures shown), shared by every latency bar
+  double latency_scale = 0;
 
-  explicit CompareMatrix(const std::vector<storage::RunRecord>& runs) {
+  explicit CompareMatrix(const std::vector<storage::RunRecord>& runs, size_t capture_ = 0) : capture(capture_) {
     for (const auto& r : runs) {
       auto s = std::find(scenarios.begin(), scenarios.end(), r.scenario);
       if (s == scenarios.end()) s = scenarios.insert(s, r.scenario);
@@ -257,19 +259,49 @@ void View::DrawCompareTab() {
   const bool aligned = m_timeline[0] && m_timeline[1];
   const float matrix_h = aligned ? ImGui::GetContentRegionAvail().y * 0.45f : 0.0f;
   ImGui::BeginChild("matrix", ImVec2(0, matrix_h), false);
-  const CompareMatrix matrix(m_runs);
-  for (size_t si = 0; si < matrix.scenarios.size(); ++si) DrawCompareScenario(matrix, si);
+  // One matrix per capture, every latency bar on one scale.
+  std::vector<CompareMatrix> matrices;
+  double scale = 0;
+  for (size_t i = 0; i < m_captures.size(); ++i) {
+    matrices.emplace_back(m_captures[i].runs, i);
+    scale = std::max(scale, matrices.back().latency_scale);
+  }
+  for (auto& m : matrices) {
+    m.latency_scale = scale;
+    DrawCompareCapture(m);
+  }
   if (!aligned) {
     ImGui::Spacing();
-    ImGui::TextDisabled("Ctrl+click a second run (here or in Runs) to see both timelines aligned on one time scale.");
+    ImGui::TextDisabled(m_captures.size() > 1
+                            ? "Ctrl+click a run of the other capture (here or in Runs) to see both timelines aligned "
+                              "on one time scale."
+                            : "Ctrl+click a second run (here or in Runs) to see both timelines aligned on one time scale.");
   }
   ImGui::EndChild();
   if (aligned) {
     ImGui::Separator();
-    ImGui::Text("Aligned timelines: run %lld above run %lld, same time scale from each run's start",
-                static_cast<long long>(m_timeline[0]->run.id), static_cast<long long>(m_timeline[1]->run.id));
+    ImGui::Text("Aligned timelines: %srun %lld above %srun %lld, same time scale from each run's start",
+                capture_prefix(m_timeline_capture[0]).c_str(), static_cast<long long>(m_timeline[0]->run.id),
+                capture_prefix(m_timeline_capture[1]).c_str(), static_cast<long long>(m_timeline[1]->run.id));
     DrawTimelineArea(ImGui::GetContentRegionAvail().y);
   }
+}
+
+/// The matrices of one capture, under its file's name when several captures are open.
+void View::DrawCompareCapture(const CompareMatrix& matrix) {
+  if (m_captures.size() > 1) {
+    const Capture& c = m_captures[matrix.capture];
+    ImGui::Spacing();
+    ImGui::PushStyleColor(ImGuiCol_Text, style::kText);
+    ImGui::Text("%s", c.label.c_str());
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    ImGui::TextDisabled("(%s, %zu runs)", c.reader->path().filename().c_str(), c.runs.size());
+    ImGui::Separator();
+  }
+  ImGui::PushID(static_cast<int>(matrix.capture));
+  for (size_t si = 0; si < matrix.scenarios.size(); ++si) DrawCompareScenario(matrix, si);
+  ImGui::PopID();
 }
 
 /// The matrix of one scenario: a row per policy × mode.
@@ -294,7 +326,7 @@ void View::DrawCompareScenario(const CompareMatrix& matrix, size_t si) {
 /// One row, cell by cell in Column order; clicking it opens its run (ctrl+click: compares it).
 void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
   const storage::RunRecord* m = row.measured();
-  const int64_t primary = m_timeline[0] ? m_timeline[0]->run.id : -1;
+  const int64_t primary = m_timeline[0] && m_timeline_capture[0] == matrix.capture ? m_timeline[0]->run.id : -1;
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   const float y0 = ImGui::GetCursorScreenPos().y;
@@ -304,9 +336,9 @@ void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, con
                         ImGuiSelectableFlags_SpanAllColumns)) {
     const int64_t id = row.any()->id;
     if (ImGui::GetIO().KeyCtrl && id != primary)
-      SetCompareRun(id);
+      SetCompareRun(id, matrix.capture);
     else
-      SelectRun(id);
+      SelectRun(id, matrix.capture);
   }
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(key.mode.c_str());
@@ -328,7 +360,9 @@ void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, con
   run_ids_cell(row);
   const float y1 = ImGui::GetCursorScreenPos().y;
   for (const storage::RunRecord* r : {row.run, row.fullgraph})
-    if (r) m_layout.compare_rows.push_back({r->id, r->scenario, r->policy, r->mode, r->fullgraph, y0, y1});
+    if (r)
+      m_layout.compare_rows.push_back(
+          {r->id, static_cast<int>(matrix.capture), r->scenario, r->policy, r->mode, r->fullgraph, y0, y1});
 }
 
 }  // namespace hs::ui

@@ -24,6 +24,7 @@ struct LanePass {
   ImDrawList* dl;
   const RunTimeline& tl;
   int slot;               ///< 0 = the primary run, 1 = the compared one
+  std::string capture_prefix;  ///< "main: " when several captures are open, else ""
   float label_x, x0, x1;  ///< label column start; time axis span (screen)
   float clip_y0, clip_y1;
   ImVec2 mouse;
@@ -84,7 +85,8 @@ void zigzag(ImDrawList* dl, float x0, float x1, float y0, float y1, ImU32 c) {
 }
 
 /// "run 3: sharded, whole-hook, default (complete, 1234 events, 5.20 ms)" across the lanes;
-/// a run from a trace adds its label and engine: "run 5 'pr.json': imported [import] (...)".
+/// a run from a trace adds its label and engine: "run 5 'pr.json': imported [import] (...)";
+/// with several captures open, the capture's name comes first: "pr: run 3: ...".
 void draw_run_header(LanePass& p) {
   const auto& r = p.tl.run;
   const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"
@@ -94,7 +96,7 @@ void draw_run_header(LanePass& p) {
   for (const std::string* part : {&r.scenario, &r.policy, &r.mode})
     if (!part->empty()) what += (what.empty() ? "" : ", ") + *part;
   if (r.fullgraph) what += what.empty() ? "fullgraph" : ", fullgraph";
-  const std::string text = "run " + std::to_string(r.id) + (r.label.empty() ? "" : " '" + r.label + "'") + ": " + what +
+  const std::string text = p.capture_prefix + "run " + std::to_string(r.id) + (r.label.empty() ? "" : " '" + r.label + "'") + ": " + what +
                            (r.engine.empty() || r.engine == "libtorch" ? "" : " [" + r.engine + "]") + " (" + status + ", " +
                            (r.dropped_records ? std::to_string(r.dropped_records) + " records DROPPED, " : "") +
                            std::to_string(p.tl.event_count()) + " events, " +
@@ -222,6 +224,7 @@ void LanePass::band(ImVec2 a, ImVec2 b, ImU32 col) const {
 float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, float clip0, float clip1) {
   const RunTimeline& tl = *m_timeline[slot];
   LanePass p(dl, tl, slot, x0, x1, clip0, clip1, y);
+  p.capture_prefix = capture_prefix(m_timeline_capture[slot]);
   const float run_y0 = y;
   dl->ChannelsSplit(kLayerCount);
   dl->ChannelsSetCurrent(kEventLayer);
@@ -277,8 +280,8 @@ void View::DrawLaneGroup(LanePass& p, size_t g) {
     p.track = -1;
     if (!grp.residency.empty()) DrawResidency(p, grp, key + ":residency");
   }
-  m_layout.groups.push_back(
-      {p.tl.run.id, grp.device, grp.title, grp.host, grp.emulated, p.label_x, gy0, p.x1, p.y, p.visible(gy0, p.y)});
+  m_layout.groups.push_back({p.tl.run.id, static_cast<int>(m_timeline_capture[p.slot]), grp.device, grp.title, grp.host,
+                             grp.emulated, p.label_x, gy0, p.x1, p.y, p.visible(gy0, p.y)});
   p.y += style::kGroupGap;
 }
 

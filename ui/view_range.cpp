@@ -69,7 +69,8 @@ void View::DrawRangeStats() {
     }
     const RangeStats& st = *m_range_cache[slot];
     ImGui::Text(
-        "run %lld, range %s .. %s (%s), %lld graph breaks", static_cast<long long>(m_timeline[slot]->run.id),
+        "%srun %lld, range %s .. %s (%s), %lld graph breaks", capture_prefix(m_timeline_capture[slot]).c_str(),
+        static_cast<long long>(m_timeline[slot]->run.id),
         format_duration(static_cast<double>(st.t0_ns)).c_str(), format_duration(static_cast<double>(st.t1_ns)).c_str(),
         format_duration(static_cast<double>(st.t1_ns - st.t0_ns)).c_str(), static_cast<long long>(st.graph_breaks));
     char id[32];

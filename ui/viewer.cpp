@@ -4,6 +4,8 @@
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "storage/capture_reader.h"
 #include "ui/view.h"
@@ -36,24 +38,56 @@ void check_output(const char* flag, const std::filesystem::path& out, const std:
                                   p.string() + "); choose another output file");
   }
 }
+
+/// The names the viewer gives two captures: their stems, with their folders when the stems
+/// are equal.
+std::vector<std::string> capture_labels(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::string la = a.stem().string(), lb = b.stem().string();
+  if (la == lb) {
+    la = (a.parent_path().filename() / a.stem()).string();
+    lb = (b.parent_path().filename() / b.stem()).string();
+  }
+  if (la == lb) la += " (A)", lb += " (B)";
+  return {la, lb};
+}
+
+/// The View on the options' captures with the runs the flags ask for.
+std::unique_ptr<View> open_view(const ViewerOptions& o) {
+  std::vector<std::shared_ptr<const storage::CaptureReader>> readers{
+      std::make_shared<const storage::CaptureReader>(o.file)};
+  std::vector<std::string> labels;
+  if (o.other) {
+    readers.push_back(std::make_shared<const storage::CaptureReader>(*o.other));
+    labels = capture_labels(o.file, *o.other);
+  }
+  const Tab tab = parse_tab(o.view);
+  auto view = std::make_unique<View>(std::move(readers), labels);
+  const size_t compare_capture = o.other ? 1 : 0;
+  if (o.run) view->SelectRun(*o.run);
+  if (o.compare)
+    view->SetCompareRun(*o.compare, compare_capture);
+  else if (o.run && o.other)
+    view->SetCompareRun(view->MatchingRun(1), 1);  // the other capture's run of the same cell
+  view->SetTab(tab);
+  return view;
+}
+
 }  // namespace
 
 int run_viewer(const ViewerOptions& o) {
-  // Everything that can fail on the file or the flags fails before a window opens.
-  if (o.screenshot) check_output("--screenshot", *o.screenshot, o.file);
-  if (o.layout) {
-    check_output("--layout", *o.layout, o.file);
-    if (o.screenshot && std::filesystem::weakly_canonical(*o.layout) == std::filesystem::weakly_canonical(*o.screenshot))
-      throw std::invalid_argument("--layout: the same file as --screenshot");
+  // Everything that can fail on the files or the flags fails before a window opens.
+  for (const auto& capture : {std::optional(o.file), o.other}) {
+    if (!capture) continue;
+    if (o.screenshot) check_output("--screenshot", *o.screenshot, *capture);
+    if (o.layout) check_output("--layout", *o.layout, *capture);
   }
-  if (o.run && o.compare && *o.run == *o.compare)
+  if (o.layout && o.screenshot &&
+      std::filesystem::weakly_canonical(*o.layout) == std::filesystem::weakly_canonical(*o.screenshot))
+    throw std::invalid_argument("--layout: the same file as --screenshot");
+  if (o.run && o.compare && *o.run == *o.compare && !o.other)
     throw std::invalid_argument("--compare: run " + std::to_string(*o.compare) + " is the run opened by --run");
-  auto reader = std::make_shared<const storage::CaptureReader>(o.file);
-  const Tab tab = parse_tab(o.view);
-  View view(reader);
-  if (o.run) view.SelectRun(*o.run);
-  if (o.compare) view.SetCompareRun(*o.compare);
-  view.SetTab(tab);
+  const std::unique_ptr<View> view_ptr = open_view(o);
+  View& view = *view_ptr;
   auto draw = [&](float w, float h) { view.Frame(w, h); };
 
   if (o.screenshot) {
@@ -64,6 +98,10 @@ int run_viewer(const ViewerOptions& o) {
       std::ofstream f(*o.layout);
       nlohmann::json j = view.layout().to_json();
       j["file"] = o.file.string();
+      if (o.other) j["other_file"] = o.other->string();
+      j["run_capture"] = view.run_capture() ? nlohmann::json(*view.run_capture()) : nlohmann::json(nullptr);
+      j["compare_run"] = view.timeline(1) ? nlohmann::json(view.timeline(1)->run.id) : nlohmann::json(nullptr);
+      j["compare_capture"] = view.run_capture(1) ? nlohmann::json(*view.run_capture(1)) : nlohmann::json(nullptr);
       j["run"] = view.run_id() ? nlohmann::json(*view.run_id()) : nlohmann::json(nullptr);
       j["size"] = {win.width(), win.height()};
       j["renderer"] = win.renderer();
@@ -75,7 +113,8 @@ int run_viewer(const ViewerOptions& o) {
                  win.width(), win.height());
     return 0;
   }
-  GlWindow win(o.width, o.height, /*visible=*/true, "hookscope - " + o.file.filename().string());
+  GlWindow win(o.width, o.height, /*visible=*/true,
+               "hookscope - " + o.file.filename().string() + (o.other ? " vs " + o.other->filename().string() : ""));
   while (!win.should_close()) win.frame(draw);
   return 0;
 }

@@ -12,11 +12,15 @@ namespace hs::ui {
 
 struct ViewerOptions {
   std::filesystem::path file;
+  /// A second capture (before/after a change): its runs are listed with the first's, each
+  /// labelled by its file, and `compare` names one of its runs. Without `compare` the viewer
+  /// aligns its run of the opened run's cell, if it has one.
+  std::optional<std::filesystem::path> other;
   std::optional<std::filesystem::path> screenshot;  ///< render headless, write this PNG, exit
   std::optional<std::filesystem::path> layout;      ///< with --screenshot: what was drawn where (JSON)
   std::string view = "timeline";                    ///< timeline|compare|breaks|transfers|swaps
   std::optional<int64_t> run;  ///< run to open (default: the first compiled run without fullgraph)
-  std::optional<int64_t> compare;                   ///< second run, aligned under the first
+  std::optional<int64_t> compare;  ///< second run (of `other` when given), aligned under the first
   int width = 1600, height = 900;                   ///< window / screenshot size in pixels
   int frames = 4;  ///< frames rendered before the screenshot (ImGui settles tables in 2–3)
 };
@@ -28,7 +32,8 @@ std::pair<int, int> parse_size(const std::string& s);
 /// Runs the viewer. Returns the process exit code (0). Throws storage::CaptureError for files
 /// that are not captures (or newer, corrupt, locked, missing), std::out_of_range for an
 /// unknown run, std::invalid_argument for a bad view name, std::runtime_error when no window
-/// can be opened or the PNG cannot be written. The capture is never modified.
+/// can be opened or the PNG cannot be written. The captures are never modified; either one that
+/// fails is named in the error.
 int run_viewer(const ViewerOptions& options);
 
 }  // namespace hs::ui

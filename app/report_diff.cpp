@@ -1,0 +1,501 @@
+// `hookscope report A.sqlite B.sqlite`: two report JSONs matched cell by cell, with deltas and a
+// noise verdict, and their Markdown.
+#include "app/report_diff.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#include "measurement/verdict.h"
+#include "app/cli_util.h"
+#include "app/report_command.h"
+
+namespace hs::app {
+
+using nlohmann::json;
+
+namespace {
+
+/// The latency objects a run may carry, in the order the Markdown prefers them: per token
+/// (torch engine) is comparable across token counts, the decode sum is what every engine has.
+constexpr const char* kLatencyMetrics[] = {"decode_ms_per_token", "latency_ms", "prefill_ms"};
+
+std::string text_of(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  if (v.is_array()) {
+    std::vector<std::string> items;
+    for (const auto& e : v) items.push_back(text_of(e));
+    return join(items, ", ");
+  }
+  return v.dump();
+}
+
+/// Distinct non-empty values in the order first seen, shown comma-separated.
+struct Distinct {
+  std::vector<std::string> values;
+  void add(const std::string& s) {
+    if (!s.empty() && std::find(values.begin(), values.end(), s) == values.end()) values.push_back(s);
+  }
+  std::string str() const { return join(values, ", "); }
+};
+
+/// Settings that differ between any two captures by nature: when and how the capture was run.
+bool volatile_setting(std::string leaf) {
+  std::transform(leaf.begin(), leaf.end(), leaf.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* s : {"date", "timestamp", "started", "finished", "command", "argv", "cmdline"})
+    if (leaf.find(s) != std::string::npos) return true;
+  return leaf == "time" || leaf == "out" || leaf == "output";
+}
+
+void flatten(const json& obj, const std::string& prefix, json& out) {
+  for (const auto& [k, v] : obj.items()) {
+    if (volatile_setting(k)) continue;
+    if (v.is_object())
+      flatten(v, prefix + "." + k, out);
+    else
+      out[prefix + "." + k] = text_of(v);
+  }
+}
+
+/// What identifies a cell of the matrix; `occurrence` tells apart runs of the same cell in one
+/// file (imports appended), matched in run order.
+struct CellKey {
+  std::string engine, scenario, policy, mode;
+  bool fullgraph = false;
+  int occurrence = 0;
+  auto operator<=>(const CellKey&) const = default;
+};
+
+CellKey key_of(const json& r) {
+  return {r.value("engine", ""), r.value("scenario", ""), r.value("policy", ""), r.value("mode", ""),
+          r.value("fullgraph", false), 0};
+}
+
+/// The run's keys in run order, each with its occurrence among the runs of the same cell.
+std::vector<std::pair<CellKey, const json*>> keyed_runs(const json& runs) {
+  std::vector<std::pair<CellKey, const json*>> out;
+  std::map<CellKey, int> seen;
+  for (const auto& r : runs) {
+    CellKey k = key_of(r);
+    k.occurrence = seen[k]++;
+    out.emplace_back(k, &r);
+  }
+  return out;
+}
+
+json cell_json(const CellKey& k) {
+  json c{{"engine", k.engine}, {"scenario", k.scenario}, {"policy", k.policy}, {"mode", k.mode}, {"fullgraph", k.fullgraph}};
+  if (k.occurrence) c["occurrence"] = k.occurrence;
+  return c;
+}
+
+/// "ok" / "error" for a run without fullgraph, "works" / "raises" for a fullgraph run,
+/// "incomplete" for a run the capture never finished.
+std::string outcome_of(const json& r) {
+  const std::string st = r.value("status", "");
+  if (st == "incomplete") return "incomplete";
+  if (st == "ok") return r.value("fullgraph", false) ? "works" : "ok";
+  return r.value("fullgraph", false) ? "raises" : "error";
+}
+
+json number_or_null(const json& r, const char* k) {
+  const auto it = r.find(k);
+  return it != r.end() && it->is_number() ? *it : json(nullptr);
+}
+
+/// One side of a matched cell: the run, its outcome, its break counts.
+json side_of(const json& r) {
+  json s{{"run", r.value("id", json(nullptr))},
+         {"status", r.value("status", "")},
+         {"outcome", outcome_of(r)},
+         {"graph_break_count", number_or_null(r, "graph_break_count")},
+         {"disabled_scope_entries", number_or_null(r, "disabled_scope_entries")}};
+  if (r.contains("error") && r["error"].is_string()) {
+    const std::string e = r["error"].get<std::string>();
+    s["error"] = e.substr(0, e.find('\n'));
+  }
+  return s;
+}
+
+/// The count the report shows for a side: Dynamo's, else the LibTorch engine's (marked †).
+std::string breaks_text(const json& s) {
+  if (s["graph_break_count"].is_number()) return std::to_string(s["graph_break_count"].get<int64_t>());
+  if (s["disabled_scope_entries"].is_number()) return std::to_string(s["disabled_scope_entries"].get<int64_t>()) + "†";
+  return "–";
+}
+
+json matched_cell(const CellKey& k, const json& ra, const json& rb) {
+  json c = cell_json(k);
+  c["a"] = side_of(ra);
+  c["b"] = side_of(rb);
+  c["latency"] = json::object();
+  for (const char* m : kLatencyMetrics) {
+    const json la = ra.value(m, json()), lb = rb.value(m, json());
+    if (la.is_object() || lb.is_object()) c["latency"][m] = compare_latency(la, lb);
+  }
+  c["breaks_changed"] = breaks_text(c["a"]) != breaks_text(c["b"]);
+  c["outcome_changed"] = c["a"]["outcome"] != c["b"]["outcome"];
+  return c;
+}
+
+json only_cell(const CellKey& k, const json& r) {
+  json c = cell_json(k);
+  c["run"] = r.value("id", json(nullptr));
+  c["outcome"] = outcome_of(r);
+  return c;
+}
+
+const json& runs_of(const DiffSide& s) {
+  if (!s.report.is_object() || !s.report.contains("runs") || !s.report["runs"].is_array())
+    throw std::invalid_argument("report diff: the report of '" + s.label + "' has no 'runs'");
+  return s.report["runs"];
+}
+
+/// Settings whose text differs between the sides (absent on one side: null there).
+json settings_differ(const json& a, const json& b) {
+  json out = json::array();
+  json keys = json::object();
+  for (const json* s : {&a, &b})
+    if (s->is_object())
+      for (const auto& [k, v] : s->items()) keys[k] = true;
+  for (const auto& [k, unused] : keys.items()) {
+    const json va = a.is_object() ? a.value(k, json()) : json(), vb = b.is_object() ? b.value(k, json()) : json();
+    if (va != vb) out.push_back({{"setting", k}, {"a", va}, {"b", vb}});
+  }
+  return out;
+}
+
+}  // namespace
+
+json capture_settings(const json& report, const storage::CaptureReader& rd) {
+  json s = json::object();
+  const json model = report.value("model", json::object());
+  // A local folder is named by its last component: two checkouts keep the same model apart.
+  std::string id = text_of(model.value("id", json("?")));
+  if (!id.empty() && (id[0] == '/' || id[0] == '.' || id[0] == '~'))
+    id = std::filesystem::path(id).lexically_normal().filename().string();
+  s["model"] = id;
+  s["architecture"] = text_of(model.value("architecture", json()));
+  s["dtype"] = text_of(model.value("dtype", json("?")));
+  s["params"] = text_of(model.value("params", json()));
+  Distinct devices, engines, tokens, repeats;
+  for (const auto& d : report.value("devices", json::array()))
+    devices.add(text_of(d.value("id", json("?"))) + " (" + d.value("kind", "?") + ")");
+  for (const auto& r : report.value("runs", json::array())) {
+    engines.add(r.value("engine", ""));
+    if (r.value("status", "") != "ok") continue;  // a failed run's token count says nothing
+    tokens.add(text_of(r.value("new_tokens", json())));
+    if (r.contains("latency_ms") && r["latency_ms"].is_object()) repeats.add(text_of(r["latency_ms"].value("n", json())));
+  }
+  s["devices"] = devices.str();
+  s["engines"] = engines.str();
+  s["new tokens"] = tokens.str();
+  s["repeats"] = repeats.str();
+  std::map<std::string, Distinct> versions;
+  for (const auto& rec : rd.runs())
+    if (rec.versions.is_object())
+      for (const auto& [k, v] : rec.versions.items())
+        versions["versions." + k + " [" + (rec.engine.empty() ? "?" : rec.engine) + "]"].add(text_of(v));
+  for (const auto& [k, v] : versions) s[k] = v.str();
+  if (report.contains("settings") && report["settings"].is_object()) flatten(report["settings"], "settings", s);
+  return s;
+}
+
+json compare_latency(const json& a, const json& b) {
+  json out{{"a", a.is_object() ? a : json(nullptr)}, {"b", b.is_object() ? b : json(nullptr)}, {"ratio", nullptr},
+           {"delta_pct", nullptr}, {"spread", nullptr}, {"verdict", nullptr}};
+  auto num = [](const json& o, const char* k) -> std::optional<double> {
+    if (!o.is_object() || !o.contains(k) || !o[k].is_number()) return std::nullopt;
+    return o[k].get<double>();
+  };
+  const auto am = num(a, "median"), bm = num(b, "median");
+  if (!am || !bm || *am <= 0 || *bm <= 0) return out;
+  out["ratio"] = *bm / *am;
+  out["delta_pct"] = (*bm - *am) / *am * 100;
+  const bool iqr = num(a, "q1") && num(a, "q3") && num(b, "q1") && num(b, "q3");
+  out["spread"] = iqr ? "iqr" : "min-max";
+  // The rule report and viewer apply to compiled vs eager (measurement/verdict.h), B against A;
+  // a side without quartiles spreads over min–max.
+  const auto sa = measurement::Spread::from_json(a), sb = measurement::Spread::from_json(b);
+  out["verdict"] = measurement::verdict_name(measurement::judge(*sb, *sa, {}).verdict);
+  return out;
+}
+
+json build_report_diff(const DiffSide& a, const DiffSide& b) {
+  const auto runs_a = keyed_runs(runs_of(a)), runs_b = keyed_runs(runs_of(b));
+  std::map<CellKey, const json*> index_b;
+  for (const auto& [k, r] : runs_b) index_b[k] = r;
+  json cells = json::array(), only_a = json::array(), only_b = json::array();
+  json counts{{"matched", 0}, {"faster", 0}, {"slower", 0}, {"within noise", 0}};
+  for (const auto& [k, ra] : runs_a) {
+    const auto it = index_b.find(k);
+    if (it == index_b.end()) {
+      only_a.push_back(only_cell(k, *ra));
+      continue;
+    }
+    json c = matched_cell(k, *ra, *it->second);
+    index_b.erase(it);
+    counts["matched"] = counts["matched"].get<int>() + 1;
+    if (c["latency"].contains("latency_ms")) {
+      const json& v = c["latency"]["latency_ms"]["verdict"];
+      if (v.is_string() && counts.contains(v.get<std::string>()))
+        counts[v.get<std::string>()] = counts[v.get<std::string>()].get<int>() + 1;
+    }
+    cells.push_back(std::move(c));
+  }
+  for (const auto& [k, rb] : runs_b)
+    if (index_b.count(k)) only_b.push_back(only_cell(k, *rb));
+  auto side = [](const DiffSide& s) {
+    return json{{"label", s.label}, {"file", s.file}, {"runs", s.report["runs"].size()},
+                {"model", s.report.contains("model") ? s.report["model"].value("id", json("?")) : json("?")}};
+  };
+  return {{"schema", 1},         {"kind", "report-diff"},          {"a", side(a)},
+          {"b", side(b)},        {"settings_differ", settings_differ(a.settings, b.settings)},
+          {"counts", counts},    {"cells", cells},                 {"only_in_a", only_a},
+          {"only_in_b", only_b}};
+}
+
+namespace {
+
+std::string fmt(double v, const char* f) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// Table cells must not break the row: pipes escaped, one line.
+std::string cell_text(std::string s) {
+  s = s.substr(0, s.find('\n'));
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out.empty() ? "–" : out;
+}
+
+/// "12.3 (11.9–13.0)": median and the spread the verdict used.
+std::string latency_text(const json& l, const json& spread) {
+  if (!l.is_object() || !l.contains("median")) return "–";
+  const bool iqr = spread == "iqr";
+  return fmt(l.value("median", 0.0), "%.1f") + " (" + fmt(l.value(iqr ? "q1" : "min", 0.0), "%.1f") + "–" +
+         fmt(l.value(iqr ? "q3" : "max", 0.0), "%.1f") + ")";
+}
+
+std::string verdict_text(const json& v) {
+  if (!v.is_string()) return "–";
+  const std::string s = v.get<std::string>();
+  if (s == "faster" || s == "slower") return "**" + s + "**";
+  if (s == "not judged") return "not judged (< 3 repeats)";
+  return s;
+}
+
+/// The metric an engine's table shows: per token where every latency of the engine's matched
+/// cells has it on both sides, else the decode sum.
+std::string metric_of(const json& cells, const std::string& engine) {
+  bool any = false, all_per_token = true;
+  for (const auto& c : cells) {
+    if (c.value("engine", "") != engine || c["latency"].empty()) continue;
+    any = true;
+    const json pt = c["latency"].value("decode_ms_per_token", json());
+    all_per_token &= pt.is_object() && pt["a"].is_object() && pt["b"].is_object();
+  }
+  return any && all_per_token ? "decode_ms_per_token" : "latency_ms";
+}
+
+std::string mode_text(const json& c) {
+  return c.value("mode", "") + (c.value("fullgraph", false) ? " fullgraph" : "") +
+         (c.contains("occurrence") ? " #" + std::to_string(c["occurrence"].get<int>() + 1) : "");
+}
+
+void write_settings(std::ostringstream& md, const json& diff, const std::string& la, const std::string& lb) {
+  const json& diffs = diff.at("settings_differ");
+  if (diffs.empty()) return;
+  md << "> **Settings differ between the two captures**: a delta below may come from these, not from the change.\n\n"
+     << "| setting | " << la << " | " << lb << " |\n|---|---|---|\n";
+  for (const auto& d : diffs)
+    md << "| " << d.value("setting", "") << " | " << cell_text(text_of(d["a"])) << " | " << cell_text(text_of(d["b"]))
+       << " |\n";
+  md << "\n";
+}
+
+void write_engine_cells(std::ostringstream& md, const json& cells, const std::string& engine, const std::string& la,
+                        const std::string& lb) {
+  const std::string metric = metric_of(cells, engine);
+  const std::string unit = metric == "decode_ms_per_token" ? "decode ms/token" : "decode ms";
+  md << "### " << (engine.empty() ? "runs" : engine + " engine") << "\n\n"
+     << "| scenario | policy | mode | breaks " << la << " | breaks " << lb << " | outcome " << la << " | outcome " << lb
+     << " | " << unit << " " << la << " | " << unit << " " << lb << " | " << lb << "/" << la << " | Δ | verdict |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : cells) {
+    if (c.value("engine", "") != engine) continue;
+    const json& a = c["a"];
+    const json& b = c["b"];
+    const json lat = c["latency"].value(metric, json());
+    const bool has = lat.is_object();
+    const auto bold = [](const std::string& s, bool changed) { return changed ? "**" + s + "**" : s; };
+    md << "| " << c.value("scenario", "") << " | " << c.value("policy", "") << " | " << mode_text(c) << " | "
+       << breaks_text(a) << " | " << bold(breaks_text(b), c.value("breaks_changed", false)) << " | "
+       << a.value("outcome", "") << " | " << bold(b.value("outcome", ""), c.value("outcome_changed", false)) << " | "
+       << (has ? latency_text(lat["a"], lat["spread"]) : "–") << " | " << (has ? latency_text(lat["b"], lat["spread"]) : "–")
+       << " | " << (has && lat["ratio"].is_number() ? fmt(lat["ratio"].get<double>(), "%.2f") + "×" : "–") << " | "
+       << (has && lat["delta_pct"].is_number() ? fmt(lat["delta_pct"].get<double>(), "%+.1f") + "%" : "–") << " | "
+       << verdict_text(has ? lat["verdict"] : json()) << " |\n";
+  }
+  md << "\n";
+}
+
+void write_only_in(std::ostringstream& md, const json& only, const std::string& label) {
+  if (only.empty()) return;
+  md << "### only in `" << label << "` (" << only.size() << ")\n\n| engine | scenario | policy | mode | run | outcome |\n"
+     << "|---|---|---|---|---|---|\n";
+  for (const auto& c : only)
+    md << "| " << c.value("engine", "") << " | " << c.value("scenario", "") << " | " << c.value("policy", "") << " | "
+       << mode_text(c) << " | " << text_of(c.value("run", json())) << " | " << c.value("outcome", "") << " |\n";
+  md << "\n";
+}
+
+}  // namespace
+
+std::string render_diff_markdown(const json& diff) {
+  for (const char* k : {"a", "b", "settings_differ", "cells", "only_in_a", "only_in_b"})
+    if (!diff.is_object() || !diff.contains(k))
+      throw std::invalid_argument("report diff: missing field '" + std::string(k) + "'");
+  const std::string la = diff["a"].value("label", "A"), lb = diff["b"].value("label", "B");
+  std::ostringstream md;
+  md << "## hookscope: before/after, `" << la << "` → `" << lb << "`\n\n"
+     << "`" << la << "` = " << diff["a"].value("file", "") << " (" << text_of(diff["a"].value("runs", json())) << " runs), `"
+     << lb << "` = " << diff["b"].value("file", "") << " (" << text_of(diff["b"].value("runs", json())) << " runs)\n\n";
+  write_settings(md, diff, la, lb);
+  const json& cells = diff["cells"];
+  if (cells.empty()) {
+    md << "No cell of `" << la << "` is in `" << lb << "`: the two captures ran different matrices.\n\n";
+  } else {
+    std::vector<std::string> engines;
+    bool dagger = false;
+    for (const auto& c : cells) {
+      if (std::find(engines.begin(), engines.end(), c.value("engine", "")) == engines.end())
+        engines.push_back(c.value("engine", ""));
+      dagger |= breaks_text(c["a"]).ends_with("†") || breaks_text(c["b"]).ends_with("†");
+    }
+    for (const auto& e : engines) write_engine_cells(md, cells, e, la, lb);
+    md << "Latency: median (spread) over the measured repeats; the spread is min–max, or q1–q3 where both captures "
+          "record quartiles. **within noise**: the two spreads overlap, so the difference is no evidence of a change; "
+          "faster/slower: `" << lb << "` against `" << la << "` with disjoint spreads; " << lb << "/" << la
+       << " < 1 is faster.\n";
+    if (dagger)
+      md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled forward, "
+            "not Dynamo's `graph_break_count`.\n";
+    md << "\n";
+  }
+  write_only_in(md, diff["only_in_a"], la);
+  write_only_in(md, diff["only_in_b"], lb);
+  return md.str();
+}
+
+std::string report_diff_help() {
+  return "Two files: `hookscope report A.sqlite B.sqlite [--labels main,pr]` compares the captures cell by cell "
+         "(engine, scenario, policy, mode, fullgraph); --markdown and --json then write the comparison.\n"
+         "Comparison JSON (schema 1): {\"schema\": 1, \"kind\": \"report-diff\",\n"
+         "  \"a\", \"b\": {\"label\", \"file\", \"runs\" (count), \"model\"},\n"
+         "  \"settings_differ\": [{\"setting\", \"a\", \"b\"}] (model, devices, tokens, repeats, versions, the "
+         "capture's settings; null where a side lacks it),\n"
+         "  \"counts\": {\"matched\", \"faster\", \"slower\", \"within noise\"} (verdicts of latency_ms),\n"
+         "  \"cells\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", [\"occurrence\"],\n"
+         "     \"a\", \"b\": {\"run\", \"status\", \"outcome\" (ok|error|works|raises|incomplete), \"graph_break_count\", "
+         "\"disabled_scope_entries\", [\"error\"]},\n"
+         "     \"breaks_changed\", \"outcome_changed\",\n"
+         "     \"latency\": {METRIC: {\"a\", \"b\" (the latency objects, ms), \"ratio\" (B/A), \"delta_pct\", "
+         "\"spread\" (iqr|min-max), \"verdict\" (within noise|faster|slower|not judged|null)}}}]\n"
+         "     with METRIC among latency_ms, decode_ms_per_token, prefill_ms,\n"
+         "  \"only_in_a\", \"only_in_b\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", \"run\", "
+         "\"outcome\"}]}\n"
+         "Verdict (the rule of compiled vs eager): \"within noise\" when the spreads overlap (q1–q3 where both "
+         "record them, else min–max), else \"faster\"/\"slower\" for B; \"not judged\" when a side measured fewer "
+         "than 3 generates.";
+}
+
+std::pair<std::string, std::string> diff_labels(const std::string& file_a, const std::string& file_b,
+                                                const std::vector<std::string>& given) {
+  if (!given.empty()) {
+    if (given.size() != 2 || given[0].empty() || given[1].empty() || given[0] == given[1])
+      throw std::invalid_argument("--labels: expected two different names, e.g. main,pr");
+    return {given[0], given[1]};
+  }
+  namespace fs = std::filesystem;
+  const fs::path a(file_a), b(file_b);
+  std::string la = a.stem().string(), lb = b.stem().string();
+  if (la == lb) {
+    la = (a.parent_path().filename() / a.stem()).string();
+    lb = (b.parent_path().filename() / b.stem()).string();
+  }
+  if (la == lb) la += " (A)", lb += " (B)";
+  return {la, lb};
+}
+
+namespace {
+
+/// Writes `text` next to `path` and renames it into place when complete.
+void write_output(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".partial";
+  std::ofstream f(tmp, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) throw std::runtime_error("cannot write " + path);
+  std::filesystem::rename(tmp, path);
+}
+
+DiffSide read_side(const std::string& file, const std::string& label) {
+  storage::CaptureReader rd(file);  // names the file when it is missing or not a capture
+  DiffSide s{label, file, build_report(rd), json::object()};
+  if (s.report["runs"].empty()) throw std::invalid_argument(file + ": the capture holds no runs");
+  s.settings = capture_settings(s.report, rd);
+  return s;
+}
+
+}  // namespace
+
+int run_report_diff(const ReportDiffArgs& args) {
+  const auto [la, lb] = diff_labels(args.file_a, args.file_b, args.labels);
+  const DiffSide a = read_side(args.file_a, la), b = read_side(args.file_b, lb);
+  const json diff = build_report_diff(a, b);
+  const std::string md = render_diff_markdown(diff);
+  // The captures are inputs: never written over, whatever name or link points at them.
+  for (const auto& [flag, out] : {std::pair{"--markdown", args.markdown}, std::pair{"--json", args.json_out}})
+    for (const std::string& capture : {args.file_a, args.file_b})
+      if (!out.empty() && std::filesystem::exists(out) && std::filesystem::equivalent(out, capture))
+        throw std::invalid_argument(std::string(flag) + ": " + out + " is a capture being compared; name another file");
+  if (!args.markdown.empty()) write_output(args.markdown, md);
+  if (!args.json_out.empty()) write_output(args.json_out, diff.dump(2) + "\n");
+  std::cout << md;
+  return 0;
+}
+
+std::shared_ptr<ReportDiffArgs> add_report_diff_options(CLI::App& report) {
+  auto args = std::make_shared<ReportDiffArgs>();
+  auto* other = report.add_option("other_file", args->file_b,
+                                  "A second capture: before (the first file) / after (this one), matched cell by cell");
+  report
+      .add_option_function<std::string>(
+          "--labels", [args](const std::string& s) { args->labels = split_list(s); },
+          "With two files: their names in the tables, A,B (default: the file names)")
+      ->check([](const std::string& s) {
+        try {
+          const auto v = split_list(s);
+          diff_labels("", "", v.empty() ? std::vector<std::string>{""} : v);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what()).substr(std::string("--labels: ").size());  // CLI11 names the option
+        }
+      })
+      ->needs(other);
+  report.footer([] { return report_diff_help(); });
+  return args;
+}
+
+}  // namespace hs::app

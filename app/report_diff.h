@@ -1,0 +1,85 @@
+// `hookscope report A.sqlite B.sqlite`: before/after across two captures. The cells of the
+// matrix (engine, scenario, policy, mode, fullgraph) are matched between the two report JSONs
+// (app/report_command.h `build_report`), each matched cell gets A's and B's graph breaks,
+// fullgraph outcome and decode latency, the delta B/A and a noise verdict; cells only one file
+// holds are listed, and settings that differ between the captures are warned about first.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "storage/capture_reader.h"
+
+namespace hs::app {
+
+/// One side of a comparison.
+struct DiffSide {
+  std::string label;       ///< what the tables call it ("main", "pr"; default: the file's stem)
+  std::string file;        ///< the capture's path as given
+  nlohmann::json report;   ///< `build_report`'s document (schema 1)
+  nlohmann::json settings; ///< object, setting name → text (`capture_settings`)
+};
+
+/// The settings that decide whether two captures compare, flattened to name → text: `model`
+/// (a local folder by its name only), `architecture`, `dtype`, `params`, `devices` (ids with their kind), `engines`, `new tokens`, `repeats` (each
+/// the distinct values over the runs, comma-separated), every version RUNS records per engine
+/// (`versions.torch [libtorch]`) and, when the report has a `settings` object, its fields
+/// (`settings.prompt`; nested objects joined with dots). Fields that differ between any two
+/// captures by nature (date, time stamps, command line, output path) are left out. Throws the
+/// reader's errors.
+nlohmann::json capture_settings(const nlohmann::json& report, const storage::CaptureReader& rd);
+
+/// Two latency objects ({median, min, max, n} in ms, optionally {q1, q3}; either may be null)
+/// compared: {"a", "b" (the objects), "ratio" (B median / A median), "delta_pct" ((B−A)/A ×
+/// 100), "spread" ("iqr" when both carry q1 and q3, else "min-max"), "verdict"}. The verdict is
+/// measurement::judge's (B against A, as compiled against eager): "within noise" when the two
+/// spreads overlap, "faster" / "slower" when they are apart, "not judged" when a side has fewer
+/// than 3 samples, null when a side has no latency or a median of 0 (then ratio and delta_pct
+/// are null too).
+nlohmann::json compare_latency(const nlohmann::json& a, const nlohmann::json& b);
+
+/// The diff document (`report_diff_help` describes its schema). Cells are matched by engine,
+/// scenario, policy, mode and fullgraph; a file holding the same cell several times (imports
+/// appended) matches them in run order. Throws std::invalid_argument when a report lacks
+/// `runs` (naming the side).
+nlohmann::json build_report_diff(const DiffSide& a, const DiffSide& b);
+
+/// The diff as Markdown a reviewer pastes into a PR: the settings that differ (a warning table
+/// at the top), the matched cells (breaks, outcome, latency A and B, B/A, Δ, verdict), then the
+/// cells only one capture holds. Throws std::invalid_argument when a field is missing.
+std::string render_diff_markdown(const nlohmann::json& diff);
+
+/// The `report --help` text on two files: usage and the diff JSON's schema.
+std::string report_diff_help();
+
+/// Labels for two captures: the given ones (exactly two, distinct, non-empty; else
+/// std::invalid_argument naming --labels), else the files' stems — with their parent folder
+/// when the stems are equal, and " (A)" / " (B)" when those are too.
+std::pair<std::string, std::string> diff_labels(const std::string& file_a, const std::string& file_b,
+                                                const std::vector<std::string>& given);
+
+/// What `hookscope report A B` was asked for.
+struct ReportDiffArgs {
+  std::string file_a, file_b;
+  std::vector<std::string> labels;  ///< empty: the file stems
+  std::string markdown, json_out;   ///< outputs ("" = none)
+};
+
+/// Registers on `report` what a second file needs: the positional `other_file`, `--labels A,B`
+/// (two different names; a usage error otherwise, or without a second file) and the help's
+/// paragraph on them. The returned arguments are filled by the parse (`file_b` empty: one
+/// file); the caller fills in `file_a` and the outputs.
+std::shared_ptr<ReportDiffArgs> add_report_diff_options(CLI::App& report);
+
+/// Reads both captures (a file that is missing or not a capture fails with the reader's error,
+/// naming it), writes the outputs (each under a temporary name, then renamed; never over either
+/// capture) and prints the Markdown. Returns 0.
+int run_report_diff(const ReportDiffArgs& args);
+
+}  // namespace hs::app
