@@ -224,7 +224,9 @@ json compare_latency(const json& a, const json& b) {
   out["spread"] = iqr ? "iqr" : "min-max";
   // The rule report and viewer apply to compiled vs eager (measurement/verdict.h), B against A;
   // a side without quartiles spreads over min–max.
-  const auto sa = measurement::Spread::from_json(a), sb = measurement::Spread::from_json(b);
+  auto sa = measurement::Spread::from_json(a), sb = measurement::Spread::from_json(b);
+  if (!iqr)  // compare like with like: both over min–max
+    for (auto* s : {&*sa, &*sb}) s->q1 = s->min, s->q3 = s->max;
   out["verdict"] = measurement::verdict_name(measurement::judge(*sb, *sa, {}).verdict);
   return out;
 }

@@ -61,7 +61,7 @@ std::optional<Spread> Spread::from_json(const nlohmann::json& j) {
   s.iqr = num("iqr", s.q3 - s.q1);
   s.mad = num("mad", 0);
   const auto n = j.find("n");
-  s.n = n != j.end() && n->is_number_unsigned() ? n->get<size_t>() : 0;
+  s.n = n != j.end() && n->is_number_integer() && n->get<int64_t>() > 0 ? n->get<size_t>() : 0;
   return s;
 }
 

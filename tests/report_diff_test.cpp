@@ -229,13 +229,13 @@ TEST(ReportDiffCli, TwoCapturesAreMatchedCellByCell) {
       EXPECT_TRUE(side["graph_break_count"].is_null()) << "the LibTorch engine reports no Dynamo count";
       EXPECT_EQ(side["status"], run["status"]);
     }
-    const json& l = cell["latency"]["latency_ms"];
-    EXPECT_EQ(l["a"], ra["latency_ms"]);
-    EXPECT_EQ(l["b"], rb["latency_ms"]);
-    EXPECT_EQ(l["verdict"], hs::app::compare_latency(ra["latency_ms"], rb["latency_ms"])["verdict"]);
+    const json& l = cell["latency"]["decode_ms_per_token"];
+    EXPECT_EQ(l["a"], ra["decode_ms_per_token"]);
+    EXPECT_EQ(l["b"], rb["decode_ms_per_token"]);
+    EXPECT_EQ(l["verdict"], hs::app::compare_latency(ra["decode_ms_per_token"], rb["decode_ms_per_token"])["verdict"]);
     if (ra["status"] == "ok" && rb["status"] == "ok") {
       EXPECT_NEAR(l["ratio"].get<double>(),
-                  rb["latency_ms"]["median"].get<double>() / ra["latency_ms"]["median"].get<double>(), 1e-12);
+                  rb["decode_ms_per_token"]["median"].get<double>() / ra["decode_ms_per_token"]["median"].get<double>(), 1e-12);
     }
   }
   EXPECT_EQ(modes, (std::set<std::string>{"eager", "default", "default fullgraph"}));
