@@ -25,7 +25,7 @@ namespace {
 
 /// The latency objects a run may carry, in the order the Markdown prefers them: per token
 /// (torch engine) is comparable across token counts, the decode sum is what every engine has.
-constexpr const char* kLatencyMetrics[] = {"decode_ms_per_token", "latency_ms", "prefill_ms"};
+constexpr const char* kLatencyMetrics[] = {"decode_ms_per_token", "prefill_ms"};
 
 std::string text_of(const json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -193,7 +193,8 @@ json capture_settings(const json& report, const storage::CaptureReader& rd) {
     engines.add(r.value("engine", ""));
     if (r.value("status", "") != "ok") continue;  // a failed run's token count says nothing
     tokens.add(text_of(r.value("new_tokens", json())));
-    if (r.contains("latency_ms") && r["latency_ms"].is_object()) repeats.add(text_of(r["latency_ms"].value("n", json())));
+    if (r.contains("decode_ms_per_token") && r["decode_ms_per_token"].is_object())
+      repeats.add(text_of(r["decode_ms_per_token"].value("n", json())));
   }
   s["devices"] = devices.str();
   s["engines"] = engines.str();
@@ -246,8 +247,8 @@ json build_report_diff(const DiffSide& a, const DiffSide& b) {
     json c = matched_cell(k, *ra, *it->second);
     index_b.erase(it);
     counts["matched"] = counts["matched"].get<int>() + 1;
-    if (c["latency"].contains("latency_ms")) {
-      const json& v = c["latency"]["latency_ms"]["verdict"];
+    if (c["latency"].contains("decode_ms_per_token")) {
+      const json& v = c["latency"]["decode_ms_per_token"]["verdict"];
       if (v.is_string() && counts.contains(v.get<std::string>()))
         counts[v.get<std::string>()] = counts[v.get<std::string>()].get<int>() + 1;
     }
@@ -297,19 +298,6 @@ std::string verdict_text(const json& v) {
   return s;
 }
 
-/// The metric an engine's table shows: per token where every latency of the engine's matched
-/// cells has it on both sides, else the decode sum.
-std::string metric_of(const json& cells, const std::string& engine) {
-  bool any = false, all_per_token = true;
-  for (const auto& c : cells) {
-    if (c.value("engine", "") != engine || c["latency"].empty()) continue;
-    any = true;
-    const json pt = c["latency"].value("decode_ms_per_token", json());
-    all_per_token &= pt.is_object() && pt["a"].is_object() && pt["b"].is_object();
-  }
-  return any && all_per_token ? "decode_ms_per_token" : "latency_ms";
-}
-
 std::string mode_text(const json& c) {
   return c.value("mode", "") + (c.value("fullgraph", false) ? " fullgraph" : "") +
          (c.contains("occurrence") ? " #" + std::to_string(c["occurrence"].get<int>() + 1) : "");
@@ -328,8 +316,7 @@ void write_settings(std::ostringstream& md, const json& diff, const std::string&
 
 void write_engine_cells(std::ostringstream& md, const json& cells, const std::string& engine, const std::string& la,
                         const std::string& lb) {
-  const std::string metric = metric_of(cells, engine);
-  const std::string unit = metric == "decode_ms_per_token" ? "decode ms/token" : "decode ms";
+  const std::string metric = "decode_ms_per_token", unit = "decode ms/token";
   md << "### " << (engine.empty() ? "runs" : engine + " engine") << "\n\n"
      << "| scenario | policy | mode | breaks " << la << " | breaks " << lb << " | outcome " << la << " | outcome " << lb
      << " | " << unit << " " << la << " | " << unit << " " << lb << " | " << lb << "/" << la << " | Δ | verdict |\n"
@@ -407,14 +394,14 @@ std::string report_diff_help() {
          "  \"a\", \"b\": {\"label\", \"file\", \"runs\" (count), \"model\"},\n"
          "  \"settings_differ\": [{\"setting\", \"a\", \"b\"}] (model, devices, tokens, repeats, versions, the "
          "capture's settings; null where a side lacks it),\n"
-         "  \"counts\": {\"matched\", \"faster\", \"slower\", \"within noise\"} (verdicts of latency_ms),\n"
+         "  \"counts\": {\"matched\", \"faster\", \"slower\", \"within noise\"} (verdicts of decode_ms_per_token),\n"
          "  \"cells\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", [\"occurrence\"],\n"
          "     \"a\", \"b\": {\"run\", \"status\", \"outcome\" (ok|error|works|raises|incomplete), \"graph_break_count\", "
          "\"disabled_scope_entries\", [\"error\"]},\n"
          "     \"breaks_changed\", \"outcome_changed\",\n"
          "     \"latency\": {METRIC: {\"a\", \"b\" (the latency objects, ms), \"ratio\" (B/A), \"delta_pct\", "
          "\"spread\" (iqr|min-max), \"verdict\" (within noise|faster|slower|not judged|null)}}}]\n"
-         "     with METRIC among latency_ms, decode_ms_per_token, prefill_ms,\n"
+         "     with METRIC decode_ms_per_token or prefill_ms,\n"
          "  \"only_in_a\", \"only_in_b\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", \"run\", "
          "\"outcome\"}]}\n"
          "Verdict (the rule of compiled vs eager): \"within noise\" when the spreads overlap (q1–q3 where both "

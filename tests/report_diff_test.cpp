@@ -73,7 +73,7 @@ json hand_run(int64_t id, const std::string& policy, const std::string& mode, bo
               json breaks, json latency) {
   return {{"id", id},         {"engine", "torch"}, {"scenario", "sharded"},   {"policy", policy},
           {"mode", mode},     {"fullgraph", fullgraph}, {"status", status},    {"graph_break_count", breaks},
-          {"latency_ms", latency}, {"error", status == "ok" ? json(nullptr) : json("Unsupported: graph break\nmore")}};
+          {"decode_ms_per_token", latency}, {"error", status == "ok" ? json(nullptr) : json("Unsupported: graph break\nmore")}};
 }
 
 hs::app::DiffSide hand_side(const std::string& label, json runs, json settings) {
@@ -96,8 +96,8 @@ TEST(ReportDiff, HandMadeReportsMatchCellsAndListTheRest) {
   ASSERT_EQ(diff["cells"].size(), 3u) << diff.dump(1);
   std::map<std::string, json> cell;
   for (const auto& c : diff["cells"]) cell[c["mode"].get<std::string>() + (c["fullgraph"].get<bool>() ? "+fg" : "")] = c;
-  EXPECT_EQ(cell["eager"]["latency"]["latency_ms"]["verdict"], "within noise");
-  EXPECT_EQ(cell["default"]["latency"]["latency_ms"]["verdict"], "faster");
+  EXPECT_EQ(cell["eager"]["latency"]["decode_ms_per_token"]["verdict"], "within noise");
+  EXPECT_EQ(cell["default"]["latency"]["decode_ms_per_token"]["verdict"], "faster");
   EXPECT_EQ(cell["default"]["a"]["graph_break_count"], 9);
   EXPECT_EQ(cell["default"]["b"]["graph_break_count"], 0);
   EXPECT_TRUE(cell["default"]["breaks_changed"].get<bool>());
@@ -106,7 +106,7 @@ TEST(ReportDiff, HandMadeReportsMatchCellsAndListTheRest) {
   EXPECT_EQ(cell["default+fg"]["a"]["error"], "Unsupported: graph break");
   EXPECT_EQ(cell["default+fg"]["b"]["outcome"], "works");
   EXPECT_TRUE(cell["default+fg"]["outcome_changed"].get<bool>());
-  EXPECT_TRUE(cell["default+fg"]["latency"]["latency_ms"]["verdict"].is_null());
+  EXPECT_TRUE(cell["default+fg"]["latency"]["decode_ms_per_token"]["verdict"].is_null());
   ASSERT_EQ(diff["only_in_a"].size(), 1u);
   EXPECT_EQ(diff["only_in_a"][0]["policy"], "offload-only");
   EXPECT_EQ(diff["only_in_a"][0]["run"], 4);
@@ -179,7 +179,7 @@ const Captures& captures() {
                                                 std::tuple{k.pr, "offload-only", "4"}}) {
       auto r = hookscope({"capture", "--engine", "libtorch", "--model", model, "--devices", "2", "--scenarios", "sharded",
                           "--policies", policies, "--modes", "eager,default", "--prompt-ids", "5,17,99,3",
-                          "--max-new-tokens", tokens, "--repeats", "2", "--warmup", "0", "--out", out.string()});
+                          "--max-new-tokens", tokens, "--repeats", "3", "--warmup", "0", "--out", out.string()});
       if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
     }
     return k;
@@ -280,7 +280,7 @@ TEST(ReportDiffCli, ACaptureAgainstACopyOfItselfIsAllWithinNoiseWithTheSameSetti
   EXPECT_TRUE(diff["only_in_b"].empty());
   for (const auto& cell : diff["cells"]) {
     // A fullgraph run that raised has no latency on either side.
-    const json v = cell["latency"].value("latency_ms", json::object()).value("verdict", json());
+    const json v = cell["latency"].value("decode_ms_per_token", json::object()).value("verdict", json());
     EXPECT_TRUE(v.is_null() || v == "within noise") << cell.dump();
     EXPECT_FALSE(cell["breaks_changed"].get<bool>());
     EXPECT_FALSE(cell["outcome_changed"].get<bool>());
