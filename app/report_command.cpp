@@ -10,6 +10,8 @@
 
 #include "app/report_command.h"
 #include "app/report.h"
+#include "app/report_html.h"
+#include "app/report_svg.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
@@ -105,16 +107,18 @@ json build_report(const storage::CaptureReader& rd) {
 namespace {
 
 struct ReportArgs {
-  std::string file, markdown, json_out;
+  std::string file, markdown, json_out, html, assets;
+  std::vector<int64_t> timeline_runs;  ///< drawn in --html / --assets (empty: the default choice)
 };
 
 int run_report(const ReportArgs& a) {
   storage::CaptureReader rd(a.file);
   json report = build_report(rd);
   if (report["runs"].empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
-  const std::string md = render_markdown(report);
+  std::string md = render_markdown(report);
   // The capture is an input: never written over, whatever name or link points at it.
-  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out}})
+  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
+                                   std::pair{"--html", a.html}})
     if (!out.empty() && std::filesystem::exists(out) && std::filesystem::equivalent(out, a.file))
       throw std::invalid_argument(std::string(flag) + ": " + out + " is the capture being reported; name another file");
   // Each output is written next to its name and renamed when complete.
@@ -126,8 +130,15 @@ int run_report(const ReportArgs& a) {
     if (!f) throw std::runtime_error("cannot write " + path);
     std::filesystem::rename(tmp, path);
   };
+  // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
+  std::vector<ReportPicture> pictures;
+  if (!a.html.empty() || !a.assets.empty()) pictures = report_pictures(rd, report, a.timeline_runs);
+  const std::string tables_md = md;
+  if (!a.assets.empty()) md += write_picture_assets(pictures, a.assets, a.markdown, a.file);
   if (!a.markdown.empty()) write(a.markdown, md);
   if (!a.json_out.empty()) write(a.json_out, report.dump(2) + "\n");
+  if (!a.html.empty())
+    write(a.html, render_html(report, tables_md, pictures, std::filesystem::path(a.file).filename().string()));
   std::cout << md;
   return 0;
 }
@@ -138,9 +149,19 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   auto a = std::make_shared<ReportArgs>();
   auto* c = app.add_subcommand("report", "Markdown tables (and report.json) from a capture");
   c->add_option("file", a->file, "Capture written by `hookscope capture`")->required();
-  c->add_option("--markdown", a->markdown, "Also write the Markdown here");
+  auto* markdown = c->add_option("--markdown", a->markdown, "Also write the Markdown here");
   c->add_option("--json", a->json_out, "Write the report JSON (schema 1) here");
-  c->footer("Example:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json");
+  c->add_option("--html", a->html,
+                "Write one self-contained HTML page here: the tables with each check explained, the settings, every "
+                "run, the compare chart and timelines as inline SVG (no scripts, nothing fetched)");
+  c->add_option("--assets", a->assets, "With --markdown: write the chart and timelines as SVG files in this folder, linked from the Markdown")
+      ->needs(markdown);
+  c->add_option("--timeline-runs", a->timeline_runs,
+                "Runs drawn as timelines by --html / --assets (default: one compiled run per policy of the first scenario)")
+      ->delimiter(',');
+  c->footer("Examples:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
+            "  hookscope report out/demo.sqlite --html out/report.html --timeline-runs 2,6\n"
+            "  hookscope report out/demo.sqlite --markdown out/report.md --assets out/report-assets");
   c->callback([a, &run_selected] { run_selected = [a] { return run_report(*a); }; });
   return c;
 }
