@@ -267,8 +267,10 @@ std::string markdown_to_html(const std::string& markdown) {
     } else if (line[0] == '>') {
       flush();
       std::string quote;
-      for (; i < lines.size() && !trim(lines[i]).empty() && trim(lines[i])[0] == '>'; ++i)
-        quote += (quote.empty() ? "" : " ") + trim(trim(lines[i]).substr(1));
+      for (; i < lines.size() && !trim(lines[i]).empty() && trim(lines[i])[0] == '>'; ++i) {
+        if (!quote.empty()) quote += ' ';
+        quote.append(trim(std::string_view(lines[i]).substr(lines[i].find('>') + 1)));
+      }
       --i;
       h << "<blockquote><p>" << inline_html(quote) << "</p></blockquote>\n";
     } else if (line.rfind("- ", 0) == 0) {
@@ -278,7 +280,8 @@ std::string markdown_to_html(const std::string& markdown) {
       h << "<li>" << inline_html(line.substr(2)) << "</li>\n";
     } else {
       if (list) h << "</ul>\n", list = false;
-      para += (para.empty() ? "" : " ") + line;
+      if (!para.empty()) para += ' ';
+      para += line;
     }
   }
   flush();
@@ -303,7 +306,8 @@ th[title] { text-decoration: underline dotted #8a8f99; cursor: help; }
 tbody tr:nth-child(even) td { background: #f8f9fb; }
 td.ok { color: #1f7a35; }
 td.bad { color: #b0302a; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.err { min-width: 220px; max-width: 420px; font-size: 12px; overflow-wrap: anywhere; }
 code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12px; background: #f1f3f6;
        padding: 0 3px; border-radius: 3px; }
 .pair { display: flex; flex-wrap: wrap; gap: 10px 22px; align-items: flex-start; }
@@ -424,13 +428,14 @@ std::string runs_section(const json& runs) {
     c.push_back("<td class=\"num\">" + esc(breaks_cell(r)) + "</td>");
     for (const char* k : {"argmax_match", "logits_identical", "params_on_meta_after"}) c.push_back(check_cell(r, k));
     const json rec = r.value("recorded", json::object());
-    c.push_back(std::to_string(rec.value("transfers", int64_t{0})) + " (" + bytes_h(rec.value("transfer_bytes", 0.0)) + ")");
-    c.push_back(std::to_string(rec.value("weight_onloads", int64_t{0})) + " (" +
-                bytes_h(rec.value("weight_onload_bytes", 0.0)) + ")");
+    c.push_back("<td class=\"num\">" + std::to_string(rec.value("transfers", int64_t{0})) + " (" +
+                bytes_h(rec.value("transfer_bytes", 0.0)) + ")</td>");
+    c.push_back("<td class=\"num\">" + std::to_string(rec.value("weight_onloads", int64_t{0})) + " (" +
+                bytes_h(rec.value("weight_onload_bytes", 0.0)) + ")</td>");
     const std::string err = r.value("error", json()).is_string() ? r["error"].get<std::string>() : "";
     std::string first = err.substr(0, err.find('\n'));
     if (first.size() > 140) first = first.substr(0, 137) + "...";
-    c.push_back(err.empty() ? "<td></td>" : "<td title=\"" + esc(err) + "\">" + esc(first) + "</td>");
+    c.push_back(err.empty() ? "<td></td>" : "<td class=\"err\" title=\"" + esc(err) + "\">" + esc(first) + "</td>");
     rows.push_back(std::move(c));
   }
   return "<section id=\"runs-section\">\n<h2>Runs</h2>\n<p class=\"sub\">Every run of the capture, one row each.</p>\n" +

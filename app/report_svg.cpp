@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -171,7 +172,9 @@ void annotate(Bar& b, const std::vector<const json*>& runs, const std::string& m
   if (!e.ok() || b.s.median <= 0) return;
   const double s = e.median / b.s.median;
   const bool apart = b.s.max < e.min || e.max < b.s.min;
-  b.note += " · " + fmt(s, "%.2f") + "× " + (!apart ? "within noise" : s > 1 ? "faster" : "slower");
+  // Two decimals, three where two would round a real difference to "1.00".
+  const std::string ratio = fmt(s, std::fabs(s - 1) < 0.005 ? "%.3f" : "%.2f");
+  b.note += " · " + ratio + "× " + (!apart ? "within noise" : s > 1 ? "faster" : "slower");
   b.note_fill = !apart ? "#8a8f99" : s > 1 ? "#1f8a3b" : "#c0392b";
 }
 
@@ -499,19 +502,26 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
     if (!known) throw std::invalid_argument("--timeline-runs: the capture has no run " + std::to_string(id));
   }
   std::vector<ui::RunTimeline> timelines;
-  int64_t span = 1;
+  int64_t longest = 1, shortest = std::numeric_limits<int64_t>::max();
   for (int64_t id : runs) {
     timelines.push_back(ui::load_run_timeline(rd, id));
-    span = std::max(span, timelines.back().duration_ns);
+    longest = std::max(longest, timelines.back().duration_ns);
+    shortest = std::min(shortest, std::max<int64_t>(1, timelines.back().duration_ns));
   }
+  // One time scale while it leaves every run readable (within 4× of each other); else each its own.
+  const bool shared = longest <= 4 * shortest;
   for (const auto& tl : timelines)
     out.push_back({"timeline-run-" + std::to_string(tl.run.id) + ".svg", run_title(tl.run),
                    "Lane groups per device (module compute, activation transfers in and out, weight onloads and "
                    "offloads, resident memory) and per host thread (hooks, compiler-disabled scopes, compiled "
-                   "regions, graph breaks ▼, generation steps), on the same time scale as the other timelines. "
-                   "Faded blocks merge events too narrow to draw; hover for names and durations, or open the run in "
-                   "`hookscope view --run " + std::to_string(tl.run.id) + "`.",
-                   timeline_svg(tl, span)});
+                   "regions, graph breaks ▼, generation steps), " +
+                       std::string(shared || timelines.size() == 1
+                                       ? "on the same time scale as the other timelines. "
+                                       : "on its own time scale (the runs' lengths differ by more than 4×: compare "
+                                         "the ms axes). ") +
+                       "Faded blocks merge events too narrow to draw; hover for names and durations, or open the run "
+                       "in `hookscope view --run " + std::to_string(tl.run.id) + "`.",
+                   timeline_svg(tl, shared ? longest : tl.duration_ns)});
   return out;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Renders a `hookscope report --html` page in headless Chromium, offline (scripts off, every
+# Renders a `hookscope report --html` page in headless Chromium, offline (every
 # host name unresolvable, no proxy reachable), and saves a PNG of the top WIDTHxHEIGHT pixels.
+# (Scripts stay enabled: headless Chromium needs them to take the screenshot; the page has none.)
 #   tools/report_screenshot.sh REPORT.html OUT.png [WIDTHxHEIGHT]    (default 1400x4000)
 # Exit 3 when no Chromium is installed (Debian: apt-get install chromium).
 set -euo pipefail
@@ -19,7 +20,7 @@ trap 'rm -rf "$profile"' EXIT
 out_abs=$(realpath -m "$out")
 rm -f "$out_abs"
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run --user-data-dir="$profile" \
-  --blink-settings=scriptEnabled=false --host-resolver-rules="MAP * ~NOTFOUND" --proxy-server="127.0.0.1:9" \
+  --host-resolver-rules="MAP * ~NOTFOUND" --proxy-server="127.0.0.1:9" \
   --window-size="${size/x/,}" --screenshot="$out_abs" "file://$(realpath "$html")" >"$profile/log" 2>&1 || {
   cat "$profile/log" >&2
   exit 1
