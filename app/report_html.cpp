@@ -177,20 +177,23 @@ bool separator_row(const std::vector<std::string>& cells) {
 }
 
 // A table (header cells as plain text, body cells as HTML) with the checks its header or the
-// heading above it names explained beside it.
+// heading above it names explained beside it: in full the first time (their indexes into
+// check_explanations() are added to `explained`), later as links to that first explanation.
 std::string explained_table(const std::string& heading, const std::vector<std::string>& headers,
-                            const std::vector<std::vector<std::string>>& rows, const std::string& id = "") {
+                            const std::vector<std::vector<std::string>>& rows, std::set<size_t>& explained,
+                            const std::string& id = "") {
   std::ostringstream h;
-  std::vector<const std::pair<std::string, std::string>*> shown;
+  std::vector<size_t> shown;
   auto match = [&](const std::string& text) -> const std::pair<std::string, std::string>* {
     for (const auto& e : check_explanations())
       if (text.find(e.first) != std::string::npos) return &e;
     return nullptr;
   };
-  for (const auto& e : check_explanations()) {
-    bool hit = heading.find(e.first) != std::string::npos;
-    for (const auto& c : headers) hit |= c.find(e.first) != std::string::npos;
-    if (hit) shown.push_back(&e);
+  for (size_t i = 0; i < check_explanations().size(); ++i) {
+    const std::string& name = check_explanations()[i].first;
+    bool hit = heading.find(name) != std::string::npos;
+    for (const auto& c : headers) hit |= c.find(name) != std::string::npos;
+    if (hit) shown.push_back(i);
   }
   h << "<div class=\"pair\"><div class=\"tbl\"><table" << (id.empty() ? "" : " id=\"" + esc(id) + "\"") << ">\n<thead><tr>";
   for (const auto& c : headers) {
@@ -205,9 +208,23 @@ std::string explained_table(const std::string& heading, const std::vector<std::s
   }
   h << "</tbody></table></div>";
   if (!shown.empty()) {
-    h << "\n<aside class=\"explain\"><dl>";
-    for (const auto* e : shown) h << "<dt>" << esc(e->first) << "</dt><dd>" << e->second << "</dd>";
-    h << "</dl></aside>";
+    h << "\n<aside class=\"explain\">";
+    std::string again;
+    bool list = false;
+    for (size_t i : shown) {
+      const auto& [name, text] = check_explanations()[i];
+      if (explained.count(i)) {
+        again += (again.empty() ? "" : ", ") + ("<a href=\"#check-" + std::to_string(i) + "\">" + esc(name) + "</a>");
+        continue;
+      }
+      explained.insert(i);
+      if (!list) h << "<dl>";
+      list = true;
+      h << "<dt id=\"check-" << i << "\">" << esc(name) << "</dt><dd>" << text << "</dd>";
+    }
+    if (list) h << "</dl>";
+    if (!again.empty()) h << "<p>Explained above: " << again << ".</p>";
+    h << "</aside>";
   }
   h << "</div>\n";
   return h.str();
@@ -221,7 +238,7 @@ std::string md_cell(const std::string& cell) {
   return "<td>" + html + "</td>";
 }
 
-std::string md_table(const std::vector<std::string>& lines, const std::string& heading) {
+std::string md_table(const std::vector<std::string>& lines, const std::string& heading, std::set<size_t>& explained) {
   std::vector<std::vector<std::string>> cells;
   for (const auto& l : lines) cells.push_back(split_row(l));
   std::vector<std::vector<std::string>> rows;
@@ -231,12 +248,10 @@ std::string md_table(const std::vector<std::string>& lines, const std::string& h
     for (const auto& c : cells[i]) r.push_back(md_cell(c));
     rows.push_back(std::move(r));
   }
-  return explained_table(heading, cells[0], rows);
+  return explained_table(heading, cells[0], rows, explained);
 }
 
-}  // namespace
-
-std::string markdown_to_html(const std::string& markdown) {
+std::string markdown_html(const std::string& markdown, std::set<size_t>& explained) {
   std::vector<std::string> lines;
   std::istringstream in(markdown);
   for (std::string l; std::getline(in, l);) lines.push_back(l);
@@ -263,7 +278,7 @@ std::string markdown_to_html(const std::string& markdown) {
       std::vector<std::string> rows;
       for (; i < lines.size() && !trim(lines[i]).empty() && trim(lines[i])[0] == '|'; ++i) rows.push_back(trim(lines[i]));
       --i;
-      h << md_table(rows, heading);
+      h << md_table(rows, heading, explained);
     } else if (line[0] == '>') {
       flush();
       std::string quote;
@@ -288,6 +303,13 @@ std::string markdown_to_html(const std::string& markdown) {
   return h.str();
 }
 
+}  // namespace
+
+std::string markdown_to_html(const std::string& markdown) {
+  std::set<size_t> explained;
+  return markdown_html(markdown, explained);
+}
+
 namespace {
 
 const char* const kCss = R"css(
@@ -298,7 +320,7 @@ h2 { font-size: 19px; border-bottom: 2px solid #d8dce3; padding-bottom: 3px; mar
 h3 { font-size: 17px; margin-top: 26px; }
 h4 { font-size: 15px; margin: 20px 0 6px; }
 p.sub { color: #555b66; margin: 0 0 8px; }
-nav a { margin-right: 14px; color: #2c5aa0; }
+nav a { margin-right: 14px; }
 table { border-collapse: collapse; font-size: 13px; margin: 4px 0; }
 th, td { border: 1px solid #d0d5de; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #eef1f6; }
@@ -316,6 +338,8 @@ aside.explain { flex: 1 1 280px; max-width: 460px; font-size: 12.5px; color: #3a
                 border-left: 3px solid #9fb3d6; padding: 4px 12px; }
 aside.explain dt { font-weight: bold; margin-top: 4px; }
 aside.explain dd { margin: 0 0 4px; }
+aside.explain p { margin: 4px 0; }
+aside.explain a, nav a { color: #2c5aa0; }
 blockquote { margin: 8px 0; padding: 2px 12px; border-left: 3px solid #e0b050; background: #fdf8ec; }
 dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: 2px 18px; margin: 6px 0; }
 dl.settings dt { font-weight: bold; }
@@ -397,7 +421,7 @@ std::string breaks_cell(const json& r) {
 }
 
 // One row per run: what it was, how it ended, its numbers and checks.
-std::string runs_section(const json& runs) {
+std::string runs_section(const json& runs, std::set<size_t>& explained) {
   const bool labels = std::any_of(runs.begin(), runs.end(), [](const json& r) { return r.contains("label"); });
   std::vector<std::pair<const char*, const char*>> stats = {{"prefill_ms", "prefill, ms"},
                                                             {"decode_ms_per_token", "decode, ms/token"},
@@ -439,7 +463,7 @@ std::string runs_section(const json& runs) {
     rows.push_back(std::move(c));
   }
   return "<section id=\"runs-section\">\n<h2>Runs</h2>\n<p class=\"sub\">Every run of the capture, one row each.</p>\n" +
-         explained_table("", headers, rows, "runs") + "</section>\n";
+         explained_table("", headers, rows, explained, "runs") + "</section>\n";
 }
 
 std::string figure_html(const ReportPicture& p) {
@@ -454,6 +478,7 @@ std::string render_html(const json& report, const std::string& markdown, const s
   if (!report.contains("runs") || !report.contains("model"))
     throw std::invalid_argument("report: missing field '" + std::string(report.contains("runs") ? "model" : "runs") + "'");
   const json& runs = report["runs"];
+  std::set<size_t> explained;  // checks explained in full so far: later tables link to them
   const std::string model = report["model"].is_object() ? report["model"].value("id", "?") : "?";
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -463,11 +488,11 @@ std::string render_html(const json& report, const std::string& markdown, const s
     << "</code> · " << runs.size() << " runs</p>\n<nav><a href=\"#settings\">settings</a><a href=\"#tables\">tables</a>"
     << "<a href=\"#pictures\">chart and timelines</a><a href=\"#runs-section\">runs</a></nav>\n</header>\n";
   h << settings_section(report);
-  h << "<section id=\"tables\">\n<h2>Tables</h2>\n" << markdown_to_html(markdown) << "</section>\n";
+  h << "<section id=\"tables\">\n<h2>Tables</h2>\n" << markdown_html(markdown, explained) << "</section>\n";
   h << "<section id=\"pictures\">\n<h2>Chart and timelines</h2>\n";
   if (pictures.empty()) h << "<p class=\"sub\">No run has a latency or a timeline to draw.</p>\n";
   for (const auto& p : pictures) h << figure_html(p);
-  h << "</section>\n" << runs_section(runs);
+  h << "</section>\n" << runs_section(runs, explained);
   h << "<footer>Written by <code>hookscope report --html</code>. One file: no scripts, nothing fetched; the pictures "
        "are inline SVG, their text searchable.</footer>\n</body>\n</html>\n";
   return h.str();

@@ -17,7 +17,8 @@ namespace hs::app {
 /// row the header; `\|` is a literal pipe), `> ` quotes, `- ` lists, paragraphs; inline
 /// `code` (also the ``double-backtick`` form) and **bold**. Everything else is text, escaped.
 /// A table's header cells that name a check get a `title` tooltip, and beside the table an
-/// <aside> explains each check it shows (check_explanations()).
+/// <aside> explains each check it shows (check_explanations()): in full the first time, later
+/// as links to that first explanation (`#check-N`).
 std::string markdown_to_html(const std::string& markdown);
 
 /// What a check or column of the report means: (name as a table header shows it, HTML text).

@@ -198,7 +198,10 @@ TEST(ReportHtml, SettingsAndEveryCheckAreExplained) {
   }
   for (const char* check : {"prefill argmax = eager", "logits bit-identical", "params on meta after forward", "fullgraph",
                             "vs eager", "†", "graph break"})
-    EXPECT_NE(pg.raw.find("<dt>" + hs::app::xml_escape(check) + "</dt>"), std::string::npos) << check;
+    EXPECT_NE(pg.raw.find("\">" + hs::app::xml_escape(check) + "</dt>"), std::string::npos) << check;
+  // A check explained once; the runs table links back to it, and every link lands.
+  EXPECT_NE(pg.raw.find("Explained above: <a href=\"#check-"), std::string::npos);
+  EXPECT_TRUE(pg.parsed["broken_fragments"].empty()) << pg.parsed["broken_fragments"].dump();
   EXPECT_NE(pg.raw.find("<th title=\"Every prefill logit equals"), std::string::npos);
 }
 
@@ -307,7 +310,7 @@ TEST(ReportHtmlRender, MarkdownConstructsBecomeHtml) {
   EXPECT_NE(h.find("<blockquote><p><strong>note</strong> &amp; more</p></blockquote>"), std::string::npos) << h;
   EXPECT_NE(h.find("<ul>\n<li>one</li>\n<li>two</li>\n</ul>"), std::string::npos) << h;
   EXPECT_NE(h.find("<p>para line</p>"), std::string::npos) << h;
-  EXPECT_NE(h.find("<dt>logits bit-identical</dt>"), std::string::npos) << h;
+  EXPECT_NE(h.find("\">logits bit-identical</dt>"), std::string::npos) << h;
 }
 
 TEST(ReportHtmlRender, TimelineStaysWithinItsElementBudget) {

@@ -1,6 +1,6 @@
 """Reads a `hookscope report --html` page with Python's html.parser and prints what a reviewer's
 browser would find in it, as JSON: references to anything outside the file, active content
-(scripts, frames, event handlers), every table (id, header, body rows as cell texts), the
+(scripts, frames, event handlers), in-page links without a target, every table (id, header, body rows as cell texts), the
 settings (section#settings' top-level definition list), and per inline <svg> its element count,
 its texts (<text> and <title>) and whether it parses as XML on its own. --svg FILE... does the
 same for standalone SVG files (report --assets).
@@ -31,6 +31,7 @@ class Page(HTMLParser):
         self.stack = []
         self.tables, self.svgs = [], []
         self.settings = {}
+        self.ids, self.fragments = set(), []  # element ids; targets of href="#..."
         self._table = None
         self._cell = None
         self._row = None
@@ -62,6 +63,10 @@ class Page(HTMLParser):
         if tag in ACTIVE_TAGS:
             self.active.append([tag, ""])
         a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if (a.get("href") or "").startswith("#"):
+            self.fragments.append(a["href"][1:])
         if tag == "section" and a.get("id") == "settings":
             self._settings_depth = len(self.stack)
         if self._settings_depth is not None and tag == "dl" and self._dl_depth is None:
@@ -201,7 +206,8 @@ def main():
         css_imports = len(re.findall(r"@import|@font-face", raw))
         result.update({"external": p.external, "active": p.active, "errors": p.errors, "tables": p.tables,
                        "svgs": p.svgs, "settings": p.settings, "headings": p.headings, "svg_xml_ok": inline_xml,
-                       "css_imports": css_imports, "doctype": raw.lstrip().lower().startswith("<!doctype html>")})
+                       "css_imports": css_imports,
+                       "broken_fragments": [f for f in p.fragments if f not in p.ids], "doctype": raw.lstrip().lower().startswith("<!doctype html>")})
     result["svg_files"] = [svg_file(f) for f in a.svg]
     json.dump(result, sys.stdout)
 
