@@ -11,9 +11,11 @@
 #include "app/report_command.h"
 #include "app/report.h"
 #include "app/capture_settings.h"
+#include "app/report_diff.h"
+#include "app/report_html.h"
+#include "app/report_svg.h"
 #include "app/stats.h"
 #include "measurement/verdict.h"
-#include "app/report_diff.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
@@ -161,16 +163,18 @@ json build_report(const storage::CaptureReader& rd) {
 namespace {
 
 struct ReportArgs {
-  std::string file, markdown, json_out;
+  std::string file, markdown, json_out, html, assets;
+  std::vector<int64_t> timeline_runs;  ///< drawn in --html / --assets (empty: the default choice)
 };
 
 int run_report(const ReportArgs& a) {
   storage::CaptureReader rd(a.file);
   json report = build_report(rd);
   if (report["runs"].empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
-  const std::string md = render_markdown(report);
+  std::string md = render_markdown(report);
   // The capture is an input: never written over, whatever name or link points at it.
-  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out}})
+  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
+                                   std::pair{"--html", a.html}})
     if (!out.empty() && std::filesystem::exists(out) && std::filesystem::equivalent(out, a.file))
       throw std::invalid_argument(std::string(flag) + ": " + out + " is the capture being reported; name another file");
   // Each output is written next to its name and renamed when complete.
@@ -182,8 +186,15 @@ int run_report(const ReportArgs& a) {
     if (!f) throw std::runtime_error("cannot write " + path);
     std::filesystem::rename(tmp, path);
   };
+  // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
+  std::vector<ReportPicture> pictures;
+  if (!a.html.empty() || !a.assets.empty()) pictures = report_pictures(rd, report, a.timeline_runs);
+  const std::string tables_md = md;
+  if (!a.assets.empty()) md += write_picture_assets(pictures, a.assets, a.markdown, a.file);
   if (!a.markdown.empty()) write(a.markdown, md);
   if (!a.json_out.empty()) write(a.json_out, report.dump(2) + "\n");
+  if (!a.html.empty())
+    write(a.html, render_html(report, tables_md, pictures, std::filesystem::path(a.file).filename().string()));
   std::cout << md;
   return 0;
 }
@@ -195,12 +206,29 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   auto* c = app.add_subcommand("report", "Markdown tables (and report.json) from a capture");
   c->add_option("file", a->file, "Capture written by `hookscope capture`")->required();
   auto diff = add_report_diff_options(*c);  // `report A B`: before/after (app/report_diff.h)
-  c->add_option("--markdown", a->markdown, "Also write the Markdown here");
+  auto* markdown = c->add_option("--markdown", a->markdown, "Also write the Markdown here");
   c->add_option("--json", a->json_out, "Write the report JSON (schema 2) here");
-  c->footer("Example:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json");
+  c->add_option("--html", a->html,
+                "Write one self-contained HTML page here: the tables with each check explained, the settings, every "
+                "run, the compare chart and timelines as inline SVG (no scripts, nothing fetched)");
+  c->add_option("--assets", a->assets, "With --markdown: write the chart and timelines as SVG files in this folder, linked from the Markdown")
+      ->needs(markdown);
+  c->add_option("--timeline-runs", a->timeline_runs,
+                "Runs drawn as timelines by --html / --assets (default: one compiled run per policy of the first scenario)")
+      ->delimiter(',');
+  c->footer("Examples:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
+            "  hookscope report out/demo.sqlite --html out/report.html --timeline-runs 2,6\n"
+            "  hookscope report out/demo.sqlite --markdown out/report.md --assets out/report-assets\n"
+            "  hookscope report main.sqlite pr.sqlite --labels main,pr --markdown diff.md");
   c->callback([a, diff, &run_selected] {
     run_selected = [a, diff] {
       if (diff->file_b.empty()) return run_report(*a);
+      for (const auto& [flag, set] : {std::pair{"--html", !a->html.empty()}, std::pair{"--assets", !a->assets.empty()},
+                                      std::pair{"--timeline-runs", !a->timeline_runs.empty()}})
+        if (set)
+          throw std::invalid_argument(std::string(flag) +
+                                      " draws the report of one capture; with two files (before/after) write "
+                                      "--markdown or --json, or run `report` on each file");
       diff->file_a = a->file;
       diff->markdown = a->markdown;
       diff->json_out = a->json_out;

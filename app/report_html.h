@@ -1,0 +1,38 @@
+// `report --html`: the report as one self-contained HTML page a reviewer attaches to a PR. It
+// opens offline in any browser: CSS in one <style>, pictures as inline SVG (app/report_svg.h),
+// no scripts, no external URLs, nothing fetched. Every text taken from the capture (module
+// names, labels, error messages, settings) is escaped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/report_svg.h"
+
+namespace hs::app {
+
+/// The Markdown that render_markdown writes, as HTML: `#`…`###` headings, pipe tables (first
+/// row the header; `\|` is a literal pipe), `> ` quotes, `- ` lists, paragraphs; inline
+/// `code` (also the ``double-backtick`` form) and **bold**. Everything else is text, escaped.
+/// A table's header cells that name a check get a `title` tooltip, and beside the table an
+/// <aside> explains each check it shows (check_explanations()): in full the first time, later
+/// as links to that first explanation (`#check-N`).
+std::string markdown_to_html(const std::string& markdown);
+
+/// What a check or column of the report means: (name as a table header shows it, HTML text).
+/// Matched against a table's header cells and the heading above it, by substring.
+const std::vector<std::pair<std::string, std::string>>& check_explanations();
+
+/// The page: a header (model, capture name, run count), the settings (`report["settings"]` as
+/// a definition list, whatever keys it has; a note when the capture lacks them), the Markdown's
+/// tables (`markdown`, rendered from `report` by render_markdown) with the checks explained
+/// beside them, one table row per run of `report["runs"]` (status, latency, breaks, checks,
+/// recorded transfers and onloads, the error's first line), then `pictures` as figures.
+/// `capture_name` is shown as the source (pass the file's name, not a full local path).
+/// Throws std::invalid_argument when `report` lacks `runs` or `model`.
+std::string render_html(const nlohmann::json& report, const std::string& markdown,
+                        const std::vector<ReportPicture>& pictures, const std::string& capture_name);
+
+}  // namespace hs::app
