@@ -7,11 +7,14 @@
 
 #include <unistd.h>
 
+#include "app/capture_output.h"
 #include "app/capture_runner.h"
 #include "app/capture_settings.h"
 #include "app/cli_util.h"
 #include "app/libtorch_engine.h"
 #include "app/torch_engine.h"
+#include "models/generate.h"
+#include "models/loader.h"
 
 namespace hs::app {
 
@@ -42,6 +45,7 @@ struct CaptureArgs {
   std::string backend;
   std::string keep_driver_files;
   int threads = 0;
+  bool force_overwrite = false;
 };
 
 #ifndef HOOKSCOPE_DEFAULT_PYTHON
@@ -76,9 +80,24 @@ Matrix matrix_of(const CaptureArgs& a) {
   return m;
 }
 
+// "5, 17,99" -> {5, 17, 99}; an empty item ("1,,2", a trailing comma) is an error, not skipped.
 std::vector<int64_t> parse_prompt_ids(const std::string& list) {
   std::vector<int64_t> ids;
-  for (const auto& t : split_list(list)) {
+  if (list.find_first_not_of(" \t") == std::string::npos) return ids;
+  std::vector<std::string> items;
+  for (size_t b = 0;; ) {
+    const size_t e = list.find(',', b);
+    std::string t = list.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    const size_t f = t.find_first_not_of(" \t");
+    items.push_back(f == std::string::npos ? std::string() : t.substr(f, t.find_last_not_of(" \t") - f + 1));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& t = items[i];
+    if (t.empty())
+      throw std::invalid_argument("--prompt-ids: item " + std::to_string(i + 1) + " of '" + list +
+                                  "' is empty (expected comma-separated token ids such as 5,17,99)");
     size_t used = 0;
     int64_t v = -1;
     try {
@@ -98,7 +117,8 @@ LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) 
   o.model = a.model;
   o.dtype = models::parse_dtype(a.dtype, "--dtype");
   o.accelerators = a.devices;
-  if (!a.max_memory.empty()) o.max_memory = hooks::parse_max_memory(a.max_memory);
+  if (!a.max_memory.empty())
+    o.max_memory = parse_max_memory_option(a.max_memory, a.devices - 1, "--devices " + std::to_string(a.devices), false);
   o.prompt = a.prompt;
   o.prompt_ids = parse_prompt_ids(a.prompt_ids);
   if (a.prompt_ids_given && o.prompt_ids.empty()) throw std::invalid_argument("--prompt-ids: no token ids given");
@@ -182,13 +202,36 @@ nlohmann::json settings_of(const CaptureArgs& a, const std::vector<Engine*>& eng
           {"versions", {{"hookscope", "0.1.0"}}}};  // the torch each engine ran: RUNS.versions
 }
 
+// SIGINT / SIGTERM: the children go, the capture is finalized onto --out (the run in progress
+// stays incomplete), the temporary offload folders are removed, and the process exits 128 + N.
+std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path& offload_dir, const fs::path& work,
+                                           bool keep_work) {
+  return [&output, offload_dir, work, keep_work](int signo) {
+    const std::string name = signal_name(signo);
+    std::fprintf(stderr, "\n[hookscope] %s: ending the capture (the run in progress stays incomplete)\n", name.c_str());
+    std::fflush(stderr);
+    terminate_child_processes(2000);
+    std::string why;
+    const fs::path file = output.finish_interrupted(name, why);
+    terminate_child_processes(2000);  // any the capture thread started meanwhile (a driver in place of a dead one)
+    std::error_code ec;
+    for (const char* sub : {"offload-disk", "offload-mixed"}) fs::remove_all(offload_dir / sub, ec);
+    fs::remove(offload_dir, ec);  // only when empty
+    if (!keep_work) fs::remove_all(work, ec);
+    if (!file.empty())
+      std::fprintf(stderr, "[hookscope] wrote %s (%s)\n", file.c_str(), why.c_str());
+    else
+      std::fprintf(stderr, "[hookscope] interrupted by %s: %s\n", name.c_str(), why.c_str());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(128 + signo);
+  };
+}
+
 int run_capture(const CaptureArgs& a) {
   Matrix matrix = matrix_of(a);
   const fs::path out(a.out);
-  if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
-    throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
   const auto [use_libtorch, use_torch] = engines_of(a);
-  if (a.threads > 0) at::set_num_threads(a.threads);
   if (!a.accelerate.empty() && !use_torch) throw std::invalid_argument("--accelerate needs the torch engine (--engine torch or both)");
   for (const auto& t : a.accelerate) matrix.accelerate_trees.push_back(t.substr(0, t.find('=')));
   LibTorchEngineOptions options = engine_options(a, out);
@@ -199,19 +242,45 @@ int run_capture(const CaptureArgs& a) {
   const fs::path work = a.keep_driver_files.empty()
                             ? fs::temp_directory_path() / ("hookscope-torch-" + std::to_string(::getpid()))
                             : fs::path(a.keep_driver_files);
+  // --out is checked and locked before anything slow: a second capture on it fails at once.
+  CaptureOutputOptions oo;
+  oo.force_overwrite = a.force_overwrite;
+  oo.model_dir = models::resolve_model_path(a.model);
+  if (!options.prompt_ids.empty()) {  // both engines take them as given: check them once, here
+    try {
+      models::check_prompt_ids(models::ModelConfig::from_file(oo.model_dir / "config.json"), options.prompt_ids);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--prompt-ids: ") + e.what());
+    }
+  }
+  oo.offload_dir = options.offload_dir;
+  CaptureOutput output(out, oo);
+  InterruptWatch watch(interrupt_handler(output, options.offload_dir, work, !a.keep_driver_files.empty()));
+  if (a.threads > 0) at::set_num_threads(a.threads);
   std::unique_ptr<TorchEngine> torch;
-  if (use_torch) torch = std::make_unique<TorchEngine>(torch_options(a, options, work));
   std::unique_ptr<LibTorchEngine> libtorch;
-  if (use_libtorch) libtorch = std::make_unique<LibTorchEngine>(options);
-  std::vector<Engine*> engines;
-  if (libtorch) engines.push_back(libtorch.get());
-  if (torch) engines.push_back(torch.get());
   int failures = 0;
   try {
-    failures = run_matrix(engines, matrix, out, settings_of(a, engines, options));
+    if (use_torch) torch = std::make_unique<TorchEngine>(torch_options(a, options, work));
+    if (use_libtorch) libtorch = std::make_unique<LibTorchEngine>(options);
+    std::vector<Engine*> engines;
+    if (libtorch) engines.push_back(libtorch.get());
+    if (torch) engines.push_back(torch.get());
+    failures = run_matrix(engines, matrix, output, settings_of(a, engines, options));
   } catch (...) {
+    std::string error = "unknown error";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+    }
+    const fs::path kept = output.abandon(error);
     torch.reset();
     if (a.keep_driver_files.empty()) fs::remove_all(work);
+    if (!kept.empty())
+      std::fprintf(stderr, "[hookscope] the capture stopped; the runs recorded so far are in %s (%s is left as it was)\n",
+                   kept.c_str(), out.c_str());
     throw;
   }
   torch.reset();  // the drivers finish before their folder goes
@@ -265,7 +334,11 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
       ->check(CLI::Range(1, 1024));
   c->add_option("--keep-driver-files", a->keep_driver_files,
                 "Keep the torch engine's traces, compile logs and offload folders in DIR (default: a temporary folder, removed)");
-  c->add_option("-o,--out", a->out, "SQLite capture to write (replaced); disk offload folders go next to it");
+  c->add_option("-o,--out", a->out,
+                "SQLite capture to write: runs go to OUT.PID.partial beside it, renamed onto OUT when the capture "
+                "finishes (or is interrupted); disk offload folders go next to it");
+  c->add_flag("--force-overwrite", a->force_overwrite,
+              "Replace an existing --out (once the new capture has finished); without it an existing file is refused");
   c->footer("Example:\n  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite");
   c->callback([a, prompt_ids, &run_selected] {
     a->prompt_ids_given = prompt_ids->count() > 0;

@@ -108,14 +108,12 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
 
 }  // namespace
 
-int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out,
+int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, CaptureOutput& output,
                const nlohmann::json& settings) {
-  // The first scenario is prepared before the file is opened (and replaced): settings that do
-  // not fit the model fail here and leave an existing capture alone.
+  // The first scenario is prepared before the file is created: settings that do not fit the
+  // model fail here and leave nothing behind.
   for (Engine* e : engines) e->prepare(matrix.scenarios.front());
-  storage::StoreOptions so;
-  so.overwrite = true;
-  storage::Store store(out, so);
+  storage::Store& store = output.open();
   store.set_metadata(kCaptureSettingsKey, settings.dump());
   std::vector<hooks::AcceleratorInfo> accelerators;
   for (const Engine* e : engines)
@@ -131,10 +129,9 @@ int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const 
       for (const Cell& cell : matrix.cells(matrix.scenarios[i], e->runs_accelerate_trees()))
         failures += !run_cell(*e, cell, store, tracer, progress);
     }
-  store.finalize();
-  store.close();
-  std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", out.c_str(), total);
-  std::fputs(open_hint(out, total).c_str(), stderr);
+  output.commit();
+  std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", output.out().c_str(), total);
+  std::fputs(open_hint(output.out(), total).c_str(), stderr);
   return failures;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "app/capture_output.h"
 #include "app/engine.h"
 
 namespace hs::app {
@@ -25,13 +26,14 @@ struct Matrix {
 };
 
 /// Runs every cell through each engine, scenario by scenario (within one, engine by engine),
-/// into a new capture at `out` (an existing file there is replaced once the first scenario is
-/// prepared by every engine), printing one progress line per run to stderr. Each run is
-/// recorded `incomplete` until its results are stored, then `complete` (or `failed` when the
+/// into `output`'s temporary file (opened once the first scenario is prepared by every engine),
+/// printing one progress line per run to stderr, and commits it onto --out at the end. Each run
+/// is recorded `incomplete` until its results are stored, then `complete` (or `failed` when the
 /// engine reports a failure). `settings` (app/capture_settings.h) are stored in the file.
 /// Returns the number of failed runs.
-/// Throws what an engine's prepare throws (naming the scenario) and the store's errors.
-int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, const std::filesystem::path& out,
+/// Throws what an engine's prepare throws (naming the scenario) and the store's errors; the
+/// caller then abandons `output` (app/capture_output.h).
+int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, CaptureOutput& output,
                const nlohmann::json& settings = nlohmann::json::object());
 
 }  // namespace hs::app

@@ -1,6 +1,9 @@
 #include "app/cli_util.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 #include <numeric>
 #include <sstream>
 
@@ -132,6 +135,53 @@ std::string open_hint(const std::filesystem::path& capture, size_t runs) {
                       "   (a trace per run for Perfetto, chrome://tracing, HTA; --run ID for one)";
   return "[hookscope] open it with:\n  hookscope report " + f + "     (Markdown / JSON comparison)\n  hookscope view " + f +
          "       (timeline viewer)\n  " + export_line + "\n";
+}
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
+                              const std::filesystem::path& input, const std::string& role) {
+  std::error_code ec;
+  const bool same = same_file(out, input) ||
+                    (!out.empty() && std::filesystem::weakly_canonical(out, ec) == std::filesystem::weakly_canonical(input, ec));
+  if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
+}
+
+void write_output_file(const std::filesystem::path& path, const std::string& bytes) {
+  const std::filesystem::path tmp = path.string() + ".partial";
+  std::ofstream f(tmp, std::ios::binary);
+  f << bytes;
+  f.close();
+  if (!f) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error("cannot write " + path.string());
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index, const std::string& limit, bool mps_ok) {
+  hooks::MaxMemory mm;
+  try {
+    mm = hooks::parse_max_memory(spec);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--max-memory: ") + e.what());
+  }
+  for (const auto& [dev, bytes] : mm) {
+    const std::string key = "--max-memory: key '" + dev.str() + "'";
+    if (dev.is_accelerator() && dev.index < 0)
+      throw std::invalid_argument(key + " is not a device: accelerator indices start at 0");
+    if (dev.is_accelerator() && dev.index > max_index)
+      throw std::invalid_argument(key + ": accelerator indices go from 0 to " + std::to_string(max_index) + " (" + limit +
+                                  ")");
+    if (dev.kind == hooks::DeviceId::Kind::Mps && !mps_ok)
+      throw std::invalid_argument(key + ": there is no MPS device here (the devices are the accelerators 0.." +
+                                  std::to_string(max_index) + ", cpu and disk)");
+  }
+  return mm;
 }
 
 }  // namespace hs::app

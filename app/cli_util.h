@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "hooks/device_map.h"
+
 namespace hs::app {
 
 /// "a, b,,c" → {"a", "b", "c"}: items split at commas, surrounding blanks trimmed, empty ones dropped.
@@ -36,5 +38,28 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args);
 /// The lines a command prints after writing `capture` (holding `runs` runs): how to open it
 /// with `report`, `view` and `export` (paths shell-quoted where they need it).
 std::string open_hint(const std::filesystem::path& capture, size_t runs);
+/// True when both paths exist and are the same file (device and inode, links followed): how an
+/// output is checked against the inputs it must never replace.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
+/// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when
+/// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet).
+/// How every command keeps its outputs off the captures it reads (`role`: "reported",
+/// "exported", "read", ...).
+void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
+                              const std::filesystem::path& input, const std::string& role);
+
+/// Writes `bytes` to `path.partial` and renames it onto `path` when complete, so that a reader
+/// never sees half a file and a failed write leaves an earlier file alone. Throws
+/// std::runtime_error "cannot write PATH" when the write fails.
+void write_output_file(const std::filesystem::path& path, const std::string& bytes);
+
+/// `--max-memory` of a command: hooks::parse_max_memory (accelerate's syntax, which lets
+/// get_max_memory merely warn about an index it has no device for), then every key checked
+/// against the devices the command can use, so that no budget names a device that cannot exist:
+/// an accelerator index below 0 or above `max_index` (`limit` says why, e.g. "--devices 2"), or
+/// "mps" unless `mps_ok`. Throws std::invalid_argument "--max-memory: ..." naming the entry and
+/// the key at fault.
+hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index, const std::string& limit, bool mps_ok);
 
 }  // namespace hs::app

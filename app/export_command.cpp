@@ -62,13 +62,6 @@ bool ends_with(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// An export never replaces the capture it reads.
-void not_the_capture(const fs::path& out, const fs::path& capture) {
-  std::error_code ec;
-  const bool same = fs::weakly_canonical(out, ec) == fs::weakly_canonical(capture) ||
-                    (fs::exists(out) && fs::equivalent(out, capture, ec));
-  if (same) throw std::invalid_argument("-o: " + out.string() + " is the capture being exported; name another file");
-}
 
 fs::path output_folder(const ExportArgs& a) {
   const fs::path dir(a.out);
@@ -98,7 +91,7 @@ int export_chrome(const ExportArgs& a, const storage::CaptureReader& reader, con
     for (const int64_t run : runs)
       files.emplace_back(run, dir / ("run-" + std::to_string(run) + (gzip ? ".json.gz" : ".json")));
   }
-  for (const auto& [run, path] : files) not_the_capture(path, reader.path());
+  for (const auto& [run, path] : files) refuse_overwriting_input("-o", path, reader.path(), "exported");
   if (!one_file) fs::create_directories(a.out);
   for (size_t i = 0; i < files.size(); ++i) {
     ChromeExportOptions o;
@@ -125,7 +118,7 @@ int export_csv_tables(const ExportArgs& a, const storage::CaptureReader& reader,
   std::vector<std::string> tables;
   for (const auto& t : split_list(a.tables)) tables.push_back(csv_table(t));
   for (const auto& t : tables.empty() ? csv_tables() : tables)
-    for (const char* ext : {".csv", ".csv.gz"}) not_the_capture(dir / (t + ext), reader.path());
+    for (const char* ext : {".csv", ".csv.gz"}) refuse_overwriting_input("-o", dir / (t + ext), reader.path(), "exported");
   const CsvExportSummary s = export_csv(reader, runs, tables, dir, a.gzip);
   std::fprintf(stderr, "[hookscope] wrote %zu table%s to %s: %s\n", s.files.size(), s.files.size() == 1 ? "" : "s",
                dir.c_str(), s.rows.empty() ? "no event rows in the run" : listing(s.rows, " rows").c_str());

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "hooks/memory.h"
+#include "models/generate.h"
 #include "models/tokenizer.h"
 
 namespace hs::app {
@@ -24,8 +25,16 @@ std::vector<int64_t> prompt_ids_of(const LibTorchEngineOptions& o, const models:
       throw std::invalid_argument("--prompt-ids: '" + std::to_string(v) + "' is not a token id of this model (vocab_size " +
                                   std::to_string(ref.config.vocab_size) + ")");
   std::vector<int64_t> ids = o.prompt_ids;
-  if (ids.empty()) ids = models::Tokenizer::from_file(ref.dir / "tokenizer.json").encode(o.prompt, true);
-  if (ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens");
+  if (ids.empty()) {
+    const auto tokenizer = ref.dir / "tokenizer.json";
+    ids = models::Tokenizer::from_file(tokenizer).encode(o.prompt, true);
+    if (ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens");
+    try {
+      models::check_prompt_ids(ref.config, ids);  // a tokenizer with more tokens than the embedding has rows
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--prompt, encoded by " + tokenizer.string() + ": " + e.what());
+    }
+  }
   return ids;
 }
 

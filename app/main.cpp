@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
     if (stats->parsed()) return run_stats();
     if (view->parsed()) return run_view();
     if (exp->parsed()) return run_export();
+  } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
+    std::cerr << "hookscope: error: " << e.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "hookscope: error: " << e.what() << "\n";
     return 1;

@@ -22,6 +22,8 @@ namespace hs::app {
 
 namespace {
 
+constexpr int kMaxPlannedAccelerators = 1024;
+
 struct PlanArgs {
   std::string model;
   std::string max_memory;
@@ -130,13 +132,11 @@ int run_plan(const PlanArgs& a) {
   };
 
   std::optional<MaxMemory> user_max_memory;
-  if (a.max_memory_opt->count() > 0) {
-    try {
-      user_max_memory = parse_max_memory(a.max_memory);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--max-memory: ") + e.what());
-    }
-  }
+  // Accelerators named in --max-memory are planned for even when absent (up to a bound that
+  // keeps the per-device tables small); mps too, as accelerate plans for it.
+  if (a.max_memory_opt->count() > 0)
+    user_max_memory = parse_max_memory_option(a.max_memory, kMaxPlannedAccelerators - 1,
+                                              "plan handles up to " + std::to_string(kMaxPlannedAccelerators), true);
   models::LoadOptions lo;
   lo.dtype = models::parse_dtype(a.dtype, "--dtype");
   models::LoadedModel lm = models::load_model(a.model, lo);

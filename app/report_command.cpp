@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli_util.h"
 #include "app/report_command.h"
 #include "app/report.h"
 #include "app/capture_settings.h"
@@ -175,17 +176,8 @@ int run_report(const ReportArgs& a) {
   // The capture is an input: never written over, whatever name or link points at it.
   for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
                                    std::pair{"--html", a.html}})
-    if (!out.empty() && std::filesystem::exists(out) && std::filesystem::equivalent(out, a.file))
-      throw std::invalid_argument(std::string(flag) + ": " + out + " is the capture being reported; name another file");
-  // Each output is written next to its name and renamed when complete.
-  auto write = [](const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".partial";
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.close();
-    if (!f) throw std::runtime_error("cannot write " + path);
-    std::filesystem::rename(tmp, path);
-  };
+    if (!out.empty()) refuse_overwriting_input(flag, out, a.file, "reported");
+  const auto write = write_output_file;
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<ReportPicture> pictures;
   if (!a.html.empty() || !a.assets.empty()) pictures = report_pictures(rd, report, a.timeline_runs);

@@ -429,16 +429,6 @@ std::pair<std::string, std::string> diff_labels(const std::string& file_a, const
 
 namespace {
 
-/// Writes `text` next to `path` and renames it into place when complete.
-void write_output(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".partial";
-  std::ofstream f(tmp, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) throw std::runtime_error("cannot write " + path);
-  std::filesystem::rename(tmp, path);
-}
-
 DiffSide read_side(const std::string& file, const std::string& label) {
   storage::CaptureReader rd(file);  // names the file when it is missing or not a capture
   DiffSide s{label, file, build_report(rd), json::object()};
@@ -457,10 +447,9 @@ int run_report_diff(const ReportDiffArgs& args) {
   // The captures are inputs: never written over, whatever name or link points at them.
   for (const auto& [flag, out] : {std::pair{"--markdown", args.markdown}, std::pair{"--json", args.json_out}})
     for (const std::string& capture : {args.file_a, args.file_b})
-      if (!out.empty() && std::filesystem::exists(out) && std::filesystem::equivalent(out, capture))
-        throw std::invalid_argument(std::string(flag) + ": " + out + " is a capture being compared; name another file");
-  if (!args.markdown.empty()) write_output(args.markdown, md);
-  if (!args.json_out.empty()) write_output(args.json_out, diff.dump(2) + "\n");
+      if (!out.empty()) refuse_overwriting_input(flag, out, capture, "compared");
+  if (!args.markdown.empty()) write_output_file(args.markdown, md);
+  if (!args.json_out.empty()) write_output_file(args.json_out, diff.dump(2) + "\n");
   std::cout << md;
   return 0;
 }

@@ -1,6 +1,7 @@
 // The report's pictures as standalone SVG: the compare chart, run timelines (laid out with the
 // viewer's model: ui::load_run_timeline, ui::layout_level), and --assets files.
 #include "app/report_svg.h"
+#include "app/cli_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -516,19 +517,14 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
     throw std::invalid_argument("--assets: " + dir + " exists and is not a folder");
   for (const auto& p : pictures) {
     const fs::path f = fs::path(dir) / p.file;
-    if (fs::exists(f) && fs::equivalent(f, capture_path))
-      throw std::invalid_argument("--assets: " + f.string() + " is the capture being reported; name another folder");
+    refuse_overwriting_input("--assets", f, capture_path, "reported");
   }
   fs::create_directories(dir);
   const fs::path base = fs::absolute(markdown_path.empty() ? fs::path(".") : fs::path(markdown_path).parent_path());
   std::string md = pictures.empty() ? "" : "\n## pictures\n";
   for (const auto& p : pictures) {
-    const fs::path f = fs::path(dir) / p.file, tmp = f.string() + ".partial";
-    std::ofstream out(tmp, std::ios::binary);
-    out << p.svg;
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + f.string());
-    fs::rename(tmp, f);
+    const fs::path f = fs::path(dir) / p.file;
+    write_output_file(f, p.svg);
     std::string rel = fs::relative(fs::absolute(f), base).generic_string();
     if (rel.find_first_of(" ()") != std::string::npos) rel = "<" + rel + ">";
     md += "\n### " + p.title + "\n\n![" + p.title + "](" + rel + ")\n\n" + p.caption + "\n";

@@ -66,20 +66,7 @@ struct StatsArgs {
   std::optional<int64_t> run;  ///< set from run_id when --run was given
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".partial";
-  std::ofstream f(tmp, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) throw std::runtime_error("cannot write " + path);
-  std::filesystem::rename(tmp, path);
-}
 
-// The capture is an input: never written over, whatever name or link points at it.
-void refuse_capture(const std::string& out, const std::string& capture) {
-  if (std::filesystem::exists(out) && std::filesystem::equivalent(out, capture))
-    throw std::invalid_argument("-o: " + out + " is the capture being read; name another file");
-}
 
 int run_stats(const StatsArgs& a) {
   storage::CaptureReader rd(a.file);
@@ -98,8 +85,8 @@ int run_stats(const StatsArgs& a) {
       }
       const std::string base = ends_with(a.out, ".csv") ? a.out.substr(0, a.out.size() - 4) : a.out;
       const std::string path = base + "_" + t.name + ".csv";
-      refuse_capture(path, a.file);
-      write_file(path, csv);
+      refuse_overwriting_input("-o", path, a.file, "read");
+      write_output_file(path, csv);
       std::cerr << "wrote " << path << "\n";
     }
     std::cout << all;
@@ -111,8 +98,8 @@ int run_stats(const StatsArgs& a) {
     std::cout << text;
     return 0;
   }
-  refuse_capture(a.out, a.file);
-  write_file(a.out, text);
+  refuse_overwriting_input("-o", a.out, a.file, "read");
+  write_output_file(a.out, text);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 #include "models/config.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace hs::models {
@@ -20,22 +22,45 @@ const json* field(const json& j, const char* name) {
   return &*it;
 }
 
-int64_t req_int(const json& j, const char* name, const fs::path& origin, int64_t min = 1) {
-  const json* v = field(j, name);
-  if (!v) fail(origin, std::string("missing required field '") + name + "'");
-  if (!v->is_number_integer()) fail(origin, std::string("field '") + name + "' must be an integer");
-  int64_t x = v->get<int64_t>();
-  if (x < min)
-    fail(origin, std::string("field '") + name + "' must be >= " + std::to_string(min) + ", got " +
-                     std::to_string(x));
+// The largest values accepted, far above any released checkpoint (Llama 3.1 405B: hidden 16384,
+// intermediate 53248, 126 layers, 128 heads; vocabularies up to ~256k; contexts up to ~10M), so
+// that a corrupt config is refused before the module tree (or a cache) is sized from it.
+constexpr int64_t kMaxHidden = int64_t{1} << 20;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 22;
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+
+[[noreturn]] void out_of_range(const fs::path& origin, const std::string& name, const std::string& got, int64_t min,
+                               int64_t max) {
+  fail(origin, "field '" + name + "' must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                   "], got " + got);
+}
+
+// An integer field within [min, max]; JSON integers beyond int64 are named as written.
+int64_t int_in_range(const json& v, const std::string& name, const fs::path& origin, int64_t min, int64_t max) {
+  if (!v.is_number_integer()) fail(origin, "field '" + name + "' must be an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))
+    out_of_range(origin, name, std::to_string(v.get<uint64_t>()), min, max);
+  const int64_t x = v.get<int64_t>();
+  if (x < min || x > max) out_of_range(origin, name, std::to_string(x), min, max);
   return x;
 }
 
-std::optional<int64_t> opt_int(const json& j, const char* name, const fs::path& origin) {
+int64_t req_int(const json& j, const char* name, const fs::path& origin, int64_t min, int64_t max) {
+  const json* v = field(j, name);
+  if (!v) fail(origin, std::string("missing required field '") + name + "'");
+  return int_in_range(*v, name, origin, min, max);
+}
+
+std::optional<int64_t> opt_int(const json& j, const char* name, const fs::path& origin,
+                               int64_t min = std::numeric_limits<int64_t>::min(),
+                               int64_t max = std::numeric_limits<int64_t>::max()) {
   const json* v = field(j, name);
   if (!v) return std::nullopt;
-  if (!v->is_number_integer()) fail(origin, std::string("field '") + name + "' must be an integer");
-  return v->get<int64_t>();
+  return int_in_range(*v, name, origin, min, max);
 }
 
 double opt_num(const json& j, const char* name, double dflt, const fs::path& origin) {
@@ -43,6 +68,20 @@ double opt_num(const json& j, const char* name, double dflt, const fs::path& ori
   if (!v) return dflt;
   if (!v->is_number()) fail(origin, std::string("field '") + name + "' must be a number");
   return v->get<double>();
+}
+
+// A number that must be finite and > 0 (`max`: inclusive upper bound).
+double positive_num(const json& j, const char* name, double dflt, const fs::path& origin, const std::string& shown,
+                    double max = std::numeric_limits<double>::max()) {
+  const double x = opt_num(j, name, dflt, origin);
+  if (!std::isfinite(x) || x <= 0 || x > max) {
+    std::ostringstream o;
+    o << "field '" << shown << "' must be a number > 0" << (max < std::numeric_limits<double>::max() ? " and <= " : "");
+    if (max < std::numeric_limits<double>::max()) o << max;
+    o << ", got " << x;
+    fail(origin, o.str());
+  }
+  return x;
 }
 
 bool opt_bool(const json& j, const char* name, bool dflt, const fs::path& origin) {
@@ -55,12 +94,13 @@ bool opt_bool(const json& j, const char* name, bool dflt, const fs::path& origin
 std::vector<int64_t> int_or_list(const json* v, const char* name, const fs::path& origin) {
   std::vector<int64_t> out;
   if (!v) return out;
+  constexpr int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
   if (v->is_number_integer()) {
-    out.push_back(v->get<int64_t>());
+    out.push_back(int_in_range(*v, name, origin, lo, hi));
   } else if (v->is_array()) {
     for (const auto& e : *v) {
       if (!e.is_number_integer()) fail(origin, std::string("field '") + name + "' must hold integers");
-      out.push_back(e.get<int64_t>());
+      out.push_back(int_in_range(e, name, origin, lo, hi));
     }
   } else {
     fail(origin, std::string("field '") + name + "' must be an integer or a list of integers");
@@ -75,14 +115,14 @@ json read_json_file(const fs::path& file) {
   ss << in.rdbuf();
   try {
     return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     throw ConfigError(file.string() + ": invalid JSON: " + e.what());
   }
 }
 
 void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
   // 4.x: rope_theta + rope_scaling; 5.x: rope_parameters (takes precedence).
-  c.rope.theta = opt_num(j, "rope_theta", 10000.0, origin);
+  c.rope.theta = positive_num(j, "rope_theta", 10000.0, origin, "rope_theta");
   c.rope.partial_rotary_factor = opt_num(j, "partial_rotary_factor", 1.0, origin);
   const json* scaling = field(j, "rope_parameters");
   const char* scaling_name = "rope_parameters";
@@ -92,7 +132,7 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
     if (!scaling->contains("rope_theta") && !scaling->contains("rope_type") &&
         scaling->contains("full_attention"))
       scaling = &(*scaling)["full_attention"];
-    c.rope.theta = opt_num(*scaling, "rope_theta", c.rope.theta, origin);
+    c.rope.theta = positive_num(*scaling, "rope_theta", c.rope.theta, origin, "rope_parameters.rope_theta");
     c.rope.partial_rotary_factor =
         opt_num(*scaling, "partial_rotary_factor", c.rope.partial_rotary_factor, origin);
   } else {
@@ -107,18 +147,20 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
   c.rope.type = type;
   if (type == "default") return;
   if (type == "linear") {
-    c.rope.factor = opt_num(*scaling, "factor", 1.0, origin);
+    c.rope.factor = positive_num(*scaling, "factor", 1.0, origin, std::string(scaling_name) + ".factor");
     return;
   }
   if (type == "llama3") {
     const json& s = *scaling;
     for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
       if (!field(s, k)) fail(origin, std::string("field '") + scaling_name + "." + k + "' is required for rope_type llama3");
-    c.rope.factor = opt_num(s, "factor", 1.0, origin);
-    c.rope.low_freq_factor = opt_num(s, "low_freq_factor", 1.0, origin);
-    c.rope.high_freq_factor = opt_num(s, "high_freq_factor", 4.0, origin);
-    c.rope.original_max_position_embeddings =
-        static_cast<int64_t>(opt_num(s, "original_max_position_embeddings", 0, origin));
+    const std::string sn = scaling_name;
+    c.rope.factor = positive_num(s, "factor", 1.0, origin, sn + ".factor");
+    c.rope.low_freq_factor = positive_num(s, "low_freq_factor", 1.0, origin, sn + ".low_freq_factor");
+    c.rope.high_freq_factor = positive_num(s, "high_freq_factor", 4.0, origin, sn + ".high_freq_factor");
+    c.rope.original_max_position_embeddings = static_cast<int64_t>(positive_num(
+        s, "original_max_position_embeddings", 0, origin, sn + ".original_max_position_embeddings",
+        static_cast<double>(kMaxPositions)));
     if (c.rope.high_freq_factor == c.rope.low_freq_factor)
       fail(origin, std::string("field '") + scaling_name + "': high_freq_factor must differ from low_freq_factor");
     return;
@@ -173,26 +215,28 @@ ModelConfig ModelConfig::from_json(const json& j, const fs::path& origin) {
                      "' in field 'architectures' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
                      "Qwen3ForCausalLM)");
   }
-  c.hidden_size = req_int(j, "hidden_size", origin);
-  c.intermediate_size = req_int(j, "intermediate_size", origin);
-  c.num_hidden_layers = req_int(j, "num_hidden_layers", origin);
-  c.num_attention_heads = req_int(j, "num_attention_heads", origin);
-  c.num_key_value_heads = opt_int(j, "num_key_value_heads", origin).value_or(c.num_attention_heads);
+  c.hidden_size = req_int(j, "hidden_size", origin, 1, kMaxHidden);
+  c.intermediate_size = req_int(j, "intermediate_size", origin, 1, kMaxIntermediate);
+  c.num_hidden_layers = req_int(j, "num_hidden_layers", origin, 1, kMaxLayers);
+  c.num_attention_heads = req_int(j, "num_attention_heads", origin, 1, kMaxHeads);
+  c.num_key_value_heads =
+      opt_int(j, "num_key_value_heads", origin, 1, c.num_attention_heads).value_or(c.num_attention_heads);
   if (c.num_key_value_heads < 1 || c.num_attention_heads % c.num_key_value_heads != 0)
     fail(origin, "field 'num_key_value_heads' (" + std::to_string(c.num_key_value_heads) +
                      ") must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
-  auto hd = opt_int(j, "head_dim", origin);
+  auto hd = opt_int(j, "head_dim", origin, 2, kMaxHeadDim);
   if (hd) {
-    if (*hd < 2 || *hd % 2) fail(origin, "field 'head_dim' must be a positive even integer");
+    if (*hd % 2) fail(origin, "field 'head_dim' must be a positive even integer");
     c.head_dim = *hd;
   } else {
     if (c.hidden_size % c.num_attention_heads)
       fail(origin, "hidden_size is not divisible by num_attention_heads and no 'head_dim' is given");
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
-  c.vocab_size = req_int(j, "vocab_size", origin);
-  c.max_position_embeddings = opt_int(j, "max_position_embeddings", origin).value_or(2048);
-  c.rms_norm_eps = opt_num(j, "rms_norm_eps", 1e-6, origin);
+  if (c.head_dim % 2) fail(origin, "hidden_size / num_attention_heads (the head size) must be even for rotary embeddings");
+  c.vocab_size = req_int(j, "vocab_size", origin, 1, kMaxVocab);
+  c.max_position_embeddings = opt_int(j, "max_position_embeddings", origin, 1, kMaxPositions).value_or(2048);
+  c.rms_norm_eps = positive_num(j, "rms_norm_eps", 1e-6, origin, "rms_norm_eps", 1.0);
   if (const json* act = field(j, "hidden_act")) {
     if (!act->is_string()) fail(origin, "field 'hidden_act' must be a string");
     c.hidden_act = act->get<std::string>();

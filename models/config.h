@@ -59,7 +59,10 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;    ///< `eos_token_id`: int or list
   std::optional<int64_t> pad_token_id;
 
-  /// Reads and validates `file`. Throws ConfigError naming the file and the field.
+  /// Reads and validates `file`: types, and ranges before anything is sized from them (sizes,
+  /// layer and head counts >= 1 and bounded far above any released model; head_dim even;
+  /// num_key_value_heads dividing num_attention_heads; rms_norm_eps in (0, 1]; rope_theta and
+  /// the rope factors finite and > 0). Throws ConfigError naming the file and the field.
   static ModelConfig from_file(const std::filesystem::path& file);
   /// Validates an already-parsed config; `origin` is used in messages.
   static ModelConfig from_json(const nlohmann::json& j, const std::filesystem::path& origin);

@@ -1,7 +1,10 @@
 #include "models/generate.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 
 namespace hs::models {
@@ -11,12 +14,49 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+int64_t available_memory_bytes() {
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : std::numeric_limits<int64_t>::max();
+}
+
 }  // namespace
+
+void check_prompt_ids(const ModelConfig& config, const std::vector<int64_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config.vocab_size)
+      throw std::invalid_argument("prompt token id " + std::to_string(ids[i]) + " (position " + std::to_string(i) +
+                                  ") is outside the model's vocabulary and embedding: ids go from 0 to " +
+                                  std::to_string(config.vocab_size - 1) + " (vocab_size in " + config.path.string() +
+                                  ")");
+}
+
+void check_generate_inputs(const ModelConfig& config, const std::vector<int64_t>& prompt_ids,
+                           const GenerateOptions& options) {
+  if (prompt_ids.empty()) throw std::invalid_argument("generate: the prompt has no tokens");
+  if (options.max_new_tokens < 0) throw std::invalid_argument("generate: max_new_tokens must be >= 0");
+  check_prompt_ids(config, prompt_ids);
+  if (!options.static_cache) return;
+  const int64_t len = static_cast<int64_t>(prompt_ids.size()) + std::max<int64_t>(options.max_new_tokens, 1);
+  const std::string what = "a static cache of " + std::to_string(len) + " positions (" +
+                           std::to_string(prompt_ids.size()) + " prompt tokens + max_new_tokens " +
+                           std::to_string(options.max_new_tokens) + ")";
+  if (len > config.max_position_embeddings)
+    throw std::invalid_argument(what + " is longer than max_position_embeddings " +
+                                std::to_string(config.max_position_embeddings) + " of " + config.path.string());
+  // keys + values, per layer: [1, kv_heads, len, head_dim] in the weights' dtype (at most 4 bytes)
+  const double bytes = 2.0 * 4.0 * static_cast<double>(config.num_hidden_layers) *
+                       static_cast<double>(config.num_key_value_heads) * static_cast<double>(len) *
+                       static_cast<double>(config.head_dim);
+  if (options.input_device.is_cpu() && bytes > static_cast<double>(available_memory_bytes()))
+    throw std::invalid_argument(what + " needs up to " + std::to_string(static_cast<int64_t>(bytes)) +
+                                " bytes, more than the memory available (" + std::to_string(available_memory_bytes()) +
+                                " bytes)");
+}
 
 GenerateResult greedy_generate(CausalLM& model, const std::vector<int64_t>& prompt_ids,
                                const GenerateOptions& options, const TokenCallback& on_token) {
-  if (prompt_ids.empty()) throw std::invalid_argument("generate: the prompt has no tokens");
-  if (options.max_new_tokens < 0) throw std::invalid_argument("generate: max_new_tokens must be >= 0");
+  check_generate_inputs(model.config(), prompt_ids, options);
   c10::InferenceMode inference;
   GenerateResult r;
   r.prompt_ids = prompt_ids;

@@ -34,9 +34,19 @@ struct GenerateResult {
 /// Called after each new token: (step index from 0, token id).
 using TokenCallback = std::function<void(int64_t step, int64_t token)>;
 
+/// Throws std::invalid_argument naming the id, its position and the config file when a prompt
+/// id is not in [0, vocab_size) (the embedding's rows; the loader checks they match).
+void check_prompt_ids(const ModelConfig& config, const std::vector<int64_t>& ids);
+
+/// What greedy_generate checks before it allocates anything: a non-empty prompt, max_new_tokens
+/// >= 0, the prompt ids (check_prompt_ids), and for a static cache its length (prompt +
+/// max_new_tokens) against max_position_embeddings and, on the CPU, its bytes against the
+/// available memory. Throws std::invalid_argument naming the limit and where it comes from.
+void check_generate_inputs(const ModelConfig& config, const std::vector<int64_t>& prompt_ids,
+                           const GenerateOptions& options);
+
 /// Greedy decode: prefill the prompt (batch 1), then one token per step until
-/// `max_new_tokens` or an eos id. Throws std::invalid_argument for an empty prompt or
-/// max_new_tokens < 0.
+/// `max_new_tokens` or an eos id. Throws what check_generate_inputs throws.
 GenerateResult greedy_generate(CausalLM& model, const std::vector<int64_t>& prompt_ids,
                                const GenerateOptions& options, const TokenCallback& on_token = {});
 

@@ -109,18 +109,27 @@ std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c
       used.insert(name);
     }
   }
+  for (const auto& [dst, src] : tied) used.insert(dst);  // a checkpoint may still carry the tied copy
+  // Every checkpoint tensor must have a home: one without (a config that builds fewer layers or
+  // other modules than the checkpoint was saved from) means the two disagree. Old checkpoints'
+  // per-layer rotary_emb.inv_freq buffers are computed, not loaded: transformers skips them too.
+  std::vector<std::string> ignored, unused;
+  for (const auto& n : ckpt.names())
+    if (!used.count(n)) (n.find("rotary_emb.inv_freq") != std::string::npos ? ignored : unused).push_back(n);
+  if (!unused.empty())
+    throw ModelLoadError("checkpoint " + ckpt.dir().string() + " holds " + std::to_string(unused.size()) +
+                         " tensor(s) that no module of the " + model.config().architecture + " built from " +
+                         model.config().path.string() + " uses, e.g. '" + unused.front() + "' (in " +
+                         ckpt.file_of(unused.front()).string() + "): the config does not describe this checkpoint (" +
+                         "num_hidden_layers " + std::to_string(model.config().num_hidden_layers) + "?)");
   for (auto& p : pending) p.module->set_tensor(p.local, std::move(p.value));
   for (const auto& [dst, src] : tied) {
     auto dot_d = dst.rfind('.'), dot_s = src.rfind('.');
     auto dm = get_submodule(root, dst.substr(0, dot_d));
     auto sm = get_submodule(root, src.substr(0, dot_s));
     dm->set_tensor(dst.substr(dot_d + 1), sm->get_tensor(src.substr(dot_s + 1)));
-    used.insert(dst);  // a checkpoint may still carry the tied copy
   }
-  std::vector<std::string> unused;
-  for (const auto& n : ckpt.names())
-    if (!used.count(n)) unused.push_back(n);
-  return unused;
+  return ignored;
 }
 
 LoadedModel load_model(const std::string& dir_or_id, const LoadOptions& options) {

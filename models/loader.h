@@ -38,7 +38,8 @@ struct LoadedModel {
   ModelConfig config;
   GenerationConfig generation;
   std::shared_ptr<CausalLM> model;
-  /// Checkpoint tensors no module parameter consumed (transformers reports them as unused).
+  /// Checkpoint tensors left out because transformers skips them too (old checkpoints'
+  /// per-layer `rotary_emb.inv_freq`); any other unused tensor is an error.
   std::vector<std::string> unused_tensors;
 };
 
@@ -58,7 +59,10 @@ LoadedModel load_model(const std::string& dir_or_id, const LoadOptions& options 
 /// bit-identical results. Weights loaded here always sit where a copy would put them.
 torch::Tensor aligned_for_kernels(torch::Tensor t);
 
-/// Fills `model`'s parameters from `ckpt` (see load_model). Returns the unused tensor names.
+/// Fills `model`'s parameters from `ckpt` (see load_model). Throws ModelLoadError naming the
+/// tensor (and the config) when the checkpoint misses a tensor the model needs or holds one it
+/// has no place for (a config with fewer layers than the checkpoint, ...), before installing
+/// anything. Returns the tensors skipped as transformers skips them (`rotary_emb.inv_freq`).
 std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c10::ScalarType dtype,
                                       torch::Device device);
 

@@ -175,58 +175,108 @@ size_t invalid_utf8_at(std::string_view s) {
 
 // ---- JSON with duplicate-key detection -------------------------------------------------------
 
-struct JsonReject {
-  std::string what;
-};
+/// SAX pass over a JSON text that refuses duplicate keys at any level and nesting deeper than
+/// kMaxJsonDepth; builds nothing. Linear in the text (one hash set per open object).
+class StrictJsonCheck {
+ public:
+  explicit StrictJsonCheck(const std::string& what) : what_(what) {}
+  std::string error;  ///< set when a check failed (the parse then stops)
 
-/// Parses `text` (already known to be UTF-8) into a DOM, refusing duplicate keys at any level and
-/// nesting deeper than kMaxJsonDepth. `what` names the text in messages ("header of FILE").
-json parse_json_strict(std::string_view text, const std::string& what) {
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) { return true; }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) {
+    if (!enter()) return false;
+    frames_.push_back(Frame{{}, frames_.empty() ? std::string() : last_key_});
+    return true;
+  }
+  bool key(json::string_t& k) {
+    Frame& f = frames_.back();
+    if (!f.keys.insert(k).second) {
+      error = "duplicate key \"" + show(k) + "\"";
+      if (frames_.size() > 1) error += " inside \"" + show(f.parent_key) + "\"";
+      error += " in " + what_ + " (duplicate keys are not allowed)";
+      return false;
+    }
+    last_key_ = k;
+    return true;
+  }
+  bool end_object() {
+    frames_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) { return enter(); }
+  bool end_array() {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    error = what_ + " is not valid JSON: " + e.what();
+    return false;
+  }
+
+ private:
   struct Frame {
     std::unordered_set<std::string> keys;
     std::string parent_key;
   };
-  std::vector<Frame> frames;
-  std::string last_key;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth)
-          throw JsonReject{what + " nests JSON deeper than " + std::to_string(kMaxJsonDepth) +
-                           " levels"};
-        if (event == json::parse_event_t::object_start)
-          frames.push_back(Frame{{}, frames.empty() ? std::string() : last_key});
-        break;
-      case json::parse_event_t::object_end:
-        if (!frames.empty()) frames.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        std::string k = parsed.get<std::string>();
-        if (!frames.empty()) {
-          Frame& f = frames.back();
-          if (!f.keys.insert(k).second) {
-            std::string msg = "duplicate key \"" + show(k) + "\"";
-            if (frames.size() > 1) msg += " inside \"" + show(f.parent_key) + "\"";
-            throw JsonReject{msg + " in " + what + " (duplicate keys are not allowed)"};
-          }
-        }
-        last_key = std::move(k);
-        break;
-      }
-      default:
-        break;
+  bool enter() {
+    if (depth_ >= kMaxJsonDepth) {
+      error = what_ + " nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      return false;
     }
+    ++depth_;
     return true;
-  };
+  }
+  std::string what_;
+  std::vector<Frame> frames_;
+  std::string last_key_;
+  int depth_ = 0;
+};
+
+/// Parses `text` (already known to be UTF-8) into a DOM, refusing duplicate keys at any level and
+/// nesting deeper than kMaxJsonDepth. `what` names the text in messages ("header of FILE").
+/// Two linear passes: the checks (SAX), then the plain DOM parse (nlohmann's callback parser
+/// would do both at once, but scans each object's members again at every member's end: quadratic
+/// in the number of tensors).
+json parse_json_strict(std::string_view text, const std::string& what) {
+  StrictJsonCheck check(what);
+  if (!json::sax_parse(text.begin(), text.end(), &check, json::input_format_t::json, /*strict=*/true,
+                       /*ignore_comments=*/false))
+    throw LoadError(check.error.empty() ? what + " is not valid JSON" : check.error);
   try {
-    return json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true,
-                       /*ignore_comments=*/false);
-  } catch (const JsonReject& r) {
-    throw LoadError(r.what);
+    return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const json::exception& e) {
     fail(what, " is not valid JSON: ", e.what());
   }
+}
+
+/// Where the JSON object at the start of `text` ends (the offset after its closing brace), found
+/// by matching braces outside strings; npos when `text` does not start with '{' or the object
+/// does not close within it.
+size_t json_object_end(std::string_view text) {
+  if (text.empty() || text.front() != '{') return std::string_view::npos;
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
 }
 
 /// Reads a JSON number that must be a non-negative integer; returns false otherwise.
@@ -372,12 +422,24 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   std::string_view header(reinterpret_cast<const char*>(bytes + 8), static_cast<size_t>(n));
 
   // -- header text ---------------------------------------------------------------------------
-  if (size_t bad = invalid_utf8_at(header); bad != std::string_view::npos)
+  // A length field larger than the JSON makes the header run into the tensor data: say so,
+  // rather than what the data bytes look like.
+  auto past_json = [&](size_t at, const std::string& what_follows) {
+    const size_t end = json_object_end(header.substr(0, at));
+    if (end != std::string_view::npos)
+      fail("header length ", n, " of ", file, " runs past its JSON header, which ends at header byte ", end,
+           " (", what_follows, "): the length field is wrong or the header was cut");
+  };
+  if (size_t bad = invalid_utf8_at(header); bad != std::string_view::npos) {
+    past_json(bad, "bytes that are not UTF-8 follow at header byte " + std::to_string(bad));
     fail("header of ", file, " is not valid UTF-8 (at header byte ", bad, ")");
+  }
   // nlohmann treats a NUL byte as the end of input and would ignore what follows; JSON never
   // holds a raw NUL (not even inside strings), so refuse it outright.
-  if (size_t nul = header.find('\0'); nul != std::string_view::npos)
+  if (size_t nul = header.find('\0'); nul != std::string_view::npos) {
+    past_json(nul, "a NUL byte at header byte " + std::to_string(nul) + " follows");
     fail("header of ", file, " contains a NUL byte at header byte ", nul, " (not valid JSON)");
+  }
   if (header.empty() || header.front() != '{')
     fail("header of ", file, " does not start with '{' (a safetensors header is a JSON object)");
   const std::string what = "header of " + file;
@@ -542,6 +604,11 @@ bool present(const fs::path& p) {
   return ::lstat(p.c_str(), &st) == 0;  // a dangling symlink counts: opening it then fails clearly
 }
 
+bool regular_file(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 }  // namespace
 
 Checkpoint Checkpoint::open_dir(const fs::path& dir) {
@@ -558,6 +625,13 @@ Checkpoint Checkpoint::open_dir(const fs::path& dir) {
 
   const fs::path index_path = dir / "model.safetensors.index.json";
   const fs::path single_path = dir / "model.safetensors";
+  // transformers' from_pretrained takes model.safetensors when it is a file (os.path.isfile,
+  // links followed), and only otherwise the index: so do we, whatever the shards hold.
+  if (regular_file(single_path)) {
+    ck.files_.push_back(SafetensorsFile::open(single_path));
+    for (const TensorInfo& t : ck.files_[0]->tensors()) ck.entries_.emplace(t.name, Entry{0, &t});
+    return ck;
+  }
   if (present(index_path)) {
     const std::string idx = show_path(index_path);
     std::string text = read_small_file(index_path, "index ", kMaxHeaderSize);

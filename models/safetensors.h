@@ -136,13 +136,16 @@ class SafetensorsFile {
 
 /// All weights of a Hugging Face checkpoint folder.
 ///
-/// open_dir() looks, in this order, for:
-///   1. model.safetensors.index.json: a JSON object whose "weight_map" maps tensor names to shard
+/// open_dir() looks, in this order (transformers' from_pretrained's), for:
+///   1. model.safetensors, when it is a regular file (symlinks followed): a folder holding both
+///      it and an index loads the single file, as transformers does.
+///   2. model.safetensors.index.json: a JSON object whose "weight_map" maps tensor names to shard
 ///      file names ("metadata" is optional and not relied upon). Each shard must be a plain file
 ///      name inside the folder (no '/', not "." or ".."; symlinks such as the HF cache's are
 ///      followed). Each shard is opened and validated once; every weight_map entry must name a
 ///      tensor its shard holds. Tensors in a shard but absent from weight_map are not exposed.
-///   2. model.safetensors.
+///      (A model.safetensors that is present but not a regular file, e.g. a dangling link, is
+///      passed over here and, without an index, fails to open naming itself.)
 ///   3. otherwise, if the folder holds pickle checkpoints (pytorch_model.bin,
 ///      pytorch_model.bin.index.json, *.bin, *.pt, *.pth, *.ckpt), LoadError "refusing to load
 ///      pickle checkpoint ..." WITHOUT opening them (only the folder listing is read);

@@ -604,7 +604,8 @@ class Regex {
   /// `onig_pattern` is Oniguruma syntax (rewritten for PCRE2), or a literal string. Two programs
   /// are compiled when the rewrite involves kUnicodeDelta: the plain one serves text without
   /// such code points (nearly all text), the augmented one the rest.
-  Regex(const std::string& onig_pattern, bool literal, const Origin& o, const std::string& field) {
+  Regex(const std::string& onig_pattern, bool literal, const Origin& o, const std::string& field)
+      : where_(o.name + ": " + field + ": regex " + json(onig_pattern).dump()) {
     if (literal) {
       code_ = compile(onig_pattern, onig_pattern, PCRE2_UTF | PCRE2_LITERAL, o, field);  // no UCP with LITERAL
       return;
@@ -649,8 +650,9 @@ class Regex {
       if (rc < 0) {
         std::array<PCRE2_UCHAR, 256> buf{};
         pcre2_get_error_message(rc, buf.data(), buf.size());
-        throw std::runtime_error(std::string("tokenizer regex match failed: ") +
-                                 reinterpret_cast<const char*>(buf.data()));
+        throw std::runtime_error(where_ + ": matching it on a " + std::to_string(s.size()) +
+                                 "-byte piece of the text failed (PCRE2: " +
+                                 reinterpret_cast<const char*>(buf.data()) + ")");
       }
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       size_t b = ov[0], e = ov[1];
@@ -701,6 +703,7 @@ class Regex {
     return code;
   }
 
+  std::string where_;                 // "FILE: FIELD: regex PATTERN", for match errors
   pcre2_code* code_ = nullptr;        // full rewrite (with kUnicodeDelta)
   pcre2_code* code_plain_ = nullptr;  // without kUnicodeDelta; null when identical
 };
@@ -1604,7 +1607,7 @@ Tokenizer Tokenizer::from_json_string(std::string_view json_text, const std::str
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     throw std::runtime_error(origin + ": invalid JSON: " + e.what());
   }
   try {

@@ -21,6 +21,14 @@ void fail(const std::filesystem::path& path, sqlite3* db, int rc, std::string_vi
     case SQLITE_FULL:
       throw CaptureError(path, "capture " + f + ": disk full while " + w + " (" + msg + ")");
     case SQLITE_READONLY:
+      // A rollback journal left by a writer that stopped inside a transaction: SQLite must roll
+      // it back before anyone reads the file, which a read-only connection cannot do.
+      if (rc == SQLITE_READONLY_ROLLBACK || (db && sqlite3_extended_errcode(db) == SQLITE_READONLY_ROLLBACK))
+        throw CaptureError(path, "capture " + f + " has a leftover rollback journal, " + f +
+                                     "-journal: a writer stopped in the middle of a transaction, and the file reads "
+                                     "correctly only once it is rolled back, which hookscope (opening captures "
+                                     "read-only) does not do; open it once for writing, e.g. `sqlite3 " + f +
+                                     " 'PRAGMA quick_check'`, which rolls it back, or restore the file");
       throw CaptureError(path, "capture " + f + " is read-only (" + msg + ") while " + w);
     default:
       throw CaptureError(path, "capture " + f + ": " + w + " failed: " + msg);

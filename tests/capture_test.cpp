@@ -399,34 +399,108 @@ TEST(Capture, WeightOnloadsAreWeightSwapsNotAlsoTransfers) {
   EXPECT_GT(checked, 0);
 }
 
-TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
-  fs::path dir = hs::test::scratch_dir("capture-killed");
-  fs::path db = dir / "killed.sqlite";
+// Starts `hookscope capture ARGS` in the background (output to `log`); returns its pid.
+pid_t start_capture(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<std::string> argv{"hookscope", "capture"};
+  argv.insert(argv.end(), args.begin(), args.end());
   pid_t pid = fork();
   if (pid == 0) {
-    int fd = ::open("/dev/null", O_WRONLY);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
-    execl(hs::test::cli().c_str(), "hookscope", "capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").c_str(),
-          "--devices", "2", "--scenarios", "cpu-offload", "--prompt-ids", "5,17,99", "--max-new-tokens", "32", "--repeats", "20", "--warmup", "0",
-          "--out", db.c_str(), static_cast<char*>(nullptr));
+    std::vector<char*> c;
+    for (auto& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
+    execv(hs::test::cli().c_str(), c.data());
     _exit(127);
   }
-  // Kill once at least one run has completed and the next one is recording.
-  bool ready = false;
-  for (int i = 0; i < 600 && !ready && waitpid(pid, nullptr, WNOHANG) == 0; ++i) {
+  return pid;
+}
+
+// A slow capture of the tiny model: one scenario, many repeats.
+std::vector<std::string> slow_capture_args(const fs::path& out, const std::string& scenarios = "cpu-offload") {
+  return {"--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2",
+          "--scenarios", scenarios, "--prompt-ids", "5,17,99", "--max-new-tokens", "32", "--repeats", "100", "--warmup",
+          "0", "--out", out.string()};
+}
+
+// Waits until the capture writing `file` has completed a run and is recording the next one.
+bool wait_for_second_run(pid_t pid, const fs::path& file) {
+  for (int i = 0; i < 600 && waitpid(pid, nullptr, WNOHANG) == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     try {
-      hs::storage::CaptureReader rd(db);
+      hs::storage::CaptureReader rd(file);
       auto runs = rd.runs();
-      ready = runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete;
+      if (runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete) return true;
     } catch (const std::exception&) {
     }
   }
+  return false;
+}
+
+fs::path partial_of(const fs::path& out, pid_t pid) { return out.string() + "." + std::to_string(pid) + ".partial"; }
+
+// SIGKILL leaves the runs in the temporary file beside --out (complete ones complete, the one
+// in progress incomplete), and the earlier capture at --out untouched.
+TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
+  fs::path dir = hs::test::scratch_dir("capture-killed");
+  fs::path db = dir / "killed.sqlite";
+  { std::ofstream(db) << ""; }  // an (empty) earlier file at --out: replaced only when the capture finishes
+  auto args = slow_capture_args(db);
+  args.push_back("--force-overwrite");
+  const pid_t pid = start_capture(args, dir / "log.txt");
+  const fs::path partial = partial_of(db, pid);
+  const bool ready = wait_for_second_run(pid, partial);
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(ready) << "the capture never got past its first run";
+  ASSERT_TRUE(ready) << "the capture never got past its first run: " << hs::test::read_file(dir / "log.txt");
+  EXPECT_EQ(fs::file_size(db), 0u) << "the earlier file at --out is untouched";
+  hs::storage::CaptureReader rd(partial);
+  auto runs = rd.runs();
+  ASSERT_GE(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete);
+  EXPECT_EQ(runs.back().status, hs::tracer::RunStatus::Incomplete);
+  auto rep = hookscope({"report", partial.string()});
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("Incomplete runs"), std::string::npos) << rep.out;
+  // The next capture into the same --out is not blocked by the dead one's lock, and names its
+  // leftover file.
+  auto again = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                          "--devices", "2", "--scenarios", "cpu-offload", "--modes", "eager", "--prompt-ids", "5",
+                          "--max-new-tokens", "1", "--repeats", "1", "--warmup", "0", "--out", db.string(),
+                          "--force-overwrite"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find(partial.string()), std::string::npos) << again.err;
+  EXPECT_EQ(hs::storage::CaptureReader(db).runs().size(), 2u);  // whole-hook, offload-only
+}
+
+// A second capture on the same --out fails at once naming the first one's pid; SIGINT then ends
+// the first: its finished runs are finalized onto --out, the run in progress stays incomplete,
+// its offload folders are removed, it says where the file is and exits 130.
+TEST(Capture, SecondWriterFailsAndInterruptedCaptureIsFinalized) {
+  fs::path dir = hs::test::scratch_dir("capture-interrupted");
+  fs::path db = dir / "int.sqlite";
+  const pid_t pid = start_capture(slow_capture_args(db, "disk-offload"), dir / "log.txt");
+  const bool ready = wait_for_second_run(pid, partial_of(db, pid));
+  if (!ready) kill(pid, SIGKILL);
+  ASSERT_TRUE(ready) << hs::test::read_file(dir / "log.txt");
+  EXPECT_TRUE(fs::exists(dir / "int-offload" / "offload-disk" / "index.json"));
+  auto second = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                           "--devices", "2", "--scenarios", "cpu-offload", "--out", db.string(), "--force-overwrite"});
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("pid " + std::to_string(pid)), std::string::npos) << second.err;
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = hs::test::read_file(dir / "log.txt");
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_NE(log.find("SIGINT"), std::string::npos) << log;
+  EXPECT_NE(log.find("wrote " + db.string()), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(partial_of(db, pid)));
+  EXPECT_FALSE(fs::exists(dir / "int-offload" / "offload-disk")) << "the offload folder is removed";
+  EXPECT_FALSE(fs::exists(db.string() + ".lock"));
   hs::storage::CaptureReader rd(db);
   auto runs = rd.runs();
   ASSERT_GE(runs.size(), 2u);
@@ -435,6 +509,79 @@ TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
   auto rep = hookscope({"report", db.string()});
   EXPECT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_NE(rep.out.find("Incomplete runs"), std::string::npos) << rep.out;
+  EXPECT_EQ(rep.out.find("| ? |"), std::string::npos) << "the model is named: " << rep.out;
+}
+
+// What --out may not be: empty, a folder, an existing file without --force-overwrite, the
+// model's own file (even with it). Each is refused before anything is written.
+TEST(Capture, OutThatWouldLoseAFileIsRefused) {
+  const fs::path dir = hs::test::scratch_dir("capture-out-refused");
+  const fs::path model = dir / "model";
+  fs::copy(hs::test::tiny_checkpoint("tiny-llama"), model, fs::copy_options::recursive);
+  const fs::path index = model / "model.safetensors.index.json";  // the tiny model is sharded
+  const std::string weights = hs::test::read_file(index);
+  fs::create_symlink(index, dir / "link.sqlite");
+  { std::ofstream(dir / "old.sqlite") << "an earlier capture"; }
+  auto capture_to = [&](const std::string& out, bool force) {
+    std::vector<std::string> args{"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2",
+                                  "--scenarios", "cpu-offload", "--modes", "eager", "--prompt-ids", "5",
+                                  "--max-new-tokens", "1", "--repeats", "1", "--warmup", "0", "--out", out};
+    if (force) args.push_back("--force-overwrite");
+    return hookscope(args);
+  };
+  struct Case {
+    std::string out;
+    bool force;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{"", false, "--out: empty"},
+                                         {dir.string(), true, "is a folder"},
+                                         {(dir / "old.sqlite").string(), false, "--force-overwrite"},
+                                         {(dir / "old.sqlite").string(), true, "not a hookscope capture"},
+                                         {index.string(), true, "the model's file"},
+                                         {(dir / "link.sqlite").string(), true, "the model's file"}}) {
+    SCOPED_TRACE(c.out);
+    auto r = capture_to(c.out, c.force);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(hs::test::read_file(dir / "old.sqlite"), "an earlier capture");
+  EXPECT_EQ(hs::test::read_file(index), weights);
+  EXPECT_TRUE(fs::is_symlink(dir / "link.sqlite"));
+  // A capture that fails part-way (the offload folder's path is a file) leaves the earlier
+  // capture whole and keeps what it recorded beside it.
+  const fs::path good = dir / "good.sqlite";
+  ASSERT_EQ(capture_to(good.string(), false).exit_code, 0);
+  { std::ofstream(dir / "good-offload") << "in the way"; }
+  auto r = hookscope({"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2", "--scenarios",
+                      "cpu-offload,disk-offload", "--modes", "eager", "--prompt-ids", "5", "--max-new-tokens", "1",
+                      "--repeats", "1", "--warmup", "0", "--out", good.string(), "--force-overwrite"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("disk-offload"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(".partial"), std::string::npos) << "names where the recorded runs are: " << r.err;
+  EXPECT_EQ(hs::storage::CaptureReader(good).runs().size(), 2u) << "the earlier capture is whole";
+}
+
+// report's outputs never replace the capture it reads, whatever name or link points at it.
+TEST(Capture, ReportNeverWritesOverItsCapture) {
+  const fs::path dir = hs::test::scratch_dir("capture-report-self-" + std::to_string(getpid()));
+  const fs::path db = dir / "a.sqlite";
+  fs::copy_file(capture().db, db);
+  const std::string before = hs::test::read_file(db);
+  fs::create_symlink(db, dir / "link.md");
+  fs::create_hard_link(db, dir / "hard.json");
+  for (const auto& [flag, out] : std::vector<std::pair<std::string, fs::path>>{{"--markdown", db},
+                                                                              {"--json", db},
+                                                                              {"--markdown", dir / "link.md"},
+                                                                              {"--json", dir / "hard.json"},
+                                                                              {"--json", dir / "." / "a.sqlite"}}) {
+    SCOPED_TRACE(flag + " " + out.string());
+    auto r = hookscope({"report", db.string(), flag, out.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_EQ(hs::test::read_file(db), before);
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "link.md"));
 }
 
 TEST(Capture, ReportRefusesAFileThatIsNotACapture) {

@@ -121,3 +121,86 @@ TEST(Cli, PlanWarnsAboutNoSplitClassesTheModelLacks) {
   EXPECT_EQ(r.err.find("'LlamaDecoderLayer'"), std::string::npos) << "a class the model has: " << r.err;
   EXPECT_TRUE(json::accept(r.out)) << "the plan is still printed: " << r.out;
 }
+
+// --max-memory keys that name no device a command can use are refused naming the flag and the
+// key, before anything is loaded or written (a negative index crashed capture and gave plan a
+// device map onto accelerator -1).
+TEST(Cli, MaxMemoryWithoutADeviceIsRefused) {
+  const auto dir = hs::test::scratch_dir("cli-max-memory");
+  const std::string model = hs::test::tiny_checkpoint("tiny-llama").string();
+  struct Case {
+    std::string spec, key;
+    bool plan;  // plan refuses it too (plan plans for absent accelerators and for mps)
+  };
+  const std::vector<Case> cases = {{"-1=1GB", "'-1'", true},          {"-5=1GB,cpu=4GB", "'-5'", true},
+                                   {"-100000=1GB", "'-100000'", true}, {"0=10MB,-1=1GB", "'-1'", true},
+                                   {"0=1GB,2=1GB", "'2'", false},     {"mps=1GB", "'mps'", false}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.spec);
+    const auto out = dir / "x.sqlite";
+    auto r = hookscope({"capture", "--engine", "libtorch", "--model", model, "--devices", "2", "--scenarios", "sharded",
+                        "--modes", "eager", "--max-new-tokens", "1", "--repeats", "1", "--warmup", "0",
+                        "--max-memory=" + c.spec, "--out", out.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("--max-memory"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.key), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << "nothing written";
+    auto p = hookscope({"plan", "--model", model, "--max-memory=" + c.spec, "--json"});
+    if (c.plan) {
+      EXPECT_EQ(p.exit_code, 1) << p.err;
+      EXPECT_NE(p.err.find("--max-memory"), std::string::npos) << p.err;
+      EXPECT_NE(p.err.find(c.key), std::string::npos) << p.err;
+    } else {
+      EXPECT_EQ(p.exit_code, 0) << p.err;
+    }
+  }
+}
+
+// Prompt token ids outside the model's embedding (a tokenizer with more tokens than the
+// checkpoint's vocab_size, or --prompt-ids), malformed --prompt-ids and a static cache past
+// max_position_embeddings: named errors (exit 1) before any forward, without a LibTorch
+// backtrace.
+TEST(Cli, TokenIdsAndCacheSizesAreCheckedBeforeTheForward) {
+  const fs::path sample = hs::test::sample_dir();
+  const fs::path dir = hs::test::scratch_dir("cli-token-ids") / "tiny";
+  fs::copy(hs::test::tiny_checkpoint("tiny-llama"), dir, fs::copy_options::recursive);
+  fs::copy_file(sample / "tokenizer.json", dir / "tokenizer.json");  // 49152 tokens for a 256-row embedding
+  auto no_backtrace = [](const hs::test::ProcResult& r) {
+    EXPECT_EQ(r.err.find("Exception raised from"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("index out of range"), std::string::npos) << r.err;
+  };
+  auto r = hookscope({"generate", "--model", dir.string(), "--prompt", "The capital of France is"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("outside the model's vocabulary"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir / "config.json").string()), std::string::npos) << r.err;
+  no_backtrace(r);
+  const std::vector<std::string> capture{"capture", "--engine", "libtorch", "--model", dir.string(), "--devices", "2",
+                                         "--scenarios", "cpu-offload", "--modes", "eager", "--max-new-tokens", "1",
+                                         "--repeats", "1", "--warmup", "0", "--out",
+                                         (dir.parent_path() / "x.sqlite").string()};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = capture;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return hookscope(args);
+  };
+  r = with({"--prompt", "The capital of France is"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("outside the model's vocabulary"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tokenizer.json"), std::string::npos) << r.err;
+  no_backtrace(r);
+  r = with({"--prompt-ids", "5,256"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("token id 256"), std::string::npos) << r.err;
+  for (const std::string ids : {"1,,2", "1,2,", ",1"}) {
+    r = with({"--prompt-ids", ids});
+    EXPECT_EQ(r.exit_code, 1) << ids << ": " << r.err;
+    EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("empty"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir.parent_path() / "x.sqlite"));
+  r = hookscope({"generate", "--model", sample.string(), "--prompt", "Hi", "--static-cache", "--max-new-tokens", "1048576"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+  no_backtrace(r);
+}

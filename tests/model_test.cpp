@@ -302,6 +302,119 @@ TEST(BadInput, ShapeMismatchNamesTensorAndModule) {
   EXPECT_NE(msg.find("expects [96, 64]"), std::string::npos) << msg;
 }
 
+// Every config field the models size themselves from is bounded (and named with its file)
+// before anything is built: a huge layer count used to allocate until std::bad_alloc, 2^63
+// wrapped to a negative, a non-positive epsilon or rope_theta generated garbage.
+TEST(BadInput, ConfigFieldsOutOfRangeAreNamed) {
+  struct Case {
+    std::string field;
+    json value;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"num_hidden_layers", 1000000000, "num_hidden_layers"},
+      {"num_hidden_layers", 0, "num_hidden_layers"},
+      {"hidden_size", json(uint64_t{1} << 63), "9223372036854775808"},
+      {"hidden_size", -64, "hidden_size"},
+      {"intermediate_size", int64_t{1} << 40, "intermediate_size"},
+      {"num_attention_heads", 100000, "num_attention_heads"},
+      {"num_key_value_heads", 64, "num_key_value_heads"},
+      {"vocab_size", 0, "vocab_size"},
+      {"max_position_embeddings", int64_t{1} << 40, "max_position_embeddings"},
+      {"head_dim", 3, "head_dim"},
+      {"rms_norm_eps", -1, "rms_norm_eps"},
+      {"rms_norm_eps", 0, "rms_norm_eps"},
+      {"rope_theta", 0, "rope_theta"},
+      {"rope_theta", -10000.0, "rope_theta"},
+  };
+  auto dir = copy_fixture("tiny-qwen2", "bad-config-ranges");  // the 4.x form: rope_theta at the top
+  const json good = hs::test::read_json(dir / "config.json");
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.field + " = " + c.value.dump());
+    json cfg = good;
+    cfg[c.field] = c.value;
+    write(dir / "config.json", cfg.dump());
+    const auto msg = load_error(dir);
+    EXPECT_NE(msg.find((dir / "config.json").string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.field), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
+  }
+  // The 5.x form nests rope_theta.
+  auto v5 = copy_fixture("tiny-llama", "bad-config-ranges-v5");
+  json cfg = hs::test::read_json(v5 / "config.json");
+  ASSERT_TRUE(cfg.contains("rope_parameters"));
+  cfg["rope_parameters"]["rope_theta"] = -1;
+  write(v5 / "config.json", cfg.dump());
+  auto msg = load_error(v5);
+  EXPECT_NE(msg.find("rope_parameters.rope_theta"), std::string::npos) << msg;
+  // A number too large for a double is a JSON error naming the file, not a raw library exception.
+  std::string text = good.dump();
+  text.replace(text.find("\"vocab_size\":") + 13, 3, "1" + std::string(400, '0'));
+  write(dir / "config.json", text);
+  msg = load_error(dir);
+  EXPECT_NE(msg.find((dir / "config.json").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+}
+
+// A config that builds fewer layers than the checkpoint holds is refused naming a tensor it
+// leaves out (transformers only warns, and the model then computes something else).
+TEST(BadInput, CheckpointTensorsTheConfigDoesNotUseAreNamed) {
+  auto dir = copy_fixture("tiny-llama", "bad-unused-tensors");
+  json cfg = hs::test::read_json(dir / "config.json");
+  ASSERT_GE(cfg["num_hidden_layers"].get<int>(), 2);
+  cfg["num_hidden_layers"] = 1;
+  write(dir / "config.json", cfg.dump());
+  const auto msg = load_error(dir);
+  EXPECT_NE(msg.find("'model.layers.1."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("num_hidden_layers 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((dir / "config.json").string()), std::string::npos) << msg;
+}
+
+// A folder with both model.safetensors and model.safetensors.index.json (+ shards), holding
+// different weights: hookscope loads what transformers' from_pretrained loads.
+TEST(Checkpoint, SingleFileAndIndexTogetherLoadWhatTransformersLoads) {
+  const fs::path tiny = hs::test::tiny_checkpoint("tiny-llama");
+  const fs::path dir = hs::test::cached_oracle("checkpoint-choice", "checkpoint_choice.py", {"--src", tiny.string()});
+  const json ref = hs::test::read_json(dir / "result.json");
+  EXPECT_EQ(ref["loaded"], "single") << "transformers' rule changed: follow it";
+  LoadedModel lm = load_model((dir / "model").string());
+  c10::InferenceMode g;
+  auto ids = torch::tensor(ref["prompt_ids"].get<std::vector<int64_t>>(), torch::kInt64).unsqueeze(0);
+  auto logits = lm.model->forward(ids, KVCache::dynamic_cache(lm.config.num_hidden_layers))[0][-1];
+  EXPECT_LE(max_abs_diff(logits, to_tensor(ref["logits"])), 1e-4);
+  EXPECT_GT(max_abs_diff(to_tensor(ref["logits"]), to_tensor(ref["shard_logits"])), 1e-3)
+      << "the two weight sets must give different logits for this test to mean anything";
+}
+
+// Token ids outside the embedding and static caches longer than the model's positions are
+// refused before the forward, naming the limit and the config file.
+TEST(BadInput, GenerateChecksTokenIdsAndStaticCacheLength) {
+  LoadedModel lm = load_model(hs::test::tiny_checkpoint("tiny-llama").string());
+  const std::string cfg = lm.config.path.string();
+  auto error_of = [&](const std::vector<int64_t>& ids, const GenerateOptions& go) {
+    try {
+      greedy_generate(*lm.model, ids, go);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  GenerateOptions go;
+  go.max_new_tokens = 2;
+  std::string msg = error_of({5, lm.config.vocab_size, 7}, go);
+  EXPECT_NE(msg.find("token id " + std::to_string(lm.config.vocab_size) + " (position 1)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(cfg), std::string::npos) << msg;
+  EXPECT_NE(error_of({-3}, go).find("token id -3"), std::string::npos);
+  go.static_cache = true;
+  go.max_new_tokens = lm.config.max_position_embeddings;
+  msg = error_of({5, 6}, go);
+  EXPECT_NE(msg.find("max_position_embeddings " + std::to_string(lm.config.max_position_embeddings)), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(cfg), std::string::npos) << msg;
+  go.max_new_tokens = lm.config.max_position_embeddings - 2;  // exactly fits
+  EXPECT_EQ(error_of({5, 6}, go), "");
+}
+
 TEST(BadInput, PickleCheckpointIsRefused) {
   auto dir = hs::test::scratch_dir("bad-pickle");
   fs::copy(hs::test::tiny_checkpoint("tiny-qwen3") / "config.json", dir / "config.json");

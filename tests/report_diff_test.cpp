@@ -323,7 +323,7 @@ TEST(ReportDiffCli, ABadSecondFileOrLabelIsRefusedNamingIt) {
   const std::string before = hs::test::read_file(c.pr);
   r = hookscope({"report", c.main.string(), c.pr.string(), "--json", c.pr.string()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("is a capture being compared"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is the capture being compared"), std::string::npos) << r.err;
   EXPECT_EQ(hs::test::read_file(c.pr), before);
 
   // The help documents the comparison's JSON.

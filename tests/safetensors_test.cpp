@@ -337,6 +337,18 @@ TEST(SafetensorsCraft, SubByteDtypes) {
 
 // ---- crafted files that are invalid -------------------------------------------------------------
 
+// A length field that covers more than the JSON header (running into the tensor data) is named
+// as such, not by what the data bytes look like (not UTF-8, a NUL byte).
+TEST(SafetensorsBad, HeaderLengthPastTheJsonIsNamed) {
+  fs::path dir = hs::test::scratch_dir("safetensors_bad_len_json");
+  const std::string h = R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  fs::path binary = craft(dir, "binary.safetensors", h, "\xff\xfe\x01\x02", h.size() + 2);
+  expect_open_error(binary, {"header length " + std::to_string(h.size() + 2), "runs past its JSON header",
+                             "ends at header byte " + std::to_string(h.size()), "not UTF-8"});
+  fs::path nul = craft(dir, "nul.safetensors", h, zeros(4), h.size() + 3);
+  expect_open_error(nul, {"runs past its JSON header", "NUL byte"});
+}
+
 TEST(SafetensorsBad, TooShortAndHeaderLength) {
   fs::path dir = hs::test::scratch_dir("safetensors_bad_len");
   write_bytes(dir / "empty.safetensors", "");
@@ -728,14 +740,25 @@ TEST(Checkpoint, SafetensorsPreferredAndPickleLeftAlone) {
   });
 }
 
-TEST(Checkpoint, IndexPreferredOverSingleFile) {
-  fs::path dir = sharded_folder(hs::test::scratch_dir("ckpt_prefer_index"), R"({"x":"a.safetensors","y":"b.safetensors"})");
-  write_bytes(dir / "model.safetensors", "broken, must not be used");
+// transformers' from_pretrained takes model.safetensors over the index when both are there
+// (tests/model_test.cpp checks it against transformers itself): a broken single file is then an
+// error naming it, and the index is used only when model.safetensors is not a file.
+TEST(Checkpoint, SingleFilePreferredOverIndexAsTransformersDoes) {
+  fs::path dir = sharded_folder(hs::test::scratch_dir("ckpt_prefer_single"), R"({"x":"a.safetensors","y":"b.safetensors"})");
+  craft(dir, "model.safetensors", R"({"z":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", zeros(4));
   Checkpoint ck = Checkpoint::open_dir(dir);
-  EXPECT_EQ(ck.names(), (std::vector<std::string>{"x", "y"}));
-  EXPECT_EQ(ck.file_of("y"), dir / "b.safetensors");
-  EXPECT_EQ(ck.get("y").scalar_type(), at::kChar);
-  EXPECT_EQ(ck.files().size(), 2u);
+  EXPECT_EQ(ck.names(), std::vector<std::string>{"z"});
+  EXPECT_EQ(ck.file_of("z"), dir / "model.safetensors");
+  EXPECT_EQ(ck.files().size(), 1u);
+  write_bytes(dir / "model.safetensors", "broken, and what transformers would load");
+  expect_load_error([&] { Checkpoint::open_dir(dir); }, {(dir / "model.safetensors").string()});
+  fs::remove(dir / "model.safetensors");
+  fs::create_symlink(dir / "gone.safetensors", dir / "model.safetensors");  // not a file: the index
+  Checkpoint sharded = Checkpoint::open_dir(dir);
+  EXPECT_EQ(sharded.names(), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(sharded.file_of("y"), dir / "b.safetensors");
+  EXPECT_EQ(sharded.get("y").scalar_type(), at::kChar);
+  EXPECT_EQ(sharded.files().size(), 2u);
 }
 
 TEST(Checkpoint, EmptyMissingOrNotAFolder) {
@@ -761,3 +784,34 @@ TEST(Checkpoint, SymlinkedShardsAsInTheHfCache) {
 }
 
 }  // namespace
+
+// Opening is linear in the number of header entries: 200,000 zero-size tensors (a header of
+// ~11 MB, under the format's 100 MB limit) open in about a second; the parse used to rescan
+// the header object at every entry (hours for files of this kind).
+TEST(SafetensorsScale, ManyZeroSizeEntriesOpen) {
+  fs::path dir = hs::test::scratch_dir("safetensors_many");
+  constexpr int kEntries = 200'000;
+  auto entry = [](int i, int bytes) {
+    std::ostringstream e;
+    e << "\"t" << i << "\":{\"dtype\":\"F32\",\"shape\":[" << bytes / 4 << "],\"data_offsets\":[0," << bytes << "]}";
+    return e.str();
+  };
+  std::string h = "{";
+  for (int i = 0; i < kEntries; ++i) {
+    if (i) h += ',';
+    h += entry(i, 0);
+  }
+  h += ',';
+  h += entry(kEntries, 4);
+  fs::path p = craft(dir, "many.safetensors", h + "}", zeros(4));
+  auto f = SafetensorsFile::open(p);
+  ASSERT_EQ(f->tensors().size(), static_cast<size_t>(kEntries) + 1);
+  ASSERT_NE(f->find("t123456"), nullptr);
+  EXPECT_EQ(f->find("t123456")->nbytes(), 0u);
+  EXPECT_EQ(f->tensor(std::string("t200000")).numel(), 1);
+  // The checks still hold at that size: a duplicate key near the end is found.
+  h += ',';
+  h += entry(7, 0);
+  fs::path dup = craft(dir, "dup.safetensors", h + "}", zeros(4));
+  expect_open_error(dup, {"duplicate key \"t7\""});
+}

@@ -1147,6 +1147,41 @@ TEST(CaptureReader, ReportsCorruptAndLockedCapturesByName) {
   EXPECT_TRUE(file_state(file) == before);
 }
 
+// A rollback journal left by a writer killed inside a transaction: the reader says so (SQLite
+// alone says "attempt to write a readonly database") and touches neither file.
+TEST(CaptureReader, ALeftoverRollbackJournalIsNamed) {
+  const fs::path file = test::scratch_dir("storage_hot_journal") / "capture.hscope";
+  {
+    Store store(file);
+    HostTracer tr(store);
+    tr.begin_run(run_info("j"));
+    for (int i = 0; i < 2000; ++i) tr.generation_step({i, i, i, i});
+    tr.end_run();
+  }  // closed: a rollback-journal database
+  const pid_t pid = fork();
+  if (pid == 0) {  // a writer that dies mid-transaction, its changes spilled into the file
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) _exit(2);
+    const char* sql = "PRAGMA cache_size=1; BEGIN; UPDATE GENERATION_STEPS SET step = step + 1; "
+                      "UPDATE RUNS SET label = 'half-written';";
+    _exit(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK ? 0 : 3);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_TRUE(fs::exists(file.string() + "-journal"));
+  const FileState before = file_state(file);
+  const std::string msg = capture_error([&] {
+    CaptureReader r(file);
+    r.runs();
+  });
+  EXPECT_NE(msg.find(file.string() + "-journal"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rollback journal"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("readonly database"), std::string::npos) << msg;
+  EXPECT_TRUE(file_state(file) == before);
+  EXPECT_TRUE(fs::exists(file.string() + "-journal"));
+}
+
 TEST(CaptureReader, ReadingACaptureDoesNotModifyIt) {
   const fs::path file = test::scratch_dir("storage_readonly") / "capture.hscope";
   {

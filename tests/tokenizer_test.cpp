@@ -343,3 +343,22 @@ TEST(Tokenizer, BadInputNamesFileAndField) {
   variant("added_no_content", [](json& j) { j["added_tokens"][0].erase("content"); },
           {"added_tokens[0].content"});
 }
+
+// A pre-tokenizer regex that backtracks past PCRE2's match limit on some text fails naming the
+// tokenizer file, the field and the pattern (it used to say only "match limit exceeded").
+TEST(Tokenizer, RegexMatchLimitNamesFileAndField) {
+  fs::path dir = hs::test::scratch_dir("tokenizer_match_limit");
+  json j = tiny_tokenizer();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  write_file(dir / "catastrophic.json", j.dump());
+  Tokenizer tok = Tokenizer::from_file(dir / "catastrophic.json");
+  try {
+    tok.encode(std::string(40, 'a') + "!");
+    FAIL() << "expected the match limit";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    for (const std::string& part : std::vector<std::string>{(dir / "catastrophic.json").string(),
+                                                            "pre_tokenizer.pattern.Regex", "(a+)+$", "limit"})
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " in " << msg;
+  }
+}
