@@ -1,11 +1,12 @@
 #include "app/capture_command.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <cstdlib>
-#include <memory>
-
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
 
 #include "app/capture_output.h"
 #include "app/capture_runner.h"
@@ -44,6 +45,7 @@ struct CaptureArgs {
   std::string cache_implementation = "dynamic";
   std::string backend;
   std::string keep_driver_files;
+  std::string keep_offload_dir;
   int threads = 0;
   bool force_overwrite = false;
 };
@@ -80,6 +82,12 @@ Matrix matrix_of(const CaptureArgs& a) {
   return m;
 }
 
+// Whether a scenario of the matrix writes weights to a disk-offload folder.
+bool matrix_offloads_to_disk(const Matrix& m) {
+  return std::any_of(m.scenarios.begin(), m.scenarios.end(),
+                     [](Scenario s) { return s == Scenario::DiskOffload || s == Scenario::Mixed; });
+}
+
 // "5, 17,99" -> {5, 17, 99}; an empty item ("1,,2", a trailing comma) is an error, not skipped.
 std::vector<int64_t> parse_prompt_ids(const std::string& list) {
   std::vector<int64_t> ids;
@@ -110,6 +118,27 @@ std::vector<int64_t> parse_prompt_ids(const std::string& list) {
   return ids;
 }
 
+// The disk-offload folders' parent: --keep-offload-dir, else a folder of this capture's own
+// under hookscope's cache ($HOOKSCOPE_CACHE, else $XDG_CACHE_HOME/hookscope, else
+// ~/.cache/hookscope; the temporary folder without a home), removed when the capture ends.
+fs::path offload_folder_of(const CaptureArgs& a, const fs::path& out) {
+  if (!a.keep_offload_dir.empty()) return fs::absolute(a.keep_offload_dir);
+  fs::path cache;
+  if (const char* c = std::getenv("HOOKSCOPE_CACHE"); c && *c) cache = c;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) cache = fs::path(x) / "hookscope";
+  else if (const char* h = std::getenv("HOME"); h && *h) cache = fs::path(h) / ".cache" / "hookscope";
+  else cache = fs::temp_directory_path() / "hookscope";
+  return fs::absolute(cache / "offload" / (out.stem().string() + "-" + std::to_string(::getpid())));
+}
+
+// Removes what the capture wrote into its offload folder (and the folder itself when it is
+// the capture's own); --keep-offload-dir keeps all of it. Never throws.
+void remove_offload_folder(const fs::path& dir, bool keep) {
+  if (keep || dir.empty()) return;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) {
   if (a.repeats < 1 || a.warmup < 0 || a.max_new_tokens < 1)
     throw std::invalid_argument("--repeats must be >= 1, --warmup >= 0 and --max-new-tokens >= 1");
@@ -125,8 +154,7 @@ LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) 
   o.max_new_tokens = a.max_new_tokens;
   o.repeats = a.repeats;
   o.warmup = a.warmup;
-  const fs::path work = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  o.offload_dir = work / (out.stem().string() + "-offload");
+  o.offload_dir = offload_folder_of(a, out);
   return o;
 }
 
@@ -153,6 +181,7 @@ TorchEngineOptions torch_options(const CaptureArgs& a, const LibTorchEngineOptio
       throw std::invalid_argument("--accelerate: the name '" + name + "' is taken");
   }
   o.work_dir = work;
+  if (!a.keep_offload_dir.empty()) o.offload_dir = lt.offload_dir;
   o.threads = a.threads;
   return o;
 }
@@ -204,9 +233,9 @@ nlohmann::json settings_of(const CaptureArgs& a, const std::vector<Engine*>& eng
 
 // SIGINT / SIGTERM: the children go, the capture is finalized onto --out (the run in progress
 // stays incomplete), the temporary offload folders are removed, and the process exits 128 + N.
-std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path& offload_dir, const fs::path& work,
-                                           bool keep_work) {
-  return [&output, offload_dir, work, keep_work](int signo) {
+std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path& offload_dir, bool keep_offload,
+                                           const fs::path& work, bool keep_work) {
+  return [&output, offload_dir, keep_offload, work, keep_work](int signo) {
     const std::string name = signal_name(signo);
     std::fprintf(stderr, "\n[hookscope] %s: ending the capture (the run in progress stays incomplete)\n", name.c_str());
     std::fflush(stderr);
@@ -215,8 +244,7 @@ std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path
     const fs::path file = output.finish_interrupted(name, why);
     terminate_child_processes(2000);  // any the capture thread started meanwhile (a driver in place of a dead one)
     std::error_code ec;
-    for (const char* sub : {"offload-disk", "offload-mixed"}) fs::remove_all(offload_dir / sub, ec);
-    fs::remove(offload_dir, ec);  // only when empty
+    remove_offload_folder(offload_dir, keep_offload);
     if (!keep_work) fs::remove_all(work, ec);
     if (!file.empty())
       std::fprintf(stderr, "[hookscope] wrote %s (%s)\n", file.c_str(), why.c_str());
@@ -255,7 +283,11 @@ int run_capture(const CaptureArgs& a) {
   }
   oo.offload_dir = options.offload_dir;
   CaptureOutput output(out, oo);
-  InterruptWatch watch(interrupt_handler(output, options.offload_dir, work, !a.keep_driver_files.empty()));
+  const bool keep_offload = !a.keep_offload_dir.empty();
+  InterruptWatch watch(interrupt_handler(output, options.offload_dir, keep_offload, work, !a.keep_driver_files.empty()));
+  if (matrix_offloads_to_disk(matrix))
+    std::fprintf(stderr, "[hookscope] disk offload folder: %s (%s)\n", options.offload_dir.c_str(),
+                 keep_offload ? "kept: --keep-offload-dir" : "removed when the capture ends; --keep-offload-dir DIR keeps one");
   if (a.threads > 0) at::set_num_threads(a.threads);
   std::unique_ptr<TorchEngine> torch;
   std::unique_ptr<LibTorchEngine> libtorch;
@@ -277,6 +309,8 @@ int run_capture(const CaptureArgs& a) {
     }
     const fs::path kept = output.abandon(error);
     torch.reset();
+    libtorch.reset();
+    remove_offload_folder(options.offload_dir, keep_offload);
     if (a.keep_driver_files.empty()) fs::remove_all(work);
     if (!kept.empty())
       std::fprintf(stderr, "[hookscope] the capture stopped; the runs recorded so far are in %s (%s is left as it was)\n",
@@ -284,6 +318,9 @@ int run_capture(const CaptureArgs& a) {
     throw;
   }
   torch.reset();  // the drivers finish before their folder goes
+  libtorch.reset();  // and the models before the offload folder their weights map
+  remove_offload_folder(options.offload_dir, keep_offload);
+  if (keep_offload) std::fprintf(stderr, "[hookscope] the disk offload folders are in %s\n", options.offload_dir.c_str());
   if (a.keep_driver_files.empty()) fs::remove_all(work);
   else std::fprintf(stderr, "[hookscope] the torch driver's files (traces, compile logs, logs) are in %s\n", work.c_str());
   return failures ? 1 : 0;
@@ -334,9 +371,12 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
       ->check(CLI::Range(1, 1024));
   c->add_option("--keep-driver-files", a->keep_driver_files,
                 "Keep the torch engine's traces, compile logs and offload folders in DIR (default: a temporary folder, removed)");
+  c->add_option("--keep-offload-dir", a->keep_offload_dir,
+                "Write the disk-offload folders (disk-offload, mixed) into DIR and keep them (default: a folder of the "
+                "capture's own under ~/.cache/hookscope/offload, removed when the capture ends)");
   c->add_option("-o,--out", a->out,
-                "SQLite capture to write: runs go to OUT.PID.partial beside it, renamed onto OUT when the capture "
-                "finishes (or is interrupted); disk offload folders go next to it");
+                "SQLite capture to write: runs go to OUT.PID.partial beside it, renamed onto OUT when the "
+                "capture finishes (or is interrupted)");
   c->add_flag("--force-overwrite", a->force_overwrite,
               "Replace an existing --out (once the new capture has finished); without it an existing file is refused");
   c->footer("Example:\n  hookscope capture --model DIR --devices 4 --max-new-tokens 8 --repeats 2 --warmup 1 --out out/demo.sqlite");

@@ -4,7 +4,7 @@
 //     capture at OUT stays whole until then, and a capture killed outright leaves its partial
 //     file beside it;
 //   - an existing OUT is refused unless --force-overwrite; OUT may not name (or link to) one of
-//     the model's files, and the offload folder beside it may not be the model's folder;
+//     the model's files, and the offload folder may not be (or hold) the model's folder;
 //   - an exclusive lock (flock on `OUT.lock`, which holds the writer's pid) makes a second
 //     capture on the same OUT fail at once, naming the pid that holds it;
 //   - SIGINT / SIGTERM (InterruptWatch): the capture ends there — the run in progress stays
@@ -30,7 +30,7 @@ struct CaptureOutputOptions {
   bool force_overwrite = false;
   /// The model's folder: OUT may not be one of its files, nor the offload folder this folder.
   std::filesystem::path model_dir;
-  /// The offload folder the capture writes beside OUT (removed and rewritten by the scenarios).
+  /// The folder the capture's disk-offload folders go in (removed and rewritten by the scenarios).
   std::filesystem::path offload_dir;
 };
 

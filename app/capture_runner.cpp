@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "app/capture_settings.h"
@@ -34,18 +37,83 @@ size_t Matrix::size(const std::vector<Engine*>& engines) const {
 
 namespace {
 
+// The capture's progress on stderr. Always one line per finished run; on a terminal also a
+// status line redrawn in place (at each generate, else at most 10 times a second): the cell, which generate and
+// decode step it is in, the time since the matrix began and an estimate of what is left
+// (from the finished cells' mean). Quiet — no status line, no control characters — when
+// stderr is not a terminal.
 class Progress {
  public:
-  explicit Progress(size_t total) : total_(total), tty_(isatty(STDERR_FILENO)) {}
-  void line(const std::string& text) {
+  Progress(size_t total, bool live) : total_(total), live_(live), t0_(Clock::now()) {}
+
+  void begin(const std::string& label) {
+    label_ = label;
+    cell_t0_ = Clock::now();
+    state_ = "starting";
+    phase_.clear();
+    redraw(true);
+  }
+  void tick(const CellProgress& p) {
+    if (!p.note.empty()) {
+      print_line("  " + p.note);
+      return;
+    }
+    if (!live_) return;
+    const bool next_generate = p.phase != phase_;
+    phase_ = p.phase;
+    state_ = p.phase + (p.steps > 0 ? ", step " + std::to_string(p.step + 1) + "/" + std::to_string(p.steps) : "");
+    redraw(next_generate);
+  }
+  void end(const std::string& text) {
     ++done_;
-    std::fprintf(stderr, "%s[%zu/%zu] %s\n", tty_ ? "\r\033[K" : "", done_, total_, text.c_str());
-    std::fflush(stderr);
+    cell_seconds_ += seconds(cell_t0_);
+    print_line("[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + text);
+  }
+  ~Progress() {
+    if (live_ && drawn_) std::fputs("\r\033[K", stderr);
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  static double seconds(Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  }
+  static std::string duration(double s) {
+    const long t = std::lround(std::max(0.0, s));
+    char b[32];
+    if (t >= 3600) std::snprintf(b, sizeof b, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) std::snprintf(b, sizeof b, "%ldm%02lds", t / 60, t % 60);
+    else std::snprintf(b, sizeof b, "%lds", t);
+    return b;
+  }
+  // What is left: the finished cells' mean per cell times the cells not finished, less the
+  // time the current cell has already run.
+  std::string eta() const {
+    if (done_ == 0) return "ETA after the first run";
+    const double mean = cell_seconds_ / static_cast<double>(done_);
+    return "ETA ~" + duration(mean * static_cast<double>(total_ - done_) - seconds(cell_t0_));
+  }
+  void print_line(const std::string& line) {
+    std::fprintf(stderr, "%s%s\n", live_ && drawn_ ? "\r\033[K" : "", line.c_str());
+    drawn_ = false;
+    redraw(true);
+  }
+  void redraw(bool now) {
+    if (!live_ || label_.empty() || done_ >= total_) return;
+    const auto t = Clock::now();
+    if (!now && t - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = t;
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s | %s elapsed, %s", done_ + 1, total_, label_.c_str(),
+                 state_.c_str(), duration(seconds(t0_)).c_str(), eta().c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
   size_t total_, done_ = 0;
-  bool tty_;
+  bool live_, drawn_ = false;
+  Clock::time_point t0_, cell_t0_, last_draw_{};
+  double cell_seconds_ = 0;
+  std::string label_, state_, phase_;
 };
 
 void add_devices(storage::Store& store, const std::vector<hooks::AcceleratorInfo>& accelerators) {
@@ -84,7 +152,8 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   info.versions_json = setup.versions.dump();
   info.engine = engine.name();
   const int64_t run = tracer.begin_run(info);
-  RunContext ctx{tracer, store, run};
+  progress.begin(engine.name() + " " + cell_label(cell));
+  RunContext ctx{tracer, store, run, [&progress](const CellProgress& p) { progress.tick(p); }};
   RunResult r = engine.run(cell, ctx);
   nlohmann::json result = r.to_json(cell);
   result["engine"] = engine.name();
@@ -102,7 +171,7 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   store.set_run_result(run, result);
   const bool failed = r.outcome == RunResult::Outcome::Failed;
   tracer.end_run(failed ? tracer::RunStatus::Failed : tracer::RunStatus::Complete, failed ? r.error : std::string());
-  progress.line(engine.name() + " " + cell_label(cell) + ": " + r.summary());
+  progress.end(engine.name() + " " + cell_label(cell) + ": " + r.summary());
   return !failed;
 }
 
@@ -121,7 +190,7 @@ int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, Captur
   add_devices(store, accelerators);
   tracer::HostTracer tracer(store);
   const size_t total = matrix.size(engines);
-  Progress progress(total);
+  Progress progress(total, ::isatty(STDERR_FILENO) != 0);
   int failures = 0;
   for (size_t i = 0; i < matrix.scenarios.size(); ++i)
     for (Engine* e : engines) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -103,12 +104,23 @@ struct RunSetup {
   nlohmann::json versions;      ///< {"hookscope": ..., "torch": ...}
 };
 
+/// Where a running cell is, for the capture's live progress line (app/capture_runner.cpp).
+struct CellProgress {
+  std::string phase;  ///< which generate of the cell: "first generate", "warm-up 1/2", "measured 3/5 compiled"
+  int64_t step = 0;   ///< the decode step about to run (0 = the prefill)
+  int64_t steps = 0;  ///< decode steps per generate (max_new_tokens)
+  std::string note;   ///< when set, a line to print as it is (the engine's own news) instead of a tick
+};
+using CellProgressFn = std::function<void(const CellProgress&)>;
+
 /// Where a run records: the tracer (its run is active) and the capture file itself, for
-/// engines that import what another process recorded.
+/// engines that import what another process recorded; `progress` (may be empty) takes the
+/// engine's ticks (cheap: called before decode steps, it only redraws a terminal line now and then).
 struct RunContext {
   tracer::HostTracer& tracer;
   storage::Store& store;
   int64_t run_id = 0;
+  CellProgressFn progress;
 };
 
 class Engine {

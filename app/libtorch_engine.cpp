@@ -117,7 +117,7 @@ RunResult LibTorchEngine::run(const Cell& cell, RunContext& ctx) {
   r.model = model_json_;
   r.weight_devices = prep_->weight_devices;
   try {
-    measure(cell, r, tracer);
+    measure(cell, r, tracer, ctx.progress);
   } catch (const compile::Unsupported& e) {
     r.outcome = RunResult::Outcome::Unsupported;
     r.error = e.what();
@@ -132,7 +132,8 @@ RunResult LibTorchEngine::run(const Cell& cell, RunContext& ctx) {
 }
 
 // Prefill (structure, argmax and logits against the reference), then the decode latency.
-void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer) {
+void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer,
+                            const CellProgressFn& progress) {
   auto& model = *prep_->lm.model;
   compile::Function fn = [this, &model](const std::vector<c10::IValue>& in) -> c10::IValue {
     return model.forward(in.at(0).toTensor(), cache_, 1);
@@ -158,7 +159,7 @@ void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer&
   if (!prep_->offloaded_params.empty()) r.params_on_meta_after = offloaded_params_on_meta(*prep_);
   decode_latency(
       cell, [&cf](const torch::Tensor& ids) { return cf.call_tensor({ids}); },
-      [&fn](const torch::Tensor& ids) { return fn({ids}).toTensor(); }, r, tracer);
+      [&fn](const torch::Tensor& ids) { return fn({ids}).toTensor(); }, r, tracer, progress);
   r.recompiles = cf.recompiles();
 }
 
@@ -190,7 +191,7 @@ LibTorchEngine::Timed LibTorchEngine::generate(const StepFn& step, tracer::HostT
 }
 
 void LibTorchEngine::decode_latency(const Cell& cell, const StepFn& compiled, const StepFn& eager, RunResult& r,
-                                    tracer::HostTracer& tracer) {
+                                    tracer::HostTracer& tracer, const CellProgressFn& progress) {
   const bool interleave = cell.mode != compile::Mode::Eager;
   auto keep = [](measurement::LatencySamples& s, const Timed& t) {
     s.prefill_ms.push_back(t.prefill_ms);
@@ -198,10 +199,15 @@ void LibTorchEngine::decode_latency(const Cell& cell, const StepFn& compiled, co
   };
   for (int rep = 0; rep < opt_.warmup + opt_.repeats; ++rep) {
     const bool measured = rep >= opt_.warmup;
+    const std::string round = measured ? "measured " + std::to_string(rep - opt_.warmup + 1) + "/" + std::to_string(opt_.repeats)
+                                       : "warm-up " + std::to_string(rep + 1) + "/" + std::to_string(opt_.warmup);
     auto hooked = [&](const StepFn& f, bool baseline) -> StepFn {
-      if (!opt_.on_step) return f;
-      return [&, baseline, step = int64_t{0}](const torch::Tensor& ids) mutable {
-        opt_.on_step(cell, baseline, rep, step++);
+      if (!opt_.on_step && !progress) return f;
+      const std::string phase = interleave ? round + (baseline ? " eager" : " compiled") : round;
+      return [&, baseline, phase, step = int64_t{0}](const torch::Tensor& ids) mutable {
+        if (progress) progress({phase, step, opt_.max_new_tokens, {}});
+        if (opt_.on_step) opt_.on_step(cell, baseline, rep, step);
+        ++step;
         return f(ids);
       };
     };

@@ -54,7 +54,7 @@ class LibTorchEngine final : public Engine {
 
 
  private:
-  void measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer);
+  void measure(const Cell& cell, RunResult& r, tracer::HostTracer& tracer, const CellProgressFn& progress);
   /// One forward of the decode: the logits for the ids given, against the engine's KV cache.
   using StepFn = std::function<torch::Tensor(const torch::Tensor&)>;
   struct Timed {
@@ -67,8 +67,9 @@ class LibTorchEngine final : public Engine {
   Timed generate(const StepFn& step, tracer::HostTracer* tracer);
   /// Warm-ups then measured repeats of `compiled`; a compiled cell interleaves an eager decode of
   /// the same dispatched model (not recorded) before each of its own.
+  /// `progress` (may be empty) is told the generate and step before each decode step.
   void decode_latency(const Cell& cell, const StepFn& compiled, const StepFn& eager, RunResult& r,
-                      tracer::HostTracer& tracer);
+                      tracer::HostTracer& tracer, const CellProgressFn& progress);
 
   LibTorchEngineOptions opt_;
   // The engine's runtime (devices, ledger, sink, compile policy), installed on the thread that

@@ -76,7 +76,9 @@ json TorchEngine::spec_for(const std::string& policy, const std::optional<fs::pa
          {"devices", opt_.devices},
          {"cache_implementation", opt_.cache_implementation},
          {"backend", opt_.backend.empty() ? json(nullptr) : json(opt_.backend)},
-         {"offload_dir", fs::absolute(opt_.work_dir / policy / "offload").string()},
+         {"offload_dir", fs::absolute(opt_.offload_dir.empty() ? opt_.work_dir / policy / "offload"
+                                                               : opt_.offload_dir / ("torch-" + policy))
+                             .string()},
          {"out_dir", fs::absolute(opt_.work_dir / policy).string()},
          {"profile", opt_.profile},
          {"threads", opt_.threads > 0 ? json(opt_.threads) : json(nullptr)},
@@ -129,7 +131,14 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
       const json msg = json::parse(*line);
       const std::string type = msg.value("type", "");
       if (type == "progress") {
-        std::fprintf(stderr, "  [torch %s] %s\n", policy_label(cell).c_str(), msg.value("text", "").c_str());
+        const std::string note = "[torch " + policy_label(cell) + "] " + msg.value("text", "");
+        if (ctx.progress) ctx.progress({{}, 0, 0, note});
+        else std::fprintf(stderr, "  %s\n", note.c_str());
+        continue;
+      }
+      if (type == "tick") {  // which generate and step the driver is in
+        if (ctx.progress)
+          ctx.progress({msg.value("phase", ""), msg.value("step", int64_t{0}), msg.value("steps", int64_t{0}), {}});
         continue;
       }
       if (type == "fatal") throw std::runtime_error("the torch driver failed: " + msg.value("error", "?"));

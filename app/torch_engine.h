@@ -37,6 +37,8 @@ struct TorchEngineOptions {
   std::string backend;                      ///< torch.compile backend for the capturing modes ("" = inductor)
   std::map<std::string, std::filesystem::path> accelerate_trees;  ///< --accelerate NAME=PATH
   std::filesystem::path work_dir;           ///< the driver's files (traces, logs, offload folders)
+  /// Where the drivers' disk-offload folders go (`DIR/torch-POLICY`); empty: `work_dir/POLICY/offload`.
+  std::filesystem::path offload_dir;
   bool profile = true;                      ///< record a torch.profiler trace per run
   int threads = 0;                          ///< torch's intra-op threads in the driver (0 = torch's default)
 };

@@ -438,6 +438,15 @@ bool wait_for_second_run(pid_t pid, const fs::path& file) {
   return false;
 }
 
+// The folder a capture's "[hookscope] disk offload folder: DIR (...)" line names.
+fs::path offload_folder_named_in(const std::string& log) {
+  const std::string tag = "disk offload folder: ";
+  const size_t at = log.find(tag);
+  if (at == std::string::npos) return {};
+  const size_t from = at + tag.size();
+  return log.substr(from, log.find(" (", from) - from);
+}
+
 fs::path partial_of(const fs::path& out, pid_t pid) { return out.string() + "." + std::to_string(pid) + ".partial"; }
 
 // SIGKILL leaves the runs in the temporary file beside --out (complete ones complete, the one
@@ -485,7 +494,8 @@ TEST(Capture, SecondWriterFailsAndInterruptedCaptureIsFinalized) {
   const bool ready = wait_for_second_run(pid, partial_of(db, pid));
   if (!ready) kill(pid, SIGKILL);
   ASSERT_TRUE(ready) << hs::test::read_file(dir / "log.txt");
-  EXPECT_TRUE(fs::exists(dir / "int-offload" / "offload-disk" / "index.json"));
+  const fs::path offload = offload_folder_named_in(hs::test::read_file(dir / "log.txt"));
+  EXPECT_TRUE(fs::exists(offload / "offload-disk" / "index.json")) << offload;
   auto second = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
                            "--devices", "2", "--scenarios", "cpu-offload", "--out", db.string(), "--force-overwrite"});
   EXPECT_EQ(second.exit_code, 1) << second.err;
@@ -499,7 +509,7 @@ TEST(Capture, SecondWriterFailsAndInterruptedCaptureIsFinalized) {
   EXPECT_NE(log.find("SIGINT"), std::string::npos) << log;
   EXPECT_NE(log.find("wrote " + db.string()), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(partial_of(db, pid)));
-  EXPECT_FALSE(fs::exists(dir / "int-offload" / "offload-disk")) << "the offload folder is removed";
+  EXPECT_FALSE(fs::exists(offload)) << "the offload folder is removed";
   EXPECT_FALSE(fs::exists(db.string() + ".lock"));
   hs::storage::CaptureReader rd(db);
   auto runs = rd.runs();
@@ -555,11 +565,69 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
   { std::ofstream(dir / "good-offload") << "in the way"; }
   auto r = hookscope({"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2", "--scenarios",
                       "cpu-offload,disk-offload", "--modes", "eager", "--prompt-ids", "5", "--max-new-tokens", "1",
-                      "--repeats", "1", "--warmup", "0", "--out", good.string(), "--force-overwrite"});
+                      "--repeats", "1", "--warmup", "0", "--out", good.string(), "--force-overwrite",
+                      "--keep-offload-dir", (dir / "good-offload").string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("disk-offload"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(".partial"), std::string::npos) << "names where the recorded runs are: " << r.err;
   EXPECT_EQ(hs::storage::CaptureReader(good).runs().size(), 2u) << "the earlier capture is whole";
+}
+
+// The disk-offload folder is the capture's own, under hookscope's cache, named in the output
+// and gone when the capture ends; --keep-offload-dir DIR writes it there and keeps it.
+TEST(Capture, OffloadFolderIsTheCapturesOwnAndRemovedUnlessKept) {
+  const fs::path dir = hs::test::scratch_dir("capture-offload-folder");
+  const std::vector<std::string> args{"capture", "--engine", "libtorch", "--model",
+                                      hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2",
+                                      "--scenarios", "disk-offload,mixed", "--policies", "whole-hook", "--modes",
+                                      "eager", "--prompt-ids", "5", "--max-new-tokens", "2", "--repeats", "1",
+                                      "--warmup", "0"};
+  std::vector<std::string> plain{"/usr/bin/env", "HOOKSCOPE_CACHE=" + (dir / "cache").string(), hs::test::cli()};
+  plain.insert(plain.end(), args.begin(), args.end());
+  for (const std::string& a : {std::string("--out"), (dir / "a.sqlite").string()}) plain.push_back(a);
+  auto r = hs::test::run(plain);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path offload = offload_folder_named_in(r.err);
+  ASSERT_FALSE(offload.empty()) << "the output names the offload folder: " << r.err;
+  EXPECT_EQ(offload.parent_path(), dir / "cache" / "offload") << r.err;
+  EXPECT_FALSE(fs::exists(offload)) << "removed at the end";
+  EXPECT_FALSE(fs::exists(dir / "a-offload")) << "nothing beside --out";
+  // stderr is not a terminal: one line per run, no live status line.
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("ETA"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[2/2] libtorch"), std::string::npos) << r.err;
+
+  std::vector<std::string> kept = args;
+  for (const std::string& a : {std::string("--out"), (dir / "b.sqlite").string(), std::string("--keep-offload-dir"),
+                               (dir / "kept").string()})
+    kept.push_back(a);
+  r = hookscope(kept);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "kept" / "offload-disk" / "index.json")) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "kept" / "offload-mixed" / "index.json")) << r.err;
+  EXPECT_NE(r.err.find("kept"), std::string::npos) << r.err;
+}
+
+// On a terminal (script(1) gives the capture one) the status line shows the run, which
+// generate and decode step it is in, the time so far and an estimate of what is left.
+TEST(Capture, ProgressOnATerminalShowsTheGenerateTheStepAndAnEta) {
+  if (hs::test::run({"/bin/sh", "-c", "command -v script"}).exit_code != 0) GTEST_SKIP() << "no script(1)";
+  const fs::path dir = hs::test::scratch_dir("capture-progress-tty");
+  const std::string cmd = "'" + hs::test::cli() + "' capture --engine libtorch --model '" +
+                          hs::test::tiny_checkpoint("tiny-llama").string() +
+                          "' --devices 2 --scenarios sharded --policies whole-hook --modes eager,default --fullgraph off "
+                          "--prompt-ids 5,17 --max-new-tokens 24 --repeats 2 --warmup 1 --out '" +
+                          (dir / "p.sqlite").string() + "'";
+  auto r = hs::test::run({"script", "-qefc", cmd, "/dev/null"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string tty = r.out;  // what the terminal showed
+  EXPECT_NE(tty.find("\r\033[K[1/2] libtorch"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ETA after the first run"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ETA ~"), std::string::npos) << "the second run has an estimate: " << tty;
+  EXPECT_NE(tty.find("measured 2/2 compiled, step "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("warm-up 1/1 eager, step "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("elapsed"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("[2/2] libtorch"), std::string::npos) << tty;
 }
 
 // report's outputs never replace the capture it reads, whatever name or link points at it.

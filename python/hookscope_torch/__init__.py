@@ -30,6 +30,24 @@ def progress(msg: str) -> None:
         reply({"type": "progress", "text": msg})
 
 
+_last_tick = 0.0
+
+
+def tick(phase: str, step: int, steps: int) -> None:
+    """Where a cell is, for the CLI's live progress line (`serve` only): a {"type": "tick"}
+    message naming the generate (`phase`, e.g. "measured 2/3") and the decode step, at most
+    every 0.2 s so that it costs the measured generates nothing worth counting."""
+    global _last_tick
+    if _reply is None:
+        return
+    import time
+    now = time.monotonic()
+    if step != 0 and now - _last_tick < 0.2:
+        return
+    _last_tick = now
+    reply({"type": "tick", "phase": phase, "step": step, "steps": steps})
+
+
 def reply(message: dict) -> None:
     """One JSON line on the reply channel (`serve` only)."""
     import json

@@ -57,11 +57,12 @@ class CellRun:
     # -- modes --------------------------------------------------------------------------------
 
     def _eager(self) -> None:
-        first = self.gen.run()
+        first = self.gen.run(phase="first generate")
         self._first_facts(first)
-        for _ in range(self.spec.warmup):
-            self.gen.run()
-        runs = [self.gen.run() for _ in range(self.spec.repeats)]
+        w, n = self.spec.warmup, self.spec.repeats
+        for i in range(w):
+            self.gen.run(phase=f"warm-up {i + 1}/{w}")
+        runs = [self.gen.run(phase=f"measured {i + 1}/{n}") for i in range(n)]
         self.r["latency"] = _latency(runs)
         self.r["measurement"] = (f"a first generate (facts), {self.spec.warmup} warm-up(s), then "
                                  f"{self.spec.repeats} measured generate(s) back to back; the profiled generate "
@@ -74,15 +75,17 @@ class CellRun:
         model = self.prep.model
         compiled = torch.compile(self.forward, **self._compile_options())
         model.forward = compiled
-        first = self.gen.run()  # compiles; a fullgraph refusal raises here
+        first = self.gen.run(phase="first generate (compiles)")  # a fullgraph refusal raises here
         self.r["compile_time_s"] = round(first.step_ms[0] / 1e3, 6)
         self._first_facts(first)
         eager_runs, compiled_runs = [], []
-        for i in range(self.spec.warmup + self.spec.repeats):
+        w, n = self.spec.warmup, self.spec.repeats
+        for i in range(w + n):
+            which = f"warm-up {i + 1}/{w}" if i < w else f"measured {i - w + 1}/{n}"
             model.forward = self.forward
-            a = self.gen.run()
+            a = self.gen.run(phase=which + " eager")
             model.forward = compiled
-            b = self.gen.run()
+            b = self.gen.run(phase=which + " compiled")
             if i >= self.spec.warmup:
                 eager_runs.append(a)
                 compiled_runs.append(b)

@@ -21,6 +21,8 @@ from typing import Callable, Optional
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from hookscope_torch import tick
+
 
 @dataclasses.dataclass
 class GenerateRun:
@@ -41,6 +43,8 @@ class StepClock:
         self.begin(None)
         self.prefill_kwargs: Optional[dict] = None
         self.capture_prefill_kwargs = False
+        self.phase = ""  # which generate of the cell this is, for the CLI's progress line
+        self.steps = 0   # the decode steps a generate makes (max_new_tokens)
 
     def __enter__(self) -> "StepClock":
         self._handles = [self.model.register_forward_pre_hook(self._pre, with_kwargs=True),
@@ -65,6 +69,8 @@ class StepClock:
         step = len(self.starts)
         if step == 0 and self.capture_prefill_kwargs and self.prefill_kwargs is None:
             self.prefill_kwargs = copy.deepcopy(kwargs)  # before the forward fills the cache
+        if self.phase:
+            tick(self.phase, step, self.steps)
         self.sync()
         if self.range_tokens is not None:
             tok = self.range_tokens[step] if step < len(self.range_tokens) else "?"
@@ -91,11 +97,14 @@ class Generator:
         self.cache = cache_implementation
         self.sync = sync
         self.clock = StepClock(model, sync)
+        self.clock.steps = max_new_tokens
         gc = model.generation_config
         self.pad = gc.pad_token_id if gc.pad_token_id is not None else _first(gc.eos_token_id)
 
-    def run(self, range_tokens: Optional[list[int]] = None) -> GenerateRun:
+    def run(self, range_tokens: Optional[list[int]] = None, phase: str = "") -> GenerateRun:
+        """One greedy generate; `phase` names it on the CLI's progress line ("warm-up 1/2")."""
         self.clock.begin(range_tokens)
+        self.clock.phase = phase
         t0 = time.perf_counter()
         with self.clock, torch.no_grad():
             out = self.model.generate(self.ids, max_new_tokens=self.n, min_new_tokens=self.n, do_sample=False,
