@@ -6,6 +6,8 @@
 //   view_range.cpp     statistics of the time range picked on the ruler
 //   view_compare.cpp   the policy × mode matrix per scenario, aligned timelines of two runs
 //   view_tables.cpp    graph breaks, transfers, weight swaps (sortable; rows jump to the timeline)
+//   view_search.cpp    the timeline's toolbar: find box (match k of n, next/previous), legend/help buttons
+//   view_overlays.cpp  the legend, the key/mouse help, the keys that open and close them
 //
 // The views draw through ImGui only: no window, GLFW or OpenGL here (ui/window.h is the
 // platform layer). Input comes only through ImGui (mouse, wheel, keys), so a test or
