@@ -29,6 +29,24 @@ void add_synthetic_devices(Store& store, int devices) {
                        "accelerators are emulated in host memory: CPU capture does not fuse or speed anything up");
 }
 
+namespace {
+
+/// A decoder layer's weights in the order accelerate onloads them; "mlp.up_proj.weight" alone
+/// for one.
+std::vector<std::string> tensor_names(int n) {
+  static constexpr std::string_view kLayer[] = {
+      "self_attn.q_proj.weight", "self_attn.k_proj.weight",  "self_attn.v_proj.weight",
+      "self_attn.o_proj.weight", "mlp.gate_proj.weight",     "mlp.up_proj.weight",
+      "mlp.down_proj.weight",    "input_layernorm.weight", "post_attention_layernorm.weight"};
+  if (n <= 1) return {"mlp.up_proj.weight"};
+  std::vector<std::string> out;
+  for (int k = 0; k < n; ++k)
+    out.push_back(std::string(kLayer[k % std::size(kLayer)]) + (k >= static_cast<int>(std::size(kLayer)) ? std::to_string(k) : ""));
+  return out;
+}
+
+}  // namespace
+
 SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
   using C = SyntheticClock;
   SyntheticResult res;
@@ -59,7 +77,8 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
   int64_t events = 0, region = 0, flushed_at = 0;
   std::vector<int64_t> resident(s.devices, 0);
   const int64_t weight_bytes = int64_t{4} << 20, act_bytes = 4096;
-  auto forward = [&](int64_t step) {
+  const std::vector<std::string> tensors = tensor_names(s.tensors_per_layer);
+  auto forward = [&](int64_t step, bool as_step) {
     const int64_t step_start = t;
     int64_t region_start = t;
     std::string prev_dev = "cpu";
@@ -83,8 +102,8 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
         res.transfer_bytes += act_bytes;
         t += C::kTransfer + 200;
       }
-      if (s.offload) {
-        tr.weight_swap({true, layer[l], "mlp.up_proj.weight", weight_bytes, "float32",
+      for (size_t k = 0; s.offload && k < tensors.size(); ++k) {
+        tr.weight_swap({true, layer[l], tensors[k], weight_bytes, "float32",
                         s.disk ? events::WeightSource::Disk : events::WeightSource::Cpu, dev[l], false, t, t + C::kOnload});
         ++events;
         ++res.onloads;
@@ -111,9 +130,9 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       t = c0 + 2 * C::kSub + 2 * C::kGap;
       // post_forward
       const int64_t p0 = t;
-      if (s.offload) {
-        tr.weight_swap({false, layer[l], "mlp.up_proj.weight", weight_bytes, "float32", events::WeightSource::Device,
-                        "meta", false, t, t + C::kOffload});
+      for (size_t k = 0; s.offload && k < tensors.size(); ++k) {
+        tr.weight_swap({false, layer[l], tensors[k], weight_bytes, "float32", events::WeightSource::Device, "meta", false,
+                        t, t + C::kOffload});
         resident[std::stoi(dev[l])] -= weight_bytes;
         tr.memory_counter({dev[l], resident[std::stoi(dev[l])], t + C::kOffload});
         events += 2;
@@ -130,8 +149,8 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
     res.transfers++;
     res.transfer_bytes += act_bytes;
     t += C::kTransfer;
-    tr.generation_step({s.steps_per_generate > 0 ? step % s.steps_per_generate : step, 1000 + step, step_start, t});
-    events += 3;
+    if (as_step) tr.generation_step({s.steps_per_generate > 0 ? step % s.steps_per_generate : step, 1000 + step, step_start, t});
+    events += as_step ? 3 : 2;
     res.end_ns = t;  // the last event's end
     t += 10 * C::kGap;
     if (events - flushed_at > 100'000) {  // keep the writer ahead of the tracer's chunk pool
@@ -139,8 +158,9 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       flushed_at = events;
     }
   };
+  if (s.check_forward) forward(0, false);
   int64_t step = 0;
-  for (; step < s.tokens || events < s.min_events; ++step) forward(step);
+  for (; step < s.tokens || events < s.min_events; ++step) forward(step, true);
   tr.end_run(tracer::RunStatus::Complete);
   res.events = events;
   const double ms = static_cast<double>(res.end_ns - s.start_ns) / 1e6 / static_cast<double>(step);

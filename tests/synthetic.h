@@ -25,6 +25,13 @@ struct SyntheticRun {
   int64_t tokens = 4;    ///< generation steps (each a forward over every layer)
   /// When > 0: the step number restarts at 0 every this many steps (several generates).
   int64_t steps_per_generate = 0;
+  /// Weight tensors onloaded (and offloaded) per layer when offloaded, one swap each, as
+  /// accelerate moves a decoder layer's q/k/v/o, gate/up/down and norm weights one by one
+  /// ("mlp.up_proj.weight" alone when 1).
+  int tensors_per_layer = 1;
+  /// One forward before step 0 that is no generation step, as the LibTorch engine's first
+  /// call (capture, checked against the reference) is.
+  bool check_forward = false;
   /// When > 0: repeat forwards until at least this many events were recorded (benchmarks).
   int64_t min_events = 0;
   int64_t start_ns = 1'000'000'000;  ///< synthetic clock origin (absolute ns)

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "storage/capture_reader.h"
 #include "tests/synthetic.h"
 #include "tests/test_util.h"
 #include "ui/run_timeline.h"
+#include "ui/text_fit.h"
 #include "ui/timeline.h"
 
 namespace {
@@ -206,6 +208,30 @@ TEST(Format, TicksDurationsBytes) {
   EXPECT_EQ(format_bytes(113246208), "108 MiB");
 }
 
+// A label that does not fit keeps its tail, whole components first; nothing when even the
+// shortest tail does not fit. Widths from a callback: 7 px per character (the UI font's).
+TEST(FitLabel, KeepsTheTailOfAModuleNameAndDropsWhatDoesNotFit) {
+  const TextWidth mono = [](std::string_view s) { return 7.0f * static_cast<float>(s.size()); };
+  const std::string fqn = "model.layers.3.mlp";  // 126 px
+  EXPECT_EQ(fit_label(fqn, 126, mono), fqn);
+  EXPECT_EQ(fit_label(fqn, 125, mono), "...layers.3.mlp");  // 105 px
+  EXPECT_EQ(fit_label(fqn, 105, mono), "...layers.3.mlp");
+  EXPECT_EQ(fit_label(fqn, 104, mono), "...3.mlp");
+  EXPECT_EQ(fit_label(fqn, 55, mono), "...mlp");
+  EXPECT_EQ(fit_label(fqn, 41, mono), "") << "not even the last component: the tooltip names it";
+  // A short last component is still a whole one ("layer 3"), never a cut inside "layers".
+  EXPECT_EQ(fit_label("model.layers.3", 76, mono), "...3");
+  EXPECT_EQ(fit_label("model.layers.3", 77, mono), "...layers.3");
+  // Spaces separate too: a hook span keeps its module.
+  EXPECT_EQ(fit_label("AlignDevicesHook.pre_forward model.layers.12", 140, mono), "...model.layers.12");
+  // No separator: characters go from the front, at least kMinTail stay.
+  EXPECT_EQ(fit_label("abcdefghij", 49, mono), "...ghij");
+  EXPECT_EQ(fit_label("abcdefghij", 42, mono), "...hij");
+  EXPECT_EQ(fit_label("abcdefghij", 41, mono), "");
+  EXPECT_EQ(fit_label("", 100, mono), "");
+  EXPECT_EQ(fit_label(fqn, 0, mono), "");
+}
+
 // ------------------------------------------------------------------ a run from a capture
 
 struct Capture {
@@ -288,6 +314,150 @@ TEST(RunTimeline, StepsNameTheirGenerateAndTheWarmUps) {
   EXPECT_EQ(label_list(load_run_timeline(rd, 1)),
             (std::vector<std::string>{"warm-up 1 · step 0", "warm-up 1 · step 1", "measured 1 · step 0",
                                       "measured 1 · step 1", "measured 2 · step 0", "measured 2 · step 1"}));
+}
+
+/// The steps lane of `tl`'s first host group.
+const Track& steps_lane(const RunTimeline& tl) {
+  for (const auto& g : tl.groups)
+    for (const auto& t : g.tracks)
+      if (t.lane == Lane::Steps) return t;
+  throw std::runtime_error("no steps lane");
+}
+
+// What a run recorded before generation step 0 (the LibTorch engine's first call, checked
+// against the reference) is labelled on the steps lane, and so is each eager generate an
+// interleaved compiled run leaves unrecorded between its compiled ones.
+TEST(RunTimeline, TheStepsLaneNamesWhatCameBeforeStepZeroAndTheEagerGenerates) {
+  const auto file = test::scratch_dir("rt_phases") / "synthetic.sqlite";
+  int64_t compiled = 0, eager = 0, plain = 0;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 2);
+    storage::SyntheticRun s;
+    s.devices = 2;
+    s.layers = 2;
+    s.tokens = 4;
+    s.steps_per_generate = 2;
+    s.check_forward = true;
+    compiled = storage::write_synthetic_run(store, s).run_id;
+    store.set_run_result(compiled, {{"warmup", 1}, {"repeats", 1}, {"eager_decode_ms_per_token", {{"median", 1.0}}}});
+    s.mode = "eager";
+    eager = storage::write_synthetic_run(store, s).run_id;
+    s.check_forward = false;
+    plain = storage::write_synthetic_run(store, s).run_id;
+    store.finalize();
+    store.close();
+  }
+  storage::CaptureReader rd(file);
+  const auto tl = load_run_timeline(rd, compiled);
+  const Track& steps = steps_lane(tl);
+  // Before step 0, then the eager generate before each of the two compiled generates.
+  ASSERT_EQ(tl.phases.size(), 3u);
+  const Slice& first = steps.levels.at(0).at(0);
+  EXPECT_EQ(first.category, kPhase);
+  EXPECT_EQ(slice_source(steps, first), Source::Phase);
+  EXPECT_EQ(tl.strings[first.label], "before step 0: first compiled call (capture) + reference check");
+  EXPECT_EQ(first.start_ns, 0);
+  // It ends where the check forward's last event ends, before step 0 begins.
+  const int64_t step0 = tl.steps.at(0).start_ns - tl.origin_ns;
+  EXPECT_GT(first.end_ns, 0);
+  EXPECT_LE(first.end_ns, step0);
+  EXPECT_GT(tl.phases[0].events, 0);
+  EXPECT_NE(tl.phases[0].what.find("reference"), std::string::npos);
+  EXPECT_NE(tl.phases[0].what.find("graph breaks"), std::string::npos) << tl.phases[0].what;
+  EXPECT_EQ(describe(tl, Source::Phase, 0).at(0).second, tl.phases[0].name);
+  EXPECT_EQ(tl.phases[1].start_ns, first.end_ns);
+  EXPECT_EQ(tl.phases[1].end_ns, step0);
+  const RunPhase& gap = tl.phases[2];
+  for (const auto& p : {tl.phases[1], gap}) EXPECT_EQ(p.name, "eager generate (A B A B baseline, not recorded)");
+  EXPECT_EQ(gap.start_ns, tl.steps.at(1).end_ns - tl.origin_ns);
+  EXPECT_EQ(gap.end_ns, tl.steps.at(2).start_ns - tl.origin_ns);
+  EXPECT_TRUE(categories_used(tl)[kPhase]);
+  // An eager run's first forward is only checked; without it, nothing is before step 0.
+  const auto te = load_run_timeline(rd, eager);
+  ASSERT_EQ(te.phases.size(), 1u) << "no eager generates interleaved in an eager run";
+  EXPECT_EQ(te.phases[0].name, "before step 0: first forward, checked against the reference");
+  EXPECT_TRUE(load_run_timeline(rd, plain).phases.empty());
+}
+
+// A cpu-offload run's swaps, grouped per generation step on the device they onload to.
+TEST(RunTimeline, WeightSwapsAreAggregatedPerGenerationStep) {
+  const auto file = test::scratch_dir("rt_swap_groups") / "synthetic.sqlite";
+  storage::SyntheticResult r;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 1);
+    storage::SyntheticRun s;
+    s.scenario = "cpu-offload";
+    s.devices = 1;
+    s.layers = 4;
+    s.tokens = 3;
+    s.offload = true;
+    s.tensors_per_layer = 9;
+    s.check_forward = true;
+    r = storage::write_synthetic_run(store, s);
+    store.finalize();
+    store.close();
+  }
+  storage::CaptureReader rd(file);
+  const auto tl = load_run_timeline(rd, r.run_id);
+  EXPECT_EQ(r.onloads, 4 * 9 * 4);  // 4 layers x 9 tensors x (check forward + 3 steps)
+  const Track& swaps = track(group(tl, "0"), "weight onload/offload");
+  ASSERT_EQ(swaps.aggregate.size(), 4u) << "the check forward's swaps, then one group per step";
+  ASSERT_EQ(tl.swap_groups.size(), 4u);
+  EXPECT_EQ(tl.swap_groups[0].step, -1);
+  for (size_t i = 0; i < 4; ++i) {
+    const SwapGroup& g = tl.swap_groups[swaps.aggregate[i].row];
+    EXPECT_EQ(g.onloads, 36);
+    EXPECT_EQ(g.offloads, 36);
+    EXPECT_EQ(g.onload_bytes, 36 * (int64_t{4} << 20));
+    EXPECT_EQ(g.modules, 4);
+    EXPECT_EQ(tl.strings[swaps.aggregate[i].label], "36 onloads, 144 MiB");
+    EXPECT_EQ(slice_source(swaps, swaps.aggregate[i]), Source::SwapGroup);
+    if (i) {
+      EXPECT_EQ(g.step, static_cast<int64_t>(i - 1));
+      const auto& st = tl.steps.at(i - 1);
+      EXPECT_GE(g.start_ns, st.start_ns - tl.origin_ns);
+      EXPECT_LE(g.end_ns, st.end_ns - tl.origin_ns);
+      EXPECT_GE(swaps.aggregate[i].start_ns, swaps.aggregate[i - 1].end_ns) << "groups do not overlap";
+    }
+  }
+  EXPECT_NE(describe(tl, Source::SwapGroup, 1).at(0).second.find("generation step 0 on 0"), std::string::npos);
+  // Only swap lanes carry an aggregate.
+  for (const auto& g : tl.groups)
+    for (const auto& t : g.tracks) {
+      if (t.lane != Lane::WeightSwaps) {
+        EXPECT_TRUE(t.aggregate.empty()) << t.name;
+      }
+    }
+}
+
+// The search finds events by label or module, ignoring case, in time order.
+TEST(RunTimeline, SearchFindsAModulesComputeSlicesInTimeOrder) {
+  auto c = make_capture("rt_search");
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.sharded.run_id);
+  const auto m = find_events(tl, "  MODEL.Layers.7.MLP ");
+  ASSERT_EQ(m.size(), 3u) << "one per token";
+  for (size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(m[i].source, Source::Compute);
+    EXPECT_EQ(tl.compute.at(m[i].row).module, "model.layers.7.mlp");
+    EXPECT_EQ(m[i].group, static_cast<uint32_t>(tl.group_of("3")));
+    EXPECT_EQ(m[i].level, 1u) << "inside its layer";
+    if (i) {
+      EXPECT_LT(m[i - 1].start_ns, m[i].start_ns);
+    }
+  }
+  // A layer's name finds its compute (and its sub-modules'), its hook spans, the transfer
+  // into it (once) and its graph breaks (by module).
+  std::map<Source, int> by_source;
+  for (const auto& x : find_events(tl, "model.layers.4")) ++by_source[x.source];
+  EXPECT_EQ(by_source[Source::Compute], 3 * 3);
+  EXPECT_EQ(by_source[Source::Hook], 3 * 2);
+  EXPECT_EQ(by_source[Source::Transfer], 3) << "on its source's lane only";
+  EXPECT_EQ(by_source[Source::Break], 3);
+  EXPECT_TRUE(find_events(tl, "   ").empty());
+  EXPECT_TRUE(find_events(tl, "no such module").empty());
 }
 
 TEST(RunTimeline, ComputeNestsAndTransfersFlowBetweenGroups) {

@@ -3,6 +3,7 @@
 // on a large capture, and files that are not captures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -14,6 +15,7 @@
 #include "storage/schema.h"
 #include "tests/synthetic.h"
 #include "tests/test_util.h"
+#include "ui/run_timeline.h"
 #include "ui/view.h"
 #include "ui/viewer.h"
 #include "ui/window.h"
@@ -199,7 +201,29 @@ struct Driver {
       frame(in);
     }
   }
+  /// Holds `key` for one frame (with Shift when `shift`), then releases it.
+  void press(int key, bool shift = false) {
+    ScriptedInput in;
+    in.keys = {key};
+    in.shift = shift;
+    frame(in);
+    in.keys.clear();
+    frame(in);
+  }
+  /// Types `text`, a character a frame, as ImGui receives typing (io.AddInputCharacter).
+  void type(const std::string& text) {
+    for (char c : text) {
+      ScriptedInput in;
+      in.text = std::string(1, c);
+      frame(in);
+    }
+  }
+  void screenshot(const fs::path& png) { write_png(png, win.width(), win.height(), win.read_rgba()); }
 };
+
+using keys::kEnter, keys::kEscape, keys::kF1, keys::kF3;
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
 TEST(ViewInput, WheelZoomsAroundTheCursorDragPansKeysMove) {
   auto c = make_capture("input_nav");
@@ -581,6 +605,212 @@ TEST(ViewInput, RunsOfTwoCapturesAreOpenedAndComparedByClickAndCtrlClick) {
   EXPECT_EQ(d.view.run_capture(0), 1u);
   EXPECT_EQ(d.view.run_id(), a.runs[0].run_id);
   EXPECT_EQ(d.view.timeline()->run.id, b.runs[0].run_id);
+}
+
+TEST(ViewOverlays, TheLegendAndTheHelpOpenFromKeysAndButtonsAndCloseWithEscape) {
+  auto c = make_capture("overlays");
+  Driver d(c.file);
+  d.view.SelectRun(c.runs[3].run_id);  // offloaded: swaps, residency, memory
+  d.idle(3);
+  const auto& l = d.view.layout();
+  EXPECT_FALSE(l.legend.shown);
+  EXPECT_FALSE(l.help.shown);
+  d.press('L');
+  d.idle(2);
+  ASSERT_TRUE(l.legend.shown);
+  for (const char* entry : {"compute", "weight onload", "weight offload", "pre_forward", "generation step",
+                            "weights on device", "meta (weights in cpu)", "weight swaps of a step (aggregated)",
+                            "N events merged (zoom in)", "graph break (and its line through the run)", "search match"})
+    EXPECT_TRUE(has(l.legend.lines, entry)) << entry;
+  EXPECT_FALSE(has(l.legend.lines, "kernel")) << "only the kinds this run has";
+  EXPECT_GT(l.legend.rect[2] - l.legend.rect[0], 150);
+  EXPECT_LE(l.legend.rect[2], 1200);
+  const fs::path dir = c.file.parent_path();
+  d.screenshot(dir / "legend.png");
+  EXPECT_GT(load_png(dir / "legend.png").distinct_colors(static_cast<int>(l.legend.rect[0]), static_cast<int>(l.legend.rect[1]),
+                                                         static_cast<int>(l.legend.rect[2]), static_cast<int>(l.legend.rect[3])),
+            12u);
+  // '?' typed (not a key code: the character) opens the help, centred, listing the bindings.
+  ScriptedInput q;
+  q.text = "?";
+  d.frame(q);
+  d.idle(2);
+  ASSERT_TRUE(l.help.shown);
+  for (const char* line : {"wheel: zoom around the cursor (Ctrl: finer, Shift: faster)",
+                           "W / S: zoom in / out around the centre", "A / D: pan left / right by a tenth of the view",
+                           "Ctrl+F: find events by name or module",
+                           "Enter or F3 / Shift+Enter or Shift+F3: next / previous match (also the < > buttons)",
+                           "tables: click / Shift+click a header: sort by that column / by several columns"})
+    EXPECT_TRUE(has(l.help.lines, line)) << line;
+  EXPECT_NEAR(0.5f * (l.help.rect[0] + l.help.rect[2]), 600, 2);
+  d.screenshot(dir / "help.png");
+  // Esc closes the help first, then the legend.
+  const int esc = kEscape;
+  d.press(esc);
+  d.idle();
+  EXPECT_FALSE(l.help.shown);
+  EXPECT_TRUE(l.legend.shown);
+  d.press(esc);
+  d.idle();
+  EXPECT_FALSE(l.legend.shown);
+  // F1 opens the help; its button closes it; the legend's button opens the legend.
+  d.press(kF1);
+  d.idle();
+  EXPECT_TRUE(d.view.help_shown());
+  const auto button = [&](const float (&r)[4]) { d.click(std::floor(0.5f * (r[0] + r[2])), std::floor(0.5f * (r[1] + r[3]))); };
+  button(l.help_button);
+  d.idle();
+  EXPECT_FALSE(d.view.help_shown());
+  button(l.legend_button);
+  d.idle();
+  EXPECT_TRUE(d.view.legend_shown());
+}
+
+TEST(ViewSearch, TypingAModuleNameFindsItsComputeAndEnterStepsToTheThirdMatchCentred) {
+  auto c = make_capture("search", 0, /*tokens=*/6);
+  Driver d(c.file);
+  d.idle(3);
+  const RunTimeline* tl = d.view.timeline();
+  const auto& l = d.view.layout();
+  const auto& s = l.search;
+  d.click(std::floor(0.5f * (s.box[0] + s.box[2])), std::floor(0.5f * (s.box[1] + s.box[3])));
+  d.type("model.layers.7.mlp");
+  d.idle();
+  EXPECT_EQ(s.query, "model.layers.7.mlp");
+  ASSERT_EQ(s.matches, 6) << "its compute slice in each of the 6 steps";
+  EXPECT_EQ(s.current, 0);
+  const int enter = kEnter;
+  for (int i = 0; i < 3; ++i) {
+    d.press(enter);
+    d.idle(2);
+  }
+  ASSERT_EQ(s.current, 3);
+  const SearchMatch& m = d.view.search_matches().at(2);
+  EXPECT_EQ(m.source, Source::Compute);
+  EXPECT_EQ(tl->compute.at(m.row).module, "model.layers.7.mlp");
+  EXPECT_EQ(s.start_ns, static_cast<double>(m.start_ns));
+  const TimeView& v = d.view.time_view();
+  const double mid = 0.5 * static_cast<double>(m.start_ns + m.end_ns);
+  EXPECT_NEAR(v.t_of(0.5f * v.width_px), mid, v.ns_per_px) << "the match is not centred";
+  EXPECT_GE(static_cast<double>(m.end_ns - m.start_ns) / v.ns_per_px, 12) << "zoomed in far enough to see it";
+  ASSERT_TRUE(s.highlighted);
+  EXPECT_NEAR(0.5f * (s.rect[0] + s.rect[2]), l.canvas_x0 + 0.5f * v.width_px, 2);
+  d.screenshot(c.file.parent_path() / "search.png");
+  // Shift+Enter steps back, F3 / Shift+F3 step on and back, the buttons too.
+  d.press(enter, /*shift=*/true);
+  d.idle(2);
+  EXPECT_EQ(s.current, 2);
+  d.press(kF3);
+  d.idle();
+  EXPECT_EQ(s.current, 3);
+  d.press(kF3, /*shift=*/true);
+  d.idle();
+  EXPECT_EQ(s.current, 2);
+  EXPECT_NEAR(d.view.time_view().t_of(0.5f * v.width_px),
+              0.5 * static_cast<double>(d.view.search_matches()[1].start_ns + d.view.search_matches()[1].end_ns),
+              v.ns_per_px);
+}
+
+TEST(ViewLabels, ASliceTooNarrowForItsModuleNameShowsTheNamesTail) {
+  auto c = make_capture("labels");
+  Driver d(c.file);
+  d.idle(3);
+  const RunTimeline* tl = d.view.timeline();
+  uint32_t row = 0;
+  while (tl->compute.at(row).module != "model.layers.3.mlp") ++row;
+  const auto [a, b] = extent(*tl, Source::Compute, row);
+  // The box a few pixels narrower than the whole name needs (a label gets the box less 5 px).
+  const float full = d.win.text_width("model.layers.3.mlp");
+  TimeView& v = d.view.time_view();
+  v.ns_per_px = static_cast<double>(b - a) / (full + 5 - 3);
+  v.center_on(0.5 * static_cast<double>(a + b));
+  d.idle(2);
+  const auto& l = d.view.layout();
+  EXPECT_TRUE(has(l.elided_samples, "...layers.3.mlp")) << ::testing::PrintToString(l.elided_samples);
+  d.screenshot(c.file.parent_path() / "labels.png");
+  // Its tooltip names it in full: hover it (accelerator 1's compute, level 1).
+  const float x = std::floor(l.canvas_x0 + 0.5f * v.width_px), y = std::floor(l.groups.at(1).y0 + 20 + 17 + 8);
+  d.idle(2, x, y);
+  ASSERT_TRUE(d.view.hovered().has_value());
+  EXPECT_EQ(describe(*tl, d.view.hovered()->source, d.view.hovered()->row).at(0).second, "model.layers.3.mlp");
+  // Narrower still: its last components; at last no label at all.
+  v.ns_per_px = static_cast<double>(b - a) / (d.win.text_width("...3.mlp") + 5);
+  v.center_on(0.5 * static_cast<double>(a + b));
+  d.idle(2);
+  EXPECT_TRUE(has(l.elided_samples, "...3.mlp")) << ::testing::PrintToString(l.elided_samples);
+}
+
+TEST(ViewTables, AnEmptyTabSaysWhy) {
+  auto c = make_capture("empty_tabs");
+  ViewerOptions o;
+  o.file = c.file;
+  o.view = "swaps";
+  o.run = c.runs[0].run_id;  // sharded
+  o.width = 1200;
+  o.height = 700;
+  o.screenshot = c.file.parent_path() / "swaps_empty.png";
+  o.layout = c.file.parent_path() / "swaps_empty.json";
+  ASSERT_EQ(run_viewer(o), 0);
+  EXPECT_EQ(test::read_json(*o.layout)["empty_message"],
+            "this run offloads nothing (scenario sharded: every weight stays on its execution device)");
+  o.run = c.runs[3].run_id;  // cpu-offload: rows, no message
+  ASSERT_EQ(run_viewer(o), 0);
+  EXPECT_EQ(test::read_json(*o.layout)["empty_message"], "");
+  o.view = "breaks";  // offload-only on a sharded run breaks nowhere
+  o.run = c.runs[1].run_id;
+  ASSERT_EQ(run_viewer(o), 0);
+  EXPECT_EQ(test::read_json(*o.layout)["empty_message"],
+            "no graph breaks recorded in this run: each compiled forward ran as one region");
+}
+
+TEST(ViewLod, ACpuOffloadRunShowsItsSwapsAsOneGroupPerStepAtTheDefaultZoom) {
+  const fs::path file = test::scratch_dir("swap_groups") / "cpu_offload.sqlite";
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 1);
+    storage::SyntheticRun s;
+    s.scenario = "cpu-offload";
+    s.policy = "offload-only";
+    s.mode = "eager";
+    s.devices = 1;
+    s.layers = 16;
+    s.tensors_per_layer = 9;  // 144 onloads and 144 offloads per step
+    s.tokens = 6;
+    s.offload = true;
+    storage::write_synthetic_run(store, s);
+    store.finalize();
+    store.close();
+  }
+  Driver d(file);
+  d.idle(3);
+  const auto& l = d.view.layout();
+  EXPECT_EQ(l.aggregated_boxes, 6) << "one block per generation step";
+  d.screenshot(file.parent_path() / "swap_groups.png");
+  // The memory lane's scale: the peak (a layer's 9 tensors of 4 MiB) at its top, 0 at its bottom.
+  ASSERT_EQ(l.memory_axes.size(), 1u);
+  EXPECT_EQ(l.memory_axes[0].top_bytes, 9 * (int64_t{4} << 20));
+  EXPECT_EQ(l.memory_axes[0].labels, (std::vector<std::string>{"36.0 MiB", "18.0 MiB", "0"}));
+  // Hover the third step's block (accelerator 0: compute 2 levels, transfers in, out, swaps).
+  const RunTimeline* tl = d.view.timeline();
+  const Track& swaps = tl->groups.at(0).tracks.at(3);
+  ASSERT_EQ(swaps.lane, Lane::WeightSwaps);
+  ASSERT_EQ(swaps.aggregate.size(), 6u);
+  const Slice& g = swaps.aggregate[2];
+  EXPECT_EQ(tl->strings[g.label], "144 onloads, 576 MiB");
+  const TimeView& v = d.view.time_view();
+  const float x = std::floor(l.canvas_x0 + v.x_of(0.5 * static_cast<double>(g.start_ns + g.end_ns)));
+  const float y = std::floor(l.groups.at(0).y0 + 20 + 2 * 17 + 17 + 17 + 8);
+  d.idle(2, x, y);
+  ASSERT_TRUE(d.view.hovered().has_value());
+  EXPECT_EQ(d.view.hovered()->source, Source::SwapGroup);
+  EXPECT_EQ(d.view.hovered()->row, g.row);
+  // A click zooms to it: its swaps are drawn one by one.
+  d.click(x, y);
+  d.idle(2);
+  EXPECT_NEAR(d.view.time_view().start_ns, static_cast<double>(g.start_ns) - 0.05 * (g.end_ns - g.start_ns),
+              d.view.time_view().ns_per_px);
+  EXPECT_EQ(l.aggregated_boxes, 0);
+  d.screenshot(file.parent_path() / "swap_group_zoomed.png");
 }
 
 TEST(ViewerErrors, NewerSchemaIsRefused) {

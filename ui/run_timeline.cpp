@@ -3,8 +3,10 @@
 #include "ui/run_timeline.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <iterator>
+#include <tuple>
 #include <string_view>
 
 namespace hs::ui {
@@ -14,7 +16,8 @@ const char* category_name(uint8_t c) {
       "compute", "HtoD", "DtoH", "DtoD", "PtoP", "copy", "weight onload", "weight offload", "pre_forward",
       "post_forward", "hook", "compiler-disabled", "compiled region", "generation step", "weights on device",
       "meta (weights in cpu)", "meta (weights on disk)", "graph break", "CPU op", "user annotation",
-      "python function", "GPU annotation", "kernel", "memset", "CUDA runtime", "CUDA driver"};
+      "python function", "GPU annotation", "kernel", "memset", "CUDA runtime", "CUDA driver",
+      "before step 0 (not a generation step)", "weight swaps of a step (aggregated)"};
   return c < kCategoryCount ? names[c] : "?";
 }
 
@@ -96,6 +99,8 @@ Source slice_source(const Track& t, const Slice& s) {
     return s.category == kMemset ? Source::Memset : Source::Memcpy;
   }
   if (t.lane == Lane::CudaApi) return s.category == kCudaDriver ? Source::Driver : Source::Runtime;
+  if (s.category == kPhase) return Source::Phase;
+  if (s.category == kSwapGroup) return Source::SwapGroup;
   return t.source;
 }
 
@@ -154,6 +159,22 @@ std::string rate_text(int64_t bytes, int64_t ns) {
 }
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
+
+/// A step's weight swaps on one device, aggregated.
+void describe_swap_group(const RunTimeline& tl, uint32_t row, Fields& f) {
+  const auto& g = tl.swap_groups.at(row);
+  std::string when = "no generation step (before step 0, or between generates)";
+  if (g.step >= 0) {
+    const auto& st = tl.steps.at(static_cast<size_t>(g.step));
+    when = "generation step " + std::to_string(st.step);
+  }
+  f.emplace_back("weight swaps of", when + " on " + g.device);
+  f.emplace_back("onloads", std::to_string(g.onloads) + " moving " + bytes_text(g.onload_bytes));
+  f.emplace_back("offloads", std::to_string(g.offloads));
+  f.emplace_back("modules", std::to_string(g.modules) + " (" + module_label(tl.swaps.at(g.first_swap).module) +
+                                " ... " + module_label(tl.swaps.at(g.last_swap).module) + ")");
+  f.emplace_back("zoom in", "click or wheel: the swaps one by one");
+}
 
 /// hookscope's own rows: what the hooks, the engine and the compile engine recorded (or the
 /// importer made of the driver's hookscope:: ranges).
@@ -226,6 +247,14 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       f.emplace_back("module stack", r.module_stack);
       break;
     }
+    case Source::Phase: {
+      const auto& p = tl.phases.at(row);
+      f.emplace_back("run phase", p.name);
+      f.emplace_back("what", p.what);
+      f.emplace_back("events", std::to_string(p.events));
+      break;
+    }
+    case Source::SwapGroup: describe_swap_group(tl, row, f); break;
     default: break;
   }
 }
@@ -338,6 +367,8 @@ std::pair<int64_t, int64_t> extent(const RunTimeline& tl, Source source, uint32_
     case Source::Memset: return span_of(tl.memsets, row, o);
     case Source::Runtime: return span_of(tl.runtime_calls, row, o);
     case Source::Driver: return span_of(tl.driver_calls, row, o);
+    case Source::Phase: return {tl.phases.at(row).start_ns, tl.phases.at(row).end_ns};
+    case Source::SwapGroup: return {tl.swap_groups.at(row).start_ns, tl.swap_groups.at(row).end_ns};
   }
   return {0, 0};
 }
@@ -363,6 +394,65 @@ std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl,
   if (source == Source::Transfer && b > a) f.emplace_back("throughput", rate_text(tl.transfers.at(row).bytes, b - a));
   if (source == Source::Memcpy && b > a) f.emplace_back("throughput", rate_text(tl.memcpys.at(row).bytes, b - a));
   return f;
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<SearchMatch> find_events(const RunTimeline& tl, std::string_view query) {
+  std::vector<SearchMatch> out;
+  const size_t a = query.find_first_not_of(" \t"), b = query.find_last_not_of(" \t");
+  if (a == std::string_view::npos) return out;
+  const std::string q = lower(query.substr(a, b - a + 1));
+  // Each interned label is tested once, not once per slice.
+  std::vector<bool> hit(tl.strings.size());
+  for (size_t i = 0; i < tl.strings.size(); ++i) hit[i] = lower(tl.strings[i]).find(q) != std::string::npos;
+  for (uint32_t g = 0; g < tl.groups.size(); ++g) {
+    const auto& tracks = tl.groups[g].tracks;
+    for (uint16_t t = 0; t < tracks.size(); ++t) {
+      const Track& tr = tracks[t];
+      auto take = [&](const Slice& s, uint16_t level) {
+        const Source src = slice_source(tr, s);
+        bool match = hit[s.label];
+        if (!match && src == Source::Break) match = lower(tl.breaks[s.row].module).find(q) != std::string::npos;
+        // A transfer is on two lanes: found on its source's, unless that device has no group.
+        if (match && tr.lane == Lane::TransfersIn && tl.group_of(canonical_device(tl.transfers[s.row].src)) >= 0)
+          match = false;
+        if (!match) return;
+        out.push_back({src, s.row, s.start_ns, s.end_ns, g, t, level});
+      };
+      for (uint16_t lv = 0; lv < tr.levels.size(); ++lv)
+        for (const Slice& s : tr.levels[lv]) take(s, lv);
+      for (const Slice& s : tr.instants) take(s, 0);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SearchMatch& x, const SearchMatch& y) {
+    return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : std::tie(x.group, x.track) < std::tie(y.group, y.track);
+  });
+  return out;
+}
+
+std::vector<bool> categories_used(const RunTimeline& tl) {
+  std::vector<bool> used(kCategoryCount, false);
+  auto see = [&](const Track& t) {
+    for (const auto& level : t.levels)
+      for (const Slice& s : level) used[s.category] = true;
+    for (const Slice& s : t.instants) used[s.category] = true;
+    for (const Slice& s : t.aggregate) used[s.category] = true;
+  };
+  for (const auto& g : tl.groups) {
+    for (const auto& t : g.tracks) see(t);
+    for (const auto& t : g.residency) see(t);
+    see(g.residency_summary);
+  }
+  return used;
 }
 
 RangeStats range_stats(const RunTimeline& tl, int64_t t0, int64_t t1) {

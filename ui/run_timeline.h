@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -34,6 +35,8 @@ enum class Source : uint8_t {
   Memset,   ///< memsets
   Runtime,  ///< runtime_calls (CUDA runtime API)
   Driver,   ///< driver_calls (CUDA driver API)
+  Phase,      ///< phases: parts of the run that are not a generation step (before step 0)
+  SwapGroup,  ///< swap_groups: a generation step's weight swaps on one device, as one block
 };
 
 /// Colour/legend classes of slices.
@@ -64,6 +67,8 @@ enum Category : uint8_t {
   kMemset,
   kCudaRuntime,      ///< a CUDA runtime API call
   kCudaDriver,       ///< a CUDA driver API call
+  kPhase,            ///< a part of the run outside the generation steps (before step 0)
+  kSwapGroup,        ///< a step's weight onloads/offloads on one device, aggregated
   kCategoryCount
 };
 const char* category_name(uint8_t c);
@@ -123,6 +128,10 @@ struct Track {
   std::vector<std::pair<int64_t, int64_t>> counter;  ///< (relative ns, bytes), sorted; memory
   int64_t counter_max = 0;
   int64_t stream = -1;                             ///< Stream lanes: the CUDA stream id
+  /// Weight-swap lanes: the same swaps as one slice per generation step (and per stretch
+  /// between steps), Source::SwapGroup rows; the view draws these instead of `levels` when
+  /// the swaps themselves would merge into "zoom in" blocks. Sorted, non-overlapping.
+  std::vector<Slice> aggregate;
   size_t slice_count() const;
 };
 /// The source row vector slice `s` of track `t` indexes: lane_source(t.lane), except in the
@@ -168,6 +177,27 @@ struct ResidencyUnit {
   int64_t bytes = 0;   ///< bytes materialised per onload (0 when unknown)
 };
 
+/// A part of a run that is no generation step, on the steps lane: what the run recorded
+/// before generation step 0 began (for a LibTorch run, the first call of the compiled
+/// forward — Dynamo-style capture of its regions in a compiled mode — checked against the
+/// reference; model load, dispatch and the reference forward happen before recording starts).
+struct RunPhase {
+  int64_t start_ns = 0, end_ns = 0;  ///< relative
+  std::string name;                  ///< its label, e.g. "before step 0: first compiled call, ..."
+  std::string what;                  ///< the longer explanation (tooltip, details)
+  int64_t events = 0;                ///< events of the run inside it
+};
+
+/// A generation step's weight swaps on one device (or those between two steps), as one block.
+struct SwapGroup {
+  std::string device;
+  int64_t start_ns = 0, end_ns = 0;  ///< relative: first swap's start, last swap's end
+  int64_t step = -1;                 ///< index into RunTimeline::steps; −1 when between steps
+  int64_t onloads = 0, offloads = 0, onload_bytes = 0;
+  int64_t modules = 0;               ///< distinct modules swapped
+  uint32_t first_swap = 0, last_swap = 0;  ///< rows into RunTimeline::swaps
+};
+
 struct RunTimeline {
   storage::RunRecord run;
   int64_t origin_ns = 0;    ///< absolute host-clock ns of relative time 0
@@ -192,6 +222,8 @@ struct RunTimeline {
   std::vector<storage::MemsetRow> memsets;
   std::vector<storage::RuntimeRow> runtime_calls;
   std::vector<storage::DriverRow> driver_calls;
+  std::vector<RunPhase> phases;
+  std::vector<SwapGroup> swap_groups;
   /// correlationId → the CUDA API call (Runtime or Driver row) that launched a GPU record.
   std::unordered_map<uint32_t, std::pair<Source, uint32_t>> launches;
 
@@ -214,6 +246,25 @@ const char* hook_phase_name(events::HookPhase phase);
 const char* copy_kind_name(tracer::MemcpyKind kind);
 /// The accelerator index a device name stands for: "0" and "cuda:0" → "0"; other names as given.
 std::string canonical_device(const std::string& device);
+
+/// The slices of every category that occurs in the run's lanes (for the legend), as flags
+/// indexed by Category.
+std::vector<bool> categories_used(const RunTimeline& tl);
+
+/// An event the timeline's search found: its source row, its time and where it is drawn.
+struct SearchMatch {
+  Source source = Source::Compute;
+  uint32_t row = 0;
+  int64_t start_ns = 0, end_ns = 0;  ///< relative
+  uint32_t group = 0;                ///< index into RunTimeline::groups
+  uint16_t track = 0, level = 0;     ///< the group's track, the slice's nesting level in it
+};
+/// The events whose name (the slice's label) or module contains `query`, ignoring case and
+/// the query's leading and trailing blanks, in time order (ties: by group, track): module
+/// compute, hooks, transfers (once, on their source's lane), weight swaps, compiler-disabled
+/// scopes, regions, steps, graph breaks (by function or module), CPU ops, GPU records. Not the
+/// residency lanes (they span the run). An empty query finds nothing.
+std::vector<SearchMatch> find_events(const RunTimeline& tl, std::string_view query);
 
 /// Loads run `run` of `reader`. Throws storage::CaptureError / std::out_of_range (no such run).
 /// Reads every kind it draws (hookscope's host events, CPU ops, kernels, memcpys, memsets,

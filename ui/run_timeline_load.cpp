@@ -38,6 +38,83 @@ std::vector<std::string> generate_labels(const RunTimeline& tl) {
   return out;
 }
 
+bool keeps_empty_lanes(const storage::RunRecord& run);
+
+/// The events of the run that start in [t0, t1) (relative ns): how many, and where the last of
+/// them ends.
+struct EventsIn {
+  int64_t count = 0;
+  int64_t last_end = 0;  ///< relative; t0 when none
+};
+EventsIn events_in(const RunTimeline& tl, int64_t t0, int64_t t1) {
+  const int64_t a = t0 + tl.origin_ns, b = t1 + tl.origin_ns;
+  EventsIn e{0, t0};
+  auto see = [&](int64_t start, int64_t end) {
+    if (start < a || start >= b) return;
+    ++e.count;
+    e.last_end = std::max(e.last_end, end - tl.origin_ns);
+  };
+  auto rows = [&](const auto& v) {
+    for (const auto& r : v) see(r.start_ns, r.end_ns);
+  };
+  rows(tl.compute), rows(tl.transfers), rows(tl.swaps), rows(tl.hooks), rows(tl.disabled), rows(tl.regions);
+  rows(tl.cpu_ops), rows(tl.kernels), rows(tl.memcpys), rows(tl.memsets), rows(tl.runtime_calls);
+  rows(tl.driver_calls);
+  for (const auto& r : tl.breaks) see(r.time_ns, r.time_ns);
+  return e;
+}
+
+/// What the run recorded before generation step 0 began ([0, end)), as the engine that recorded
+/// it does it: the LibTorch engine's first call of the compiled forward (capture of its regions
+/// in a compiled mode) checked against the reference — model load, dispatch and the reference
+/// itself run before the run's recording starts; in a trace, what it holds before its first
+/// hookscope::step range.
+RunPhase pre_step_phase(const RunTimeline& tl, int64_t end, int64_t events) {
+  RunPhase p;
+  p.end_ns = end;
+  p.events = events;
+  int64_t regions = 0, breaks = 0;
+  for (const auto& r : tl.regions) regions += r.start_ns - tl.origin_ns < end;
+  for (const auto& r : tl.breaks) breaks += r.time_ns - tl.origin_ns < end;
+  const std::string counts = std::to_string(events) + " events" +
+                             (regions ? ", " + std::to_string(regions) + " compiled regions" : "") +
+                             (breaks ? ", " + std::to_string(breaks) + " graph breaks" : "");
+  if (!keeps_empty_lanes(tl.run)) {
+    p.name = "before step 0 (not a generation step)";
+    p.what = "what the trace recorded before its first hookscope::step range (" + counts + ")";
+  } else if (tl.run.mode == "eager") {
+    p.name = "before step 0: first forward, checked against the reference";
+    p.what = "the run's first forward, its prefill argmax and logits compared with the undispatched single-device "
+             "reference (" + counts + "); model load, dispatch and the reference's own forward ran before recording "
+             "began";
+  } else {
+    p.name = "before step 0: first compiled call (capture) + reference check";
+    p.what = "the first call of the compiled forward: regions cut at the compiler-disabled scopes (graph breaks) and "
+             "run, its prefill argmax and logits compared with the undispatched single-device reference (" + counts +
+             "); model load, dispatch and the reference's own forward ran before recording began";
+  }
+  return p;
+}
+
+/// The eager generate a compiled LibTorch cell runs before each compiled one (A B A B): the
+/// sink is off during it, so it is a gap in the recording.
+RunPhase eager_generate_phase(int64_t start, int64_t end) {
+  RunPhase p;
+  p.start_ns = start;
+  p.end_ns = end;
+  p.name = "eager generate (A B A B baseline, not recorded)";
+  p.what = "the eager generate of the same dispatched model that precedes each compiled one, timed for the speed-up "
+           "against eager; nothing is recorded during it";
+  return p;
+}
+
+/// A compiled LibTorch run interleaves eager generates (its results carry their latency).
+bool interleaved(const RunTimeline& tl) {
+  const auto& r = tl.run.results;
+  return keeps_empty_lanes(tl.run) && r.is_object() && r.contains("eager_decode_ms_per_token") &&
+         !r["eager_decode_ms_per_token"].is_null();
+}
+
 bool is_index(const std::string& d) {
   return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -521,6 +598,63 @@ Track memory_track(std::vector<std::pair<int64_t, int64_t>> points) {
   return t;
 }
 
+/// A device's weight swaps as one block per generation step (and per stretch between steps):
+/// the aggregate of its swaps lane, rows appended to tl.swap_groups. `swaps` are the lane's
+/// slices; empty when the run has no steps to group by.
+std::vector<Slice> swap_groups(RunTimeline& tl, const std::string& device, const std::vector<Slice>& swaps) {
+  std::vector<Slice> out;
+  if (tl.steps.empty() || swaps.empty()) return out;
+  std::vector<std::pair<int64_t, int64_t>> steps;  // relative (start, end), by start
+  for (const auto& r : tl.steps) steps.emplace_back(r.start_ns - tl.origin_ns, r.end_ns - tl.origin_ns);
+  std::vector<uint32_t> step_row(steps.size());
+  for (uint32_t i = 0; i < step_row.size(); ++i) step_row[i] = i;
+  std::stable_sort(step_row.begin(), step_row.end(), [&](uint32_t a, uint32_t b) { return steps[a] < steps[b]; });
+  std::vector<Slice> sorted = swaps;
+  std::stable_sort(sorted.begin(), sorted.end(), by_start);
+  // Key of a swap: 2k+1 inside the k-th step (by start), 2k+2 after it, 0 before the first.
+  auto key_of = [&](int64_t t) -> int64_t {
+    const auto it = std::partition_point(step_row.begin(), step_row.end(), [&](uint32_t r) { return steps[r].first <= t; });
+    if (it == step_row.begin()) return 0;
+    const int64_t k = (it - step_row.begin()) - 1;
+    return t < steps[step_row[k]].second ? 2 * k + 1 : 2 * k + 2;
+  };
+  std::set<std::string> modules;
+  int64_t key = -1, prev_end = std::numeric_limits<int64_t>::min();
+  auto close = [&] {
+    SwapGroup& g = tl.swap_groups.back();
+    g.modules = static_cast<int64_t>(modules.size());
+    std::string label = std::to_string(g.onloads) + (g.onloads == 1 ? " onload, " : " onloads, ") +
+                        format_bytes(static_cast<double>(g.onload_bytes));
+    if (!g.onloads) label = std::to_string(g.offloads) + " offloads";
+    out.back().label = tl.intern(label);
+    prev_end = out.back().end_ns;
+  };
+  for (const Slice& x : sorted) {
+    const int64_t k = key_of(x.start_ns);
+    if (k != key) {
+      if (key >= 0) close();
+      key = k;
+      modules.clear();
+      SwapGroup g;
+      g.device = device;
+      g.start_ns = std::max(x.start_ns, prev_end);  // the aggregate stays free of overlaps
+      g.step = k % 2 ? static_cast<int64_t>(step_row[static_cast<size_t>(k / 2)]) : -1;
+      g.first_swap = x.row;
+      out.push_back({g.start_ns, x.end_ns, 0, static_cast<uint32_t>(tl.swap_groups.size()), kSwapGroup});
+      tl.swap_groups.push_back(g);
+    }
+    SwapGroup& g = tl.swap_groups.back();
+    const auto& r = tl.swaps[x.row];
+    (r.onload ? g.onloads : g.offloads) += 1;
+    if (r.onload) g.onload_bytes += r.bytes;
+    modules.insert(r.module);
+    g.last_swap = x.row;
+    g.end_ns = out.back().end_ns = std::max(out.back().end_ns, x.end_ns);
+  }
+  close();
+  return out;
+}
+
 /// Turns a device group's lanes into its tracks (in Lane order) and residency lanes.
 void finish_device_group(RunTimeline& tl, LaneGroup& grp, DeviceLanes&& lanes, bool keep_empty) {
   // A LibTorch run keeps the lanes a reader expects even when empty (compute, transfers).
@@ -528,8 +662,11 @@ void finish_device_group(RunTimeline& tl, LaneGroup& grp, DeviceLanes&& lanes, b
                               std::pair{Lane::TransfersOut, &lanes.transfers_out}})
     if (keep_empty || !slices->empty()) grp.tracks.push_back(slice_track(lane, std::move(*slices)));
   // A device that never onloads or offloads has no swap lane.
-  if (Track swaps = slice_track(Lane::WeightSwaps, std::move(lanes.swaps)); !swaps.levels.empty())
+  std::vector<Slice> aggregate = swap_groups(tl, grp.device, lanes.swaps);
+  if (Track swaps = slice_track(Lane::WeightSwaps, std::move(lanes.swaps)); !swaps.levels.empty()) {
+    swaps.aggregate = std::move(aggregate);
     grp.tracks.push_back(std::move(swaps));
+  }
   grp.residency_summary = residency_summary(tl, std::move(lanes.on_device));
   // Nothing ever resident: no memory lane.
   if (Track memory = memory_track(std::move(lanes.memory)); memory.counter_max != 0)
@@ -600,6 +737,33 @@ void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
   }
 }
 
+/// The parts of the run outside its generation steps onto the steps lane `steps` (of the
+/// thread that ran the steps): what came before step 0 and, in an interleaved run, each eager
+/// generate (a gap in the recording) before a compiled one.
+void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
+  std::vector<uint32_t> order(tl.steps.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return tl.steps[a].start_ns < tl.steps[b].start_ns; });
+  auto add = [&](RunPhase p) {
+    steps.push_back({p.start_ns, p.end_ns, tl.intern(p.name), static_cast<uint32_t>(tl.phases.size()), kPhase});
+    tl.phases.push_back(std::move(p));
+  };
+  const int64_t o = tl.origin_ns, first = tl.steps[order[0]].start_ns - o;
+  const bool eager_gaps = interleaved(tl);
+  if (first > 0) {
+    const EventsIn before = events_in(tl, 0, first);
+    const int64_t end = std::min(before.last_end, first);
+    if (before.count > 0 && end > 0) add(pre_step_phase(tl, end, before.count));
+    if (eager_gaps && first > end) add(eager_generate_phase(end, first));
+  }
+  if (!eager_gaps) return;
+  for (size_t i = 1; i < order.size(); ++i) {
+    const auto &prev = tl.steps[order[i - 1]], &next = tl.steps[order[i]];
+    if (next.step == 0 && next.start_ns > prev.end_ns) add(eager_generate_phase(prev.end_ns - o, next.start_ns - o));
+  }
+}
+
 /// The host rows sorted onto their threads' lanes; `root_forward` are the root module's
 /// compute rows.
 std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& hi,
@@ -642,6 +806,7 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
     const auto& r = tl.breaks[i];
     on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, tl.intern(r.function), i, kBreak});
   }
+  if (!tl.steps.empty()) place_phases(tl, on(tl.steps.front().thread).steps);
   place_host_activity(tl, hi, host);
   return host;
 }

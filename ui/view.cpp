@@ -51,6 +51,23 @@ nlohmann::json FrameLayout::to_json() const {
                            {"visible", g.visible},
                            {"rect", {g.x0, g.y0, g.x1, g.y1}}});
   j["table_rows"] = static_cast<int64_t>(table_rows.size());
+  j["aggregated_boxes"] = aggregated_boxes;
+  j["elided_labels"] = elided_labels;
+  j["elided_samples"] = elided_samples;
+  j["search"] = {{"query", search.query},
+                 {"matches", search.matches},
+                 {"current", search.current},
+                 {"match_ns", {search.start_ns, search.end_ns}},
+                 {"highlighted", search.highlighted},
+                 {"rect", search.rect},
+                 {"box", search.box}};
+  for (const auto& [name, o] : {std::pair{"legend", &legend}, std::pair{"help", &help}})
+    j[name] = {{"shown", o->shown}, {"rect", o->rect}, {"lines", o->lines}};
+  j["empty_message"] = empty_message;
+  j["memory_axes"] = nlohmann::json::array();
+  for (const auto& a : memory_axes)
+    j["memory_axes"].push_back(
+        {{"run", a.run_id}, {"device", a.device}, {"top_bytes", a.top_bytes}, {"labels", a.labels}, {"y", {a.y0, a.y1}}});
   j["run_rows"] = nlohmann::json::array();
   for (const auto& r : run_rows) j["run_rows"].push_back({{"capture", r.capture}, {"run", r.run_id}, {"y", {r.y0, r.y1}}});
   for (const auto& r : compare_rows)
@@ -130,6 +147,8 @@ void View::LoadRun(int slot, size_t capture, int64_t run_id) {
   m_range_cache_run[slot] = -1;  // run ids repeat across captures: recompute for the new run
   if (slot == 0) {
     for (auto& t : m_table_run) t = -1;
+    m_categories_run = m_search_run = -1;  // run ids repeat across captures
+    m_match.reset();
     m_selected.reset();
     m_range.reset();
   } else if (m_selected && m_selected->run == 1) {
@@ -194,7 +213,15 @@ void View::Frame(float width, float height) {
   m_layout.table_rows.clear();
   m_layout.run_rows.clear();
   m_layout.merged_boxes = m_layout.drawn_boxes = m_layout.drawn_flows = 0;
+  m_layout.aggregated_boxes = m_layout.elided_labels = 0;
+  m_layout.elided_samples.clear();
+  m_layout.legend = {};
+  m_layout.help = {};
+  m_layout.empty_message.clear();
+  m_layout.memory_axes.clear();
+  m_layout.search.highlighted = false;
   m_layout.tab = m_tab;
+  HandleGlobalKeys();
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImVec2(width, height));
@@ -251,6 +278,8 @@ void View::Frame(float width, float height) {
   ImGui::EndChild();
   DrawDiagnostics(diag_h);
   ImGui::End();
+  DrawLegend();
+  DrawHelp();
 }
 
 // ------------------------------------------------------------------ runs

@@ -6,6 +6,8 @@
 //   view_range.cpp     statistics of the time range picked on the ruler
 //   view_compare.cpp   the policy × mode matrix per scenario, aligned timelines of two runs
 //   view_tables.cpp    graph breaks, transfers, weight swaps (sortable; rows jump to the timeline)
+//   view_search.cpp    the timeline's toolbar: find box (match k of n, next/previous), legend/help buttons
+//   view_overlays.cpp  the legend, the key/mouse help, the keys that open and close them
 //
 // The views draw through ImGui only: no window, GLFW or OpenGL here (ui/window.h is the
 // platform layer). Input comes only through ImGui (mouse, wheel, keys), so a test or
@@ -91,6 +93,37 @@ struct FrameLayout {
   std::vector<TableRow> table_rows;    ///< rows of the breaks/transfers/swaps table drawn this frame
   int64_t merged_boxes = 0, drawn_boxes = 0;
   int64_t drawn_flows = 0;  ///< transfer and launch flows drawn (none when too many are in view)
+  int64_t aggregated_boxes = 0;  ///< weight-swap groups drawn in place of the swaps (Track::aggregate)
+  int64_t elided_labels = 0;     ///< slice labels drawn shortened (fit_label)
+  std::vector<std::string> elided_samples;  ///< the first few of them, as drawn
+  /// The timeline's search: its query, how many events match, which one is shown (1-based;
+  /// 0 = none yet), its time (relative ns) and where its highlight was drawn (x0, y0, x1, y1;
+  /// `highlighted` false when it was not, e.g. scrolled out of view).
+  struct Search {
+    std::string query;
+    int64_t matches = 0, current = 0;
+    double start_ns = 0, end_ns = 0;
+    bool highlighted = false;
+    float rect[4] = {0, 0, 0, 0};
+    float box[4] = {0, 0, 0, 0};  ///< the search box itself
+  } search;
+  /// An overlay window (legend, help) if drawn this frame: its rect and its lines.
+  struct Overlay {
+    bool shown = false;
+    float rect[4] = {0, 0, 0, 0};
+    std::vector<std::string> lines;  ///< legend: category names; help: "keys: action"
+  } legend, help;
+  float legend_button[4] = {0, 0, 0, 0}, help_button[4] = {0, 0, 0, 0};
+  /// A table tab with no rows says why (e.g. "this run offloads nothing (...)"); "" otherwise.
+  std::string empty_message;
+  struct MemoryAxis {  ///< the scale of a memory lane
+    int64_t run_id;
+    std::string device;
+    int64_t top_bytes;  ///< the value at the lane's top (its peak)
+    std::vector<std::string> labels;  ///< top, middle, bottom ("0")
+    float y0, y1;
+  };
+  std::vector<MemoryAxis> memory_axes;
   nlohmann::json to_json() const;
 };
 
@@ -133,6 +166,11 @@ class View {
   /// Selects a source row of run `run` (0/1) and centres the timeline on it, widening the
   /// view when the event is wider than it (what clicking a table row does).
   void Focus(int run, Source source, uint32_t row);
+  /// The search's matches in the primary run (in time order) and the one shown (0-based).
+  const std::vector<SearchMatch>& search_matches() const { return m_matches; }
+  std::optional<size_t> search_current() const;
+  bool legend_shown() const { return m_show_legend; }
+  bool help_shown() const { return m_show_help; }
   /// Time range picked on the ruler (relative ns), if any.
   std::optional<std::pair<int64_t, int64_t>> range() const { return m_range; }
   const FrameLayout& layout() const { return m_layout; }
@@ -153,6 +191,17 @@ class View {
   bool DrawLanePane(int slot, int panes, float full_w, float lanes_h, float x0, float x1);
   void HandleTimelineInput(float x0, float x1, bool lanes_hovered, bool ruler_hovered);
   void DrawHoverTooltip();
+  // view_search.cpp
+  void DrawTimelineToolbar();
+  void DrawSearchBox();
+  void UpdateSearch();
+  void StepSearch(int direction);
+  void GoToMatch(size_t index);
+  void DrawSearchHighlight(LanePass& p);
+  // view_overlays.cpp
+  void HandleGlobalKeys();
+  void DrawLegend();
+  void DrawHelp();
   // view_lanes.cpp
   float DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, float clip_y0, float clip_y1);
   void DrawLaneGroup(LanePass& p, size_t group);
@@ -165,6 +214,12 @@ class View {
   void DrawTrack(LanePass& p, const Track& t, const std::string* label = nullptr);
   void DrawInstants(LanePass& p, const Track& t, float height);
   void DrawSliceLevels(LanePass& p, const Track& t, int levels);
+  /// A swap lane's Track::aggregate in its first row; false (nothing drawn) when its swaps are
+  /// far enough apart to be drawn themselves (no more merged blocks than single swaps in view).
+  bool DrawSwapGroups(LanePass& p, const Track& t);
+  void DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, uint32_t color);
+  void DrawMergedBox(LanePass& p, const std::vector<Slice>& level, const DrawBox& b, float ly0, float ly1,
+                     bool mouse_row);
   void DrawSelectionTime(LanePass& p, float run_y0, float run_y1);
   // view_range.cpp
   void DrawRangeStats();
@@ -207,6 +262,17 @@ class View {
   std::map<std::string, bool> m_collapsed;  ///< lane group / residency section state by key
   char m_filter[128] = {};
   FrameLayout m_layout;
+  // The timeline's search (view_search.cpp) and overlays (view_overlays.cpp).
+  char m_search[256] = {};
+  std::string m_search_query;       ///< the query m_matches were found for
+  int64_t m_search_run = -1;        ///< ... in this run (−1: none yet)
+  std::vector<SearchMatch> m_matches;
+  std::optional<size_t> m_match;    ///< the match shown
+  bool m_search_focus = false;      ///< give the search box the keyboard next frame
+  bool m_scroll_to_match = false;   ///< scroll the lanes so the match is in view
+  bool m_show_legend = false, m_show_help = false;
+  std::vector<bool> m_categories;   ///< categories the primary run uses (the legend's entries)
+  int64_t m_categories_run = -1;
   // Sorted row orders of the tables (of run slot 0), and the run each was sorted for.
   std::vector<uint32_t> m_break_order, m_transfer_order, m_swap_order;
   int64_t m_table_run[3] = {-1, -1, -1};

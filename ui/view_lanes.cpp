@@ -9,6 +9,7 @@
 
 #include <imgui.h>
 
+#include "ui/text_fit.h"
 #include "ui/view.h"
 #include "ui/view_style.h"
 
@@ -63,6 +64,7 @@ constexpr size_t kMaxBreakLines = 400;     ///< more graph breaks in view: marke
 constexpr size_t kMaxFlows = 300;          ///< more flows in view: none drawn (they would be noise)
 constexpr double kFlowLookBack = 0.25;     ///< flows starting this much of the view before it still show
 constexpr float kBreakMarkerHalfWidth = 5.0f;
+constexpr size_t kElidedSamples = 32;      ///< shortened labels the layout lists
 
 ImU32 darker(ImU32 c, float f) {
   const int r = static_cast<int>(((c >> IM_COL32_R_SHIFT) & 0xFF) * f);
@@ -123,9 +125,28 @@ void draw_lane_label(const LanePass& p, const Track& t, size_t index, float h, c
   }
 }
 
+/// A memory lane's scale, right-aligned in its label column: the peak at the top, half of it
+/// in the middle (both with a faint line across the plot), 0 at the bottom. Returns the labels.
+std::vector<std::string> draw_memory_scale(const LanePass& p, const Track& t, float h) {
+  const float top = p.y + 2, bottom = p.y + h - 2, mid = 0.5f * (top + bottom);
+  const std::vector<std::string> labels = {format_bytes(static_cast<double>(t.counter_max)),
+                                           format_bytes(static_cast<double>(t.counter_max) / 2), "0"};
+  const float fh = ImGui::GetFontSize();
+  const float ys[] = {top - 1, mid - 0.5f * fh, bottom - fh + 1};
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const float w = ImGui::CalcTextSize(labels[i].c_str()).x;
+    p.dl->AddText(ImVec2(p.x0 - 6 - w, ys[i]), style::kDim, labels[i].c_str());
+    p.dl->AddLine(ImVec2(p.x0 - 4, i == 0 ? top : i == 1 ? mid : bottom), ImVec2(p.x0, i == 0 ? top : i == 1 ? mid : bottom),
+                  style::kDim);
+  }
+  p.dl->AddLine(ImVec2(p.x0, top), ImVec2(p.x1, top), style::kMemoryGrid);
+  p.dl->AddLine(ImVec2(p.x0, mid), ImVec2(p.x1, mid), style::kMemoryGrid);
+  return labels;
+}
+
 /// The memory counter as a step plot, decimated to one column per pixel (the max inside it),
-/// with its peak; hovering shows the value at the cursor.
-void draw_counter(const LanePass& p, const Track& t, float h, const TimeView& v) {
+/// on its scale (draw_memory_scale); hovering shows the value at the cursor.
+std::vector<std::string> draw_counter(const LanePass& p, const Track& t, float h, const TimeView& v) {
   const auto& pts = t.counter;
   const float y = p.y;
   const float scale = t.counter_max > 0 ? (h - 4) / static_cast<float>(t.counter_max) : 0;
@@ -144,8 +165,7 @@ void draw_counter(const LanePass& p, const Track& t, float h, const TimeView& v)
                           style::kMemoryFill);
     if (it == pts.end() && cur == 0) break;
   }
-  p.dl->AddText(ImVec2(p.x0 + 4, y + 1), style::kText,
-                ("peak " + format_bytes(static_cast<double>(t.counter_max))).c_str());
+  const std::vector<std::string> labels = draw_memory_scale(p, t, h);
   if (p.mouse_in && p.mouse.y >= y && p.mouse.y < y + h && p.mouse.x >= p.x0 && p.mouse.x <= p.x1) {
     const double tm = v.t_of(p.mouse.x - p.x0);
     auto q = std::partition_point(pts.begin(), pts.end(), [&](const auto& pt) { return pt.first <= tm; });
@@ -153,6 +173,14 @@ void draw_counter(const LanePass& p, const Track& t, float h, const TimeView& v)
     ImGui::SetTooltip("%s resident at %s (peak %s)", format_bytes(static_cast<double>(val)).c_str(),
                       format_duration(tm).c_str(), format_bytes(static_cast<double>(t.counter_max)).c_str());
   }
+  return labels;
+}
+
+/// Dark text on light fills, light text on dark ones.
+ImU32 label_color(ImU32 fill) {
+  const float r = static_cast<float>((fill >> IM_COL32_R_SHIFT) & 0xFF), g = static_cast<float>((fill >> IM_COL32_G_SHIFT) & 0xFF),
+              b = static_cast<float>((fill >> IM_COL32_B_SHIFT) & 0xFF);
+  return 0.299f * r + 0.587f * g + 0.114f * b > 110 ? style::kTextDark : style::kText;
 }
 
 /// The middle of level `level` of a group's track (its deepest drawn level when deeper), or −1
@@ -236,6 +264,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
   m_layout.drawn_flows += draw_flows(p, m_time);
   dl->ChannelsMerge();
   DrawSelectionTime(p, run_y0, run_y1);
+  DrawSearchHighlight(p);
   return p.y;
 }
 
@@ -321,7 +350,8 @@ void View::DrawTrack(LanePass& p, const Track& t, const std::string* label) {
     const std::string& name = label ? *label : t.name;
     draw_lane_label(p, t, index, h, foldable ? (folded ? "[+] " : "[-] ") + name : name, levels);
     if (counter)
-      draw_counter(p, t, h, m_time);
+      m_layout.memory_axes.push_back({p.tl.run.id, p.tl.groups[p.group].device, t.counter_max,
+                                      draw_counter(p, t, h, m_time), p.y, p.y + h});
     else if (!t.instants.empty())
       DrawInstants(p, t, h);
     else
@@ -354,47 +384,135 @@ void View::DrawInstants(LanePass& p, const Track& t, float h) {
   }
 }
 
+/// A slice's label inside [bx0, bx1] at height y: whole when it fits, else its tail
+/// (fit_label: "...layers.3.mlp"), else none — the tooltip has it in full.
+void View::DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, ImU32 color) {
+  const TextWidth measure = [](std::string_view s) { return ImGui::CalcTextSize(s.data(), s.data() + s.size()).x; };
+  const std::string fit = fit_label(text, bx1 - bx0 - 5, measure);
+  if (fit.empty()) return;
+  if (fit != text) {
+    ++m_layout.elided_labels;
+    if (m_layout.elided_samples.size() < kElidedSamples) m_layout.elided_samples.push_back(fit);
+  }
+  const ImVec4 clip(bx0 + 2, y, bx1 - 2, y + style::kLevelHeight);
+  p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(bx0 + 3, y + 1), color, fit.c_str(), nullptr, 0, &clip);
+}
+
+/// A merged block: the zig-zag, "N events (zoom in)" when wide enough; hovering it offers the
+/// zoom.
+void View::DrawMergedBox(LanePass& p, const std::vector<Slice>& level, const DrawBox& b, float ly0, float ly1,
+                         bool mouse_row) {
+  const float bx0 = p.x0 + b.x0, bx1 = p.x0 + b.x1;
+  const Slice& s = level[b.first];
+  const ImU32 fill = style::category_color(s.category);
+  ++m_layout.merged_boxes;
+  p.dl->AddRectFilled(ImVec2(bx0, ly0), ImVec2(bx1, ly1), darker(fill, 0.55f));
+  zigzag(p.dl, bx0, bx1, ly0, ly1, fill);
+  if (bx1 - bx0 > style::kMergedLabelMinPx) {
+    char txt[48];
+    std::snprintf(txt, sizeof txt, "%u events (zoom in)", b.count);
+    const ImVec4 clip(bx0, ly0, bx1, ly1);
+    p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(bx0 + 3, ly0 + 1), style::kText, txt, nullptr, 0, &clip);
+  }
+  if (mouse_row && p.mouse.x >= bx0 && p.mouse.x < bx1) {
+    m_hover_merged = std::make_pair(s.start_ns, level[b.first + b.count - 1].end_ns);
+    m_hover_merged_count = b.count;
+  }
+}
+
 /// The slices of a track, level by level: each as a box labelled when wide enough, runs of
-/// slices too narrow to see merged into one zig-zag "zoom in" block.
+/// slices too narrow to see merged into one zig-zag "zoom in" block — except on a swaps lane
+/// with an aggregate, whose dense swaps are drawn as one labelled block per step.
 void View::DrawSliceLevels(LanePass& p, const Track& t, int levels) {
+  if (!t.aggregate.empty() && DrawSwapGroups(p, t)) return;
   for (int lv = 0; lv < levels; ++lv) {
     const auto& level = t.levels[lv];
     const float ly0 = p.y + lv * style::kLevelHeight, ly1 = ly0 + style::kLevelHeight - 1;
     const bool mouse_row = p.mouse_in && p.mouse.y >= ly0 && p.mouse.y < ly1;
     for (const DrawBox& b : layout_level(level, m_time, style::kMinBoxPx)) {
+      ++m_layout.drawn_boxes;
+      if (b.merged()) {
+        DrawMergedBox(p, level, b, ly0, ly1, mouse_row);
+        continue;
+      }
       const float bx0 = p.x0 + b.x0, bx1 = p.x0 + b.x1;
       const Slice& s = level[b.first];
       const ImU32 fill = style::category_color(s.category);
-      ++m_layout.drawn_boxes;
-      if (b.merged()) {
-        ++m_layout.merged_boxes;
-        p.dl->AddRectFilled(ImVec2(bx0, ly0), ImVec2(bx1, ly1), darker(fill, 0.55f));
-        zigzag(p.dl, bx0, bx1, ly0, ly1, fill);
-        if (bx1 - bx0 > style::kMergedLabelMinPx) {
-          char txt[48];
-          std::snprintf(txt, sizeof txt, "%u events (zoom in)", b.count);
-          const ImVec4 clip(bx0, ly0, bx1, ly1);
-          p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(bx0 + 3, ly0 + 1), style::kText, txt, nullptr, 0,
-                        &clip);
-        }
-        if (mouse_row && p.mouse.x >= bx0 && p.mouse.x < bx1) {
-          m_hover_merged = std::make_pair(s.start_ns, level[b.first + b.count - 1].end_ns);
-          m_hover_merged_count = b.count;
-        }
-        continue;
-      }
       p.dl->AddRectFilled(ImVec2(bx0, ly0), ImVec2(bx1, ly1), fill);
-      if (bx1 - bx0 > style::kSliceLabelMinPx) {
-        const ImVec4 clip(bx0 + 2, ly0, bx1 - 2, ly1);
-        p.dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(bx0 + 3, ly0 + 1), style::kTextDark,
-                      p.tl.strings[s.label].c_str(), nullptr, 0, &clip);
-      }
+      if (bx1 - bx0 > style::kSliceLabelMinPx) DrawSliceLabel(p, p.tl.strings[s.label], bx0, bx1, ly0, label_color(fill));
       const Source src = slice_source(t, s);
       if (mouse_row && p.mouse.x >= bx0 - 1 && p.mouse.x < bx1 + 1) m_hover = Pick{p.slot, src, s.row};
       if (m_selected && m_selected->run == p.slot && m_selected->source == src && m_selected->row == s.row)
         p.dl->AddRect(ImVec2(bx0 - 1, ly0 - 1), ImVec2(bx1 + 1, ly1 + 1), style::kSelect, 0, 0, 2);
     }
   }
+}
+
+bool View::DrawSwapGroups(LanePass& p, const Track& t) {
+  // The swaps themselves while most of what they draw is single swaps; their groups once merged
+  // "zoom in" blocks outnumber those.
+  const auto boxes = layout_level(t.levels.front(), m_time, style::kMinBoxPx);
+  const auto merged = std::count_if(boxes.begin(), boxes.end(), [](const DrawBox& b) { return b.merged(); });
+  if (merged <= static_cast<std::ptrdiff_t>(boxes.size()) - merged) return false;
+  const float ly0 = p.y, ly1 = ly0 + style::kLevelHeight - 1;
+  const bool mouse_row = p.mouse_in && p.mouse.y >= ly0 && p.mouse.y < ly1;
+  for (const DrawBox& b : layout_level(t.aggregate, m_time, style::kMinBoxPx)) {
+    ++m_layout.drawn_boxes;
+    if (b.merged()) {  // groups too narrow themselves (zoomed far out)
+      DrawMergedBox(p, t.aggregate, b, ly0, ly1, mouse_row);
+      continue;
+    }
+    ++m_layout.aggregated_boxes;
+    const float bx0 = p.x0 + b.x0, bx1 = p.x0 + b.x1;
+    const Slice& s = t.aggregate[b.first];
+    const ImU32 fill = style::category_color(s.category);
+    p.dl->AddRectFilled(ImVec2(bx0, ly0), ImVec2(bx1, ly1), fill);
+    p.dl->AddRect(ImVec2(bx0, ly0), ImVec2(bx1, ly1), darker(fill, 0.6f));
+    if (bx1 - bx0 > style::kSliceLabelMinPx) {
+      // "144 onloads, 576 MiB", else "144 onloads", else "144": the count is what tells groups apart.
+      const SwapGroup& sg = p.tl.swap_groups[s.row];
+      const std::string& full = p.tl.strings[s.label];
+      const int64_t n = sg.onloads ? sg.onloads : sg.offloads;
+      const std::string shorter = std::to_string(n) + (sg.onloads ? " onloads" : " offloads");
+      const float room = bx1 - bx0 - 5;
+      const std::string& text = ImGui::CalcTextSize(full.c_str()).x <= room      ? full
+                                : ImGui::CalcTextSize(shorter.c_str()).x <= room ? shorter
+                                                                                 : std::to_string(n);
+      DrawSliceLabel(p, text, bx0, bx1, ly0, label_color(fill));
+    }
+    if (mouse_row && p.mouse.x >= bx0 - 1 && p.mouse.x < bx1 + 1) m_hover = Pick{p.slot, Source::SwapGroup, s.row};
+  }
+  return true;
+}
+
+/// The current match's outline, over the primary run's lanes.
+void View::DrawSearchHighlight(LanePass& p) {
+  m_layout.search.highlighted = false;
+  if (!m_match || p.slot != 0) return;
+  const SearchMatch& m = m_matches.at(*m_match);
+  const auto& at = p.tracks_at.at(m.group);
+  if (m.track >= at.size() || at[m.track].y < 0) return;
+  const int level = std::min<int>(m.level, std::max(at[m.track].levels - 1, 0));
+  const float y0 = at[m.track].y + level * style::kLevelHeight, y1 = y0 + style::kLevelHeight - 1;
+  float x0 = p.x0 + m_time.x_of(static_cast<double>(m.start_ns)), x1 = p.x0 + m_time.x_of(static_cast<double>(m.end_ns));
+  if (x1 - x0 < 6) {
+    const float c = 0.5f * (x0 + x1);
+    x0 = c - 3, x1 = c + 3;
+  }
+  x0 = std::max(x0, p.x0 - 2), x1 = std::min(x1, p.x1 + 2);
+  if (x1 <= x0) return;
+  if (m_scroll_to_match) {  // out of the pane: bring it to the middle (drawn there next frame)
+    if (y0 < p.clip_y0 || y1 > p.clip_y1)
+      ImGui::SetScrollY(std::max(0.0f, ImGui::GetScrollY() + 0.5f * (y0 + y1) - 0.5f * (p.clip_y0 + p.clip_y1)));
+    m_scroll_to_match = false;
+  }
+  if (!p.visible(y0, y1)) return;
+  p.dl->AddRect(ImVec2(x0 - 2, y0 - 2), ImVec2(x1 + 2, y1 + 2), style::kSearchHit, 0, 0, 3);
+  const float cx = 0.5f * (x0 + x1);
+  p.dl->AddTriangleFilled(ImVec2(cx - 6, y0 - 10), ImVec2(cx + 6, y0 - 10), ImVec2(cx, y0 - 3), style::kSearchHit);
+  auto& s = m_layout.search;
+  s.highlighted = true;
+  s.rect[0] = x0, s.rect[1] = y0, s.rect[2] = x1, s.rect[3] = y1;
 }
 
 /// The selected event's start and end as lines through the whole run.

@@ -32,11 +32,13 @@ inline constexpr ImU32 kHostHeader = IM_COL32(70, 60, 90, 255);        ///< head
 inline constexpr ImU32 kEmulatedHeader = IM_COL32(80, 70, 40, 255);    ///< header of an emulated device's group
 inline constexpr ImU32 kMemoryFill = IM_COL32(200, 140, 60, 100);      ///< the memory counter's step plot
 inline constexpr ImU32 kSelectionTime = IM_COL32(255, 255, 255, 110);  ///< selected event's start/end through the run
+inline constexpr ImU32 kSearchHit = IM_COL32(255, 230, 40, 255);     ///< the search's current match
+inline constexpr ImU32 kMemoryGrid = IM_COL32(200, 140, 60, 90);      ///< a memory lane's top and middle lines
 inline constexpr ImU32 kBarWholeHook = IM_COL32(90, 130, 210, 255);    ///< latency bars of the whole-hook policy
 inline constexpr ImU32 kBarOffloadOnly = IM_COL32(80, 170, 120, 255);  ///< latency bars of the offload-only policy
 
 inline constexpr float kLevelHeight = 17.0f;  ///< one nesting level of a lane
-inline constexpr float kCounterHeight = 28.0f;
+inline constexpr float kCounterHeight = 40.0f;  ///< tall enough for its scale: top, middle, 0
 inline constexpr float kHeaderHeight = 20.0f;
 inline constexpr float kLabelWidth = 190.0f;   ///< lane names left of the time axis
 inline constexpr float kRulerHeight = 26.0f;
@@ -84,6 +86,8 @@ inline ImU32 category_color(uint8_t c) {
     case kMemset: return IM_COL32(210, 140, 170, 255);
     case kCudaRuntime: return IM_COL32(190, 190, 140, 255);
     case kCudaDriver: return IM_COL32(200, 160, 120, 255);
+    case kPhase: return IM_COL32(85, 85, 105, 255);
+    case kSwapGroup: return IM_COL32(200, 125, 85, 255);
     default: return IM_COL32(128, 128, 128, 255);
   }
 }

@@ -119,6 +119,61 @@ std::vector<Column> copy_columns(const Rows& rows, int64_t o, std::function<bool
   };
 }
 
+/// How many devices the run's groups show computing (accelerators and the cpu with compute).
+size_t compute_devices(const RunTimeline& tl) {
+  size_t n = 0;
+  for (const auto& g : tl.groups)
+    if (!g.host)
+      for (const auto& t : g.tracks) n += t.lane == Lane::Compute && t.slice_count() > 0;
+  return n;
+}
+
+bool from_trace(const RunTimeline& tl) { return tl.run.engine == "torch" || tl.run.engine == "import"; }
+
+/// Why a run has no weight swaps.
+std::string no_swaps_reason(const RunTimeline& tl) {
+  const std::string& sc = tl.run.scenario;
+  if (from_trace(tl) && sc != "cpu-offload" && sc != "disk-offload" && sc != "mixed")
+    return "no weight swaps in this run: its trace holds no hookscope::weight_onload / weight_offload ranges";
+  if (sc == "sharded")
+    return "this run offloads nothing (scenario sharded: every weight stays on its execution device)";
+  if (tl.run.status != tracer::RunStatus::Complete)
+    return "no weight swaps recorded: the run did not complete (" + tl.run.error + ")";
+  return "no weight swaps recorded in this run (scenario " + (sc.empty() ? std::string("unknown") : sc) +
+         "): no module's weights were onloaded or offloaded while it was recorded";
+}
+
+/// Why a run has no activation transfers.
+std::string no_transfers_reason(const RunTimeline& tl) {
+  if (from_trace(tl)) return "no activation transfers in this run: its trace holds no hookscope::send_to_device ranges";
+  if (compute_devices(tl) <= 1)
+    return "no activation transfers: every module ran on one device, so no hook moved an activation between devices";
+  return "no activation transfers recorded in this run: the hooks moved no activation between devices";
+}
+
+/// Why a run has no graph breaks on its timeline.
+std::string no_breaks_reason(const RunTimeline& tl) {
+  const auto& res = tl.run.results;
+  const bool error = res.is_object() && res.value("status", "") == "error";
+  if (tl.run.mode == "eager") return "no graph breaks recorded in this run: eager runs compile nothing";
+  if (tl.run.fullgraph && error)
+    return "no graph breaks recorded: fullgraph=True raised at the first one (" +
+           (res.value("error", nlohmann::json()).is_string() ? res["error"].get<std::string>() : std::string("?")) + ")";
+  if (tl.run.fullgraph) return "no graph breaks recorded in this run: fullgraph=True compiled each forward as one graph";
+  if (from_trace(tl))
+    return "no graph breaks on this run's timeline: Dynamo's breaks come from the compile log (hookscope explain)";
+  return "no graph breaks recorded in this run: each compiled forward ran as one region";
+}
+
+/// The message of a tab with no rows.
+void empty_note(const std::string& why, std::string& layout) {
+  layout = why;
+  ImGui::Spacing();
+  ImGui::PushStyleColor(ImGuiCol_Text, style::kDim);
+  ImGui::TextWrapped("%s", why.c_str());
+  ImGui::PopStyleColor();
+}
+
 std::optional<uint32_t> selected_row(const std::optional<Pick>& p, Source s) {
   if (p && p->run == 0 && p->source == s) return p->row;
   return std::nullopt;
@@ -133,6 +188,7 @@ void View::DrawBreaksTab() {
   ImGui::Text("%zu graph breaks recorded in run %lld (every compiled forward: prefill, decode steps, warm-ups and "
               "repeats)",
               rows.size(), static_cast<long long>(tl.run.id));
+  if (rows.empty()) return empty_note(no_breaks_reason(tl), m_layout.empty_message);
   const int64_t o = tl.origin_ns;
   std::vector<Column> cols = {
       {"time", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].time_ns, rows[b].time_ns); },
@@ -161,6 +217,7 @@ void View::DrawTransfersTab() {
   for (const auto& r : rows) bytes += r.bytes;
   ImGui::Text("%zu activation transfers in run %lld, %s", rows.size(), static_cast<long long>(tl.run.id),
               format_bytes(static_cast<double>(bytes)).c_str());
+  if (rows.empty()) return empty_note(no_transfers_reason(tl), m_layout.empty_message);
   auto kind = [&](uint32_t r) {
     return std::string(copy_kind_name(rows[r].copy_kind)) + (rows[r].emulated ? " (emulated)" : "");
   };
@@ -196,6 +253,7 @@ void View::DrawSwapsTab() {
     }
   ImGui::Text("%zu weight swaps in run %lld: %lld onloads moving %s", rows.size(), static_cast<long long>(tl.run.id),
               static_cast<long long>(onloads), format_bytes(static_cast<double>(bytes)).c_str());
+  if (rows.empty()) return empty_note(no_swaps_reason(tl), m_layout.empty_message);
   auto src = [&](uint32_t r) { return std::string(weight_source_name(rows[r].source)); };
   const auto copy = copy_columns(rows, tl.origin_ns, [&rows](uint32_t r) { return rows[r].onload; });
   std::vector<Column> cols = {

@@ -28,6 +28,7 @@ void View::DrawTimelineTab() {
     ImGui::TextDisabled("This capture holds no runs.");
     return;
   }
+  DrawTimelineToolbar();
   const float area_h = std::max(ImGui::GetContentRegionAvail().y - kBottomPaneHeight, 120.0f);
   DrawTimelineArea(area_h);
   ImGui::BeginChild("bottom", ImVec2(0, 0), true);
@@ -146,7 +147,10 @@ bool View::DrawLanePane(int slot, int panes, float full_w, float lanes_h, float 
   if (hovered && ImGui::IsMouseReleased(0)) {
     const ImVec2 d = ImGui::GetMouseDragDelta(0, 0.0f);
     if (std::fabs(d.x) < style::kClickSlopPx && std::fabs(d.y) < style::kClickSlopPx) {
-      if (m_hover)
+      if (m_hover && m_hover->source == Source::SwapGroup) {  // a step's swaps: zoom to them
+        const auto [a, b] = extent(*timeline(m_hover->run), m_hover->source, m_hover->row);
+        m_time.fit(static_cast<double>(a), static_cast<double>(b), 0.05);
+      } else if (m_hover)
         m_selected = m_hover;
       else if (m_hover_merged)
         m_time.fit(static_cast<double>(m_hover_merged->first), static_cast<double>(m_hover_merged->second), 0.05);

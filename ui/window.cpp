@@ -77,6 +77,8 @@ GlWindow::~GlWindow() {
 
 bool GlWindow::should_close() const { return glfwWindowShouldClose(m_window); }
 
+float GlWindow::text_width(const std::string& text) const { return ImGui::CalcTextSize(text.c_str()).x; }
+
 std::string GlWindow::renderer() const {
   const GLubyte* r = glGetString(GL_RENDERER);
   return r ? reinterpret_cast<const char*>(r) : "?";
@@ -106,6 +108,7 @@ void GlWindow::frame(const std::function<void(float, float)>& draw, const Script
     std::memset(io.KeysDown, 0, sizeof io.KeysDown);
     for (int k : input->keys)
       if (k >= 0 && k < static_cast<int>(IM_ARRAYSIZE(io.KeysDown))) io.KeysDown[k] = true;
+    for (unsigned char c : input->text) io.AddInputCharacter(c);
   }
   ImGui::NewFrame();
   draw(io.DisplaySize.x, io.DisplaySize.y);

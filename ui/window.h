@@ -18,6 +18,11 @@ struct ImGuiContext;
 
 namespace hs::ui {
 
+/// GLFW's codes of the keys the viewer binds besides letters (which are their ASCII upper case).
+namespace keys {
+inline constexpr int kEscape = 256, kEnter = 257, kF1 = 290, kF3 = 292;
+}
+
 /// Input for one frame, in window pixels. Keys are GLFW key codes (letters are their ASCII
 /// upper case, e.g. 'W').
 struct ScriptedInput {
@@ -26,6 +31,7 @@ struct ScriptedInput {
   float wheel = 0;       ///< wheel clicks, positive = away from the user (zoom in)
   bool ctrl = false, shift = false;
   std::vector<int> keys;  ///< keys held this frame
+  std::string text;       ///< characters typed this frame (io.AddInputCharacter each)
 };
 
 class GlWindow {
@@ -46,6 +52,8 @@ class GlWindow {
   std::vector<uint8_t> read_rgba() const;
   int width() const { return m_width; }
   int height() const { return m_height; }
+  /// The width in pixels ImGui draws `text` with (the UI font), after the first frame.
+  float text_width(const std::string& text) const;
   /// The GL renderer string (e.g. "llvmpipe (LLVM 15.0.6, 256 bits)").
   std::string renderer() const;
 
