@@ -122,7 +122,10 @@ json slowed_capture(const std::string& name, bool slow_whole_hook_eager) {
   m.modes = {hs::compile::Mode::Eager, hs::compile::Mode::Default};
   m.fullgraphs = {false};
   const auto db = hs::test::scratch_dir(name) / "capture.sqlite";
-  EXPECT_EQ(hs::app::run_matrix({&engine}, m, db), 0);
+  {
+    hs::app::CaptureOutput output(db, {});
+    EXPECT_EQ(hs::app::run_matrix({&engine}, m, output), 0);
+  }
   return hs::app::build_report(hs::storage::CaptureReader(db.string()));
 }
 
