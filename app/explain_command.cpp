@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/explain_command.h"
+#include "app/report_command.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 
@@ -32,7 +33,8 @@ std::string status_name(tracer::RunStatus s) {
 // (a fullgraph run that raised is a result: "fullgraph raised").
 std::string outcome_of(const storage::RunRecord& r) {
   if (r.status != tracer::RunStatus::Complete) return status_name(r.status);
-  const std::string s = r.results.value("status", "ok");
+  const auto it = r.results.find("status");
+  const std::string s = it != r.results.end() && it->is_string() ? it->get<std::string>() : "ok";
   if (s == "ok") return "complete";
   return r.fullgraph ? "complete, fullgraph raised" : "complete, " + s;
 }
@@ -146,7 +148,15 @@ int run_explain(const ExplainArgs& a) {
     std::cout << "Run " << rec.id << ": incomplete (the capture stopped before this run ended)\n";
     return 0;
   }
-  const json doc = explain_doc(rd, rec);
+  check_result_fields(rec.results, rd, rec.id);
+  json doc;
+  try {
+    doc = explain_doc(rd, rec);
+  } catch (const json::exception& e) {  // a field of another type than hookscope writes
+    throw storage::CaptureError(rd.path(), "capture " + a.file + ": run " + std::to_string(rec.id) +
+                                               ": RUNS.results does not hold what hookscope writes there (" + e.what() +
+                                               "); the file is damaged or was written by another program");
+  }
   if (a.json) std::cout << doc.dump(2) << "\n";
   else print_doc(doc);
   return 0;

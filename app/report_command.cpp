@@ -85,6 +85,48 @@ void add_verdicts(json& runs) {
 
 }  // namespace
 
+// The fields of a run's results that report reads, and the JSON types hookscope writes there
+// (null too: not measured). A field of another type names the run instead of failing later
+// in a renderer with nlohmann's unnamed type error.
+void check_result_fields(const json& r, const storage::CaptureReader& rd, int64_t run) {
+  struct Kind {
+    const char* shape;
+    bool (*ok)(const json&);
+    std::vector<const char*> keys;
+  };
+  static const std::vector<Kind> kinds = {
+      {"a string", [](const json& v) { return v.is_string(); }, {"status", "error", "measurement", "scenario_note"}},
+      {"an integer", [](const json& v) { return v.is_number_integer(); },
+       {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "new_tokens",
+        "logits_max_ulp", "warmup", "repeats"}},
+      {"true or false", [](const json& v) { return v.is_boolean(); },
+       {"argmax_match", "logits_identical", "params_on_meta_after"}},
+      {"a number", [](const json& v) { return v.is_number(); }, {"logits_max_abs_diff", "compile_time_s"}},
+      {"a spread object", [](const json& v) { return v.is_object() || v.is_number(); },
+       {"prefill_ms", "decode_ms_per_token", "tokens_per_s", "eager_prefill_ms", "eager_decode_ms_per_token",
+        "eager_tokens_per_s", "speedup_vs_eager"}},
+      {"a list", [](const json& v) { return v.is_array(); }, {"break_reasons", "weight_devices", "diagnostics"}},
+      {"an object", [](const json& v) { return v.is_object(); }, {"peak_memory_bytes", "model", "samples"}}};
+  for (const Kind& k : kinds)
+    for (const char* key : k.keys) {
+      const auto it = r.find(key);
+      if (it == r.end() || it->is_null() || k.ok(*it)) continue;
+      throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
+                                                 ": RUNS.results field '" + key + "' is " + it->type_name() +
+                                                 ", where hookscope writes " + k.shape + " (or null)");
+    }
+  if (const auto it = r.find("break_reasons"); it != r.end() && it->is_array())
+    for (const auto& b : *it) {
+      bool ok = b.is_object();
+      for (const char* key : {"reason", "function", "module"})
+        ok = ok && (!b.contains(key) || b[key].is_string() || b[key].is_null());
+      if (!ok)
+        throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
+                                                   ": RUNS.results field 'break_reasons' holds " + b.dump().substr(0, 200) +
+                                                   ", where hookscope writes objects with string reason/function/module");
+    }
+}
+
 json build_report(const storage::CaptureReader& rd) {
   json report{{"schema", 2}, {"model", nullptr}, {"settings", settings_of(rd)}, {"devices", json::array()},
               {"runs", json::array()}};
@@ -95,8 +137,9 @@ json build_report(const storage::CaptureReader& rd) {
     report["devices"].push_back({{"id", device_id_json(i.name)}, {"kind", kind}, {"backing", i.backing},
                                  {"max_memory", i.max_memory ? json(*i.max_memory) : json(nullptr)}});
   }
-  for (const auto& rec : rd.runs()) {
+  for (const auto& rec : rd.runs()) try {
     json r = rec.results.is_object() ? rec.results : json::object();
+    check_result_fields(r, rd, rec.id);
     if (report["model"].is_null() && r.contains("model")) report["model"] = r["model"];
     r.erase("model");
     r["id"] = rec.id;
@@ -148,6 +191,10 @@ json build_report(const storage::CaptureReader& rd) {
                                                rec.id})
                                 .front());
     report["runs"].push_back(r);
+  } catch (const json::exception& e) {  // a field of another type than hookscope writes
+    throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(rec.id) +
+                                               ": RUNS.results does not hold what hookscope writes there (" + e.what() +
+                                               "); the file is damaged or was written by another program");
   }
   add_verdicts(report["runs"]);
   if (report["model"].is_null()) {

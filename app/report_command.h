@@ -18,8 +18,15 @@ namespace hs::app {
 /// totals computed by SQL over the run's events (transfers, weight onloads, graph breaks), its
 /// peak resident bytes per device and its `stats` (app/stats.h's `stats_json`: totals and the
 /// reports but the per-module hook_time, which `hookscope stats` prints). Runs that never ended
-/// are `incomplete`. Throws the reader's errors.
+/// are `incomplete`. Throws the reader's errors, and storage::CaptureError naming the file, the
+/// run and the field when a run's results hold a field of another type than hookscope writes.
 nlohmann::json build_report(const storage::CaptureReader& rd);
+
+/// Checks the fields of run `run`'s results (RUNS.results) that report and explain read
+/// against the JSON types hookscope writes (null allowed: not measured). Throws
+/// storage::CaptureError "capture FILE: run N: RUNS.results field 'K' is T, where hookscope
+/// writes ...".
+void check_result_fields(const nlohmann::json& results, const storage::CaptureReader& rd, int64_t run);
 
 /// Registers `report`; `run_selected` is set to the command's action when it is chosen.
 CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected);

@@ -132,7 +132,20 @@ constexpr std::string_view kRunColumns =
     "SELECT id, scenario, policy, mode, fullgraph, model, device_map, versions, status, error, start, end, "
     "droppedRecords, results, engine, label FROM RUNS";
 
-RunRecord read_run(const Stmt& q) {
+// RUNS.results: a JSON object (empty text: none yet). Anything else is a damaged capture, named
+// with its run rather than read as "no results".
+nlohmann::json results_json(const std::string& text, const fs::path& path, int64_t run) {
+  if (text.empty()) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    throw CaptureError(path, "capture " + path.string() + ": run " + std::to_string(run) +
+                                 ": RUNS.results is not a JSON object (" +
+                                 (j.is_discarded() ? "not valid JSON" : std::string("a ") + j.type_name()) +
+                                 "); the file is damaged");
+  return j;
+}
+
+RunRecord read_run(const Stmt& q, const fs::path& path) {
   RunRecord r;
   r.id = q.int64(0);
   r.scenario = q.text(1);
@@ -147,7 +160,7 @@ RunRecord read_run(const Stmt& q) {
   r.start_ns = q.int64(10);
   r.end_ns = q.opt_int64(11);
   r.dropped_records = q.int64(12);
-  r.results = parse_json(q.text(13), nlohmann::json::object());
+  r.results = results_json(q.text(13), path, r.id);
   r.engine = q.text(14);
   r.label = q.text(15);
   return r;
@@ -157,7 +170,7 @@ RunRecord read_run(const Stmt& q) {
 std::vector<RunRecord> CaptureReader::runs() const {
   std::vector<RunRecord> out;
   Stmt q(db_->db, path_, std::string(kRunColumns) + " ORDER BY id");
-  while (q.step()) out.push_back(read_run(q));
+  while (q.step()) out.push_back(read_run(q, path_));
   return out;
 }
 
@@ -165,7 +178,7 @@ RunRecord CaptureReader::run(int64_t id) const {
   Stmt q(db_->db, path_, std::string(kRunColumns) + " WHERE id = ?");
   q.bind(1, id);
   if (!q.step()) throw std::out_of_range("no run " + std::to_string(id) + " in capture " + path_.string());
-  return read_run(q);
+  return read_run(q, path_);
 }
 
 // String columns hold StringIds ids; they are resolved in memory against one copy of the table

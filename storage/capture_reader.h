@@ -145,7 +145,8 @@ class CaptureReader {
   /// Names of the indexes in the file (for checks).
   std::vector<std::string> indexes() const;
 
-  /// All runs, by id.
+  /// Every run, by id. Throws CaptureError naming the file and the run when a run's
+  /// RUNS.results is not a JSON object (a damaged file).
   std::vector<RunRecord> runs() const;
   /// One run. Throws std::out_of_range naming the file when there is no such run.
   RunRecord run(int64_t id) const;

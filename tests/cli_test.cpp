@@ -204,3 +204,23 @@ TEST(Cli, TokenIdsAndCacheSizesAreCheckedBeforeTheForward) {
   EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
   no_backtrace(r);
 }
+
+// The oracle cache never stands in for the oracle: with an interpreter that cannot run, every
+// oracle-backed test fails (cached fixtures or not) with a message naming the interpreter.
+TEST(OracleCache, ABogusInterpreterFailsEveryOracleBackedTestNamingIt) {
+  const fs::path tests = fs::path(hs::test::cli()).parent_path().parent_path() / "tests";
+  const std::string bogus = "/nonexistent/hookscope-bogus-python";
+  hs::test::tiny_checkpoint("tiny-llama");  // the cache is warm: it must not be enough
+  for (const auto& [binary, filter] : std::vector<std::pair<std::string, std::string>>{
+           {"hooks_test", "HookParity.Case03*:HookParity.Case04*"},
+           {"model_test", "*TinyModel.GreedyTokensMatchTransformers*"},
+           {"safetensors_test", "SafetensorsOracle.*"}}) {
+    SCOPED_TRACE(binary);
+    if (!fs::exists(tests / binary)) GTEST_SKIP() << "not built: " << tests / binary;
+    auto r = hs::test::run({"/usr/bin/env", "HOOKSCOPE_PYTHON=" + bogus, (tests / binary).string(),
+                            "--gtest_filter=" + filter, "--gtest_brief=1"});
+    EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find(bogus), std::string::npos) << r.out << r.err;
+    EXPECT_EQ((r.out + r.err).find("[  PASSED  ] "), (r.out + r.err).find("[  PASSED  ] 0 tests")) << r.out;
+  }
+}

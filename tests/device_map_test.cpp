@@ -541,7 +541,7 @@ const json& oracle() {
     const std::string text = body.dump();
     const std::string script = hs::test::read_file(hs::test::source_dir() / "tests/oracles/device_map_oracle.py");
     char hash[32];
-    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(text + script));
+    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(text + script + hs::test::oracle_environment()));
     const fs::path dir = hs::test::fixture_dir() / "device_map_oracle";
     fs::create_directories(dir);
     const fs::path out = dir / (std::string(hash) + ".json");

@@ -112,6 +112,10 @@ json slowed_capture(const std::string& name, bool slow_whole_hook_eager) {
     const bool whole_hook_eager = c.policy == hs::hooks::CompilePolicy::WholeHook && c.mode == hs::compile::Mode::Eager;
     const bool offload_only_compiled = c.policy == hs::hooks::CompilePolicy::OffloadOnly &&
                                        c.mode != hs::compile::Mode::Eager && !baseline;
+    // Every step takes at least 5 ms, so that the tiny model's sub-millisecond steps do not
+    // leave the eager cells at the mercy of a loaded machine (the drift rule compares them);
+    // the slowed cells take 40 ms more.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if ((slow_whole_hook_eager && whole_hook_eager) || offload_only_compiled)
       std::this_thread::sleep_for(std::chrono::milliseconds(40));
   };

@@ -119,7 +119,7 @@ fs::path oracle_dir() {
   const std::string script =
       hs::test::read_file(hs::test::source_dir() / "tests/oracles/safetensors_write.py");
   fs::path dir = hs::test::fixture_dir() /
-                 ("safetensors-oracle-" + std::to_string(std::hash<std::string>{}(script)));
+                 ("safetensors-oracle-" + std::to_string(std::hash<std::string>{}(script + hs::test::oracle_environment())));
   if (!fs::exists(dir / ".complete")) {
     hs::test::with_fixture_lock([&] {
       if (fs::exists(dir / ".complete")) return;

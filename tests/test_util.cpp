@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -67,6 +69,8 @@ ProcResult run(const std::vector<std::string>& argv) {
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execvp(args[0], args.data());
+    const std::string why = "cannot run " + argv.front() + ": " + std::strerror(errno) + "\n";
+    (void)!::write(2, why.data(), why.size());
     _exit(127);
   }
   int status = 0;
@@ -87,9 +91,29 @@ std::string run_oracle(const std::string& script, const std::vector<std::string>
   argv.insert(argv.end(), args.begin(), args.end());
   ProcResult r = run(argv);
   if (r.exit_code != 0)
-    throw std::runtime_error("oracle " + script + " failed (exit " + std::to_string(r.exit_code) +
-                             "):\n" + r.err);
+    throw std::runtime_error("oracle " + script + " failed under the interpreter " + python() + " (exit " +
+                             std::to_string(r.exit_code) + "; set HOOKSCOPE_PYTHON to the project's .venv/bin/python):\n" +
+                             r.err);
   return r.out;
+}
+
+const std::string& oracle_environment() {
+  // Once per test process: a Python start without importing the packages (importlib.metadata
+  // reads their dist-info), ~0.1 s.
+  static const std::string key = [] {
+    const std::string probe =
+        "import sys, importlib.metadata as m\n"
+        "print('interpreter', sys.executable, sys.version.split()[0])\n"
+        "for p in ('torch', 'transformers', 'accelerate', 'tokenizers', 'safetensors'):\n"
+        "    print(p, m.version(p))\n";
+    const ProcResult r = run({python(), "-c", probe});
+    if (r.exit_code != 0 || r.out.empty())
+      throw std::runtime_error("the oracles' interpreter " + python() + " cannot run (exit " +
+                               std::to_string(r.exit_code) + "; set HOOKSCOPE_PYTHON to the project's "
+                               ".venv/bin/python):\n" + r.err);
+    return "interpreter " + python() + "\n" + r.out;
+  }();
+  return key;
 }
 
 void with_fixture_lock(const std::function<void()>& fn) {
@@ -111,19 +135,29 @@ void with_fixture_lock(const std::function<void()>& fn) {
 fs::path tiny_checkpoint(const std::string& name) {
   fs::path dir = fixture_dir();
   fs::path target = dir / name;
-  if (fs::exists(target / ".complete")) return target;
+  // The stamp names the interpreter and the library versions that wrote the fixture: another
+  // Python, or an upgraded transformers, makes it anew.
+  const std::string stamp_want = read_file(source_dir() / "tests/oracles/make_fixtures.py") + oracle_environment();
+  auto fresh = [&] {
+    return fs::exists(target / ".complete") && fs::exists(target / ".stamp") && read_file(target / ".stamp") == stamp_want;
+  };
+  if (fresh()) return target;
   with_fixture_lock([&] {
-    if (!fs::exists(target / ".complete")) run_oracle("make_fixtures.py", {"--out", dir.string(), "--only", name});
+    if (fresh()) return;
+    run_oracle("make_fixtures.py", {"--out", dir.string(), "--only", name});
+    if (!fs::exists(target / ".complete"))
+      throw std::runtime_error("make_fixtures.py did not produce " + target.string());
+    std::ofstream(target / ".stamp", std::ios::binary) << stamp_want;
   });
-  if (!fs::exists(target / ".complete"))
-    throw std::runtime_error("make_fixtures.py did not produce " + target.string());
   return target;
 }
 
 fs::path cached_oracle(const std::string& name, const std::string& script, const std::vector<std::string>& extra) {
   fs::path dir = fixture_dir() / name;
-  // The stamp holds the script's text: editing the oracle regenerates the fixture.
-  const std::string stamp_want = read_file(source_dir() / "tests/oracles" / script);
+  // The stamp holds the script's text, its arguments, the interpreter and the library versions:
+  // editing the oracle, or running another Python or another transformers, regenerates it.
+  std::string stamp_want = read_file(source_dir() / "tests/oracles" / script) + oracle_environment();
+  for (const auto& a : extra) stamp_want += "arg " + a + "\n";
   auto fresh = [&] {
     return fs::exists(dir / ".stamp") && fs::exists(dir / "result.json") && read_file(dir / ".stamp") == stamp_want;
   };

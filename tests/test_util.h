@@ -36,20 +36,26 @@ ProcResult run(const std::vector<std::string>& argv);
 void with_fixture_lock(const std::function<void()>& fn);
 /// Runs the built `hookscope` CLI with `args`.
 ProcResult hookscope(std::vector<std::string> args);
-/// Runs tests/oracles/<script> with the oracle Python; fails the test (throws) on non-zero exit.
+/// The interpreter the oracles run under and the versions of torch, transformers, accelerate,
+/// tokenizers and safetensors it imports: the key of every cached oracle result. Throws
+/// std::runtime_error naming the interpreter (and its stderr) when it cannot run.
+const std::string& oracle_environment();
+/// Runs tests/oracles/<script> with the oracle Python; throws naming the interpreter and its
+/// stderr on a non-zero exit.
 std::string run_oracle(const std::string& script, const std::vector<std::string>& args);
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& p);
 /// Parses a JSON file.
 nlohmann::json read_json(const std::filesystem::path& p);
 
-/// Runs `make_fixtures` once per build (guarded by a lock + stamp): tiny random checkpoints
-/// written by transformers and their reference logits. Returns fixture_dir()/<name>.
+/// Runs `make_fixtures` once per oracle environment (guarded by a lock + a stamp of the script
+/// and oracle_environment()): tiny random checkpoints written by transformers and their
+/// reference logits. Returns fixture_dir()/<name>.
 std::filesystem::path tiny_checkpoint(const std::string& name);
 
-/// Runs tests/oracles/<script> --out <fixture_dir()/name> once per build (locked, reused
-/// by later test processes until the script changes); its stdout is kept as result.json in
-/// that folder. Returns the folder.
+/// Runs tests/oracles/<script> --out <fixture_dir()/name> once (locked, reused by later test
+/// processes until the script, its arguments or oracle_environment() change); its stdout is
+/// kept as result.json in that folder. Returns the folder.
 std::filesystem::path cached_oracle(const std::string& name, const std::string& script,
                                     const std::vector<std::string>& extra_args = {});
 

@@ -61,8 +61,10 @@ json shot(const std::string& view, std::vector<std::string> extra = {}) {
 
 TEST(ViewCli, TimelineHasOneLaneGroupPerDeviceOfTheRun) {
   hs::storage::CaptureReader rd(capture().db);
+  int shown = 0;
   for (const auto& run : rd.runs()) {
     if (run.fullgraph || run.scenario != "sharded") continue;
+    ++shown;
     json j = shot("timeline", {"--run", std::to_string(run.id)});
     EXPECT_EQ(j["run"], run.id);
     std::vector<std::string> groups;
@@ -80,6 +82,7 @@ TEST(ViewCli, TimelineHasOneLaneGroupPerDeviceOfTheRun) {
     EXPECT_GT(j["drawn_boxes"].get<int64_t>(), 0);
     break;
   }
+  EXPECT_EQ(shown, 1) << "the capture has a sharded run without fullgraph";
 }
 
 TEST(ViewCli, CompareShowsEveryRun) {

@@ -12,12 +12,13 @@
 namespace hs::ui {
 
 const char* category_name(uint8_t c) {
-  static const char* names[kCategoryCount] = {
+  static constexpr const char* names[] = {
       "compute", "HtoD", "DtoH", "DtoD", "PtoP", "copy", "weight onload", "weight offload", "pre_forward",
       "post_forward", "hook", "compiler-disabled", "compiled region", "generation step", "weights on device",
       "meta (weights in cpu)", "meta (weights on disk)", "graph break", "CPU op", "user annotation",
       "python function", "GPU annotation", "kernel", "memset", "CUDA runtime", "CUDA driver",
       "before step 0 (not a generation step)", "weight swaps of a step (aggregated)"};
+  static_assert(std::size(names) == kCategoryCount, "one name per Category");
   return c < kCategoryCount ? names[c] : "?";
 }
 
