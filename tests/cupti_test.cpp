@@ -27,33 +27,8 @@
 namespace hs {
 namespace {
 
-namespace fs = std::filesystem;
 using tracer::ClockCalibration;
 using tracer::ClockSample;
-
-tracer::RunInfo gpu_run() {
-  tracer::RunInfo i;
-  i.scenario = "sharded";
-  i.policy = "offload-only";
-  i.mode = "eager";
-  i.model = "tiny-llama";
-  i.engine = "libtorch";
-  return i;
-}
-
-/// One value of a SQL query on a capture.
-std::string sql_one(const fs::path& file, const std::string& sql) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db);
-  std::string out = "<no row>";
-  if (st && sqlite3_step(st) == SQLITE_ROW)
-    out = sqlite3_column_type(st, 0) == SQLITE_NULL ? "NULL" : reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
 
 // ---- plain C++: calibration and names --------------------------------------------------------
 
@@ -140,6 +115,9 @@ TEST(NullCuptiTracer, SaysUnavailableAndRefusesToStart) {
   } w;
   EXPECT_THROW(t.start(1, {}, w), tracer::CuptiUnavailable);
   EXPECT_THROW(t.calibrate(3), tracer::CuptiUnavailable);
+#ifndef HOOKSCOPE_WITH_CUPTI
+  EXPECT_EQ(tracer::make_cupti_tracer()->status(), tracer::NullCuptiTracer::kStatus) << "the CPU build's tracer";
+#endif
 }
 
 }  // namespace
@@ -149,6 +127,35 @@ TEST(NullCuptiTracer, SaysUnavailableAndRefusesToStart) {
 #ifdef HOOKSCOPE_WITH_CUPTI
 namespace hs {
 namespace {
+
+namespace fs = std::filesystem;
+using tracer::ClockCalibration;
+using tracer::ClockSample;
+
+tracer::RunInfo gpu_run() {
+  tracer::RunInfo i;
+  i.scenario = "sharded";
+  i.policy = "offload-only";
+  i.mode = "eager";
+  i.model = "tiny-llama";
+  i.engine = "libtorch";
+  return i;
+}
+
+/// One value of a SQL query on a capture.
+std::string sql_one(const fs::path& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db);
+  std::string out = "<no row>";
+  if (st && sqlite3_step(st) == SQLITE_ROW)
+    out = sqlite3_column_type(st, 0) == SQLITE_NULL ? "NULL" : reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
 
 // ---- activity buffers from the installed CUPTI's record structs -------------------------------
 
