@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "app/capture_settings.h"
 #include "app/cli_util.h"
 #include "storage/store.h"
+#include "tracer/cupti_tracer.h"
 
 namespace hs::app {
 
@@ -139,8 +141,47 @@ void add_devices(storage::Store& store, const std::vector<hooks::AcceleratorInfo
                          "capture does not fuse or speed anything up");
 }
 
+// The CUPTI tracer when the capture runs on real GPUs (nullptr on CPU machines: no CUPTI call,
+// no banner). When CUPTI cannot trace, the capture says so once and stays host-only.
+std::unique_ptr<tracer::CuptiTracer> gpu_tracer(storage::Store& store,
+                                                const std::vector<hooks::AcceleratorInfo>& accelerators) {
+  if (std::none_of(accelerators.begin(), accelerators.end(), [](const auto& a) { return !a.emulated; }))
+    return nullptr;
+  std::unique_ptr<tracer::CuptiTracer> t = tracer::make_cupti_tracer();
+  if (t->available()) return t;
+  store.add_diagnostic(std::nullopt, storage::Severity::Warning, "cupti", "GPU activity not traced: " + t->status());
+  return nullptr;
+}
+
+// GPU activity of one run: started when CUPTI can, else a warning and host-only from then on.
+// Returns whether it started.
+bool start_gpu_tracing(std::unique_ptr<tracer::CuptiTracer>& cupti, storage::Store& store, int64_t run) {
+  if (!cupti) return false;
+  try {
+    cupti->start(run, {}, store);
+    return true;
+  } catch (const tracer::CuptiUnavailable& e) {
+    store.add_diagnostic(std::nullopt, storage::Severity::Warning, "cupti",
+                         std::string("GPU activity not traced: ") + e.what());
+    cupti.reset();
+    return false;
+  }
+}
+
+void stop_gpu_tracing(tracer::CuptiTracer& cupti, storage::Store& store, int64_t run) noexcept {
+  try {
+    cupti.stop();
+  } catch (const std::exception& e) {
+    try {
+      store.add_diagnostic(run, storage::Severity::Warning, "cupti", std::string("GPU activity incomplete: ") + e.what());
+    } catch (...) {
+    }
+  }
+}
+
 // One cell: begin the run, let the engine run it, store its result and end the run.
-bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::HostTracer& tracer, Progress& progress) {
+bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::HostTracer& tracer,
+              std::unique_ptr<tracer::CuptiTracer>& cupti, Progress& progress) {
   const RunSetup setup = engine.setup(cell);
   tracer::RunInfo info;
   info.scenario = scenario_name(cell.scenario);
@@ -154,7 +195,18 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   const int64_t run = tracer.begin_run(info);
   progress.begin(engine.name() + " " + cell_label(cell));
   RunContext ctx{tracer, store, run, [&progress](const CellProgress& p) { progress.tick(p); }};
-  RunResult r = engine.run(cell, ctx);
+  struct GpuRun {  // GPU activity of the engine's run: stopped when it returns or throws
+    tracer::CuptiTracer* cupti;
+    storage::Store& store;
+    int64_t run;
+    ~GpuRun() {
+      if (cupti) stop_gpu_tracing(*cupti, store, run);
+    }
+  };
+  RunResult r = [&] {
+    GpuRun gpu{start_gpu_tracing(cupti, store, run) ? cupti.get() : nullptr, store, run};
+    return engine.run(cell, ctx);
+  }();
   nlohmann::json result = r.to_json(cell);
   result["engine"] = engine.name();
   // COMPILE_RESULTS is the LibTorch engine's explain (Dynamo's records are DYNAMO_* rows).
@@ -188,6 +240,7 @@ int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, Captur
   for (const Engine* e : engines)
     if (accelerators.empty()) accelerators = e->accelerators();
   add_devices(store, accelerators);
+  std::unique_ptr<tracer::CuptiTracer> cupti = gpu_tracer(store, accelerators);
   tracer::HostTracer tracer(store);
   const size_t total = matrix.size(engines);
   Progress progress(total, ::isatty(STDERR_FILENO) != 0);
@@ -196,7 +249,7 @@ int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, Captur
     for (Engine* e : engines) {
       if (i > 0) e->prepare(matrix.scenarios[i]);
       for (const Cell& cell : matrix.cells(matrix.scenarios[i], e->runs_accelerate_trees()))
-        failures += !run_cell(*e, cell, store, tracer, progress);
+        failures += !run_cell(*e, cell, store, tracer, cupti, progress);
     }
   output.commit();
   std::fprintf(stderr, "[hookscope] wrote %s (%zu runs)\n", output.out().c_str(), total);

@@ -30,7 +30,7 @@ std::vector<ClockSample> NullCuptiTracer::calibrate(int) {
 
 #ifndef HOOKSCOPE_WITH_CUPTI
 std::unique_ptr<CuptiTracer> make_cupti_tracer() { return std::make_unique<NullCuptiTracer>(); }
-#endif
+#endif  // else tracer/cupti_activity_tracer.cpp
 
 ActivityBufferPool::ActivityBufferPool(size_t buffer_bytes, size_t max_buffers)
     : buffer_bytes_(buffer_bytes), max_buffers_(max_buffers) {

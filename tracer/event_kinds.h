@@ -367,6 +367,21 @@ using rebind_t = typename rebind<K, Rep>::type;
   F(uint32_t, correlation_id, "correlationId", "")                                                 \
   C(RunId, run_id, "runId", "RUNS.id")
 
+// CUPTI's own cost (CUpti_ActivityOverhead3): buffer flushes, instrumentation, resources,
+// driver compilation. hookscope's table: nsys folds these into PROFILER_OVERHEAD, whose
+// columns it does not document.
+#define HS_OVERHEAD_FIELDS(F, T, C)                                                                \
+  T(Start, start_ns, "start", "host steady-clock ns (converted from the CUPTI clock)")             \
+  T(End, end_ns, "end", "host steady-clock ns")                                                    \
+  F(tracer::OverheadKind, overhead_kind, "overheadKind", "ENUM_CUPTI_OVERHEAD_KIND")               \
+  F(tracer::OverheadObject, object_kind, "objectKind", "ENUM_CUPTI_OBJECT_KIND: what paid for it")  \
+  F(int64_t, object_id, "objectId", "process or Linux thread id; device index for device, context and stream objects") \
+  F(Optional<int64_t>, context_id, "contextId", "context and stream objects only")                 \
+  F(Optional<int64_t>, stream_id, "streamId", "stream objects only")                               \
+  F(Nullable<uint32_t>, correlation_id, "correlationId", "0: not tied to an API call")             \
+  C(GlobalPid, global_pid, "globalPid", "")                                                        \
+  C(RunId, run_id, "runId", "hookscope: RUNS.id")
+
 #define HS_CLOCK_SAMPLE_FIELDS(F, T, C)                                                            \
   C(RunId, run_id, "runId", "RUNS.id")                                                             \
   F(uint32_t, device_id, "deviceId", "CUDA device index")                                          \
@@ -464,6 +479,9 @@ using rebind_t = typename rebind<K, Rep>::type;
     "CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION",                                                    \
     "hookscope: a CUPTI correlation id -> the external id pushed around a hook call or op.",       \
     HS_EXTERNAL_CORRELATION_FIELDS)                                                                \
+  X(OverheadActivity, OverheadRow, overheads, "CUPTI_ACTIVITY_KIND_OVERHEAD",                      \
+    "hookscope: time CUPTI itself spent (buffer flushes, instrumentation, resources).",            \
+    HS_OVERHEAD_FIELDS)                                                                            \
   X(ClockSample, ClockSampleRow, clock_samples, "CLOCK_CALIBRATION",                               \
     "hookscope: host/GPU clock pairs behind the conversion of CUPTI times.", HS_CLOCK_SAMPLE_FIELDS) \
   X(CpuOpActivity, CpuOpRow, cpu_ops, "CPU_OPS",                                                   \

@@ -36,6 +36,18 @@ enum class SyncType : int {
   Unknown = 0, EventSynchronize = 1, StreamWaitEvent = 2, StreamSynchronize = 3, ContextSynchronize = 4,
 };
 
+/// What CUPTI spent its own time on; values are CUPTI's `CUpti_ActivityOverheadKind`
+/// (ids of `ENUM_CUPTI_OVERHEAD_KIND`).
+enum class OverheadKind : int64_t {
+  Unknown = 0, DriverCompiler = 1, CuptiBufferFlush = 1 << 16, CuptiInstrumentation = 2 << 16,
+  CuptiResource = 3 << 16, RuntimeTriggeredModuleLoading = 4 << 16, LazyFunctionLoading = 5 << 16,
+  CommandBufferFull = 6 << 16, ActivityBufferRequest = 7 << 16, UvmActivityInit = 8 << 16,
+};
+
+/// Who paid an overhead; values are CUPTI's `CUpti_ActivityObjectKind` (ids of
+/// `ENUM_CUPTI_OBJECT_KIND`).
+enum class OverheadObject : int { Unknown = 0, Process = 1, Thread = 2, Device = 3, Context = 4, Stream = 5 };
+
 /// External correlation kinds; values are CUPTI's `CUpti_ExternalCorrelationKind`.
 /// hookscope pushes `Custom1` ids around hook calls (Kineto uses Custom0 for ops).
 enum class ExternalKind : uint32_t { Unknown = 1, Custom0 = 3, Custom1 = 4, Custom2 = 5 };
@@ -49,7 +61,7 @@ HS_ACTIVITY_KINDS(HS_KIND_DECLARE)
 namespace hs::tracer {
 
 // One struct per activity kind (`KernelActivity`, `MemcpyActivity`, `MemsetActivity`,
-// `RuntimeActivity`, `DriverActivity`, `SyncActivity`, `ExternalCorrelation`, `ClockSample`,
+// `RuntimeActivity`, `DriverActivity`, `SyncActivity`, `ExternalCorrelation`, `OverheadActivity`, `ClockSample`,
 // `CpuOpActivity`, `DynamoCompile`, `DynamoGraphBreak`, `DynamoRecompile`): the F and T lines of its declaration in tracer/event_kinds.h, in order,
 // time fields last. Strings are views, valid during the write call.
 #define HS_ACTIVITY_STRUCT_(Type, ...) using Type = kinds::Type<kinds::Emitted>;
@@ -58,7 +70,7 @@ HS_ACTIVITY_KINDS(HS_ACTIVITY_STRUCT_)
 
 /// A batch of activity records for one run: one span per kind, named as the reader's methods
 /// (`kernels`, `memcpys`, `memsets`, `runtime_calls`, `driver_calls`, `syncs`,
-/// `external_correlations`, `clock_samples`, `cpu_ops`, `dynamo_compiles`, `dynamo_graph_breaks`,
+/// `external_correlations`, `overheads`, `clock_samples`, `cpu_ops`, `dynamo_compiles`, `dynamo_graph_breaks`,
 /// `dynamo_recompiles`). Spans are valid only during the call.
 struct ActivityBatch {
   int64_t run_id = 0;
