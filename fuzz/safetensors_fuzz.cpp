@@ -1,0 +1,34 @@
+// .safetensors files: SafetensorsFile::open on arbitrary bytes, then every tensor (up to 64)
+// made and copied out of the mapping.
+// Expected: hs::models::LoadError ("names the file and the tensor or field"), from open() and
+// from tensor() (unsupported dtype, BOOL bytes other than 0/1).
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "fuzz/fuzz_util.h"
+#include "models/safetensors.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::filesystem::path dir = hs::fuzz::scratch_dir("safetensors");
+  const std::filesystem::path file = dir / "fuzz.safetensors";
+  hs::fuzz::write_file(file, data, size);
+  std::shared_ptr<hs::models::SafetensorsFile> f;
+  try {
+    f = hs::models::SafetensorsFile::open(file);
+  } catch (const hs::models::LoadError&) {
+    return 0;
+  }
+  (void)f->metadata();
+  size_t n = 0;
+  for (const auto& info : f->tensors()) {
+    if (++n > 64) break;
+    if (f->find(info.name) != &info) std::abort();  // the index names each entry
+    try {
+      torch::Tensor t = f->tensor(info.name).clone();
+      if (static_cast<uint64_t>(t.numel()) != info.numel()) std::abort();
+    } catch (const hs::models::LoadError&) {
+    }
+  }
+  return 0;
+}
