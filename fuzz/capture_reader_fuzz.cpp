@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hs::storage::ReaderOptions o;
     o.busy_timeout_ms = 0;
     reader.emplace(file, o);
-  } catch (const hs::storage::CaptureError&) {
+  } catch (const hs::storage::CaptureError& e) {
+    hs::fuzz::expected(e);
     return 0;
   }
   const hs::storage::CaptureReader& r = *reader;

@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hs::models::ModelConfig c;
   try {
     c = hs::models::ModelConfig::from_file(file);
-  } catch (const hs::models::ConfigError&) {
+  } catch (const hs::models::ConfigError& e) {
+    hs::fuzz::expected(e);
     return 0;
   }
   const torch::Tensor inv = hs::models::RotaryEmbedding::compute_inv_freq(c);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -62,4 +63,13 @@ inline std::string required_env(const char* name) {
   return v;
 }
 
+}  // namespace hs::fuzz
+
+namespace hs::fuzz {
+/// An expected (documented) error: ignored, or printed when $HOOKSCOPE_FUZZ_VERBOSE is set
+/// (to see why a seed is refused: `HOOKSCOPE_FUZZ_VERBOSE=1 build-fuzz/fuzz/X_fuzz SEED`).
+inline void expected(const std::exception& e) {
+  static const bool verbose = std::getenv("HOOKSCOPE_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "expected error: %s\n", e.what());
+}
 }  // namespace hs::fuzz

@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     (void)hs::importers::import_kineto_trace(trace, store.store(), run, opts);
     store.store().end_run(run, hs::tracer::RunStatus::Complete);
-  } catch (const hs::importers::ImportError&) {
+  } catch (const hs::importers::ImportError& e) {
+    hs::fuzz::expected(e);
     store.store().end_run(run, hs::tracer::RunStatus::Failed, "import error");
   }
   return 0;

@@ -307,7 +307,7 @@ def kineto_part(s):
     # A small trace of its own: a few ops, hookscope:: ranges, memory events, shapes.
     lin = torch.nn.Linear(8, 8)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as prof:
-        with record_function("hookscope::step index=0"):
+        with record_function("hookscope::generate cell=c0 repeat=0"), record_function("hookscope::step step=0 token=7"):
             with record_function("hookscope::pre_forward hook=AlignDevicesHook module=lin device=cpu"):
                 with record_function("hookscope::weight_onload module=lin tensor=weight bytes=256 "
                                      "dtype=float32 source=cpu device=cpu"):
@@ -334,15 +334,89 @@ def kineto_part(s):
     return {}
 
 
+TINY_COMPILE = r"""
+import torch
+torch.set_num_threads(1)
+def f(x):
+    y = torch.sin(x) + 1
+    print("graph break")  # a graph break: two graphs
+    return torch.cos(y) * 2
+g = torch.compile(f, backend="eager")
+g(torch.randn(4))
+g(torch.randn(4, 2))  # a recompile (shape guard)
+"""
+
+
+def torch_trace_records(path):
+    """The log's records: (header line, [payload lines])."""
+    records = []
+    for line in open(path, "rb"):
+        if line.startswith(b"\t") and records:
+            records[-1][1].append(line)
+        else:
+            records.append((line, []))
+    return records
+
+
+def record_type(header):
+    try:
+        obj = json.loads(header.split(b"] ", 1)[1])
+    except (IndexError, ValueError):
+        return None
+    envelope = {"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "has_payload", "stack"}
+    return next((k for k in obj if k not in envelope), None)
+
+
+# The compilation_metrics fields the importer reads (the record is ~30 KB with all of them).
+METRICS_KEPT = {"co_name", "co_filename", "co_firstlineno", "guard_count", "graph_op_count", "graph_node_count",
+                "fail_type", "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno",
+                "restart_reasons", "start_time", "entire_frame_compile_time_s", "backend_compile_time_s",
+                "inductor_compile_time_s", "code_gen_time_s", "dynamo_time_before_restart_s", "recompile_reason"}
+
+
+def trim_metrics(header):
+    prefix, body = header.split(b"] ", 1)
+    obj = json.loads(body)
+    obj["compilation_metrics"] = {k: v for k, v in obj["compilation_metrics"].items() if k in METRICS_KEPT}
+    return prefix + b"] " + json.dumps(obj).encode() + b"\n"
+
+
+def torch_trace_digest(path, per_type=3, max_payload=4096):
+    """The log without its bulk: every str record and cell marker, and of every other record
+    type the first `per_type` records whose payload is at most `max_payload` bytes. Whole
+    records are dropped, so every kept payload still matches its has_payload MD5."""
+    out, seen = [], collections.Counter()
+    for header, payload in torch_trace_records(path):
+        t = record_type(header)
+        if t == "compilation_metrics":
+            header = trim_metrics(header)
+        size = sum(len(p) for p in payload)
+        if t == "str" or b"hookscope_cell" in header or (size <= max_payload and len(header) <= 4096
+                                                          and seen[t] < per_type):
+            seen[t] += 1
+            out.append(header + b"".join(payload))
+    return b"".join(out)
+
+
 def torch_trace_part(s):
     if not s.fresh("torch_trace_fuzz"):
         return {}
+    # A tiny torch.compile of its own (two graphs, a recompile), under TORCH_TRACE.
+    tiny = os.path.join(s.work, "tiny_trace")
+    shutil.rmtree(tiny, ignore_errors=True)
+    subprocess.run([PY, "-c", TINY_COMPILE], check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, TORCH_TRACE=tiny))
+    for i, f in enumerate(sorted(os.listdir(tiny))):
+        s.seed("torch_trace_fuzz", f"tiny-compile-{i}.log", torch_trace_digest(os.path.join(tiny, f), per_type=10))
+    # The importer tests' log (tests/oracles/compile_log.py: accelerate's hooks under
+    # torch.compile, explain, fullgraph), cut into cells; MBs each, so digests.
     d = os.path.join(s.work, "compile_log")
-    shutil.rmtree(d, ignore_errors=True)
-    oracle("compile_log.py", "--out", d)
+    if not os.path.isdir(os.path.join(d, "cells")):
+        shutil.rmtree(d, ignore_errors=True)
+        oracle("compile_log.py", "--out", d)
     cells = os.path.join(d, "cells")
     for f in sorted(os.listdir(cells)):
-        s.seed("torch_trace_fuzz", f, open(os.path.join(cells, f), "rb").read())
+        s.seed("torch_trace_fuzz", f, torch_trace_digest(os.path.join(cells, f)))
     s.done("torch_trace_fuzz")
     return {}
 
@@ -355,9 +429,21 @@ def capture_part(s, tool):
     d = os.path.join(s.work, "captures")
     shutil.rmtree(d, ignore_errors=True)
     subprocess.run([tool, d], check=True)
+    import sqlite3
     for f in sorted(os.listdir(d)):
-        if f.endswith(".sqlite"):
-            s.seed("capture_reader_fuzz", f, open(os.path.join(d, f), "rb").read())
+        if not f.endswith(".sqlite"):
+            continue
+        path = os.path.join(d, f)
+        s.seed("capture_reader_fuzz", f, open(path, "rb").read())
+        # The same capture with 512-byte pages (VACUUM keeps every row): a quarter the size,
+        # so the mutations land on the tables rather than on empty page space.
+        small = path[:-len(".sqlite")] + "-p512.sqlite"
+        shutil.copy(path, small)
+        con = sqlite3.connect(small)
+        con.execute("PRAGMA page_size=512")
+        con.execute("VACUUM")
+        con.close()
+        s.seed("capture_reader_fuzz", os.path.basename(small), open(small, "rb").read())
     s.done("capture_reader_fuzz")
     return {}
 

@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hs::hooks::OffloadIndex index;
   try {
     index = hs::hooks::read_offload_index(dir);
-  } catch (const hs::hooks::OffloadError&) {
+  } catch (const hs::hooks::OffloadError& e) {
+    hs::fuzz::expected(e);
     return 0;
   }
   try {

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::shared_ptr<hs::models::SafetensorsFile> f;
   try {
     f = hs::models::SafetensorsFile::open(file);
-  } catch (const hs::models::LoadError&) {
+  } catch (const hs::models::LoadError& e) {
+    hs::fuzz::expected(e);
     return 0;
   }
   (void)f->metadata();

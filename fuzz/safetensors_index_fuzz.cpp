@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)ckpt.file_of(name);
       (void)ckpt.get(name).clone();
     }
-  } catch (const hs::models::LoadError&) {
+  } catch (const hs::models::LoadError& e) {
+    hs::fuzz::expected(e);
   }
   return 0;
 }

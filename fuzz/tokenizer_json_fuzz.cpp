@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz/fuzz_util.h"
 #include "models/tokenizer.h"
 
 namespace {
@@ -26,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<hs::models::Tokenizer> tok;
   try {
     tok.emplace(hs::models::Tokenizer::from_json_string(input, "fuzz/tokenizer.json"));
-  } catch (const std::runtime_error&) {
+  } catch (const std::runtime_error& e) {
+    hs::fuzz::expected(e);
     return 0;
   }
   const size_t vocab = tok->vocab_size();

@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hs::importers::TorchTraceSummary summary;
   try {
     (void)hs::importers::read_torch_trace(log, opts, &summary);
-  } catch (const hs::importers::ImportError&) {
+  } catch (const hs::importers::ImportError& e) {
+    hs::fuzz::expected(e);
     return 0;
   }
   if (!summary.cells.empty()) {
@@ -34,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     (void)hs::importers::import_torch_trace(log, store.store(), run, opts);
     store.store().end_run(run, hs::tracer::RunStatus::Complete);
-  } catch (const hs::importers::ImportError&) {
+  } catch (const hs::importers::ImportError& e) {
+    hs::fuzz::expected(e);
     store.store().end_run(run, hs::tracer::RunStatus::Failed, "import error");
   }
   return 0;
