@@ -2,11 +2,9 @@
 // the .dat files (and a data.safetensors) accelerate itself wrote ($HOOKSCOPE_FUZZ_OFFLOAD,
 // copied into the scratch folder once); then every entry (up to 32) sized and loaded through
 // OffloadedWeightsLoader. Safetensors entries are loaded only when they name
-// "data.safetensors" (relative: the target runs in the scratch folder), so the fuzzer never
-// opens files outside it.
+// "data.safetensors" (the copy in the scratch folder, made absolute for the loader), so the
+// fuzzer never opens files outside it.
 // Expected: hs::hooks::OffloadError ("names the file and the key").
-#include <unistd.h>
-
 #include <cstdint>
 #include <filesystem>
 
@@ -27,7 +25,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     fs::copy_file(p, dir / p.filename(), fs::copy_options::overwrite_existing);
     ++copied;
   }
-  if (::chdir(dir.c_str()) != 0) std::abort();
   std::fprintf(stderr, "offload_index_fuzz: %d data files from %s\n", copied, src.c_str());
   return 0;
 }
@@ -42,16 +39,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hs::fuzz::expected(e);
     return 0;
   }
+  // The index the loader gets: safetensors entries other than data.safetensors left out.
+  hs::hooks::OffloadIndex loadable;
+  for (const auto& [key, entry] : index) {
+    if (!entry.is_safetensors()) {
+      loadable.insert_or_assign(key, entry);
+    } else if (*entry.safetensors_file == "data.safetensors") {
+      hs::hooks::OffloadIndexEntry e = entry;
+      e.safetensors_file = (dir / "data.safetensors").string();
+      loadable.insert_or_assign(key, e);
+    }
+  }
   try {
-    hs::hooks::OffloadedWeightsLoader loader(std::nullopt, dir, index);
+    hs::hooks::OffloadedWeightsLoader loader(std::nullopt, dir, loadable);
     size_t n = 0;
-    for (const auto& [key, entry] : index) {
+    for (const auto& [key, entry] : loadable) {
       if (++n > 32) break;
       if (!loader.contains(key)) std::abort();
       try {
-        if (entry.is_safetensors()) {
-          if (*entry.safetensors_file != "data.safetensors") continue;
-        } else {
+        if (!entry.is_safetensors()) {
           (void)hs::hooks::dat_file_bytes(entry, key);
           std::error_code ec;
           if (!fs::is_regular_file(dir / (key + ".dat"), ec)) continue;
@@ -61,7 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } catch (const hs::hooks::OffloadError&) {
       }
     }
-  } catch (const hs::hooks::OffloadError&) {
+  } catch (const hs::hooks::OffloadError& e) {
+    hs::fuzz::expected(e);
   }
   return 0;
 }
