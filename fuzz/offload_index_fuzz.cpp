@@ -6,6 +6,10 @@
 // fuzzer never opens files outside it.
 // Expected: hs::hooks::OffloadError ("names the file and the key").
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <filesystem>
 
 #include <torch/torch.h>
@@ -62,8 +66,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           std::error_code ec;
           if (!fs::is_regular_file(dir / (key + ".dat"), ec)) continue;
         }
-        const torch::Tensor t = loader.get(key);
-        if (!entry.is_safetensors() && t.sizes().vec() != entry.shape) std::abort();
+        const torch::Tensor t = loader.get(key).contiguous();
+        if (!entry.is_safetensors()) {
+          // A .dat entry loads as its shape, holding exactly the file's bytes.
+          if (t.sizes().vec() != entry.shape) std::abort();
+          std::ifstream in(dir / (key + ".dat"), std::ios::binary);
+          const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          const size_t n = static_cast<size_t>(t.nbytes());
+          if (n && (bytes.size() != n || std::memcmp(bytes.data(), t.data_ptr(), n) != 0)) std::abort();
+        }
       } catch (const hs::hooks::OffloadError&) {
       }
     }

@@ -1,8 +1,10 @@
 // .safetensors files: SafetensorsFile::open on arbitrary bytes, then every tensor (up to 64)
-// made and copied out of the mapping.
+// made; each must hold exactly its data_offsets bytes of the file.
 // Expected: hs::models::LoadError ("names the file and the tensor or field"), from open() and
 // from tensor() (unsupported dtype, BOOL bytes other than 0/1).
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include <torch/torch.h>
 
@@ -26,8 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (++n > 64) break;
     if (f->find(info.name) != &info) std::abort();  // the index names each entry
     try {
-      torch::Tensor t = f->tensor(info.name).clone();
+      const torch::Tensor t = f->tensor(info.name).contiguous();
       if (static_cast<uint64_t>(t.numel()) != info.numel()) std::abort();
+      // The tensor holds exactly the bytes [8 + N + begin, 8 + N + end) of the file.
+      const uint64_t at = 8 + f->header_size() + info.begin;
+      if (static_cast<uint64_t>(t.nbytes()) != info.nbytes() || at + info.nbytes() > size ||
+          (info.nbytes() && std::memcmp(t.data_ptr(), data + at, info.nbytes()) != 0))
+        std::abort();
     } catch (const hs::models::LoadError&) {
     }
   }
