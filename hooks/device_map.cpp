@@ -903,7 +903,10 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
   DeviceCounter min_required;
   std::vector<DeviceId> min_required_devices;
 
-  auto [max_layer_size, max_layer_names] = get_max_layer_size(pending, module_sizes, no_split);
+  // Plain variables, not a structured binding: the lambda captures them (clang < 16 cannot).
+  std::pair<int64_t, std::vector<std::string>> max_layer = get_max_layer_size(pending, module_sizes, no_split);
+  int64_t& max_layer_size = max_layer.first;
+  std::vector<std::string>& max_layer_names = max_layer.second;
   auto recompute_max_layer = [&]() {
     std::tie(max_layer_size, max_layer_names) = get_max_layer_size(modules_only(pending), module_sizes, no_split);
   };

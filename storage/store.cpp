@@ -7,6 +7,7 @@
 #include <ctime>
 #include <mutex>
 #include <system_error>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -403,7 +404,10 @@ int Store::Impl::bind_row(Stmt& s, int first, RowCtx& c, const R& r) {
   R::columns([&](auto tag, std::string_view, std::string_view, auto field) {
     using Tag = typename decltype(tag)::type;
     if constexpr (std::is_same_v<Tag, kinds::ModuleClass>) {
-      note_module(c.run, *c.rs, c.text_id(r.module), c.text_id(field(r)));
+      // `r` through a Tag-dependent cast: clang checks non-dependent code in a discarded
+      // branch of the generic lambda, and rows without a ModuleClass have no `module`.
+      const auto& row = static_cast<const std::conditional_t<std::is_same_v<Tag, Tag>, R, void>&>(r);
+      note_module(c.run, *c.rs, c.text_id(row.module), c.text_id(field(r)));
     } else if constexpr (detail::is_bound<Tag>) {
       bind_value<Tag>(s, i++, c, r, field);
     }
