@@ -104,21 +104,7 @@ TEST(ActivityBufferPool, ConcurrentRequestsAndCompletionsLoseNothing) {
   EXPECT_EQ(pool.foreign(), 1u);
 }
 
-// ---- the CPU build -----------------------------------------------------------------------------
-
-TEST(NullCuptiTracer, SaysUnavailableAndRefusesToStart) {
-  tracer::NullCuptiTracer t;
-  EXPECT_FALSE(t.available());
-  EXPECT_EQ(t.status(), "CUPTI unavailable (CPU build)");
-  struct NoWriter : tracer::ActivityWriter {
-    void write_activity(const tracer::ActivityBatch&) override { FAIL(); }
-  } w;
-  EXPECT_THROW(t.start(1, {}, w), tracer::CuptiUnavailable);
-  EXPECT_THROW(t.calibrate(3), tracer::CuptiUnavailable);
-#ifndef HOOKSCOPE_WITH_CUPTI
-  EXPECT_EQ(tracer::make_cupti_tracer()->status(), tracer::NullCuptiTracer::kStatus) << "the CPU build's tracer";
-#endif
-}
+// The CPU build's NullCuptiTracer: tests/tracer_test.cpp (CuptiSeam.*).
 
 }  // namespace
 }  // namespace hs

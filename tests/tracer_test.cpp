@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -535,9 +536,16 @@ TEST(HostTracer, ABurstWithRoomIsRecordedWholeAndItsCostPrinted) {
 
 // ---- the CUPTI seam -------------------------------------------------------------------
 
-TEST(CuptiSeam, CpuBuildReportsCuptiUnavailable) {
+// The tracer of a machine without a GPU (whatever the build) is unavailable and says why.
+TEST(CuptiSeam, WithoutAGpuTheBuildsTracerSaysItIsUnavailable) {
   auto t = tracer::make_cupti_tracer();
   ASSERT_NE(t, nullptr);
+  if (t->available()) GTEST_SKIP() << "a GPU is traced here: " << t->status();
+  EXPECT_EQ(t->status().rfind("CUPTI unavailable", 0), 0u) << t->status();
+}
+
+TEST(CuptiSeam, NullTracerReportsCuptiUnavailable) {
+  auto t = std::make_unique<tracer::NullCuptiTracer>();
   EXPECT_FALSE(t->available());
   EXPECT_EQ(t->status(), "CUPTI unavailable (CPU build)");
   struct NoGpu : tracer::ActivityWriter {
