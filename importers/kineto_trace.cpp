@@ -7,6 +7,7 @@
 
 #include "importers/kineto_reader.h"
 #include "importers/kineto_rows.h"
+#include "tracer/cupti_decode.h"
 
 namespace hs::importers {
 
@@ -93,33 +94,6 @@ GpuName parse_gpu_name(std::string_view name) {
     g.src = inner;
   }
   return g;
-}
-/// nsys' shortName of a demangled kernel name: no return type, namespaces, template arguments
-/// or parameters ("void at::native::foo<4>(int)" -> "foo").
-std::string_view short_kernel_name(std::string_view full) {
-  std::string_view n = full;
-  int depth = 0;
-  for (size_t i = 0; i < n.size(); ++i) {
-    if (n[i] == '<') ++depth;
-    if (n[i] == '>') --depth;
-    if (n[i] == '(' && depth == 0) {
-      n = n.substr(0, i);
-      break;
-    }
-  }
-  while (!n.empty() && n.back() == ' ') n.remove_suffix(1);
-  if (!n.empty() && n.back() == '>') {
-    depth = 0;
-    for (size_t i = n.size(); i-- > 0;) {
-      if (n[i] == '>') ++depth;
-      if (n[i] == '<' && --depth == 0) {
-        n = n.substr(0, i);
-        break;
-      }
-    }
-  }
-  if (const size_t p = n.find_last_of(": "); p != std::string_view::npos) n = n.substr(p + 1);
-  return n.empty() ? full : n;
 }
 /// The logical device of a '[memory]' instant: "cpu", "0" (CUDA / ROCm), else "type<T>:<id>".
 std::string memory_device(int64_t type, int64_t id) {
@@ -369,7 +343,7 @@ void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
   k.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
   k.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
   k.demangled_name = rows_.keep(name);
-  k.short_name = rows_.keep(short_kernel_name(name));
+  k.short_name = rows_.keep(tracer::short_kernel_name(name));
   k.registers_per_thread = static_cast<int32_t>(arg_int(a, "registers per thread").value_or(0));
   k.grid_x = dim3("grid", 0), k.grid_y = dim3("grid", 1), k.grid_z = dim3("grid", 2);
   k.block_x = dim3("block", 0), k.block_y = dim3("block", 1), k.block_z = dim3("block", 2);
