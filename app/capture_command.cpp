@@ -118,11 +118,41 @@ std::vector<int64_t> parse_prompt_ids(const std::string& list) {
   return ids;
 }
 
+// --keep-offload-dir DIR: the capture replaces DIR/offload-disk, DIR/offload-mixed and the torch
+// drivers' DIR/torch-POLICY; each may already be an offload folder (index.json and .dat files,
+// from an earlier capture or accelerate), never anything else, which it would delete.
+void check_keep_offload_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::invalid_argument("--keep-offload-dir: " + dir.string() + " exists and is not a folder");
+  if (!fs::is_directory(dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("offload-", 0) != 0 && name.rfind("torch-", 0) != 0) continue;
+    if (!e.is_directory()) {
+      throw std::invalid_argument("--keep-offload-dir: " + e.path().string() +
+                                  " is in the way of the capture's offload folders; name another folder or move it");
+    }
+    for (const auto& f : fs::recursive_directory_iterator(e.path(), ec)) {
+      const std::string fname = f.path().filename().string();
+      const bool offload_file = f.is_regular_file() && (fname == "index.json" || f.path().extension() == ".dat");
+      const bool driver_folder = f.is_directory() && name.rfind("torch-", 0) == 0;
+      if (!offload_file && !driver_folder)
+        throw std::invalid_argument("--keep-offload-dir: " + e.path().string() + " holds " + f.path().string() +
+                                    ", which is not an offload folder's (index.json, *.dat): the capture would delete "
+                                    "it when it rewrites the folder; name another folder or move it");
+    }
+  }
+}
+
 // The disk-offload folders' parent: --keep-offload-dir, else a folder of this capture's own
 // under hookscope's cache ($HOOKSCOPE_CACHE, else $XDG_CACHE_HOME/hookscope, else
 // ~/.cache/hookscope; the temporary folder without a home), removed when the capture ends.
 fs::path offload_folder_of(const CaptureArgs& a, const fs::path& out) {
-  if (!a.keep_offload_dir.empty()) return fs::absolute(a.keep_offload_dir);
+  if (!a.keep_offload_dir.empty()) {
+    check_keep_offload_dir(a.keep_offload_dir);
+    return fs::absolute(a.keep_offload_dir);
+  }
   fs::path cache;
   if (const char* c = std::getenv("HOOKSCOPE_CACHE"); c && *c) cache = c;
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) cache = fs::path(x) / "hookscope";

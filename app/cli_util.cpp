@@ -150,6 +150,18 @@ void refuse_overwriting_input(const std::string& flag, const std::filesystem::pa
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
 }
 
+void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  std::error_code ec;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const auto& [fa, a] = outputs[j];
+      const auto& [fb, b] = outputs[i];
+      if (a.empty() || b.empty()) continue;
+      if (same_file(a, b) || std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec))
+        throw std::invalid_argument(fb + ": " + b + " is also " + fa + "'s output; name two files");
+    }
+}
+
 void write_output_file(const std::filesystem::path& path, const std::string& bytes) {
   const std::filesystem::path tmp = path.string() + ".partial";
   std::ofstream f(tmp, std::ios::binary);

@@ -49,6 +49,10 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
                               const std::filesystem::path& input, const std::string& role);
 
+/// Throws std::invalid_argument "FLAG2: OUT is also FLAG1's output; name two files" when two of
+/// the (flag, path) outputs of one command name the same file (empty paths are not outputs).
+void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
+
 /// Writes `bytes` to `path.partial` and renames it onto `path` when complete, so that a reader
 /// never sees half a file and a failed write leaves an earlier file alone. Throws
 /// std::runtime_error "cannot write PATH" when the write fails.

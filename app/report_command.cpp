@@ -224,6 +224,7 @@ int run_report(const ReportArgs& a) {
   for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
                                    std::pair{"--html", a.html}})
     if (!out.empty()) refuse_overwriting_input(flag, out, a.file, "reported");
+  refuse_shared_outputs({{"--markdown", a.markdown}, {"--json", a.json_out}, {"--html", a.html}});
   const auto write = write_output_file;
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<ReportPicture> pictures;

@@ -448,6 +448,7 @@ int run_report_diff(const ReportDiffArgs& args) {
   for (const auto& [flag, out] : {std::pair{"--markdown", args.markdown}, std::pair{"--json", args.json_out}})
     for (const std::string& capture : {args.file_a, args.file_b})
       if (!out.empty()) refuse_overwriting_input(flag, out, capture, "compared");
+  refuse_shared_outputs({{"--markdown", args.markdown}, {"--json", args.json_out}});
   if (!args.markdown.empty()) write_output_file(args.markdown, md);
   if (!args.json_out.empty()) write_output_file(args.json_out, diff.dump(2) + "\n");
   std::cout << md;

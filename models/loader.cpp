@@ -21,9 +21,26 @@ std::string shape_str(c10::IntArrayRef s) {
   return o.str();
 }
 
+// An environment variable's value with a leading "~" expanded, as huggingface_hub does; empty
+// when unset or empty.
+fs::path env_path(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return {};
+  const std::string s = v;
+  if (s == "~" || s.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    return fs::path(home ? home : "/root") / s.substr(s.size() > 1 ? 2 : 1);
+  }
+  return s;
+}
+
+// huggingface_hub's cache folder (its constants.HF_HUB_CACHE): $HF_HUB_CACHE, the legacy
+// $HUGGINGFACE_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
 fs::path hub_cache_dir() {
-  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
-  if (const char* h = std::getenv("HF_HOME"); h && *h) return fs::path(h) / "hub";
+  for (const char* v : {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"})
+    if (fs::path p = env_path(v); !p.empty()) return p;
+  if (fs::path h = env_path("HF_HOME"); !h.empty()) return h / "hub";
+  if (fs::path x = env_path("XDG_CACHE_HOME"); !x.empty()) return x / "huggingface" / "hub";
   const char* home = std::getenv("HOME");
   return fs::path(home ? home : "/root") / ".cache/huggingface/hub";
 }

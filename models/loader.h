@@ -21,7 +21,8 @@ struct ModelLoadError : std::runtime_error {
 };
 
 /// A folder path as is; otherwise an id "org/name" looked up, offline, in the HF hub cache
-/// (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`):
+/// (huggingface_hub's order: `$HF_HUB_CACHE`, `$HUGGINGFACE_HUB_CACHE`, `$HF_HOME/hub`,
+/// `$XDG_CACHE_HOME/huggingface/hub`, `~/.cache/huggingface/hub`):
 /// `models--org--name/snapshots/<refs/main or the newest snapshot>/`.
 /// Throws ModelLoadError listing where it looked.
 std::filesystem::path resolve_model_path(const std::string& dir_or_id);

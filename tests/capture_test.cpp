@@ -589,18 +589,29 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
   EXPECT_EQ(hs::test::read_file(dir / "old.sqlite"), "an earlier capture");
   EXPECT_EQ(hs::test::read_file(index), weights);
   EXPECT_TRUE(fs::is_symlink(dir / "link.sqlite"));
-  // A capture that fails part-way (the offload folder's path is a file) leaves the earlier
-  // capture whole and keeps what it recorded beside it.
+  // A capture that fails part-way (its offload folder replaced by a file once its first run is
+  // recorded, so the disk-offload scenario cannot write it) leaves the earlier capture whole
+  // and keeps what it recorded beside it.
   const fs::path good = dir / "good.sqlite";
   ASSERT_EQ(capture_to(good.string(), false).exit_code, 0);
-  { std::ofstream(dir / "good-offload") << "in the way"; }
-  auto r = hookscope({"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2", "--scenarios",
-                      "cpu-offload,disk-offload", "--modes", "eager", "--prompt-ids", "5", "--max-new-tokens", "1",
-                      "--repeats", "1", "--warmup", "0", "--out", good.string(), "--force-overwrite",
-                      "--keep-offload-dir", (dir / "good-offload").string()});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("disk-offload"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(".partial"), std::string::npos) << "names where the recorded runs are: " << r.err;
+  const fs::path keep = dir / "good-offload";
+  auto args = slow_capture_args(good, "cpu-offload,disk-offload");
+  args[3] = model.string();  // --model: the copy
+  for (const std::string& a : {std::string("--modes"), std::string("eager"), std::string("--force-overwrite"),
+                               std::string("--keep-offload-dir"), keep.string()})
+    args.push_back(a);
+  const pid_t pid = start_capture(args, dir / "log.txt");
+  const bool ready = wait_for_second_run(pid, partial_of(good, pid));
+  fs::remove_all(keep);
+  { std::ofstream(keep) << "in the way"; }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = hs::test::read_file(dir / "log.txt");
+  ASSERT_TRUE(ready) << log;
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << log;
+  EXPECT_NE(log.find("disk-offload"), std::string::npos) << log;
+  EXPECT_NE(log.find(".partial"), std::string::npos) << "names where the recorded runs are: " << log;
   EXPECT_EQ(hs::storage::CaptureReader(good).runs().size(), 2u) << "the earlier capture is whole";
 }
 
@@ -636,6 +647,22 @@ TEST(Capture, OffloadFolderIsTheCapturesOwnAndRemovedUnlessKept) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "kept" / "offload-disk" / "index.json")) << r.err;
   EXPECT_NE(r.err.find("kept"), std::string::npos) << r.err;
+  // Kept again: an offload folder (index.json, .dat) is rewritten; anything else there is not
+  // the capture's to delete, and a file is not a folder.
+  kept.insert(kept.end() - 2, "--force-overwrite");
+  r = hookscope(kept);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  { std::ofstream(dir / "kept" / "offload-disk" / "mine.txt") << "a user's file"; }
+  r = hookscope(kept);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--keep-offload-dir: " + (dir / "kept" / "offload-disk").string() + " holds"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(hs::test::read_file(dir / "kept" / "offload-disk" / "mine.txt"), "a user's file");
+  { std::ofstream(dir / "afile") << "x"; }
+  kept.back() = (dir / "afile").string();
+  r = hookscope(kept);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("exists and is not a folder"), std::string::npos) << r.err;
 }
 
 // On a terminal (script(1) gives the capture one) the status line shows the run, which
@@ -717,6 +744,11 @@ TEST(Capture, ReportNeverWritesOverItsCapture) {
     EXPECT_EQ(hs::test::read_file(db), before);
   }
   EXPECT_TRUE(fs::is_symlink(dir / "link.md"));
+  // Nor two of its outputs one file.
+  auto r = hookscope({"report", db.string(), "--markdown", (dir / "r.md").string(), "--json", (dir / "r.md").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--json: " + (dir / "r.md").string() + " is also --markdown's output"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "r.md"));
 }
 
 TEST(Capture, ReportRefusesAFileThatIsNotACapture) {

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/test_util.h"
 
@@ -222,5 +224,56 @@ TEST(OracleCache, ABogusInterpreterFailsEveryOracleBackedTestNamingIt) {
     EXPECT_NE(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE((r.out + r.err).find(bogus), std::string::npos) << r.out << r.err;
     EXPECT_EQ((r.out + r.err).find("[  PASSED  ] "), (r.out + r.err).find("[  PASSED  ] 0 tests")) << r.out;
+  }
+}
+
+// A model id is found offline where huggingface_hub finds it (HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
+// HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub; the snapshot refs/main
+// names): every location holds the model under another revision, and hookscope must pick the
+// snapshot huggingface_hub's snapshot_download(local_files_only=True) returns.
+TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
+  const fs::path tiny = hs::test::tiny_checkpoint("tiny-llama");
+  const fs::path root = hs::test::scratch_dir("hf-cache-lookup");
+  // A hub cache at `hub` holding the tiny model as snapshot `rev` (refs/main) and an older decoy.
+  auto make_hub = [&](const fs::path& hub, const std::string& rev) {
+    const fs::path repo = hub / "models--hookscope--tiny-llama";
+    for (const std::string& r : {std::string("0000decoy"), rev}) {
+      fs::create_directories(repo / "snapshots" / r);
+      for (const auto& e : fs::directory_iterator(tiny))
+        if (e.path().filename().string()[0] != '.') fs::copy(e.path(), repo / "snapshots" / r / e.path().filename());
+    }
+    fs::create_directories(repo / "refs");
+    std::ofstream(repo / "refs" / "main") << rev;
+  };
+  make_hub(root / "hub-cache", "1111hubcache");
+  make_hub(root / "legacy", "2222legacy");
+  make_hub(root / "hf-home" / "hub", "3333hfhome");
+  make_hub(root / "xdg" / "huggingface" / "hub", "4444xdg");
+  make_hub(root / "home" / ".cache" / "huggingface" / "hub", "5555home");
+  const std::vector<std::string> all{"HF_HUB_CACHE=" + (root / "hub-cache").string(),
+                                     "HUGGINGFACE_HUB_CACHE=" + (root / "legacy").string(),
+                                     "HF_HOME=" + (root / "hf-home").string(),
+                                     "XDG_CACHE_HOME=" + (root / "xdg").string(), "HOME=" + (root / "home").string()};
+  for (size_t first = 0; first < all.size(); ++first) {
+    // The environment from `first` on: each step drops the variable that won the last one.
+    std::vector<std::string> env{"/usr/bin/env", "-u", "HF_HUB_CACHE", "-u", "HUGGINGFACE_HUB_CACHE", "-u", "HF_HOME",
+                                 "-u", "XDG_CACHE_HOME", "HF_HUB_OFFLINE=1"};
+    env.insert(env.end(), all.begin() + static_cast<long>(first), all.end());
+    SCOPED_TRACE(all[first]);
+    auto oracle = env;
+    for (const std::string& a : {hs::test::python(), (hs::test::source_dir() / "tests/oracles/hf_snapshot.py").string(),
+                                 std::string("hookscope/tiny-llama")})
+      oracle.push_back(a);
+    auto want = hs::test::run(oracle);
+    ASSERT_EQ(want.exit_code, 0) << want.err;
+    const std::string rev = fs::path(want.out.substr(0, want.out.find('\n'))).filename().string();
+    auto ours = env;
+    for (const std::string& a : {hs::test::cli(), std::string("plan"), std::string("--model"),
+                                 std::string("hookscope/tiny-llama"), std::string("--max-memory"),
+                                 std::string("0=1MB,cpu=1GB")})
+      ours.push_back(a);
+    auto got = hs::test::run(ours);
+    ASSERT_EQ(got.exit_code, 0) << got.err;
+    EXPECT_EQ(got.out.rfind(rev + " (LlamaForCausalLM)", 0), 0u) << "huggingface_hub: " << want.out << got.out;
   }
 }

@@ -167,6 +167,32 @@ TEST_F(CompileCapture, OutermostScopesBreakTheGraphNestedOnesCountOnce) {
   EXPECT_TRUE(contains(s, "nothing is fused or sped up")) << s;
 }
 
+// Only the outermost scope's exit resumes capture: an op after a nested scope has exited, but
+// still inside the outer one, runs eagerly.
+TEST_F(CompileCapture, OnlyTheOutermostScopesExitResumesCapture) {
+  auto fn = [](const std::vector<c10::IValue>& in) -> c10::IValue {
+    torch::Tensor x = in.at(0).toTensor();
+    torch::Tensor y = at::add(x, x);
+    {
+      CompilerDisabledScope outer("Hook.outer", "m");
+      {
+        CompilerDisabledScope inner("Hook.inner", "m.sub");
+        y = at::mul(y, y);
+      }
+      y = at::sub(y, x);  // still inside Hook.outer: eager
+    }
+    return at::neg(y);
+  };
+  auto cf = compile(fn);
+  cf.call_tensor({t23()});
+  const CompileResult& r = cf.last_result();
+  ASSERT_EQ(r.region_count(), 2);
+  EXPECT_EQ(r.graph_break_count(), 1);
+  EXPECT_EQ(r.regions[0].op_count, 1) << "add";
+  EXPECT_EQ(r.regions[1].op_count, 1) << "neg";
+  EXPECT_EQ(r.ops_outside_regions, 2) << "mul and sub ran eagerly";
+}
+
 TEST_F(CompileCapture, EmptyRegionsAreNotGraphs) {
   // A break at entry and a break right after a break leave empty regions: Dynamo never
   // compiles an empty graph, but both breaks count.

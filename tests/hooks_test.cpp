@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "hooks/big_modeling.h"
 #include "hooks/hooks.h"
@@ -336,6 +340,87 @@ TEST_F(HookParity, Case47To49SetModuleTensorToDevice) {
   set_module_tensor_to_device(*m, "linear1.weight", DeviceId::cpu(), torch::ones({4, 3}), torch::kHalf);
   EXPECT_EQ(m->linear1->get_tensor("weight").scalar_type(), torch::kHalf);
   EXPECT_EQ(want["with_dtype"], "torch.float16");
+}
+
+// attach_layerwise_casting_hooks against accelerate's: which tensors are stored in bfloat16
+// after attach and after a forward (cast back), and the float32 output computed from them.
+json dtypes(const std::shared_ptr<ModelForTest>& m) {
+  auto name = [](c10::ScalarType t) {
+    return t == torch::kFloat      ? "torch.float32"
+           : t == torch::kBFloat16 ? "torch.bfloat16"
+           : t == torch::kLong     ? "torch.int64"
+                                   : c10::toString(t);
+  };
+  json out = json::object();
+  for (const auto& [n, t] : hs::models::named_parameters(*m)) out[n] = name(t.scalar_type());
+  for (const auto& [n, t] : hs::models::named_buffers(*m)) out[n] = name(t.scalar_type());
+  return out;
+}
+
+TEST_F(HookParity, LayerwiseCastingLikeAccelerate) {
+  const std::vector<std::tuple<std::string, std::vector<std::string>, std::vector<std::string>>> cases{
+      {"all", {}, {}}, {"skip_linear2", {"linear2"}, {}}, {"skip_linear_class", {}, {"Linear"}}};
+  for (const auto& [label, patterns, classes] : cases) {
+    SCOPED_TRACE(label);
+    const json& want = scenario("layerwise_casting_" + label);
+    auto m = make_model();
+    hs::hooks::attach_layerwise_casting_hooks(*m, torch::kBFloat16, torch::kFloat, patterns, classes);
+    EXPECT_EQ(dtypes(m), want["after_attach"]);
+    torch::Tensor y = forward(m, parity().x);
+    EXPECT_EQ(y.scalar_type(), torch::kFloat);
+    expect_close(y, want["out"], "output");
+    EXPECT_EQ(dtypes(m), want["after_forward"]);
+  }
+  EXPECT_EQ(scenario("layerwise_casting_all")["after_attach"]["linear1.weight"], "torch.bfloat16");
+  EXPECT_EQ(scenario("layerwise_casting_skip_linear2")["after_attach"]["linear2.weight"], "torch.float32");
+}
+
+// send_to_device's skip_keys against accelerate's (both to meta): the keys skipped at every
+// level of nested dicts, lists and tuples, the rest moved.
+c10::IValue skip_keys_tree() {
+  const torch::Tensor t = torch::ones({2});
+  auto dict = [](std::vector<std::pair<std::string, c10::IValue>> kv) {
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    for (auto& [k, v] : kv) d.insert(k, v);
+    return d;
+  };
+  c10::impl::GenericList list(c10::AnyType::get());
+  list.push_back(t);
+  list.push_back(dict({{"a", t}, {"c", t}}));
+  return dict({{"a", t},
+               {"b", dict({{"a", t}, {"c", t}})},
+               {"d", list},
+               {"e", c10::ivalue::Tuple::create({t, c10::IValue(int64_t{3})})},
+               {"c", t}});
+}
+
+void placed(const c10::IValue& v, const std::string& path, json& out) {
+  auto at = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+  if (v.isTensor()) {
+    out[path] = Runtime::current().devices().device_of(v.toTensor()).str();
+  } else if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict()) placed(kv.value(), at(kv.key().toStringRef()), out);
+  } else if (v.isList()) {
+    const auto l = v.toList();
+    for (size_t i = 0; i < l.size(); ++i) placed(l.get(i), at(std::to_string(i)), out);
+  } else if (v.isTuple()) {
+    const auto& e = v.toTupleRef().elements();
+    for (size_t i = 0; i < e.size(); ++i) placed(e[i], at(std::to_string(i)), out);
+  }
+}
+
+TEST_F(HookParity, SendToDeviceSkipKeysLikeAccelerate) {
+  const json& want = scenario("send_to_device_skip_keys");
+  const std::map<std::string, std::vector<std::string>> cases{
+      {"none", {}}, {"a", {"a"}}, {"a_c", {"a", "c"}}, {"c_as_str", {"c"}}};
+  for (const auto& [name, keys] : cases) {
+    SCOPED_TRACE(name);
+    json got = json::object();
+    placed(hs::hooks::send_to_device(skip_keys_tree(), DeviceId::meta(), keys), "", got);
+    EXPECT_EQ(got, want[name]);
+  }
+  EXPECT_EQ(want["a"]["b.a"], "cpu") << "the oracle skips nested keys";
+  EXPECT_EQ(want["a"]["b.c"], "meta");
 }
 
 }  // namespace

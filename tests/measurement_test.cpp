@@ -140,7 +140,15 @@ const json& find(const json& report, const std::string& policy, const std::strin
 }
 
 TEST(Verdict, ASlowedEagerCellIsNoiseNotASpeedUp) {
-  const json control = slowed_capture("verdict-control", false);
+  // The control needs eager cells that agree: on a loaded machine they may not (the report then
+  // rightly calls the comparison noise, naming the drift), so it is measured up to 3 times.
+  json control;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    control = slowed_capture("verdict-control-" + std::to_string(attempt), false);
+    const json& sp = find(control, "offload-only", "default")["speedup"];
+    const std::string why = sp.contains("why") && sp["why"].is_string() ? sp["why"].get<std::string>() : "";
+    if (why.find("changed during the capture") == std::string::npos) break;
+  }
   const json& c = find(control, "offload-only", "default");
   EXPECT_EQ(c["speedup"]["verdict"], "slower") << c["speedup"].dump();
   const json slowed = slowed_capture("verdict-slowed", true);

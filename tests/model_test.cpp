@@ -177,7 +177,8 @@ TEST_P(TinyModel, LoadedWeightsAreAllocatorAligned) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TinyModel, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"),
+INSTANTIATE_TEST_SUITE_P(Families, TinyModel,
+                         ::testing::Values("tiny-llama", "tiny-llama-linear-rope", "tiny-qwen2", "tiny-qwen3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (auto& c : n)

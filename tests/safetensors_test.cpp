@@ -363,6 +363,19 @@ TEST(SafetensorsBad, TooShortAndHeaderLength) {
   expect_open_error(max, {"header length 18446744073709551615"});
 }
 
+// The length field's bound is the file size less its own 8 bytes: a header that ends exactly at
+// the end of the file opens (no tensor data), one byte more runs past it.
+TEST(SafetensorsBad, HeaderLengthAtTheEndOfTheFile) {
+  fs::path dir = hs::test::scratch_dir("safetensors_len_edge");
+  const std::string header = "{}" + std::string(46, ' ');  // 8 + 48 = a 56-byte file
+  auto f = SafetensorsFile::open(craft(dir, "exact.safetensors", header, ""));
+  EXPECT_EQ(f->file_size(), 56u);
+  EXPECT_EQ(f->header_size(), 48u);
+  EXPECT_TRUE(f->tensors().empty());
+  expect_open_error(craft(dir, "one-past.safetensors", header, "", 49), {"header length 49 runs past the end of", "(size 56)"});
+  expect_open_error(craft(dir, "eight-past.safetensors", header, "", 56), {"header length 56 runs past the end of", "(size 56)"});
+}
+
 TEST(SafetensorsBad, HeaderTextAndJson) {
   fs::path dir = hs::test::scratch_dir("safetensors_bad_json");
   expect_open_error(craft(dir, "space.safetensors", R"( {})", ""), {"does not start with '{'"});

@@ -221,6 +221,37 @@ TEST(CopyKind, LogicalDirectionUsesNsysIds) {
 
 // ---- round trip through HostTracer → Store → CaptureReader ----------------------------
 
+// Events the tracer had to drop (a pool too small for the burst) reach the file: the run's
+// droppedRecords and a warning saying its tables are incomplete.
+TEST(Store, DroppedEventsAreCountedInTheRunAndSaid) {
+  const fs::path file = test::scratch_dir("storage_dropped") / "capture.hscope";
+  int64_t run = 0;
+  uint64_t dropped = 0;
+  {
+    Store store(file);
+    tracer::TracerOptions o;
+    o.chunks = 2;
+    o.chunk_records = 8;
+    HostTracer tr(store, o);
+    run = tr.begin_run(run_info("tiny/drops"));
+    events::EventSink& s = tr;
+    for (int i = 0; i < 20000; ++i)
+      s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i, i + 1});
+    const auto st = tr.end_run(RunStatus::Complete);
+    dropped = st.dropped();
+    store.finalize();
+  }
+  ASSERT_GT(dropped, 0u) << "a 16-record pool cannot hold a 20000-event burst";
+  CaptureReader r(file);
+  EXPECT_EQ(r.run(run).dropped_records, static_cast<int64_t>(dropped));
+  EXPECT_EQ(r.hook_events(run).size() + dropped, 20000u);
+  bool said = false;
+  for (const auto& d : r.diagnostics(run))
+    said |= d.severity == storage::Severity::Warning && d.source == "tracer" &&
+            d.text.find("dropped " + std::to_string(dropped) + " events") != std::string::npos;
+  EXPECT_TRUE(said) << "a warning names the drops";
+}
+
 TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   const fs::path file = test::scratch_dir("storage_roundtrip") / "capture.hscope";
   int64_t run = 0;

@@ -232,6 +232,20 @@ TEST(FitLabel, KeepsTheTailOfAModuleNameAndDropsWhatDoesNotFit) {
   EXPECT_EQ(fit_label(fqn, 0, mono), "");
 }
 
+// A step's label keeps its head, which names the generate: a warm-up stays told from a
+// measured generate however narrow the step (widths per byte: "·" is two).
+TEST(FitLabel, AStepKeepsTheGenerateItBelongsTo) {
+  const TextWidth mono = [](std::string_view s) { return 7.0f * static_cast<float>(s.size()); };
+  const std::string step = "warm-up 1 \u00b7 step 0";  // 19 bytes: 133 px
+  EXPECT_EQ(fit_label(step, 133, mono, Keep::Head), step);
+  EXPECT_EQ(fit_label(step, 132, mono, Keep::Head), "warm-up 1...") << "\"warm-up 1 \u00b7 step...\" is 133 px";
+  EXPECT_EQ(fit_label(step, 84, mono, Keep::Head), "warm-up 1...");
+  EXPECT_EQ(fit_label(step, 83, mono, Keep::Head), "warm-up...");
+  EXPECT_EQ(fit_label(step, 69, mono, Keep::Head), "") << "not even the first word";
+  EXPECT_EQ(fit_label("measured 2 \u00b7 step 5", 90, mono, Keep::Head), "measured...");
+  EXPECT_EQ(fit_label(step, 110, mono).find("warm-up"), std::string::npos) << "the tail mode loses the generate";
+}
+
 // ------------------------------------------------------------------ a run from a capture
 
 struct Capture {

@@ -21,9 +21,24 @@ std::vector<size_t> tail_starts(std::string_view text, size_t min_tail) {
 
 }  // namespace
 
-std::string fit_label(std::string_view text, float max_px, const TextWidth& width) {
+// Keep::Head: the longest head cut before a separator that fits with the ellipsis after it.
+static std::string fit_head(std::string_view text, float max_px, const TextWidth& width) {
+  for (size_t end = text.size(); end-- > 1;) {
+    if (!separator(text[end])) continue;
+    std::string_view head = text.substr(0, end);
+    while (!head.empty() && (head.back() == ' ' || head.ends_with("\u00b7")))
+      head.remove_suffix(head.back() == ' ' ? 1 : std::string_view("\u00b7").size());
+    if (head.size() < kMinTail) break;
+    std::string out = std::string(head) + std::string(kEllipsis);
+    if (width(out) <= max_px) return out;
+  }
+  return {};
+}
+
+std::string fit_label(std::string_view text, float max_px, const TextWidth& width, Keep keep) {
   if (text.empty() || max_px <= 0) return {};
   if (width(text) <= max_px) return std::string(text);
+  if (keep == Keep::Head) return width(kEllipsis) >= max_px ? std::string() : fit_head(text, max_px, width);
   // The last component may be shorter than kMinTail ("model.layers.3" ends in "3"): it is then
   // the shortest tail allowed, since a cut inside a component says nothing.
   size_t last = text.size();

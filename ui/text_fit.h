@@ -18,7 +18,11 @@ using TextWidth = std::function<float(std::string_view)>;
 /// its front instead. A tail is never shorter than kMinTail characters (nor than the text's
 /// last component, when that is shorter): when even that does not fit the result is "" (the
 /// tooltip names the event in full).
-std::string fit_label(std::string_view text, float max_px, const TextWidth& width);
+/// Which end of a label says what it is: a module FQN's tail ("...layers.3.mlp"), or a step's
+/// head ("warm-up 1 · step 0" → "warm-up 1..."), which names the generate it belongs to.
+enum class Keep { Tail, Head };
+
+std::string fit_label(std::string_view text, float max_px, const TextWidth& width, Keep keep = Keep::Tail);
 
 inline constexpr std::string_view kEllipsis = "...";  ///< ASCII: the viewer's font has no U+2026
 inline constexpr size_t kMinTail = 3;

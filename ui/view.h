@@ -29,6 +29,7 @@
 #include "storage/capture_reader.h"
 #include "ui/run_timeline.h"
 #include "ui/timeline.h"
+#include "ui/text_fit.h"
 
 struct ImDrawList;
 struct ImVec2;
@@ -217,7 +218,7 @@ class View {
   /// A swap lane's Track::aggregate in its first row; false (nothing drawn) when its swaps are
   /// far enough apart to be drawn themselves (no more merged blocks than single swaps in view).
   bool DrawSwapGroups(LanePass& p, const Track& t);
-  void DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, uint32_t color);
+  void DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, uint32_t color, Keep keep = Keep::Tail);
   void DrawMergedBox(LanePass& p, const std::vector<Slice>& level, const DrawBox& b, float ly0, float ly1,
                      bool mouse_row);
   void DrawSelectionTime(LanePass& p, float run_y0, float run_y1);

@@ -152,14 +152,15 @@ void graph_breaks_cell(const storage::RunRecord* m) {
   if (!dynamo) b = field(m, "disabled_scope_entries");
   if (b && b->is_number()) {
     ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
-    ImGui::Text(dynamo ? "%lld" : "%lld\u2020", static_cast<long long>(b->get<int64_t>()));
+    // "*" where the report writes "†": the viewer's font (ImGui's default) has no dagger.
+    ImGui::Text(dynamo ? "%lld" : "%lld*", static_cast<long long>(b->get<int64_t>()));
     ImGui::PopStyleColor();
   } else {
     ImGui::TextDisabled("-");
   }
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(dynamo ? "graph breaks of one compiled forward (Dynamo's graph_break_count, torch engine)"
-                             : "\u2020 LibTorch engine: compiler-disabled scopes entered inside a captured region of one "
+                             : "* LibTorch engine: compiler-disabled scopes entered inside a captured region of one "
                                "compiled forward, not Dynamo's graph_break_count; the Graph breaks tab lists every one "
                                "recorded over all forwards of the run");
 }

@@ -385,10 +385,11 @@ void View::DrawInstants(LanePass& p, const Track& t, float h) {
 }
 
 /// A slice's label inside [bx0, bx1] at height y: whole when it fits, else its tail
-/// (fit_label: "...layers.3.mlp"), else none — the tooltip has it in full.
-void View::DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, ImU32 color) {
+/// (fit_label: "...layers.3.mlp") or, for steps, its head ("warm-up 1..."), else none — the
+/// tooltip has it in full.
+void View::DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, ImU32 color, Keep keep) {
   const TextWidth measure = [](std::string_view s) { return ImGui::CalcTextSize(s.data(), s.data() + s.size()).x; };
-  const std::string fit = fit_label(text, bx1 - bx0 - 5, measure);
+  const std::string fit = fit_label(text, bx1 - bx0 - 5, measure, keep);
   if (fit.empty()) return;
   if (fit != text) {
     ++m_layout.elided_labels;
@@ -439,7 +440,10 @@ void View::DrawSliceLevels(LanePass& p, const Track& t, int levels) {
       const Slice& s = level[b.first];
       const ImU32 fill = style::category_color(s.category);
       p.dl->AddRectFilled(ImVec2(bx0, ly0), ImVec2(bx1, ly1), fill);
-      if (bx1 - bx0 > style::kSliceLabelMinPx) DrawSliceLabel(p, p.tl.strings[s.label], bx0, bx1, ly0, label_color(fill));
+      // A step's label begins with its generate ("warm-up 1 · step 0"): keep that end.
+      const Keep keep = s.category == kStep || s.category == kPhase ? Keep::Head : Keep::Tail;
+      if (bx1 - bx0 > style::kSliceLabelMinPx)
+        DrawSliceLabel(p, p.tl.strings[s.label], bx0, bx1, ly0, label_color(fill), keep);
       const Source src = slice_source(t, s);
       if (mouse_row && p.mouse.x >= bx0 - 1 && p.mouse.x < bx1 + 1) m_hover = Pick{p.slot, src, s.row};
       if (m_selected && m_selected->run == p.slot && m_selected->source == src && m_selected->row == s.row)

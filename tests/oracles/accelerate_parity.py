@@ -214,6 +214,46 @@ def scenarios(out_dir, x):
     set_module_tensor_to_device(m, "linear1.weight", "cpu", value=torch.ones(4, 3), dtype=torch.float16)
     obs["with_dtype"] = str(m.linear1.weight.dtype)
     S["case47_49_set_module_tensor_to_device"] = obs
+
+    # send_to_device's skip_keys (to meta, which a CPU can do): skipped keys keep their
+    # tensors at every level of nested dicts, lists and tuples.
+    from accelerate.utils import send_to_device
+
+    def tree():
+        t = torch.ones(2)
+        return {"a": t, "b": {"a": t, "c": t}, "d": [t, {"a": t, "c": t}], "e": (t, 3), "c": t}
+
+    def placed(v, path=""):
+        if isinstance(v, torch.Tensor):
+            return {path: str(v.device)}
+        out = {}
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, (list, tuple)) else ()
+        for k, e in items:
+            out.update(placed(e, f"{path}.{k}" if path else str(k)))
+        return out
+
+    # Layerwise casting (attach_layerwise_casting_hooks): Linear weights stored in bfloat16,
+    # computed in float32; a pattern or a class skips a module.
+    from accelerate.big_modeling import attach_layerwise_casting_hooks
+
+    def dtypes(m):
+        return {n: str(t.dtype) for n, t in list(m.named_parameters()) + list(m.named_buffers())}
+
+    for label, kw in [("all", {}), ("skip_linear2", {"skip_modules_pattern": ["linear2"]}),
+                      ("skip_linear_class", {"skip_modules_classes": (nn.Linear,)})]:
+        m = make_model()
+        attach_layerwise_casting_hooks(m, storage_dtype=torch.bfloat16, compute_dtype=torch.float32, **kw)
+        obs = {"after_attach": dtypes(m)}
+        obs.update(run(m, x))
+        obs["after_forward"] = dtypes(m)
+        S[f"layerwise_casting_{label}"] = obs
+
+    S["send_to_device_skip_keys"] = {
+        "none": placed(send_to_device(tree(), "meta")),
+        "a": placed(send_to_device(tree(), "meta", skip_keys=["a"])),
+        "a_c": placed(send_to_device(tree(), "meta", skip_keys=["a", "c"])),
+        "c_as_str": placed(send_to_device(tree(), "meta", skip_keys="c")),
+    }
     return S
 
 

@@ -42,6 +42,11 @@ FIXTURES = {
         rms_norm_eps=1e-5, tie_word_embeddings=False, rope_parameters={
             "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
             "high_freq_factor": 4.0, "original_max_position_embeddings": 16}))),
+    # Llama with linear RoPE scaling (position interpolation), one safetensors file. (Untied:
+    # with tied embeddings this seed leaves too many bf16 near-ties to compare argmax.)
+    "tiny-llama-linear-rope": lambda: LlamaForCausalLM(LlamaConfig(**common(
+        rms_norm_eps=1e-5, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}))),
     # Qwen2: q/k/v bias, no GQA, config rewritten to the transformers 4.x form.
     "tiny-qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**common(
         num_key_value_heads=4, rms_norm_eps=1e-6, tie_word_embeddings=False,
