@@ -69,6 +69,7 @@ class Progress {
   void end(const std::string& text) {
     ++done_;
     cell_seconds_ += seconds(cell_t0_);
+    label_.clear();  // no status line until the next run begins
     print_line("[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + text);
   }
   ~Progress() {

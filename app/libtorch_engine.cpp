@@ -27,6 +27,9 @@ std::vector<int64_t> prompt_ids_of(const LibTorchEngineOptions& o, const models:
   std::vector<int64_t> ids = o.prompt_ids;
   if (ids.empty()) {
     const auto tokenizer = ref.dir / "tokenizer.json";
+    if (!std::filesystem::exists(tokenizer))
+      throw std::invalid_argument("--prompt: the model has no " + tokenizer.string() + " to encode '" + o.prompt +
+                                  "' with; give the prompt as token ids instead, e.g. --prompt-ids 1,2,3");
     ids = models::Tokenizer::from_file(tokenizer).encode(o.prompt, true);
     if (ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens");
     try {

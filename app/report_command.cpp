@@ -186,10 +186,9 @@ json build_report(const storage::CaptureReader& rd) {
     r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb},
                      {"graph_breaks", rd.graph_breaks(rec.id).size()}};
     // app/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
-    r["stats"] = stats_json(compute_stats(rd, {{"hook_time_by_device", "device_compute", "transfers", "weight_swaps",
-                                                "compiler_disabled", "graph_breaks"},
-                                               rec.id})
-                                .front());
+    static const std::vector<std::string> kReportStats = {"hook_time_by_device", "device_compute", "transfers",
+                                                          "weight_swaps", "compiler_disabled", "graph_breaks"};
+    r["stats"] = stats_json(compute_stats(rd, {kReportStats, rec.id}).front(), kReportStats);
     report["runs"].push_back(r);
   } catch (const json::exception& e) {  // a field of another type than hookscope writes
     throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(rec.id) +

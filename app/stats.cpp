@@ -455,9 +455,10 @@ std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const st
   return out;
 }
 
-json stats_json(const RunStats& run) {
+json stats_json(const RunStats& run, const std::vector<std::string>& reports) {
   json j{{"units", {{"time", "ns"}, {"size", "bytes"}, {"rate", "GB/s (1e9 bytes/s)"}}}, {"totals", stats_totals_json(run.totals)}};
   for (const ReportSpec& spec : specs()) {
+    if (!reports.empty() && std::find(reports.begin(), reports.end(), spec.name) == reports.end()) continue;
     json rows = json::array();
     for (const Cells& c : spec.rows(run)) {
       json row = json::object();

@@ -144,7 +144,8 @@ nlohmann::json stats_totals_json(const StatsTotals& totals);
 
 /// One run's statistics as JSON (report.json's per-run "stats"): {"units": {...}, "totals":
 /// {...} (StatsTotals' members), and per report an array of row objects keyed by the report's
-/// own columns (empty for a report not computed or with nothing recorded)}.
-nlohmann::json stats_json(const RunStats& run);
+/// own columns (empty when nothing was recorded)}; with `reports`, only those reports (the ones
+/// computed: a report left out is absent, not an empty array that would read "none").
+nlohmann::json stats_json(const RunStats& run, const std::vector<std::string>& reports = {});
 
 }  // namespace hs::app

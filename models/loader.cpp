@@ -54,7 +54,9 @@ fs::path resolve_model_path(const std::string& dir_or_id) {
   if (fs::exists(p)) throw ModelLoadError(dir_or_id + ": not a folder (pass the checkpoint folder that holds config.json)");
   const fs::path hub = hub_cache_dir();
   auto slash = dir_or_id.find('/');
-  if (slash != std::string::npos && dir_or_id.find('/', slash + 1) == std::string::npos && dir_or_id[0] != '.') {
+  // "org/name" (one slash, inside): a hub id; a path ("/x", "./x", "a/b/c") is a folder.
+  if (slash != std::string::npos && slash > 0 && slash + 1 < dir_or_id.size() &&
+      dir_or_id.find('/', slash + 1) == std::string::npos && dir_or_id[0] != '.') {
     std::string repo = "models--" + dir_or_id.substr(0, slash) + "--" + dir_or_id.substr(slash + 1);
     fs::path base = hub / repo;
     fs::path snaps = base / "snapshots";

@@ -751,6 +751,19 @@ TEST(Capture, ReportNeverWritesOverItsCapture) {
   EXPECT_FALSE(fs::exists(dir / "r.md"));
 }
 
+// A model without tokenizer.json cannot encode --prompt (the default one included): the error
+// says so and how to give the prompt instead, before anything is written.
+TEST(Capture, APromptWithoutATokenizerSaysToGiveTokenIds) {
+  const fs::path dir = hs::test::scratch_dir("capture-no-tokenizer");
+  auto r = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                      "--devices", "2", "--scenarios", "sharded", "--modes", "eager", "--max-new-tokens", "1",
+                      "--repeats", "1", "--warmup", "0", "--out", (dir / "x.sqlite").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("tokenizer.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.sqlite"));
+}
+
 TEST(Capture, ReportRefusesAFileThatIsNotACapture) {
   fs::path dir = hs::test::scratch_dir("capture-bad-file");
   std::ofstream(dir / "x.sqlite") << "definitely not sqlite";

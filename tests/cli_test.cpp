@@ -276,4 +276,10 @@ TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
     ASSERT_EQ(got.exit_code, 0) << got.err;
     EXPECT_EQ(got.out.rfind(rev + " (LlamaForCausalLM)", 0), 0u) << "huggingface_hub: " << want.out << got.out;
   }
+  // A path is never taken for an id: "/x" and "org/" name folders, and say so.
+  for (const std::string& path : {std::string("/nonexistent-hookscope-model"), std::string("hookscope/")}) {
+    auto r = hs::test::run({hs::test::cli(), "plan", "--model", path, "--max-memory", "0=1MB,cpu=1GB"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("model folder '" + path + "' does not exist"), std::string::npos) << r.err;
+  }
 }
