@@ -75,6 +75,19 @@ void common_gpu_fields(Out& o, const In& r, const ClockCalibration& c) {
   o.end_ns = c.to_host(r.end);
 }
 
+/// A copy's fields, shared by CUPTI's memcpy and peer-to-peer memcpy structs.
+template <class In>
+MemcpyActivity copy_fields(const In& r, const ClockCalibration& c) {
+  MemcpyActivity m{};
+  common_gpu_fields(m, r, c);
+  m.bytes = static_cast<int64_t>(r.bytes);
+  m.copy_kind = copy_kind(r.copyKind);
+  m.src_kind = mem_kind(r.srcKind);
+  m.dst_kind = mem_kind(r.dstKind);
+  m.graph_node_id = graph_node(r.graphNodeId);
+  return m;
+}
+
 }  // namespace
 
 ActivityDecoder::ActivityDecoder(ClockCalibration clock, ApiName api_name, NextRecord next_record)
@@ -155,31 +168,19 @@ void ActivityDecoder::kernel(const void* p) {
 void ActivityDecoder::memcpy(const void* p) {
   using K = MemcpyKind;
   const auto& r = *static_cast<const Memcpy*>(p);
-  MemcpyActivity m{};
-  common_gpu_fields(m, r, clock_);
-  m.bytes = static_cast<int64_t>(r.bytes);
-  m.copy_kind = copy_kind(r.copyKind);
-  m.src_kind = mem_kind(r.srcKind);
-  m.dst_kind = mem_kind(r.dstKind);
+  MemcpyActivity m = copy_fields(r, clock_);
   const auto dev = static_cast<int32_t>(r.deviceId);
   if (m.copy_kind == K::HtoD || m.copy_kind == K::AtoD || m.copy_kind == K::DtoD) m.dst_device_id = dev;
   if (m.copy_kind == K::DtoH || m.copy_kind == K::DtoA || m.copy_kind == K::DtoD) m.src_device_id = dev;
-  m.graph_node_id = graph_node(r.graphNodeId);
   memcpys_.push_back(m);
   see_context(r.contextId, r.deviceId);
 }
 
 void ActivityDecoder::memcpy_p2p(const void* p) {
   const auto& r = *static_cast<const MemcpyP2P*>(p);
-  MemcpyActivity m{};
-  common_gpu_fields(m, r, clock_);
-  m.bytes = static_cast<int64_t>(r.bytes);
-  m.copy_kind = copy_kind(r.copyKind);
-  m.src_kind = mem_kind(r.srcKind);
-  m.dst_kind = mem_kind(r.dstKind);
+  MemcpyActivity m = copy_fields(r, clock_);
   m.src_device_id = static_cast<int32_t>(r.srcDeviceId);
   m.dst_device_id = static_cast<int32_t>(r.dstDeviceId);
-  m.graph_node_id = graph_node(r.graphNodeId);
   memcpys_.push_back(m);
   see_context(r.contextId, r.deviceId);
 }
