@@ -158,6 +158,10 @@ fs::path offload_folder_of(const CaptureArgs& a, const fs::path& out) {
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) cache = fs::path(x) / "hookscope";
   else if (const char* h = std::getenv("HOME"); h && *h) cache = fs::path(h) / ".cache" / "hookscope";
   else cache = fs::temp_directory_path() / "hookscope";
+  std::error_code ec;
+  if (fs::exists(cache, ec) && !fs::is_directory(cache, ec))
+    throw std::invalid_argument("hookscope's cache " + cache.string() +
+                                " (where the disk-offload folders go; $HOOKSCOPE_CACHE) is not a folder");
   return fs::absolute(cache / "offload" / (out.stem().string() + "-" + std::to_string(::getpid())));
 }
 

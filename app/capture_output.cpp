@@ -138,9 +138,10 @@ CaptureOutput::CaptureOutput(fs::path out, CaptureOutputOptions options) : out_(
   if (!fs::is_directory(dir)) throw std::invalid_argument("--out: folder " + dir.string() + " does not exist");
   check_existing_out(out_, opt_);
   if (!opt_.offload_dir.empty() && !opt_.model_dir.empty() &&
-      (inside(opt_.model_dir, opt_.offload_dir) || same_file(opt_.model_dir, opt_.offload_dir)))
-    throw std::invalid_argument("--keep-offload-dir: " + opt_.offload_dir.string() + " would hold the model's folder " +
-                                opt_.model_dir.string() + " (a capture replaces what it writes there); name another folder");
+      (inside(opt_.model_dir, opt_.offload_dir) || inside(opt_.offload_dir, opt_.model_dir) ||
+       same_file(opt_.model_dir, opt_.offload_dir)))
+    throw std::invalid_argument("--keep-offload-dir: " + opt_.offload_dir.string() + " is, holds or lies inside the model's folder " +
+                                opt_.model_dir.string() + " (a capture writes and replaces offload folders there); name another folder");
   lock_path_ = with_suffix(out_, ".lock");
   lock_fd_ = take_lock(lock_path_, out_);
   note_stale_partials(out_);

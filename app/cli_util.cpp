@@ -137,6 +137,20 @@ std::string open_hint(const std::filesystem::path& capture, size_t runs) {
          "       (timeline viewer)\n  " + export_line + "\n";
 }
 
+namespace {
+// A path made absolute and normal, a (dangling) symlink's target followed: what two output
+// names are compared by when the files do not exist yet.
+std::filesystem::path normal_path(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  if (std::filesystem::is_symlink(abs, ec)) {
+    const std::filesystem::path target = std::filesystem::read_symlink(abs, ec);
+    if (!ec) abs = target.is_absolute() ? target : abs.parent_path() / target;
+  }
+  return std::filesystem::weakly_canonical(abs, ec);
+}
+}  // namespace
+
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   struct stat sa {}, sb {};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -144,20 +158,17 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
 
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
                               const std::filesystem::path& input, const std::string& role) {
-  std::error_code ec;
-  const bool same = same_file(out, input) ||
-                    (!out.empty() && std::filesystem::weakly_canonical(out, ec) == std::filesystem::weakly_canonical(input, ec));
+  const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
 }
 
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
-  std::error_code ec;
   for (size_t i = 0; i < outputs.size(); ++i)
     for (size_t j = 0; j < i; ++j) {
       const auto& [fa, a] = outputs[j];
       const auto& [fb, b] = outputs[i];
       if (a.empty() || b.empty()) continue;
-      if (same_file(a, b) || std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec))
+      if (same_file(a, b) || normal_path(a) == normal_path(b))
         throw std::invalid_argument(fb + ": " + b + " is also " + fa + "'s output; name two files");
     }
 }

@@ -523,7 +523,8 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
     refuse_overwriting_input("--assets", f, capture_path, "reported");
   }
   fs::create_directories(dir);
-  const fs::path base = fs::absolute(markdown_path.empty() ? fs::path(".") : fs::path(markdown_path).parent_path());
+  const fs::path md_dir = markdown_path.empty() ? fs::path() : fs::path(markdown_path).parent_path();
+  const fs::path base = fs::absolute(md_dir.empty() ? fs::path(".") : md_dir);  // "report.md": this folder
   std::string md = pictures.empty() ? "" : "\n## pictures\n";
   for (const auto& p : pictures) {
     const fs::path f = fs::path(dir) / p.file;

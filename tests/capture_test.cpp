@@ -575,6 +575,16 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
     bool force;
     std::string says;
   };
+  {
+    std::vector<std::string> args{"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2",
+                                  "--scenarios", "disk-offload", "--modes", "eager", "--prompt-ids", "5",
+                                  "--max-new-tokens", "1", "--repeats", "1", "--warmup", "0", "--out",
+                                  (dir / "inside.sqlite").string(), "--keep-offload-dir", (model / "sub").string()};
+    auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("inside the model's folder"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(model / "sub")) << "the model's folder is not written";
+  }
   for (const Case& c : std::vector<Case>{{"", false, "--out: empty"},
                                          {dir.string(), true, "is a folder"},
                                          {(dir / "old.sqlite").string(), false, "--force-overwrite"},
@@ -744,11 +754,24 @@ TEST(Capture, ReportNeverWritesOverItsCapture) {
     EXPECT_EQ(hs::test::read_file(db), before);
   }
   EXPECT_TRUE(fs::is_symlink(dir / "link.md"));
-  // Nor two of its outputs one file.
+  // Nor two of its outputs one file, however named (and not yet there).
   auto r = hookscope({"report", db.string(), "--markdown", (dir / "r.md").string(), "--json", (dir / "r.md").string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--json: " + (dir / "r.md").string() + " is also --markdown's output"), std::string::npos) << r.err;
+  r = hookscope({"report", db.string(), "--json", (dir / "x.json").string(), "--markdown",
+                 (dir / "sub" / ".." / "x.json").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  fs::create_symlink(dir / "z.md", dir / "dangling.html");
+  r = hookscope({"report", db.string(), "--markdown", (dir / "z.md").string(), "--html", (dir / "dangling.html").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "dangling.html"));
   EXPECT_FALSE(fs::exists(dir / "r.md"));
+  EXPECT_FALSE(fs::exists(dir / "x.json"));
+  // A bare --markdown name puts the pictures' links relative to the current folder.
+  r = hs::test::run({"/bin/sh", "-c", "cd '" + dir.string() + "' && '" + hs::test::cli() + "' report a.sqlite --markdown "
+                                      "bare.md --assets pics"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(hs::test::read_file(dir / "bare.md").find("](pics/"), std::string::npos);
 }
 
 // A model without tokenizer.json cannot encode --prompt (the default one included): the error
