@@ -41,7 +41,8 @@ const std::vector<std::pair<std::string, std::string>>& check_explanations() {
        "median of the per-round ratios when the engine measured eager and compiled in alternation (A B A B in one "
        "cell, after its warm-ups). <b>faster</b> / <b>slower</b> only when both sides have at least 3 measured "
        "generates, their interquartile ranges are apart and every round's ratio is on the same side of 1; otherwise "
-       "<i>within noise</i> (with the reason, e.g. eager itself drifted between policies by more than its spread) or "
+       "<i>within noise</i> (with the reason, e.g. eager itself drifted between policies by more than its spread, "
+       "and by a ratio at least as large as this effect) or "
        "<i>not judged</i>."},
       {"prefill, ms", "The prompt's forward (the first step of <code>generate</code>): median (min–max) over the repeats."},
       {"decode",

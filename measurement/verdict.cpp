@@ -1,5 +1,6 @@
 #include "measurement/verdict.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <tuple>
@@ -54,8 +55,8 @@ std::optional<Spread> eager_side(const json& r) {
 
 // Drift between policies within one engine and scenario: the eager figures of the same mode
 // (eager cells, or interleaved eager of the same compiled mode and fullgraph) compared pairwise.
-std::map<std::pair<std::string, std::string>, std::string> drifts(const std::vector<const json*>& runs) {
-  std::map<std::pair<std::string, std::string>, std::string> out;
+std::map<std::pair<std::string, std::string>, Drift> drifts(const std::vector<const json*>& runs) {
+  std::map<std::pair<std::string, std::string>, Drift> out;
   for (size_t i = 0; i < runs.size(); ++i)
     for (size_t j = i + 1; j < runs.size(); ++j) {
       const json &a = *runs[i], &b = *runs[j];
@@ -68,10 +69,11 @@ std::map<std::pair<std::string, std::string>, std::string> drifts(const std::vec
       const auto ea = eager_side(a), eb = eager_side(b);
       if (!ea || !eb) continue;
       const std::pair<std::string, std::string> scope{a.value("engine", ""), a.value("scenario", "")};
-      if (out.count(scope)) continue;
       const std::string what = a.value("mode", "") == "eager" ? "eager" : "interleaved eager (" + a.value("mode", "") + ")";
-      if (auto d = drift(*ea, a.value("policy", "") + " " + what, *eb, b.value("policy", "") + " " + what))
-        out[scope] = *d;
+      auto d = drift(*ea, a.value("policy", "") + " " + what, *eb, b.value("policy", "") + " " + what);
+      if (!d) continue;
+      const auto it = out.find(scope);
+      if (it == out.end() || it->second.ratio < d->ratio) out[scope] = *d;
     }
   return out;
 }
@@ -117,13 +119,14 @@ Judgement judge(const Spread& compiled, const Spread& eager, const std::vector<d
   return j;
 }
 
-std::optional<std::string> drift(const Spread& a, const std::string& label_a, const Spread& b,
-                                 const std::string& label_b) {
-  if (a.n < kMinRepeats || b.n < kMinRepeats || !apart(a, b)) return std::nullopt;
-  const double pct = a.median > 0 ? (b.median / a.median - 1.0) * 100.0 : 0;
-  return label_a + " (" + fmt(a.median) + " ms/token) and " + label_b + " (" + fmt(b.median) +
-         " ms/token) measure the same eager model yet differ by " + fmt(pct, "%+.0f") +
-         "%, beyond their spread: the machine's speed changed during the capture";
+std::optional<Drift> drift(const Spread& a, const std::string& label_a, const Spread& b, const std::string& label_b) {
+  if (a.n < kMinRepeats || b.n < kMinRepeats || !apart(a, b) || a.median <= 0 || b.median <= 0) return std::nullopt;
+  Drift d;
+  d.ratio = std::max(a.median, b.median) / std::min(a.median, b.median);
+  d.why = label_a + " (" + fmt(a.median) + " ms/token) and " + label_b + " (" + fmt(b.median) +
+          " ms/token) measure the same eager model yet differ by " + fmt(d.ratio) +
+          "×, beyond their spread: the machine's speed changed during the capture";
+  return d;
 }
 
 std::vector<std::optional<Judgement>> judge_runs(const std::vector<const json*>& runs) {
@@ -145,8 +148,14 @@ std::vector<std::optional<Judgement>> judge_runs(const std::vector<const json*>&
     Judgement j = judge(*compiled, *eager, pairs);
     const auto d = drifted.find({r.value("engine", ""), r.value("scenario", "")});
     if (d != drifted.end() && (j.verdict == Verdict::Faster || j.verdict == Verdict::Slower)) {
-      j.verdict = Verdict::WithinNoise;
-      j.why = d->second;
+      const double effect = j.speedup >= 1 ? j.speedup : (j.speedup > 0 ? 1 / j.speedup : 0);
+      if (effect > d->second.ratio) {
+        j.why += "; the " + fmt(effect) + "× effect is larger than the " + fmt(d->second.ratio) +
+                 "× eager drift between policies (" + d->second.why + ")";
+      } else {
+        j.verdict = Verdict::WithinNoise;
+        j.why = d->second.why + "; the " + fmt(effect) + "× effect is not larger than that";
+      }
     }
     out[i] = j;
   }

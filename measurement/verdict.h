@@ -40,18 +40,25 @@ struct Judgement {
 /// eager/compiled ratios of interleaved generates (empty when the sides were not interleaved).
 Judgement judge(const Spread& compiled, const Spread& eager, const std::vector<double>& pair_ratios);
 
+/// Two measurements of the same eager model that disagree: how far apart, and why it matters.
+struct Drift {
+  double ratio = 1;  ///< the slower median over the faster one (> 1)
+  std::string why;   ///< one sentence naming both figures and the difference in %
+};
+
 /// When two measurements of the same eager model (one scenario, two policies) differ by more
-/// than their spread (interquartile ranges apart, both with >= kMinRepeats samples), the sentence
-/// that says so; std::nullopt when they agree or are too few to tell.
-std::optional<std::string> drift(const Spread& a, const std::string& label_a, const Spread& b,
-                                 const std::string& label_b);
+/// than their spread (interquartile ranges apart, both with >= kMinRepeats samples), how much;
+/// std::nullopt when they agree or are too few to tell.
+std::optional<Drift> drift(const Spread& a, const std::string& label_a, const Spread& b, const std::string& label_b);
 
 /// Judges every compiled run of a capture. `runs` are run result documents (RUNS.results, as
 /// `report` reads them: engine, scenario, policy, mode, fullgraph, status, decode_ms_per_token,
 /// eager_decode_ms_per_token, samples). Returns, per run, its judgement (std::nullopt for eager
 /// runs and runs without latency). Within one engine and scenario, when the eager
-/// measurements of two policies drift apart, every faster/slower verdict there becomes within
-/// noise, naming the drift.
+/// measurements of two policies drift apart, the largest such drift is how far the machine's
+/// speed moved during the capture: a faster/slower verdict there stands only when its effect
+/// (the speed-up, or its inverse for a slow-down) is larger than that ratio, and becomes
+/// within noise, naming the drift, when it is not.
 std::vector<std::optional<Judgement>> judge_runs(const std::vector<const nlohmann::json*>& runs);
 
 }  // namespace hs::measurement
