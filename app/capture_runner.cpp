@@ -206,6 +206,7 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   };
   RunResult r = [&] {
     GpuRun gpu{start_gpu_tracing(cupti, store, run) ? cupti.get() : nullptr, store, run};
+    ctx.cupti = gpu.cupti;
     return engine.run(cell, ctx);
   }();
   nlohmann::json result = r.to_json(cell);

@@ -109,6 +109,29 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
   return "";
 }
 
+void refuse_empty_values(const CLI::App& app) {
+  std::vector<const CLI::App*> scopes{&app};
+  for (const CLI::App* sub : app.get_subcommands()) scopes.push_back(sub);
+  for (const CLI::App* scope : scopes)
+    for (const CLI::Option* o : scope->get_options()) {
+      if (o->count() == 0 || o->get_type_size_max() == 0) continue;  // not given, or a flag
+      for (const auto& v : o->results())
+        if (v.find_first_not_of(" \t\n") == std::string::npos)
+          throw CLI::ValidationError(o->get_name(), "an empty value names nothing: give one, or leave the option out");
+    }
+}
+
+std::string unknown_command(CLI::App& app, const std::vector<std::string>& args) {
+  if (args.empty() || args[0].empty() || args[0][0] == '-') return "";
+  std::vector<std::string> names;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), args[0]) != names.end()) return "";
+  if (const std::string s = closest(args[0], names); !s.empty())
+    return "hookscope: '" + args[0] + "' is no command; did you mean '" + s + "'?";
+  return "hookscope: '" + args[0] + "' is no command; the commands are: " + join(names, ", ") +
+         " (hookscope COMMAND --help says more)";
+}
+
 namespace {
 
 std::string shell_quoted(const std::string& s) {

@@ -35,6 +35,16 @@ size_t edit_distance(std::string_view a, std::string_view b);
 /// for a first word that is no subcommand the subcommand that close. "" when nothing is.
 std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args);
 
+/// Throws CLI::ValidationError naming the option when an option of the parsed subcommand (or
+/// of `app`) that takes a value was given an empty or all-blank one (`--out ""`): such a value
+/// names no file, folder or label, and would otherwise fall back to a default unseen.
+void refuse_empty_values(const CLI::App& app);
+
+/// For a command line whose first word is no subcommand of `app`: "hookscope: 'WORD' is no
+/// command; the commands are: a, b, ..." (or did_you_mean's suggestion when one is close); ""
+/// when the first word is a subcommand or there is none.
+std::string unknown_command(CLI::App& app, const std::vector<std::string>& args);
+
 /// The lines a command prints after writing `capture` (holding `runs` runs): how to open it
 /// with `report`, `view` and `export` (paths shell-quoted where they need it).
 std::string open_hint(const std::filesystem::path& capture, size_t runs);

@@ -24,6 +24,7 @@
 #include "hooks/compiler_disable.h"
 #include "models/numerics.h"
 #include "storage/store.h"
+#include "tracer/cupti_tracer.h"
 #include "tracer/host_tracer.h"
 
 namespace hs::app {
@@ -121,6 +122,9 @@ struct RunContext {
   storage::Store& store;
   int64_t run_id = 0;
   CellProgressFn progress;
+  /// The run's CUPTI tracer while it traces a GPU (the engine pushes its external
+  /// correlation ids there: app/cupti_correlation.h), else nullptr.
+  tracer::CuptiTracer* cupti = nullptr;
 };
 
 class Engine {

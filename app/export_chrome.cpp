@@ -281,8 +281,15 @@ class ChromeExporter {
     tracks_.try_emplace({host_pid_, tid}, "thread " + std::to_string(tid));
     return tid;
   }
-  void range(std::string_view cat, const RangeName& name, uint32_t thread, int64_t start, int64_t end) {
-    w_.slice(cat, name.str(), host_pid_, host_tid(thread), start, end);
+  void range(std::string_view cat, const RangeName& name, uint32_t thread, int64_t start, int64_t end,
+             int64_t external_id = 0) {
+    w_.slice(cat, name.str(), host_pid_, host_tid(thread), start, end, external_args(external_id));
+  }
+  // A span's external correlation id as Kineto writes it ("External id"), when it has one.
+  static Fields external_args(int64_t external_id) {
+    Fields f;
+    if (external_id > 0) f.num("External id", external_id);
+    return f;
   }
   void lane(int64_t pid, int64_t tid) {
     static constexpr std::pair<int64_t, const char*> kLanes[] = {
@@ -356,7 +363,8 @@ int64_t ChromeExporter::device_pid(const std::string& device) {
 void ChromeExporter::host_events() {
   for (const auto& h : d_.hooks)
     if (!carried(phase_name(h.phase)))
-      range("user_annotation", RangeName(phase_name(h.phase)).kv("hook", h.hook).module(h.module), h.thread, h.start_ns, h.end_ns);
+      range("user_annotation", RangeName(phase_name(h.phase)).kv("hook", h.hook).module(h.module), h.thread, h.start_ns,
+            h.end_ns, h.external_id);
   for (const auto& s : d_.swaps) {
     const std::string_view what = s.onload ? "weight_onload" : "weight_offload";
     if (carried(what)) continue;
@@ -411,7 +419,7 @@ void ChromeExporter::device_lanes() {
     lane(pid, kLaneCompute);
     if (!carried("module_compute"))
       w_.slice("gpu_user_annotation", RangeName("module_compute").module(c.module).kv("device", c.device).str(), pid,
-               kLaneCompute, c.start_ns, c.end_ns);
+               kLaneCompute, c.start_ns, c.end_ns, external_args(c.external_id));
   }
   int64_t flow_id = 0;
   for (const auto& t : d_.transfers) {

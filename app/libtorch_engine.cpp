@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "app/cupti_correlation.h"
 #include "hooks/memory.h"
 #include "models/generate.h"
 #include "models/tokenizer.h"
@@ -114,6 +115,8 @@ RunResult LibTorchEngine::run(const Cell& cell, RunContext& ctx) {
   tracer::HostTracer& tracer = ctx.tracer;
   runtime_->set_compile_policy(cell.policy);
   runtime_->set_sink(&tracer);
+  std::optional<CuptiCorrelation> gpu_ids;  // GPU work named after the hook call that launched it
+  if (ctx.cupti) gpu_ids.emplace(*runtime_, *ctx.cupti);
   auto& ledger = runtime_->ledger();
   ledger.begin(*prep_->lm.model);  // MEMORY_COUNTERS: bytes resident per device (hooks/memory.h)
   RunResult r;

@@ -51,6 +51,8 @@ class LibTorchEngine final : public Engine {
   void prepare(Scenario s) override;
   RunSetup setup(const Cell& cell) const override;
   RunResult run(const Cell& cell, RunContext& ctx) override;
+  /// The runtime every run dispatches through (a test subscribes to what it publishes).
+  hooks::Runtime& runtime() { return *runtime_; }
 
 
  private:

@@ -131,8 +131,14 @@ int main(int argc, char** argv) {
   auto* view = hs::app::add_view_command(app, run_view);
   auto* exp = hs::app::add_export_command(app, run_export);
 
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (const std::string unknown = hs::app::unknown_command(app, args); !unknown.empty()) {
+    std::cerr << unknown << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
+    hs::app::refuse_empty_values(app);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -141,7 +147,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    const std::string hint = hs::app::did_you_mean(app, std::vector<std::string>(argv + 1, argv + argc));
+    const std::string hint = hs::app::did_you_mean(app, args);
     if (!hint.empty()) std::cerr << hint << "\n";
     return 2;
   }

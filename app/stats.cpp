@@ -20,7 +20,7 @@ using nlohmann::json;
 
 const std::vector<std::string>& stats_report_names() {
   static const std::vector<std::string> names{"hook_time",    "hook_time_by_device", "device_compute",   "transfers",
-                                              "weight_swaps", "compiler_disabled",   "graph_breaks"};
+                                              "weight_swaps", "compiler_disabled",   "graph_breaks",     "gpu_by_caller"};
   return names;
 }
 
@@ -237,6 +237,73 @@ void copy_reports(const RunData& d, RunStats& s, bool transfers, bool swaps) {
   }
 }
 
+// Who launched GPU work: a hook call or module forward by its external id, else (a torch
+// profiler trace, whose kernels name the aten op that launched them) the innermost hook call or
+// module forward running when that op began.
+class GpuCallers {
+ public:
+  explicit GpuCallers(const RunData& d) {
+    for (const auto& h : d.hooks) add(h.external_id, h.hook + "." + phase_name(h.phase), h.module, h.start_ns, h.end_ns);
+    for (const auto& c : d.compute) add(c.external_id, "forward", c.module, c.start_ns, c.end_ns);
+    std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+    for (const auto& e : d.rd.external_correlations(d.run))  // hookscope's own (CUSTOM1) first
+      if (e.kind == tracer::ExternalKind::Custom1 || !external_of_.count(e.correlation_id))
+        external_of_[e.correlation_id] = e.external_id;
+    for (const auto& op : d.rd.cpu_ops(d.run))
+      if (op.external_id) op_start_.try_emplace(static_cast<uint64_t>(*op.external_id), op.start_ns);
+  }
+  /// (caller, module) of the record with `correlation`; ("(unattributed)", "") when unknown.
+  std::pair<std::string, std::string> of(uint32_t correlation) const {
+    const auto e = external_of_.find(correlation);
+    if (correlation == 0 || e == external_of_.end()) return {kUnattributed, ""};
+    if (const auto c = by_id_.find(e->second); c != by_id_.end()) return c->second;
+    const auto op = op_start_.find(e->second);
+    if (op == op_start_.end()) return {kUnattributed, ""};
+    // The innermost span holding the op's start: the latest-starting one that still covers it.
+    auto it = std::upper_bound(spans_.begin(), spans_.end(), op->second, [](int64_t t, const Span& s) { return t < s.start; });
+    while (it != spans_.begin()) {
+      --it;
+      if (it->end >= op->second) return {it->caller, it->module};
+    }
+    return {kUnattributed, ""};
+  }
+
+ private:
+  static constexpr const char* kUnattributed = "(unattributed)";
+  struct Span {
+    int64_t start, end;
+    std::string caller, module;
+  };
+  void add(int64_t id, std::string caller, const std::string& fqn, int64_t start, int64_t end) {
+    if (id > 0) by_id_[static_cast<uint64_t>(id)] = {caller, module_name(fqn)};
+    spans_.push_back({start, end, std::move(caller), module_name(fqn)});
+  }
+  std::map<uint64_t, std::pair<std::string, std::string>> by_id_;
+  std::vector<Span> spans_;
+  std::map<uint32_t, uint64_t> external_of_;  // correlationId -> external id
+  std::map<uint64_t, int64_t> op_start_;      // a CPU op's external id -> its start
+};
+
+void gpu_caller_report(const RunData& d, RunStats& s) {
+  const GpuCallers callers(d);
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, GpuCallerRow> groups;
+  auto add = [&](uint32_t correlation, std::string kind, uint32_t device, int64_t ns, int64_t bytes) {
+    auto [caller, module] = callers.of(correlation);
+    GpuCallerRow& r = groups[{caller, module, kind, device}];
+    r.caller = std::move(caller), r.module = std::move(module), r.kind = std::move(kind), r.device = device;
+    ++r.count;
+    r.total_ns += ns;
+    r.bytes += bytes;
+  };
+  for (const auto& k : d.rd.kernels(d.run)) add(k.correlation_id, "kernel", k.device_id, k.end_ns - k.start_ns, 0);
+  for (const auto& m : d.rd.memcpys(d.run))
+    add(m.correlation_id, "memcpy " + copy_kind_name(m.copy_kind), m.device_id, m.end_ns - m.start_ns, m.bytes);
+  for (const auto& m : d.rd.memsets(d.run)) add(m.correlation_id, "memset", m.device_id, m.end_ns - m.start_ns, m.bytes);
+  for (auto& [k, r] : groups) s.gpu_by_caller.push_back(std::move(r));
+  std::stable_sort(s.gpu_by_caller.begin(), s.gpu_by_caller.end(),
+                   [](const GpuCallerRow& a, const GpuCallerRow& b) { return a.total_ns > b.total_ns; });
+}
+
 void disabled_report(const std::vector<storage::DisabledScopeRow>& scopes, RunStats& s) {
   std::map<std::string, std::pair<int64_t, std::vector<int64_t>>> by_function;
   for (const auto& x : scopes) {
@@ -311,6 +378,7 @@ RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& r
   const auto scopes = rd.disabled_scopes(rec.id);
   if (want.count("compiler_disabled")) disabled_report(scopes, s);
   if (want.count("graph_breaks")) break_report(d, s);
+  if (want.count("gpu_by_caller")) gpu_caller_report(d, s);
   totals(d, scopes, s.totals);
   return s;
 }
@@ -323,7 +391,7 @@ std::vector<RunStats> compute_stats(const storage::CaptureReader& reader, const 
   for (const auto& r : want)
     if (std::find(names.begin(), names.end(), r) == names.end())
       throw std::invalid_argument("unknown stats report '" + r + "' (reports: hook_time, hook_time_by_device, "
-                                  "device_compute, transfers, weight_swaps, compiler_disabled, graph_breaks)");
+                                  "device_compute, transfers, weight_swaps, compiler_disabled, graph_breaks, gpu_by_caller)");
   if (want.empty()) want.insert(names.begin(), names.end());
   std::vector<RunStats> out;
   if (options.run) {
@@ -415,6 +483,13 @@ const std::vector<ReportSpec>& specs() {
        [](const RunStats& st) {
          return map_rows(st.graph_breaks,
                          [](const BreakSiteRow& r) { return Cells{r.source, r.site, r.where, r.count, r.reason}; });
+       }},
+      {"gpu_by_caller", "GPU work by the hook call or module forward that launched it (CUPTI external correlation)",
+       {"caller", "module", "kind", "device", "count", "total_ns", "bytes"},
+       [](const RunStats& st) {
+         return map_rows(st.gpu_by_caller, [](const GpuCallerRow& r) {
+           return Cells{r.caller, r.module, r.kind, r.device, r.count, r.total_ns, r.bytes};
+         });
        }},
   };
   return s;

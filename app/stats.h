@@ -27,6 +27,8 @@ namespace hs::app {
 ///   weight_swaps         weight onloads / offloads by source and device
 ///   compiler_disabled    compiler-disabled scopes by function
 ///   graph_breaks         graph breaks grouped by site
+///   gpu_by_caller        GPU kernels, copies and memsets by the hook call or module forward
+///                        that launched them (CUPTI external correlation)
 const std::vector<std::string>& stats_report_names();
 
 /// Durations of a group of spans (ns). `median_ns` is the middle value, the mean of the two
@@ -84,6 +86,21 @@ struct BreakSiteRow {
   int64_t count = 0;
 };
 
+/// GPU work of one kind on one device launched by one caller: the innermost hook call
+/// (`caller` its method, e.g. "AlignDevicesHook.pre_forward") or module forward (`caller`
+/// "forward") running when it was launched, joined through the record's correlationId →
+/// EXTERNAL_CORRELATION (CUSTOM1, the LibTorch engine's pushes, before any other kind) →
+/// HOOK_EVENTS / MODULE_COMPUTE.externalId; when the external id names a CPU op instead (a
+/// torch.profiler trace: kernels name their aten op), the innermost hook call or module forward
+/// running when that op began. `caller` "(unattributed)" and `module` "" when neither names it
+/// (work launched outside every hook and forward, or while nothing was recorded). `kind` is "kernel", "memset" or "memcpy
+/// HtoD" (nsys' copy-kind names); `total_ns` the GPU time (end − start of each record).
+struct GpuCallerRow {
+  std::string caller, module, kind;
+  int64_t device = 0;  ///< CUDA device index (deviceId)
+  int64_t count = 0, total_ns = 0, bytes = 0;
+};
+
 /// The run-level sums behind "where the time goes". Busy times are unions of spans (time
 /// inside at least one span, nesting counted once).
 struct StatsTotals {
@@ -112,6 +129,7 @@ struct RunStats {
   std::vector<CopyRow> transfers, weight_swaps;
   std::vector<DisabledScopeRow> compiler_disabled;
   std::vector<BreakSiteRow> graph_breaks;
+  std::vector<GpuCallerRow> gpu_by_caller;
 };
 
 struct StatsOptions {

@@ -35,8 +35,13 @@ class EventSinkAdapter final : public RuntimeSubscriber {
 
  private:
   Runtime& runtime_;
-  // When each AlignDevicesHook's module began computing (its pre_forward ended).
-  std::unordered_map<const AlignDevicesHook*, int64_t> compute_start_;
+  // When each AlignDevicesHook's module began computing (its pre_forward ended), and the id
+  // of that forward (HookCall::compute_id).
+  struct Compute {
+    int64_t start_ns;
+    uint64_t id;
+  };
+  std::unordered_map<const AlignDevicesHook*, Compute> compute_start_;
 };
 
 }  // namespace hs::hooks

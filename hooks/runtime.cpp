@@ -90,6 +90,7 @@ void Runtime::publish(const WeightSwapRecord& w) {
 
 void Runtime::hook_begin(HookCall& call) {
   call.called_ns = events::now_ns();
+  call.id = ++last_external_id_;
   if (call.phase == events::HookPhase::PostForward && call.align && call.align->execution_device) {
     // Everything the module computed lives on its execution device.
     const DeviceId& exec = *call.align->execution_device;
@@ -103,8 +104,10 @@ void Runtime::hook_begin(HookCall& call) {
 
 void Runtime::hook_end(HookCall& call) {
   call.end_ns = events::now_ns();
-  if (call.completed && call.phase == events::HookPhase::PreForward && call.align && call.align->execution_device)
-    devices_->push_execution(*call.align->execution_device);
+  if (call.completed && call.phase == events::HookPhase::PreForward && call.align) {
+    call.compute_id = ++last_external_id_;
+    if (call.align->execution_device) devices_->push_execution(*call.align->execution_device);
+  }
   for (RuntimeSubscriber* s : subscribers_) s->on_hook_end(call);
 }
 

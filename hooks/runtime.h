@@ -124,8 +124,10 @@ class Runtime final : public models::CallContext {
   /// Publishing (DeviceManager::to, the hooks, WeightSwapScope): each notification goes once to
   /// every subscriber, in subscription order. `hook_begin` and `hook_end` also keep the
   /// execution-device bookkeeping (see the top of this file). `hook_begin` sets
-  /// `call.called_ns` and, after the notifications, `call.start_ns`; `hook_end` sets
-  /// `call.end_ns` before them.
+  /// `call.called_ns`, `call.id` (a fresh external correlation id) and, after the
+  /// notifications, `call.start_ns`; `hook_end` sets `call.end_ns` and, for a completed
+  /// AlignDevicesHook pre_forward, `call.compute_id` (another fresh id: the module's forward
+  /// that follows) before them.
   void publish(const Move& m);
   void publish(const WeightSwapRecord& w);
   void hook_begin(HookCall& call);
@@ -145,6 +147,7 @@ class Runtime final : public models::CallContext {
 
   // Declared before what subscribes, so it outlives every Subscription member.
   std::vector<RuntimeSubscriber*> subscribers_;
+  uint64_t last_external_id_ = 0;  // HookCall::id / compute_id: 1, 2, ... per runtime
   DisabledScopes scopes_;
   events::EventSink* sink_ = nullptr;
   std::unique_ptr<DeviceManager> devices_;

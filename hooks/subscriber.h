@@ -51,6 +51,13 @@ struct HookCall {
   /// The hook itself when it is an AlignDevicesHook (whose execution device the module's
   /// forward runs on), else nullptr.
   const AlignDevicesHook* align = nullptr;
+  /// The call's external correlation id (set by the runtime before on_hook_begin; unique
+  /// within the runtime, from 1): HOOK_EVENTS.externalId, and what a GPU capture pushes to
+  /// CUPTI around the call so the copies and kernels it launches name it.
+  uint64_t id = 0;
+  /// A completed AlignDevicesHook pre_forward (on_hook_end): the id of the module's forward
+  /// that follows, up to its post_forward (MODULE_COMPUTE.externalId); 0 otherwise.
+  uint64_t compute_id = 0;
   int64_t called_ns = 0;         ///< when the method was called (before on_hook_begin)
   int64_t start_ns = 0;          ///< when its own work began, after on_hook_begin (0 in on_hook_begin)
   int64_t end_ns = 0;            ///< when its own work ended, before on_hook_end (0 in on_hook_begin)

@@ -126,6 +126,8 @@ class RangeKeys {
     }
   }
   const std::string& what() const { return what_; }
+  /// The range's Kineto "External id" (0 when it has none).
+  int64_t external_id() const { return arg_int(args_of(e_.obj), "External id").value_or(0); }
   [[noreturn]] void fail(const std::string& message) const {
     throw ImportError(file_, "byte " + std::to_string(e_.offset), "the range 'hookscope::" + what_ + "': " + message);
   }
@@ -577,6 +579,7 @@ void Importer::hookscope_range(const RawEvent& e, std::string_view name, ThreadK
                                        : events::HookPhase::DetachHook;
     h.module = rows_.str(r.module());
     h.module_class = rows_.str("");
+    h.external_id = r.external_id();
     h.start_ns = start;
     h.end_ns = end;
     rows_.host(h, pid, tid);
@@ -637,6 +640,7 @@ bool Importer::exported_range(const RangeKeys& r, ThreadKey thread, int64_t star
     c.module = rows_.str(r.module());
     c.module_class = rows_.str("");
     c.device = rows_.str(r.text("device"));
+    c.external_id = r.external_id();
     c.start_ns = start;
     c.end_ns = end;
     rows_.host(c, pid, tid);

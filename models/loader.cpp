@@ -63,7 +63,15 @@ fs::path resolve_model_path(const std::string& dir_or_id) {
     if (fs::is_directory(snaps)) {
       std::ifstream ref(base / "refs" / "main");
       std::string rev;
-      if (ref && std::getline(ref, rev) && fs::is_directory(snaps / rev)) return snaps / rev;
+      if (ref && std::getline(ref, rev)) {
+        // A commit hash names a folder under snapshots/; anything that could leave it is refused.
+        const bool plain = !rev.empty() && rev != "." && rev != ".." &&
+                           rev.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+        if (!plain)
+          throw ModelLoadError((base / "refs" / "main").string() + " holds '" + rev.substr(0, 80) +
+                               "', not a commit hash (hex digits naming a folder under " + snaps.string() + ")");
+        if (fs::is_directory(snaps / rev)) return snaps / rev;
+      }
       // No refs/main: take the most recently modified snapshot.
       fs::path best;
       fs::file_time_type best_t{};

@@ -452,6 +452,32 @@ TEST(CliFlags, NearMissFlagsAndCommandsGetADidYouMean) {
   r = hookscope({"capture", "--model", "x", "--zzzzzzzzz"});  // nothing close: no guess
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+  r = hookscope({"frobnicate"});  // no command at all: the commands listed, not "a subcommand is required"
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'frobnicate' is no command; the commands are: generate, plan, capture"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
+}
+
+TEST(CliFlags, OutOfRangeAndEmptyValuesNameTheFlag) {
+  // Usage errors (exit 2) naming the flag and the value, before any model is read.
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--warmup", "-1"}, {"--repeats", "0"}, {"--max-new-tokens", "0"}, {"--repeats", "two"}}) {
+    auto r = hookscope({"capture", "--model", "no-such-model", flag, value, "--out", "x.sqlite"});
+    EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(value), std::string::npos) << r.err;
+  }
+  // An empty value names nothing: refused, never taken as "use the default".
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"capture", "--model", "m", "--keep-offload-dir", "", "--out", "x.sqlite"},
+           {"capture", "--model", "m", "--out", " "},
+           {"report", "f.sqlite", "--markdown", ""},
+           {"export", "f.sqlite", "--format", "csv", "-o", ""}}) {
+    auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("an empty value names nothing"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -447,6 +447,16 @@ TEST(ModelResolution, FindsAModelIdInTheOfflineHfCache) {
   EXPECT_EQ(resolve_model_path("tiny-org/tiny-qwen3"), snap);
   LoadedModel lm = load_model("tiny-org/tiny-qwen3");
   EXPECT_EQ(lm.config.family, Family::Qwen3);
+  // A refs/main that would lead out of snapshots/ is refused, naming the file.
+  for (const std::string bad : {"../../../../tmp", "..", "0123abcd/../../x"}) {
+    write(hub / "models--tiny-org--tiny-qwen3" / "refs" / "main", bad);
+    try {
+      resolve_model_path("tiny-org/tiny-qwen3");
+      ADD_FAILURE() << "refs/main '" << bad << "' was followed";
+    } catch (const hs::models::ModelLoadError& e) {
+      EXPECT_NE(std::string(e.what()).find("refs/main holds"), std::string::npos) << e.what();
+    }
+  }
   unsetenv("HF_HUB_CACHE");
 }
 

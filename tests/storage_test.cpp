@@ -236,7 +236,7 @@ TEST(Store, DroppedEventsAreCountedInTheRunAndSaid) {
     run = tr.begin_run(run_info("tiny/drops"));
     events::EventSink& s = tr;
     for (int i = 0; i < 20000; ++i)
-      s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i, i + 1});
+      s.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i, i + 1});
     const auto st = tr.end_run(RunStatus::Complete);
     dropped = st.dropped();
     store.finalize();
@@ -260,8 +260,8 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
     HostTracer tr(store);
     run = tr.begin_run(run_info("tiny/offload"));
     events::EventSink& s = tr;
-    s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 100, 150});
-    s.hook_span({"AlignDevicesHook", events::HookPhase::PostForward, "model.layers.0", "LlamaDecoderLayer", 300, 320});
+    s.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 100, 150});
+    s.hook_span({0, "AlignDevicesHook", events::HookPhase::PostForward, "model.layers.0", "LlamaDecoderLayer", 300, 320});
     s.weight_swap({true, "model.layers.0", "mlp.up_proj.weight", 4096, "bfloat16", events::WeightSource::Disk, "0",
                    false, 110, 140});
     s.weight_swap({false, "model.layers.0", "mlp.up_proj.weight", 4096, "bfloat16", events::WeightSource::Device,
@@ -270,7 +270,7 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
     s.transfer({"0", "1", 1024, true, "", 200, 210});  // module unknown
     s.transfer({"0", "1", 1024, true, "model.layers.1", 220, 240});
     s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 1, 105, 145});
-    s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
+    s.module_compute({0, "model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
     s.region({0, 12, "eager", "", 90, 104});
     s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook._onload_weights",
                    "model.layers.0", "model > model.layers.0", 104});
@@ -433,7 +433,7 @@ TEST(Store, InternsEveryStringOnceAcrossRunsAndReferencesStringIds) {
     for (const char* scenario : {"r0", "r1", "r2"}) {
       tr.begin_run(run_info(scenario));
       for (int i = 0; i < 1000; ++i)
-        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, modules[static_cast<size_t>(i % 10)],
+        tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, modules[static_cast<size_t>(i % 10)],
                       "LlamaDecoderLayer", i, i + 1});
       tr.end_run();
     }
@@ -491,12 +491,12 @@ TEST(Store, SigkillMidCaptureLeavesEarlierRunsCompleteAndTheInterruptedOneIncomp
       HostTracer tr(store, o);
       tr.begin_run(run_info("first"));
       for (int i = 0; i < 1000; ++i)
-        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i,
+        tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i,
                       i + 1});
       tr.end_run(RunStatus::Complete);
       tr.begin_run(run_info("interrupted"));
       for (int64_t i = 0;; ++i) {
-        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.1", "LlamaDecoderLayer", i,
+        tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.1", "LlamaDecoderLayer", i,
                       i + 1});
         if (i % 500 == 499) {
           tr.flush();
@@ -550,7 +550,7 @@ TEST(Store, FinalizeBuildsIndexesThatQueriesUse) {
     Store store(file);
     HostTracer tr(store);
     tr.begin_run(run_info("idx"));
-    tr.hook_span({"h", events::HookPhase::PreForward, "m", "C", 1, 2});
+    tr.hook_span({0, "h", events::HookPhase::PreForward, "m", "C", 1, 2});
     tr.end_run();
     CaptureReader before(file);
     EXPECT_FALSE(before.finalized());
@@ -1264,13 +1264,13 @@ TEST(CaptureReader, AReaderOfALiveCaptureResolvesStringsAddedAfterItOpened) {
   Store store(file);
   HostTracer tr(store);
   const int64_t run = tr.begin_run(run_info("live"));
-  tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 1, 2});
+  tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 1, 2});
   tr.flush();
   CaptureReader r(file);
   ASSERT_EQ(r.hook_events(run).size(), 1u);
   EXPECT_EQ(r.hook_events(run)[0].module, "model.layers.0");
   // New strings after the reader loaded its copy of StringIds.
-  tr.hook_span({"SequentialHook", events::HookPhase::PostForward, "model.layers.17", "LlamaDecoderLayer", 3, 4});
+  tr.hook_span({0, "SequentialHook", events::HookPhase::PostForward, "model.layers.17", "LlamaDecoderLayer", 3, 4});
   tr.flush();
   const auto rows = r.hook_events(run);
   ASSERT_EQ(rows.size(), 2u);

@@ -17,24 +17,33 @@ namespace fs = std::filesystem;
 
 namespace hs::test {
 
-fs::path source_dir() { return HOOKSCOPE_SOURCE_DIR; }
+namespace {
+// A path built in, unless the environment names another (tools/gpu_check.sh runs the test
+// binaries on a machine where this checkout and build folder live elsewhere).
+fs::path overridable(const char* env, const char* built_in) {
+  const char* p = std::getenv(env);
+  return p && *p ? fs::path(p) : fs::path(built_in);
+}
+}  // namespace
+
+fs::path source_dir() { return overridable("HOOKSCOPE_SOURCE_DIR", HOOKSCOPE_SOURCE_DIR); }
 
 std::string python() {
   if (const char* p = std::getenv("HOOKSCOPE_PYTHON"); p && *p) return p;
   return HOOKSCOPE_DEFAULT_PYTHON;
 }
 
-std::string cli() { return HOOKSCOPE_CLI; }
+std::string cli() { return overridable("HOOKSCOPE_CLI", HOOKSCOPE_CLI).string(); }
 
 fs::path scratch_dir(const std::string& name) {
-  fs::path p = fs::path(HOOKSCOPE_BINARY_DIR) / "test-scratch" / name;
+  fs::path p = overridable("HOOKSCOPE_BINARY_DIR", HOOKSCOPE_BINARY_DIR) / "test-scratch" / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
 }
 
 fs::path fixture_dir() {
-  fs::path p = fs::path(HOOKSCOPE_BINARY_DIR) / "fixtures";
+  fs::path p = overridable("HOOKSCOPE_BINARY_DIR", HOOKSCOPE_BINARY_DIR) / "fixtures";
   fs::create_directories(p);
   return p;
 }

@@ -11,6 +11,10 @@
 
 namespace hs::test {
 
+// The build's own paths, each overridable from the environment for test binaries run where the
+// checkout and build folder live elsewhere (tools/gpu_check.sh on the device machine):
+// $HOOKSCOPE_SOURCE_DIR, $HOOKSCOPE_BINARY_DIR (scratch and fixtures), $HOOKSCOPE_CLI.
+
 /// Repository root (compile-time).
 std::filesystem::path source_dir();
 /// Python interpreter with the oracle packages: $HOOKSCOPE_PYTHON, else the configured venv.
