@@ -34,19 +34,33 @@ std::string csv_cell(const json& v) {
   return q + "\"";
 }
 
-// A column's header and cell as people read them: ns as ms, GB/s with two decimals.
+// A column's header and cell as people read them, the way `nsys stats` prints them: times in
+// ns with thousands separators (means and medians to 0.1 ns), GB/s with two decimals.
 std::string text_header(const std::string& column) {
-  if (ends_with(column, "_ns")) return column.substr(0, column.size() - 3) + " (ms)";
+  if (ends_with(column, "_ns")) return column.substr(0, column.size() - 3) + " (ns)";
   if (column == "gb_per_s") return "GB/s";
   return column;
 }
 
+// 1234567.25 -> "1,234,567" (decimals 0) or "1,234,567.3" (decimals 1).
+std::string grouped(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  const std::string_view s = buf;
+  const size_t first = s.front() == '-' ? 1 : 0;
+  const size_t int_end = std::min(s.find('.'), s.size());
+  std::string out(s.substr(0, first));
+  for (size_t i = first; i < int_end; ++i) {
+    out += s[i];
+    if (i + 1 < int_end && (int_end - i - 1) % 3 == 0) out += ',';
+  }
+  out += s.substr(int_end);
+  return out;
+}
+
 std::string text_cell(const std::string& column, const json& v) {
   char buf[64];
-  if (ends_with(column, "_ns") && v.is_number()) {
-    std::snprintf(buf, sizeof buf, "%.4f", v.get<double>() / 1e6);
-    return buf;
-  }
+  if (ends_with(column, "_ns") && v.is_number()) return grouped(v.get<double>(), v.is_number_float() ? 1 : 0);
   if (v.is_number_float()) {
     std::snprintf(buf, sizeof buf, "%.2f", v.get<double>());
     return buf;
@@ -182,7 +196,7 @@ CLI::App* add_stats_command(CLI::App& app, std::function<int()>& run_selected) {
                                         "compute, transfers, weight swaps, compiler-disabled time, graph breaks");
   c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
   c->add_option("--report", a->reports, "Comma-separated reports (default: all)")->check(list_of(stats_report_names()));
-  c->add_option("--format", a->format, "table (times in ms), csv or json (times in ns, sizes in bytes)")
+  c->add_option("--format", a->format, "table (times in ns, as nsys stats prints them), csv or json (times in ns, sizes in bytes)")
       ->check(one_of({"table", "csv", "json"}));
   auto* run = c->add_option("--run", a->run_id, "One run id, whatever its status (default: every complete run)");
   c->add_option("-o,--output", a->out,

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -23,6 +24,8 @@ struct CaptureReader::Db {
   sqlite3* db = nullptr;
   std::mutex strings_mu;
   std::shared_ptr<const std::vector<std::string>> strings;  ///< StringIds by id, loaded on first use
+  std::mutex sql_mu;
+  std::map<std::string, std::string, std::less<>> select_sql;  ///< per event table, for this file's columns
   fs::path snapshot;  ///< private copy of a WAL capture we may not touch (removed on close)
   ~Db() {
     if (db) sqlite3_close_v2(db);
@@ -236,12 +239,14 @@ template <class Tag>
 constexpr bool is_read = kinds::has_column<Tag> && !std::is_empty_v<Stored::member<Tag>>;
 
 /// `SELECT <read columns> FROM <table> WHERE runId = ? ORDER BY start, rowid` (rowid alone for
-/// kinds without times).
+/// kinds without times). A column the file's table lacks (a capture written before the column
+/// was added, e.g. HOOK_EVENTS.externalId) is selected as NULL: its member reads 0, "" or nullopt.
 template <class Row>
-std::string select_sql() {
+std::string select_sql(const std::set<std::string, std::less<>>& present) {
   std::string columns;
   Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
-    if constexpr (is_read<typename decltype(tag)::type>) columns += (columns.empty() ? "" : ", ") + std::string(column);
+    if constexpr (is_read<typename decltype(tag)::type>)
+      columns += (columns.empty() ? "" : ", ") + (present.count(column) ? std::string(column) : std::string("NULL"));
   });
   const bool timed = detail::has_tag<Row, kinds::Start>();
   return "SELECT " + columns + " FROM " + std::string(Row::table) + " WHERE runId = ? ORDER BY " +
@@ -272,7 +277,19 @@ template <class Row>
 std::vector<Row> CaptureReader::read_rows(int64_t run) const {
   std::vector<Row> out;
   if (!has_table(Row::table)) return out;
-  static const std::string sql = select_sql<Row>();
+  std::string sql;
+  {
+    std::lock_guard<std::mutex> lock(db_->sql_mu);
+    auto it = db_->select_sql.find(Row::table);
+    if (it == db_->select_sql.end()) {
+      std::set<std::string, std::less<>> present;
+      Stmt info(db_->db, path_, "SELECT name FROM pragma_table_info(?)");
+      info.bind(1, Row::table);
+      while (info.step()) present.insert(info.text(0));
+      it = db_->select_sql.emplace(std::string(Row::table), select_sql<Row>(present)).first;
+    }
+    sql = it->second;
+  }
   Stmt q(db_->db, path_, sql);
   q.bind(1, run);
   Strings str([this](int64_t need) { return string_table(need); });

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -420,12 +421,13 @@ TEST(StatsCli, RunSelectsOneRun) {
   ASSERT_FALSE(doc["reports"]["hook_time"].empty());
   for (const auto& [name, rows] : doc["reports"].items())
     for (const auto& row : rows) EXPECT_EQ(row["run"], id) << name;
-  // The table is for people: titles, times in ms.
+  // The table is for people: titles, times in ns as nsys stats prints them (1,234,567).
   const auto t = hookscope({"stats", capture().db.string(), "--run", std::to_string(id), "--report", "hook_time_by_device"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("** Hook time by hook class, phase and execution device (hook_time_by_device)"), std::string::npos)
       << t.out;
-  EXPECT_NE(t.out.find("total (ms)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("total (ns)"), std::string::npos) << t.out;
+  EXPECT_TRUE(std::regex_search(t.out, std::regex(" [0-9]{1,3}(,[0-9]{3})+ "))) << "grouped ns: " << t.out;
   EXPECT_NE(t.out.find("AlignDevicesHook"), std::string::npos) << t.out;
 }
 

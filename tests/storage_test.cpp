@@ -252,6 +252,36 @@ TEST(Store, DroppedEventsAreCountedInTheRunAndSaid) {
   EXPECT_TRUE(said) << "a warning names the drops";
 }
 
+// A capture written before a column existed (HOOK_EVENTS.externalId came later) still reads:
+// the missing column reads as 0, everything else as written.
+TEST(CaptureReader, AFileWithoutANewerColumnReadsItAsZero) {
+  const fs::path file = test::scratch_dir("storage_old_columns") / "capture.sqlite";
+  int64_t run = 0;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    run = tr.begin_run(run_info("tiny/sharded"));
+    tr.hook_span({41, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 100, 150});
+    tr.module_compute({42, "model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
+    tr.end_run(RunStatus::Complete);
+    store.finalize();
+  }
+  ASSERT_EQ(CaptureReader(file).hook_events(run).at(0).external_id, 41);
+  {
+    RawDb raw(file, SQLITE_OPEN_READWRITE);
+    raw.exec("PRAGMA journal_mode=DELETE");
+    raw.exec("ALTER TABLE HOOK_EVENTS DROP COLUMN externalId");
+  }
+  CaptureReader r(file);
+  const auto hooks = r.hook_events(run);
+  ASSERT_EQ(hooks.size(), 1u);
+  EXPECT_EQ(hooks[0].external_id, 0);
+  EXPECT_EQ(hooks[0].hook, "AlignDevicesHook");
+  EXPECT_EQ(hooks[0].module, "model.layers.0");
+  EXPECT_EQ(hooks[0].end_ns, 150);
+  EXPECT_EQ(r.module_compute(run).at(0).external_id, 42) << "the other tables keep theirs";
+}
+
 TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   const fs::path file = test::scratch_dir("storage_roundtrip") / "capture.hscope";
   int64_t run = 0;

@@ -110,8 +110,9 @@ run_checks() {
   mkdir -p "$OUT"
   local py="${HOOKSCOPE_PYTHON:-python3}" work
   work="$(mktemp -d)"
-  export LD_LIBRARY_PATH
-  LD_LIBRARY_PATH="$(device_library_path "$py" "$dir")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local libs
+  libs="$(device_library_path "$py" "$dir")" || { log "$py cannot import torch (set HOOKSCOPE_PYTHON)"; exit 1; }
+  export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export HOOKSCOPE_PYTHON="$py" HOOKSCOPE_SOURCE_DIR="$ROOT" HOOKSCOPE_BINARY_DIR="$work/build"
   export HOOKSCOPE_CLI="$dir/bin/hookscope" HOOKSCOPE_CACHE="$work/cache"
   export TORCHINDUCTOR_CACHE_DIR="$work/inductor-cache"
