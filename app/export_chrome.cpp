@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/export_file.h"
+#include "importers/kineto_trace.h"
 
 namespace hs::app {
 
@@ -22,6 +23,8 @@ namespace {
 // that fits nsys' 24-bit tid field.
 constexpr int64_t kOtherDevicePid = int64_t{1} << 30;
 constexpr int64_t kLaneCompute = 0xFFFF01, kLaneIn = 0xFFFF02, kLaneOut = 0xFFFF03;
+// The host track of thread T's compiled regions (LibTorch engine): kRegionLane + T.
+constexpr int64_t kRegionLane = importers::kRegionTrackBase;
 constexpr int64_t kTidBits = 0xFFFFFF;
 constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
 
@@ -399,8 +402,14 @@ void ChromeExporter::regions_and_breaks() {
       args.num("region index", r.index).num("op count", r.op_count);
       w_.slice("cpu_op", std::string(kRegionPrefix) + r.compile_id, host_pid_, host_tid(r.thread), r.start_ns, r.end_ns, args);
     } else if (!carried("region")) {
-      range("user_annotation", RangeName("region").kv("index", r.index).kv("backend", r.backend).kv("op_count", r.op_count),
-            r.thread, r.start_ns, r.end_ns);
+      // The LibTorch engine's regions end where a hook's disabled scope begins, inside the
+      // hook's span: on the thread's own track they would cross it, which Perfetto and
+      // chrome://tracing cannot nest. They get a track of their own beside the thread's.
+      const int64_t tid = host_tid(r.thread), lane = kRegionLane + tid;
+      tracks_.try_emplace({host_pid_, lane}, "compiled regions (thread " + std::to_string(tid) + ")");
+      w_.slice("user_annotation",
+               RangeName("region").kv("index", r.index).kv("backend", r.backend).kv("op_count", r.op_count).str(),
+               host_pid_, lane, r.start_ns, r.end_ns);
     }
   }
   for (const auto& b : d_.breaks) {
@@ -531,7 +540,9 @@ void ChromeExporter::metadata() {
       w_.meta("process_name", pid, 0, Fields().str("name", processes_[pid]));
     }
     w_.meta("thread_name", pid, tid, Fields().str("name", name));
-    w_.meta("thread_sort_index", pid, tid, Fields().num("sort_index", tid >= kLaneCompute ? tid - kLaneCompute : tid));
+    // Threads by id, each thread's region track after every thread, device lanes in their order.
+    const int64_t sort = tid >= kRegionLane ? tid : tid >= kLaneCompute ? tid - kLaneCompute : tid;
+    w_.meta("thread_sort_index", pid, tid, Fields().num("sort_index", sort));
   }
 }
 

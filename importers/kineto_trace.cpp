@@ -601,7 +601,7 @@ void Importer::hookscope_range(const RawEvent& e, std::string_view name, ThreadK
     g.token = r.number("token");
     g.start_ns = start;
     g.end_ns = end;
-    rows_.host(g, pid, tid);
+    rows_.host(g, pid, tid >= kRegionTrackBase ? tid - kRegionTrackBase : tid);
   } else if (what != "generate" && !exported_range(r, thread, start, end)) {
     ++unknown_ranges_[what];
   }
@@ -660,7 +660,7 @@ bool Importer::exported_range(const RangeKeys& r, ThreadKey thread, int64_t star
     g.compile_id = rows_.str("");
     g.start_ns = start;
     g.end_ns = end;
-    rows_.host(g, pid, tid);
+    rows_.host(g, pid, tid >= kRegionTrackBase ? tid - kRegionTrackBase : tid);
   } else {
     return false;
   }

@@ -59,6 +59,11 @@
 
 namespace hs::importers {
 
+/// `hookscope export` writes the LibTorch engine's compiled regions of host thread T on a track
+/// of their own, tid kRegionTrackBase + T (they cross the thread's hook spans, so they cannot
+/// nest on its track); the import files them under thread T again.
+inline constexpr int64_t kRegionTrackBase = 0x1000000;
+
 struct KinetoOptions {
   /// Called as the file is read: bytes of the file consumed so far (compressed bytes for a
   /// .gz file) and the file's size. Empty: no progress.

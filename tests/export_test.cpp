@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <cmath>
 #include <map>
 #include <regex>
 #include <set>
@@ -225,6 +226,49 @@ fs::path round_trip(const fs::path& db, int64_t run, const fs::path& dir, const 
   EXPECT_EQ(i.err.find("skipped"), std::string::npos) << i.err;
   EXPECT_EQ(i.err.find("unknown kinds"), std::string::npos) << i.err;
   return back;
+}
+
+// Perfetto and chrome://tracing draw a track's slices as a stack: each must nest inside the one
+// it starts in. The LibTorch engine's regions end inside hook spans, so they have a track of
+// their own ("compiled regions (thread T)").
+TEST(Export, EverySliceNestsOnItsTrack) {
+  const fs::path dir = capture().dir / "nesting";
+  fs::create_directories(dir);
+  for (const int64_t run : capture().runs) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    const json doc = json::parse(hs::test::read_file(export_chrome(run, dir / ("run-" + std::to_string(run) + ".json"))));
+    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> tracks;  // ns
+    std::set<std::string> track_names;
+    for (const auto& e : doc["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "thread_name") track_names.insert(e["args"]["name"].get<std::string>());
+      if (e["ph"] != "X") continue;
+      const auto ns = [](double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); };
+      const int64_t start = ns(e["ts"].get<double>());
+      tracks[{e["pid"], e["tid"]}].push_back({start, start + ns(e["dur"].get<double>())});
+    }
+    int64_t crossings = 0;
+    for (auto& [track, slices] : tracks) {
+      std::sort(slices.begin(), slices.end(),
+                [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+      std::vector<int64_t> open;  // ends of the enclosing slices
+      for (const auto& [start, end] : slices) {
+        while (!open.empty() && open.back() <= start) open.pop_back();
+        if (!open.empty() && end > open.back()) {
+          if (++crossings <= 3) ADD_FAILURE() << "slice [" << start << ", " << end << ") crosses the end " << open.back()
+                                              << " of the slice it starts in, on track " << track.first << "/"
+                                              << track.second;
+          continue;
+        }
+        open.push_back(end);
+      }
+    }
+    EXPECT_EQ(crossings, 0);
+    if (hs::storage::CaptureReader(capture().db).regions(run).size() > 0) {
+      bool region_track = false;
+      for (const auto& n : track_names) region_track |= n.rfind("compiled regions (thread ", 0) == 0;
+      EXPECT_TRUE(region_track) << testing::PrintToString(track_names);
+    }
+  }
 }
 
 TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
