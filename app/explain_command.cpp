@@ -62,12 +62,19 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
            {"fullgraph", rec.fullgraph}, {"engine", rec.engine}, {"status", outcome_of(rec)},
            {"error", r.contains("error") ? r["error"] : json(nullptr)}};
   const json dyn = importers::dynamo_summary(rd, rec.id);
+  const bool explained = r.contains("graph_break_count") && r["graph_break_count"].is_number();
   if (dyn.value("compiles", 0) > 0) {
     doc["source"] = "dynamo";
-    for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "frames_skipped", "skipped_frames",
-                          "recompiles", "recompile_reasons", "recompile_limit_hits", "compile_ids"})
+    // graph_count / graph_break_count are torch._dynamo.explain's of one forward: the torch
+    // engine's own explain when the run has it. The log spans the whole run (prefill and every
+    // decode step), so its graphs also count recompiles for new shapes: they are the "log" totals.
+    doc["counts_from"] = explained ? "torch._dynamo.explain" : "log";
+    for (const char* k : {"graph_count", "graph_break_count"}) doc[k] = explained ? r[k] : dyn[k];
+    doc["log"] = {{"compiles", dyn["compiles"]}, {"graphs", dyn["graph_count"]}, {"graph_breaks", dyn["graph_breaks"]}};
+    for (const char* k : {"break_reasons", "frames_skipped", "skipped_frames", "recompiles", "recompile_reasons",
+                          "recompile_limit_hits", "compile_ids"})
       doc[k] = dyn[k];
-  } else if (r.contains("graph_break_count") && r["graph_break_count"].is_number()) {
+  } else if (explained) {
     doc["source"] = "dynamo";
     for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "frames_skipped", "recompiles",
                           "recompile_limit_hits"})
@@ -93,15 +100,26 @@ void print_doc(const json& d) {
             << " engine)\n";
   if (d["error"].is_string()) std::cout << "Error: " << d["error"].get<std::string>() << "\n";
   if (d["source"] == "dynamo") {
+    const bool one_forward = d.value("counts_from", "") == "torch._dynamo.explain";
     std::cout << "Graph Count: " << num(d, "graph_count") << "\nGraph Break Count: " << num(d, "graph_break_count")
-              << "\nFrames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
+              << (one_forward ? "  (torch._dynamo.explain of one forward)"
+                              : d.contains("log") ? "  (from the compile log: one forward's count only if the log holds one)" : "")
+              << "\n";
+    if (d.contains("log")) {
+      const json& l = d["log"];
+      std::cout << "Over the whole run (TORCH_TRACE log: every compile, recompiles for new shapes included): "
+                << num(l, "graphs") << " graphs in " << num(l, "compiles") << " compiles, " << num(l, "graph_breaks")
+                << " graph-break records\n";
+    }
+    std::cout << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
               << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
   } else {
     std::cout << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
               << num(d, "disabled_scope_entries")
               << "  (LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
   }
-  std::cout << "Break Reasons (identical ones grouped):\n";
+  std::cout << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):\n"
+                                  : "Break Reasons (identical ones grouped):\n");
   int i = 0;
   for (const auto& b : d.value("break_reasons", json::array())) {
     std::cout << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";

@@ -36,8 +36,10 @@ json device_id_json(const std::string& name) {
 void add_dynamo(const storage::CaptureReader& rd, int64_t run, json& r) {
   const json dyn = importers::dynamo_summary(rd, run);
   if (dyn.value("compiles", 0) == 0) return;
+  // The log spans the whole run: its graphs include recompiles for new shapes, so they are not
+  // one forward's graph_count (which the torch engine's torch._dynamo.explain gives).
   r["dynamo"] = {{"compiles", dyn["compiles"]},           {"statuses", dyn["statuses"]},
-                 {"graph_count", dyn["graph_count"]},     {"graph_break_count", dyn["graph_break_count"]},
+                 {"log_graphs", dyn["graph_count"]},      {"log_graph_breaks", dyn["graph_breaks"]},
                  {"frames_skipped", dyn["frames_skipped"]}, {"recompiles", dyn["recompiles"]},
                  {"recompile_limit_hits", dyn["recompile_limit_hits"]}};
   for (const char* k : {"graph_count", "graph_break_count", "frames_skipped", "recompiles", "recompile_limit_hits"})

@@ -1,0 +1,135 @@
+// `hookscope explain` on a capture of a tiny transformers-written Llama through both engines:
+// the listing of runs, and one run's breaks as torch._dynamo.explain counts them. For a torch
+// run the counts are the torch engine's own torch._dynamo.explain of one forward (RUNS.results),
+// never the compile log's totals over the whole generate (which also count recompiles for new
+// shapes); a LibTorch run's identical reasons are grouped and their counts add up.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "storage/capture_reader.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using hs::test::hookscope;
+
+struct Capture {
+  fs::path db;
+  std::vector<hs::storage::RunRecord> runs;
+};
+
+// sharded × whole-hook, offload-only × default through one engine (the torch engine with
+// Dynamo's eager backend: graph breaks do not depend on the backend).
+Capture make_capture(const std::string& engine) {
+  Capture k;
+  k.db = hs::test::scratch_dir("explain-cli-" + engine) / "capture.sqlite";
+  auto r = hookscope({"capture", "--engine", engine, "--backend", "eager", "--model",
+                      hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2", "--scenarios", "sharded",
+                      "--policies", "whole-hook,offload-only", "--modes", "default", "--fullgraph", "off",
+                      "--prompt-ids", "5,17,99,3", "--max-new-tokens", "3", "--repeats", "1", "--warmup", "0",
+                      "--threads", "1", "-o", k.db.string()});
+  if (r.exit_code != 0) throw std::runtime_error("capture failed: " + r.err);
+  k.runs = hs::storage::CaptureReader(k.db).runs();
+  return k;
+}
+
+const Capture& libtorch_capture() {
+  static const Capture c = make_capture("libtorch");
+  return c;
+}
+const Capture& torch_capture() {
+  static const Capture c = make_capture("torch");
+  return c;
+}
+
+const hs::storage::RunRecord& run_of(const Capture& c, const std::string& policy) {
+  for (const auto& r : c.runs)
+    if (r.policy == policy) return r;
+  throw std::runtime_error("no " + policy + " run");
+}
+
+json explain_json(const Capture& c, int64_t run) {
+  auto r = hookscope({"explain", c.db.string(), "--run", std::to_string(run), "--json"});
+  if (r.exit_code != 0) throw std::runtime_error("explain failed: " + r.err);
+  return json::parse(r.out);
+}
+
+TEST(ExplainCli, ListsEveryRunAndGroupsALibTorchRunsIdenticalReasons) {
+  const Capture& c = libtorch_capture();
+  auto r = hookscope({"explain", c.db.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& run : c.runs)
+    EXPECT_NE(r.out.find("  " + std::to_string(run.id) + "  libtorch sharded " + run.policy + " default  [complete]"),
+              std::string::npos)
+        << r.out;
+  r = hookscope({"explain", c.db.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json list = json::parse(r.out);
+  ASSERT_EQ(list.size(), c.runs.size());
+  for (size_t i = 0; i < list.size(); ++i) EXPECT_EQ(list[i]["run"], c.runs[i].id);
+
+  const auto& rec = run_of(c, "whole-hook");
+  const json d = explain_json(c, rec.id);
+  ASSERT_EQ(d["source"], "libtorch");
+  int64_t grouped = 0;
+  for (const auto& b : d["break_reasons"]) {
+    grouped += b["count"].get<int64_t>();
+    EXPECT_EQ(b["modules"].size(), b["count"].get<size_t>());
+  }
+  EXPECT_EQ(grouped, rec.results["break_reasons"].size());
+  EXPECT_LT(d["break_reasons"].size(), rec.results["break_reasons"].size()) << "identical reasons grouped";
+  EXPECT_EQ(d["disabled_scope_entries"], rec.results["disabled_scope_entries"]);
+  const auto text = hookscope({"explain", c.db.string(), "--run", std::to_string(rec.id)});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Captured Regions: " + std::to_string(rec.results["captured_regions"].get<int64_t>())),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("Function: AlignDevicesHook.pre_forward"), std::string::npos) << text.out;
+
+  r = hookscope({"explain", c.db.string(), "--run", "999"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(c.db.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("999"), std::string::npos) << r.err;
+  r = hookscope({"explain", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("hookscope explain out/demo.sqlite --run 2 --json"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hookscope generate"), std::string::npos) << "explain's own examples, not the top level's";
+}
+
+TEST(ExplainCli, TorchRunsCountOneForwardLikeDynamoExplain) {
+  for (const std::string policy : {"whole-hook", "offload-only"}) {
+    SCOPED_TRACE(policy);
+    const auto& rec = run_of(torch_capture(), policy);
+    const json d = explain_json(torch_capture(), rec.id);
+    ASSERT_EQ(d["source"], "dynamo");
+    EXPECT_EQ(d["counts_from"], "torch._dynamo.explain");
+    // The driver's torch._dynamo.explain of one forward, as the run recorded it.
+    EXPECT_EQ(d["graph_count"], rec.results["graph_count"]);
+    EXPECT_EQ(d["graph_break_count"], rec.results["graph_break_count"]);
+    // The log covers every forward of the profiled generate: at least one forward's graphs.
+    EXPECT_GE(d["log"]["graphs"].get<int64_t>(), d["graph_count"].get<int64_t>());
+    int64_t grouped = 0;
+    for (const auto& b : d["break_reasons"]) grouped += b["count"].get<int64_t>();
+    EXPECT_EQ(grouped, d["log"]["graph_breaks"].get<int64_t>()) << "every record of the log is in a group";
+    const auto text = hookscope({"explain", torch_capture().db.string(), "--run", std::to_string(rec.id)});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("Graph Break Count: " + std::to_string(d["graph_break_count"].get<int64_t>()) +
+                            "  (torch._dynamo.explain of one forward)"),
+              std::string::npos)
+        << text.out;
+  }
+  // Offload-only on a sharded model needs no disable: one graph, whatever the decode steps
+  // recompile (their graphs are in the log's totals, not in the break count).
+  const json o = explain_json(torch_capture(), run_of(torch_capture(), "offload-only").id);
+  EXPECT_EQ(o["graph_count"], 1);
+  EXPECT_EQ(o["graph_break_count"], 0);
+  EXPECT_TRUE(o["break_reasons"].empty()) << o["break_reasons"].dump();
+  EXPECT_GT(explain_json(torch_capture(), run_of(torch_capture(), "whole-hook").id)["graph_break_count"].get<int64_t>(), 0);
+}
+
+}  // namespace
