@@ -762,7 +762,6 @@ std::string compare(const std::string& id, Counts* counts = nullptr) {
     return "";
   }
   if (got.contains("error")) return "C++ raised " + got["error"].dump() + ", accelerate gave " + want.dump();
-  if (counts) counts->compared++;
   for (const char* field : {"sizes", "value", "ok"})
     if (want.contains(field) && truncate_numbers(want[field]) != got[field])
       return std::string(field) + " differs:\n want " + want[field].dump() + "\n got  " + got[field].dump();
@@ -805,6 +804,7 @@ std::string compare(const std::string& id, Counts* counts = nullptr) {
   }
   if (want["events"] != got["events"])
     return "events differ:\n want " + want["events"].dump() + "\n got  " + got["events"].dump();
+  if (counts) counts->compared++;  // compared in full with accelerate (quirk-3 cases are counted apart)
   return "";
 }
 
@@ -1227,7 +1227,9 @@ TEST(InferAutoDeviceMap, RandomTreesMatchAccelerate) {
   std::cout << "[fuzz] compared " << counts.compared << ", accelerate errors matched " << counts.errors
             << ", quirk-3 cases (checked valid instead) " << counts.quirk3 << ", unordered cleans " << counts.unordered
             << "\n";
-  EXPECT_GT(counts.compared, 400);
+  EXPECT_GT(counts.compared, 400) << "maps compared in full with accelerate's";
+  // Quirk-3 maps are only checked valid: they must stay the exception, not the rule.
+  EXPECT_LT(counts.quirk3 * 10, counts.compared);
 }
 
 // =================================================================== get_balanced_memory
