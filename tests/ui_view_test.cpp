@@ -277,6 +277,45 @@ TEST(ViewInput, WheelZoomsAroundTheCursorDragPansKeysMove) {
               before_w.ns_per_px);
 }
 
+TEST(ViewInput, CtrlWheelIsFinerShiftWheelFasterSZoomsOutAPansLeft) {
+  auto c = make_capture("input_nav_mods");
+  Driver d(c.file);
+  d.idle(3);
+  const auto& l = d.view.layout();
+  const float mx = std::floor(l.canvas_x0 + 0.6f * (l.canvas_x1 - l.canvas_x0)), my = std::floor(l.groups.at(1).y0 + 30);
+  d.idle(1, mx, my);
+  auto wheel = [&](bool ctrl, bool shift) {
+    const TimeView before = d.view.time_view();
+    ScriptedInput in;
+    in.x = mx;
+    in.y = my;
+    in.wheel = 1;
+    in.ctrl = ctrl;
+    in.shift = shift;
+    d.frame(in);
+    d.idle(1, mx, my);
+    const TimeView after = d.view.time_view();
+    EXPECT_NEAR(after.t_of(mx - l.canvas_x0), before.t_of(mx - l.canvas_x0), after.ns_per_px * 0.01)
+        << "the time under the cursor stays";
+    return before.ns_per_px / after.ns_per_px;
+  };
+  EXPECT_NEAR(wheel(true, false), 1.05, 1e-9) << "Ctrl: finer";
+  EXPECT_NEAR(wheel(false, true), 2.0, 1e-9) << "Shift: faster";
+  EXPECT_NEAR(wheel(false, false), 1.25, 1e-9) << "plain";
+  // S zooms out around the centre, A pans left by a tenth of the view (Tracy's keys).
+  const TimeView before_s = d.view.time_view();
+  d.press('S');
+  d.idle();
+  EXPECT_NEAR(d.view.time_view().ns_per_px, before_s.ns_per_px * 1.25, before_s.ns_per_px * 1e-9);
+  EXPECT_NEAR(d.view.time_view().t_of(0.5f * before_s.width_px), before_s.t_of(0.5f * before_s.width_px),
+              before_s.ns_per_px * 1.25);
+  const TimeView before_a = d.view.time_view();
+  d.press('A');
+  d.idle();
+  EXPECT_NEAR(before_a.start_ns - d.view.time_view().start_ns, 0.1 * before_a.width_px * before_a.ns_per_px,
+              before_a.ns_per_px);
+}
+
 TEST(ViewInput, ClickingABreakRowCentresAndSelectsItOnTheTimeline) {
   auto c = make_capture("input_break");
   Driver d(c.file);
