@@ -380,9 +380,9 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   auto* prompt = c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");
   auto* prompt_ids =
       c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")->excludes(prompt);
-  c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens per greedy decode")->check(CLI::PositiveNumber);
-  c->add_option("--repeats", a->repeats, "Measured decodes per run")->check(CLI::PositiveNumber);
-  c->add_option("--warmup", a->warmup, "Unmeasured decodes first")->check(CLI::NonNegativeNumber);
+  c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens per greedy decode")->check(CLI::Range(1, 1 << 20));
+  c->add_option("--repeats", a->repeats, "Measured decodes per run")->check(CLI::Range(1, 100000));
+  c->add_option("--warmup", a->warmup, "Unmeasured decodes first")->check(CLI::Range(0, 100000));
   c->add_option("--dtype", a->dtype, "Weight dtype")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   c->add_option("--engine", a->engine,
                  "torch (real transformers + accelerate + torch.compile in a child Python), libtorch (hookscope's "

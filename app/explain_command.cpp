@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,8 @@ namespace {
 
 struct ExplainArgs {
   std::string file;
-  int64_t run = -1;
+  int64_t run_id = 0;
+  std::optional<int64_t> run;  ///< set from run_id when --run was given (any value: a bad id is an error)
   bool json = false;
 };
 
@@ -118,8 +120,9 @@ void print_doc(const json& d) {
               << num(d, "disabled_scope_entries")
               << "  (LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
   }
-  std::cout << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):\n"
-                                  : "Break Reasons (identical ones grouped):\n");
+  std::cout << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):"
+                                  : "Break Reasons (identical ones grouped):")
+            << (d.value("break_reasons", json::array()).empty() ? " none\n" : "\n");
   int i = 0;
   for (const auto& b : d.value("break_reasons", json::array())) {
     std::cout << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
@@ -146,7 +149,7 @@ int run_explain(const ExplainArgs& a) {
   storage::CaptureReader rd(a.file);
   auto runs = rd.runs();
   if (runs.empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
-  if (a.run < 0) {
+  if (!a.run) {
     if (a.json) {
       json list = json::array();
       for (const auto& r : runs)
@@ -161,7 +164,7 @@ int run_explain(const ExplainArgs& a) {
                 << r.mode << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
     return 0;
   }
-  const storage::RunRecord rec = rd.run(a.run);
+  const storage::RunRecord rec = rd.run(*a.run);
   if (rec.status == tracer::RunStatus::Incomplete && !a.json) {
     std::cout << "Run " << rec.id << ": incomplete (the capture stopped before this run ended)\n";
     return 0;
@@ -186,11 +189,14 @@ CLI::App* add_explain_command(CLI::App& app, std::function<int()>& run_selected)
   auto a = std::make_shared<ExplainArgs>();
   auto* c = app.add_subcommand("explain", "One run's graph breaks, like torch._dynamo.explain (identical reasons grouped)");
   c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
-  c->add_option("--run", a->run, "Run id (omit to list the runs)");
+  auto* run = c->add_option("--run", a->run_id, "Run id (omit to list the runs)");
   c->add_flag("--json", a->json, "Print the run's breaks (or the list of runs) as JSON");
   c->footer("Examples:\n  hookscope explain out/demo.sqlite\n  hookscope explain out/demo.sqlite --run 2\n"
             "  hookscope explain out/demo.sqlite --run 2 --json");
-  c->callback([a, &run_selected] { run_selected = [a] { return run_explain(*a); }; });
+  c->callback([a, run, &run_selected] {
+    if (run->count() > 0) a->run = a->run_id;
+    run_selected = [a] { return run_explain(*a); };
+  });
   return c;
 }
 

@@ -115,7 +115,12 @@ CLI::App* add_import_command(CLI::App& app, std::function<int()>& run_selected) 
   c->add_option("--cell", a->cell, "Take only this hookscope_cell of the compile log (logs written by the torch engine)");
   c->footer("Examples:\n  hookscope import trace.json.gz --compile-log /tmp/torch_trace -o run.sqlite --label main\n"
             "  hookscope import pr.json --compile-log pr_trace/ -o run.sqlite --append --label pr");
-  c->callback([a, &run_selected] { run_selected = [a] { return run_import(*a); }; });
+  c->callback([a, &run_selected] {
+    // Nothing to import is a usage error (exit 2), like a missing argument.
+    if (a->trace.empty() && a->compile_log.empty())
+      throw CLI::RequiredError("import: give a trace (TRACE.json[.gz]) and/or --compile-log DIR|FILE");
+    run_selected = [a] { return run_import(*a); };
+  });
   return c;
 }
 

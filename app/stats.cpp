@@ -428,6 +428,7 @@ Cells copy_cells(const CopyRow& r) {
 /// A report: its title, its own columns and its rows of one run.
 struct ReportSpec {
   std::string name, title;
+  std::string empty;  // what no rows means
   std::vector<std::string> columns;
   std::function<std::vector<Cells>(const RunStats&)> rows;
 };
@@ -441,7 +442,7 @@ std::vector<Cells> map_rows(const std::vector<Row>& rows, F cells) {
 
 const std::vector<ReportSpec>& specs() {
   static const std::vector<ReportSpec> s{
-      {"hook_time", "Hook time by hook class, phase and module", with_durations({"hook", "phase", "module", "device"}),
+      {"hook_time", "Hook time by hook class, phase and module", "no hook calls recorded", with_durations({"hook", "phase", "module", "device"}),
        [](const RunStats& st) {
          return map_rows(st.hook_time, [](const HookTimeRow& r) {
            Cells c{r.hook, r.phase, r.module, r.device};
@@ -449,7 +450,7 @@ const std::vector<ReportSpec>& specs() {
            return c;
          });
        }},
-      {"hook_time_by_device", "Hook time by hook class, phase and execution device",
+      {"hook_time_by_device", "Hook time by hook class, phase and execution device", "no hook calls recorded",
        with_durations({"hook", "phase", "device", "modules"}),
        [](const RunStats& st) {
          return map_rows(st.hook_time_by_device, [](const HookDeviceRow& r) {
@@ -459,18 +460,21 @@ const std::vector<ReportSpec>& specs() {
          });
        }},
       {"device_compute", "Module compute per execution device, busy = union of the module spans",
+       "no module compute recorded (MODULE_COMPUTE: LibTorch engine runs)",
        {"device", "modules", "calls", "busy_ns"},
        [](const RunStats& st) {
          return map_rows(st.device_compute,
                          [](const DeviceComputeRow& r) { return Cells{r.device, r.modules, r.calls, r.busy_ns}; });
        }},
-      {"transfers", "Activation transfers by copy kind and device pair",
+      {"transfers", "Activation transfers by copy kind and device pair", "no activation moved between devices",
        {"kind", "src", "dst", "emulated", "count", "bytes", "total_ns", "gb_per_s"},
        [](const RunStats& st) { return map_rows(st.transfers, copy_cells); }},
       {"weight_swaps", "Weight onloads and offloads by source and device",
+       "no weight onloaded or offloaded (nothing of the model is offloaded)",
        {"kind", "src", "dst", "emulated", "count", "bytes", "total_ns", "gb_per_s"},
        [](const RunStats& st) { return map_rows(st.weight_swaps, copy_cells); }},
       {"compiler_disabled", "Time inside compiler-disabled scopes by function, each entry inclusive",
+       "no compiler-disabled scope entered (DISABLED_SCOPES: LibTorch engine runs)",
        with_durations({"function", "nested"}),
        [](const RunStats& st) {
          return map_rows(st.compiler_disabled, [](const DisabledScopeRow& r) {
@@ -479,12 +483,13 @@ const std::vector<ReportSpec>& specs() {
            return c;
          });
        }},
-      {"graph_breaks", "Graph breaks by site", {"source", "site", "where", "count", "reason"},
+      {"graph_breaks", "Graph breaks by site", "no graph breaks recorded", {"source", "site", "where", "count", "reason"},
        [](const RunStats& st) {
          return map_rows(st.graph_breaks,
                          [](const BreakSiteRow& r) { return Cells{r.source, r.site, r.where, r.count, r.reason}; });
        }},
       {"gpu_by_caller", "GPU work by the hook call or module forward that launched it (CUPTI external correlation)",
+       "no GPU activity recorded (no CUPTI kernel, memcpy or memset rows: captured without a GPU or without CUPTI)",
        {"caller", "module", "kind", "device", "count", "total_ns", "bytes"},
        [](const RunStats& st) {
          return map_rows(st.gpu_by_caller, [](const GpuCallerRow& r) {
@@ -518,7 +523,7 @@ std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const st
   std::vector<StatsTable> out;
   for (const ReportSpec& spec : specs()) {
     if (!reports.empty() && std::find(reports.begin(), reports.end(), spec.name) == reports.end()) continue;
-    StatsTable t{spec.name, spec.title, {"run", "engine", "cell"}, {}};
+    StatsTable t{spec.name, spec.title, spec.empty, {"run", "engine", "cell"}, {}};
     t.columns.insert(t.columns.end(), spec.columns.begin(), spec.columns.end());
     for (const RunStats& r : runs)
       for (Cells& c : spec.rows(r)) {

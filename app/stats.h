@@ -150,6 +150,7 @@ std::vector<RunStats> compute_stats(const storage::CaptureReader& reader, const 
 /// "gb_per_s" in GB/s); each row's cells are JSON numbers, strings or booleans.
 struct StatsTable {
   std::string name, title;
+  std::string empty;  ///< what no rows means for this report (e.g. "no GPU activity recorded ...")
   std::vector<std::string> columns;
   std::vector<std::vector<nlohmann::json>> rows;
 };

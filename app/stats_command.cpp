@@ -138,7 +138,7 @@ std::string stats_text(const std::vector<StatsTable>& tables) {
   for (const auto& t : tables) {
     out << "\n ** " << t.title << " (" << t.name << "):\n\n";
     if (t.rows.empty()) {
-      out << "  (no rows)\n";
+      out << "  (no rows: " << t.empty << ")\n";
       continue;
     }
     std::vector<std::vector<std::string>> cells(1);

@@ -60,7 +60,11 @@ TorchEngine::~TorchEngine() = default;
 void TorchEngine::prepare(Scenario) {}
 
 RunSetup TorchEngine::setup(const Cell&) const {
-  return {opt_.model, json::object(), versions_.is_object() ? versions_ : json{{"hookscope", "0.1.0"}}};
+  json versions = versions_.is_object() ? versions_ : json{{"hookscope", "0.1.0"}};
+  // The first driver's message also describes its own cell and machine (policy, accelerators,
+  // threads): RUNS.versions keeps the library versions only (each result keeps everything).
+  for (const char* k : {"policy", "offload_only", "accelerate_file", "accelerators", "threads", "device"}) versions.erase(k);
+  return {opt_.model, json::object(), versions};
 }
 
 json TorchEngine::spec_for(const std::string& policy, const std::optional<fs::path>& tree) const {

@@ -91,10 +91,12 @@ TEST(ExplainCli, ListsEveryRunAndGroupsALibTorchRunsIdenticalReasons) {
       << text.out;
   EXPECT_NE(text.out.find("Function: AlignDevicesHook.pre_forward"), std::string::npos) << text.out;
 
-  r = hookscope({"explain", c.db.string(), "--run", "999"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find(c.db.string()), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("999"), std::string::npos) << r.err;
+  for (const std::string bad : {"999", "-1", "0"}) {  // never the listing in disguise
+    r = hookscope({"explain", c.db.string(), "--run", bad});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.err.find(c.db.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no run " + bad), std::string::npos) << r.err;
+  }
   r = hookscope({"explain", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("hookscope explain out/demo.sqlite --run 2 --json"), std::string::npos) << r.out;

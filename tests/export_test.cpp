@@ -511,6 +511,7 @@ TEST(CliFlags, OutOfRangeAndEmptyValuesNameTheFlag) {
     EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.err;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(value), std::string::npos) << r.err;
+    EXPECT_LT(r.err.size(), 400u) << "a short message: " << r.err;
   }
   // An empty value names nothing: refused, never taken as "use the default".
   for (const auto& args : std::vector<std::vector<std::string>>{

@@ -448,7 +448,7 @@ TEST(ModelResolution, FindsAModelIdInTheOfflineHfCache) {
   LoadedModel lm = load_model("tiny-org/tiny-qwen3");
   EXPECT_EQ(lm.config.family, Family::Qwen3);
   // A refs/main that would lead out of snapshots/ is refused, naming the file.
-  for (const std::string bad : {"../../../../tmp", "..", "0123abcd/../../x"}) {
+  for (const std::string& bad : std::vector<std::string>{"../../../../tmp", "..", "0123abcd/../../x", std::string("01\0../x", 7)}) {
     write(hub / "models--tiny-org--tiny-qwen3" / "refs" / "main", bad);
     try {
       resolve_model_path("tiny-org/tiny-qwen3");
@@ -456,6 +456,14 @@ TEST(ModelResolution, FindsAModelIdInTheOfflineHfCache) {
     } catch (const hs::models::ModelLoadError& e) {
       EXPECT_NE(std::string(e.what()).find("refs/main holds"), std::string::npos) << e.what();
     }
+  }
+  // A refs/main naming a snapshot that is not there: refused, never another snapshot instead.
+  write(hub / "models--tiny-org--tiny-qwen3" / "refs" / "main", "ccc333");
+  try {
+    resolve_model_path("tiny-org/tiny-qwen3");
+    ADD_FAILURE() << "a missing snapshot was replaced by another";
+  } catch (const hs::models::ModelLoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("names snapshot ccc333"), std::string::npos) << e.what();
   }
   unsetenv("HF_HUB_CACHE");
 }

@@ -84,6 +84,20 @@ TEST(Report, NoiseIsNotColouredAsAWinAndSaysWhy) {
   EXPECT_EQ(md.find("× faster"), std::string::npos) << "no run is called faster: " << md;
 }
 
+TEST(Report, ADecisionThatOutweighsAnEagerDriftSaysSo) {
+  json r = sample_report();
+  r["runs"][4]["speedup"] = {{"vs_eager", 2.0}, {"verdict", "faster"},
+                             {"why", "interquartile ranges apart (eager 99–101, compiled 49–51 ms/token); the 2.00× effect "
+                                     "is larger than the 1.07× eager drift between policies (...)"}};
+  const std::string md = hs::app::render_markdown(r);
+  EXPECT_NE(md.find("| 2.00× faster [1] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("[1] interquartile ranges apart (eager 99–101, compiled 49–51 ms/token); the 2.00× effect is larger "
+                    "than the 1.07× eager drift"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 0.83× slower |"), std::string::npos) << "no drift, no note: " << md;
+}
+
 TEST(Report, SettingsArePrinted) {
   json r = sample_report();
   r["settings"] = {{"command", "hookscope capture --model x"}, {"date", "2026-12-01T08:00:00Z"},

@@ -429,6 +429,10 @@ TEST(StatsCli, RunSelectsOneRun) {
   EXPECT_NE(t.out.find("total (ns)"), std::string::npos) << t.out;
   EXPECT_TRUE(std::regex_search(t.out, std::regex(" [0-9]{1,3}(,[0-9]{3})+ "))) << "grouped ns: " << t.out;
   EXPECT_NE(t.out.find("AlignDevicesHook"), std::string::npos) << t.out;
+  // A report with nothing to show says what that means (no GPU on this machine: no CUPTI rows).
+  const auto g = hookscope({"stats", capture().db.string(), "--run", std::to_string(id), "--report", "gpu_by_caller"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out.find("(no rows: no GPU activity recorded"), std::string::npos) << g.out;
 }
 
 TEST(StatsCli, BadArgumentsAreNamed) {
