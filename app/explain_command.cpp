@@ -73,9 +73,11 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
     doc["counts_from"] = explained ? "torch._dynamo.explain" : "log";
     for (const char* k : {"graph_count", "graph_break_count"}) doc[k] = explained ? r[k] : dyn[k];
     doc["log"] = {{"compiles", dyn["compiles"]}, {"graphs", dyn["graph_count"]}, {"graph_breaks", dyn["graph_breaks"]}};
-    for (const char* k : {"break_reasons", "frames_skipped", "skipped_frames", "recompiles", "recompile_reasons",
-                          "recompile_limit_hits", "compile_ids"})
-      doc[k] = dyn[k];
+    for (const char* k : {"break_reasons", "skipped_frames", "recompile_reasons", "compile_ids"}) doc[k] = dyn[k];
+    // The counts over the compiled run: Dynamo's compilation metrics as the torch engine read
+    // them (what report shows), else the log's.
+    for (const char* k : {"frames_skipped", "recompiles", "recompile_limit_hits"})
+      doc[k] = explained && r.contains(k) && r[k].is_number() ? r[k] : dyn[k];
   } else if (explained) {
     doc["source"] = "dynamo";
     for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "frames_skipped", "recompiles",
@@ -87,6 +89,7 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
     doc["disabled_scope_entries"] = r.value("disabled_scope_entries", json(nullptr));
     doc["break_reasons"] = group_libtorch_reasons(r.value("break_reasons", json::array()));
     doc["recorded_graph_breaks"] = rd.graph_breaks(rec.id).size();
+    doc["recorded_disabled_scopes"] = rd.count("DISABLED_SCOPES", rec.id);
   }
   return doc;
 }
@@ -118,7 +121,11 @@ void print_doc(const json& d) {
   } else {
     std::cout << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
               << num(d, "disabled_scope_entries")
-              << "  (LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
+              << "  (one captured forward; LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch "
+                 "for Dynamo's)\n";
+    if (d.contains("recorded_disabled_scopes"))
+      std::cout << "Compiler-disabled scopes entered over the whole run (DISABLED_SCOPES, eager runs too): "
+                << num(d, "recorded_disabled_scopes") << "\n";
   }
   std::cout << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):"
                                   : "Break Reasons (identical ones grouped):")

@@ -56,14 +56,22 @@ std::string render_where_time_goes(const json& runs) {
         r.value("status", "") == "incomplete")
       continue;
     if (!header)
-      md << "\n### where the time goes (per run, summed over its whole capture: warm-ups and repeats, prefill and "
-            "decode; `hookscope stats FILE` has the breakdown)\n\n"
+      md << "\n### where the time goes (per run, summed over what it recorded: a libtorch run every recorded "
+            "generate, warm-ups and measured ones, prefill and decode, the interleaved eager generates left out; a "
+            "torch run its one profiled generate; `hookscope stats FILE` has the breakdown)\n\n"
             "| engine | scenario | policy | mode | hook time, ms (calls) | compiler-disabled, ms (entries) | "
             "transfers | weight onloads |\n|---|---|---|---|---|---|---|---|\n";
     header = true;
     const json& t = r["stats"].value("totals", json::object());
+    // A torch run that compiled its hooks into the graph (nothing disabled them) has no hook
+    // ranges of its own: say so rather than print an empty cell that reads "free".
+    const bool traced_hooks = r.value("engine", "") == "torch" && r.value("mode", "") != "eager" &&
+                              t.value("hook_calls", int64_t{0}) == 0;
     md << "| " << r.value("engine", "") << " | " << r.value("scenario", "") << " | " << r.value("policy", "") << " | "
-       << r.value("mode", "") << " | " << time_cell(t, "hook_busy_ns", "hook_calls") << " | "
+       << r.value("mode", "") << " | "
+       << (traced_hooks ? std::string("– (traced into the compiled graph: no ranges of their own)")
+                        : time_cell(t, "hook_busy_ns", "hook_calls"))
+       << " | "
        << time_cell(t, "disabled_busy_ns", "disabled_entries") << " | "
        << bytes_cell(t, "transfers", "transfer_bytes", "transfer_ns") << " | "
        << bytes_cell(t, "onloads", "onload_bytes", "onload_ns") << " |\n";

@@ -113,6 +113,8 @@ TEST(ExplainCli, TorchRunsCountOneForwardLikeDynamoExplain) {
     // The driver's torch._dynamo.explain of one forward, as the run recorded it.
     EXPECT_EQ(d["graph_count"], rec.results["graph_count"]);
     EXPECT_EQ(d["graph_break_count"], rec.results["graph_break_count"]);
+    // The compiled run's counts are Dynamo's compilation metrics, as report shows them.
+    for (const char* k : {"frames_skipped", "recompiles", "recompile_limit_hits"}) EXPECT_EQ(d[k], rec.results[k]) << k;
     // The log covers every forward of the profiled generate: at least one forward's graphs.
     EXPECT_GE(d["log"]["graphs"].get<int64_t>(), d["graph_count"].get<int64_t>());
     int64_t grouped = 0;
