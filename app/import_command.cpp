@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "app/cli_util.h"
 #include "importers/run_import.h"
@@ -23,7 +25,24 @@ struct ImportArgs {
   bool append = false;
   std::string label, scenario = "imported", policy, mode, model, cell;
   bool fullgraph = false;
+  bool cell_given = false;  ///< --scenario, --policy, --mode, --fullgraph or --model given
 };
+
+// The cell a `hookscope export` trace names ("hookscope": {scenario, policy, mode, fullgraph,
+// model}), for the fields no flag gave: a trace exported from a capture goes back under its own
+// cell, so that `report A B` matches it. Untrusted: only short strings and a boolean are taken.
+void take_exported_cell(storage::Store& store, int64_t run, const ImportArgs& a, const nlohmann::json& exported) {
+  if (a.cell_given || !exported.is_object()) return;
+  auto text = [&](const char* key, const std::string& fallback) {
+    const auto it = exported.find(key);
+    return it != exported.end() && it->is_string() && it->get_ref<const std::string&>().size() <= 1000
+               ? it->get<std::string>()
+               : fallback;
+  };
+  const auto fg = exported.find("fullgraph");
+  store.set_run_cell(run, text("scenario", a.scenario), text("policy", a.policy), text("mode", a.mode),
+                     fg != exported.end() && fg->is_boolean() ? fg->get<bool>() : a.fullgraph, text("model", a.model));
+}
 
 tracer::RunInfo run_info(const ImportArgs& a) {
   tracer::RunInfo info;
@@ -79,6 +98,7 @@ int run_import(const ImportArgs& a) {
       if (!a.append) fs::remove(target);
       throw;
     }
+    if (summary.trace.is_object()) take_exported_cell(store, run, a, summary.trace.value("hookscope_run", nlohmann::json()));
     nlohmann::json result{{"engine", "import"}, {"status", "ok"}, {"import", {{"trace", summary.trace}, {"compile_log", summary.compile_log}}}};
     if (summary.compile_log.is_object())
       for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
@@ -107,15 +127,18 @@ CLI::App* add_import_command(CLI::App& app, std::function<int()>& run_selected) 
   c->add_option("-o,--out", a->out, "Capture to write (new), or to add the run to with --append")->required();
   c->add_flag("--append", a->append, "Add the run to an existing capture");
   c->add_option("--label", a->label, "Name of the run (default: the trace's file name)");
-  c->add_option("--scenario", a->scenario, "Scenario to file the run under")->capture_default_str();
-  c->add_option("--policy", a->policy, "Policy to file the run under (whole-hook, offload-only, a tree's name)");
-  c->add_option("--mode", a->mode, "Mode to file the run under (eager, default, reduce-overhead)");
-  c->add_flag("--fullgraph", a->fullgraph, "The run compiled with fullgraph=True");
-  c->add_option("--model", a->model, "The model the run ran");
+  // Without any of these, a trace written by `hookscope export` goes under the cell it names.
+  const std::vector<CLI::Option*> cell_flags{
+      c->add_option("--scenario", a->scenario, "Scenario to file the run under")->capture_default_str(),
+      c->add_option("--policy", a->policy, "Policy to file the run under (whole-hook, offload-only, a tree's name)"),
+      c->add_option("--mode", a->mode, "Mode to file the run under (eager, default, reduce-overhead)"),
+      c->add_flag("--fullgraph", a->fullgraph, "The run compiled with fullgraph=True"),
+      c->add_option("--model", a->model, "The model the run ran")};
   c->add_option("--cell", a->cell, "Take only this hookscope_cell of the compile log (logs written by the torch engine)");
   c->footer("Examples:\n  hookscope import trace.json.gz --compile-log /tmp/torch_trace -o run.sqlite --label main\n"
             "  hookscope import pr.json --compile-log pr_trace/ -o run.sqlite --append --label pr");
-  c->callback([a, &run_selected] {
+  c->callback([a, cell_flags, &run_selected] {
+    for (const CLI::Option* o : cell_flags) a->cell_given |= o->count() > 0;
     // Nothing to import is a usage error (exit 2), like a missing argument.
     if (a->trace.empty() && a->compile_log.empty())
       throw CLI::RequiredError("import: give a trace (TRACE.json[.gz]) and/or --compile-log DIR|FILE");

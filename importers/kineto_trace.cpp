@@ -725,6 +725,8 @@ void Importer::metadata(std::string_view key, const json& v) {
                                "profiler's base time, not on its clock");
   } else if (key == "distributedInfo") {
     s_.distributed_info = nlohmann::json::parse(v.dump());
+  } else if (key == "hookscope" && v.is_object()) {
+    s_.hookscope_run = nlohmann::json::parse(v.dump());
   } else if (key == "ERROR" || key == "WARNING") {
     for (const json& line : v.is_array() ? v : json::array({v}))
       if (line.is_string()) s_.diagnostics.push_back("Kineto " + std::string(key) + ": " + line.get<std::string>());

@@ -88,6 +88,9 @@ struct KinetoSummary {
   std::map<int64_t, std::string> process_names;    ///< pid -> 'process_name' metadata
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  ///< (pid, tid) -> 'thread_name'
   nlohmann::json distributed_info;                 ///< `distributedInfo` (null when absent)
+  /// The "hookscope" object `hookscope export` writes (capture, run, engine, scenario, policy,
+  /// mode, fullgraph, model, label, status); null when absent or not an object.
+  nlohmann::json hookscope_run;
 };
 
 /// Imports `trace` into run `run_id` of `store`. The caller has begun the run

@@ -16,7 +16,8 @@ json trace_json(const KinetoSummary& k) {
           {"unknown_categories", k.unknown_categories},
           {"gpu_count", k.gpu_count},
           {"first_ns", k.first_ns ? json(*k.first_ns) : json(nullptr)},
-          {"last_ns", k.last_ns ? json(*k.last_ns) : json(nullptr)}};
+          {"last_ns", k.last_ns ? json(*k.last_ns) : json(nullptr)},
+          {"hookscope_run", k.hookscope_run}};
 }
 
 json log_json(const TorchTraceSummary& t) {

@@ -647,6 +647,19 @@ void Store::set_metadata(std::string_view name, std::string_view value) {
   });
 }
 
+void Store::set_run_cell(int64_t run, const std::string& scenario, const std::string& policy, const std::string& mode,
+                         bool fullgraph, const std::string& model) {
+  Impl& m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.require_open();
+  m.in_transaction([&] {
+    Stmt up(m.db, m.path, "UPDATE RUNS SET scenario = ?, policy = ?, mode = ?, fullgraph = ?, model = ? WHERE id = ?");
+    up.bind(1, scenario).bind(2, policy).bind(3, mode).bind(4, fullgraph ? 1 : 0).bind(5, model).bind(6, run).exec();
+    if (sqlite3_changes(m.db) == 0)
+      throw std::invalid_argument("set_run_cell: no run " + std::to_string(run) + " in capture " + m.path.string());
+  });
+}
+
 void Store::set_run_result(int64_t run, const nlohmann::json& results) {
   if (!results.is_object())
     throw std::invalid_argument("set_run_result: results must be a JSON object, got: " + results.dump());

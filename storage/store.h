@@ -75,6 +75,11 @@ class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
   /// argmax_match, logits_identical, params_on_meta_after, weight_devices, graph_count,
   /// graph_break_count. Throws std::invalid_argument for an unknown run or a non-object.
   void set_run_result(int64_t run, const nlohmann::json& results);
+  /// Files run `run` under another cell (RUNS scenario, policy, mode, fullgraph, model): how an
+  /// import takes the cell a `hookscope export` trace names. Throws std::invalid_argument for
+  /// an unknown run.
+  void set_run_cell(int64_t run, const std::string& scenario, const std::string& policy, const std::string& mode,
+                    bool fullgraph, const std::string& model);
   /// Sets META_DATA_EXPORT row `name` to `value` (added or replaced), e.g.
   /// HOOKSCOPE_CAPTURE_SETTINGS: the capture's settings as JSON. Throws std::invalid_argument
   /// for the rows the store itself owns (schema version, finalized flag, ...).

@@ -228,6 +228,18 @@ fs::path round_trip(const fs::path& db, int64_t run, const fs::path& dir, const 
   return back;
 }
 
+TEST(Export, ImportFlagsOverrideTheCellATraceNames) {
+  const fs::path dir = capture().dir / "cell-flags";
+  fs::create_directories(dir);
+  const int64_t run = rich_run();
+  const fs::path trace = export_chrome(run, dir / "t.json");
+  auto i = hookscope({"import", trace.string(), "-o", (dir / "x.sqlite").string(), "--scenario", "mine"});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const auto back = hs::storage::CaptureReader(dir / "x.sqlite").run(1);
+  EXPECT_EQ(back.scenario, "mine");
+  EXPECT_EQ(back.policy, "") << "a flag given: the trace's cell is not taken at all";
+}
+
 // Perfetto and chrome://tracing draw a track's slices as a stack: each must nest inside the one
 // it starts in. The LibTorch engine's regions end inside hook spans, so they have a track of
 // their own ("compiled regions (thread T)").
@@ -279,6 +291,15 @@ TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
     const auto before = table_counts(capture().db, run);
     const fs::path once = round_trip(capture().db, run, dir, "once-" + std::to_string(run));
     const auto after = table_counts(once, 1);
+    // The run comes back under its own cell (the trace's "hookscope" object names it).
+    const auto orig = hs::storage::CaptureReader(capture().db).run(run);
+    const auto back = hs::storage::CaptureReader(once).run(1);
+    EXPECT_EQ(back.scenario, orig.scenario);
+    EXPECT_EQ(back.policy, orig.policy);
+    EXPECT_EQ(back.mode, orig.mode);
+    EXPECT_EQ(back.fullgraph, orig.fullgraph);
+    EXPECT_EQ(back.model, orig.model);
+    EXPECT_EQ(back.engine, "import");
     // Each hookscope range is also kept as a CPU_OPS row by the importer (as for any trace).
     int64_t ranges = 0;
     for (const char* t : {"HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "DISABLED_SCOPES", "GENERATION_STEPS",
