@@ -16,9 +16,9 @@ CuptiCorrelation::~CuptiCorrelation() {
   while (!stack_.empty()) pop();
 }
 
-void CuptiCorrelation::push(uint64_t id, const hooks::AlignDevicesHook* compute_of) {
+void CuptiCorrelation::push(uint64_t id, const models::HookableModule* forward_of) {
   cupti_.push_external_id(kKind, id);
-  stack_.push_back({id, compute_of});
+  stack_.push_back({id, forward_of});
 }
 
 void CuptiCorrelation::pop() {
@@ -27,9 +27,12 @@ void CuptiCorrelation::pop() {
 }
 
 void CuptiCorrelation::on_hook_begin(const hooks::HookCall& call) {
-  if (call.phase == events::HookPhase::PostForward && call.align) {
-    // The module's forward ends here: pop it, and whatever a forward that threw left above it.
-    const auto it = std::find_if(stack_.rbegin(), stack_.rend(), [&](const Pushed& p) { return p.compute_of == call.align; });
+  if (call.phase == events::HookPhase::PostForward) {
+    // The module's forward ends where its (outermost) post_forward begins: pop it, and whatever
+    // a forward that threw left above it.
+    const models::HookableModule* m = &call.module;
+    std::erase_if(pending_, [&](const Pushed& p) { return p.forward_of == m; });
+    const auto it = std::find_if(stack_.rbegin(), stack_.rend(), [&](const Pushed& p) { return p.forward_of == m; });
     if (it != stack_.rend()) {
       const size_t keep = static_cast<size_t>(stack_.rend() - it) - 1;
       while (stack_.size() > keep) pop();
@@ -39,8 +42,15 @@ void CuptiCorrelation::on_hook_begin(const hooks::HookCall& call) {
 }
 
 void CuptiCorrelation::on_hook_end(const hooks::HookCall& call) {
-  if (!stack_.empty() && stack_.back().compute_of == nullptr && stack_.back().id == call.id) pop();
-  if (call.compute_id && call.align && runtime_.sink()) push(call.compute_id, call.align);
+  if (!stack_.empty() && stack_.back().forward_of == nullptr && stack_.back().id == call.id) pop();
+  // A forward begins when its pre_forward ends, but a pre_forward run by an enclosing hook (a
+  // SequentialHook's) ends inside that hook's call: its forward is pushed once no hook call is
+  // still running, so that every hook call's id comes off the stack when the call ends.
+  if (call.compute_id && runtime_.sink()) pending_.push_back({call.compute_id, &call.module});
+  if (stack_.empty() || stack_.back().forward_of != nullptr) {
+    for (const Pushed& p : pending_) push(p.id, p.forward_of);
+    pending_.clear();
+  }
 }
 
 std::vector<uint64_t> CuptiCorrelation::pushed() const {

@@ -86,8 +86,8 @@ tracer::Record make_record(const Vocabulary& v, Mix mix, int64_t i, int64_t t0) 
   const int slot = mix == Mix::HookSpans ? 0 : static_cast<int>(i % 20);
   namespace rec = tracer::rec;
   const auto phase = (i & 1) ? events::HookPhase::PostForward : events::HookPhase::PreForward;
-  if (slot < 8) return tracer::Record::of(rec::HookSpan{0, hook, phase, module, linear, start, start + 700});
-  if (slot < 11) return tracer::Record::of(rec::ModuleCompute{0, module, linear, d0, start, start + 900});
+  if (slot < 8) return tracer::Record::of(rec::HookSpan{hook, phase, module, linear, 0, start, start + 700});
+  if (slot < 11) return tracer::Record::of(rec::ModuleCompute{module, linear, d0, 0, start, start + 900});
   if (slot < 14) return tracer::Record::of(rec::DisabledScope{onload, module, 1, start, start + 400});
   if (slot < 16) return tracer::Record::of(rec::Transfer{d0, d1, 8192, true, module, start, start + 300});
   if (slot < 18)

@@ -44,15 +44,15 @@ void EventSinkAdapter::on_hook_begin(const HookCall& call) {
   compute_start_.erase(it);
   const auto& exec = call.align->execution_device;
   const std::string dev = exec ? exec->str() : std::string("cpu");
-  s->module_compute({static_cast<int64_t>(c.id), call.module.fqn(), call.module.class_name(), dev, c.start_ns,
+  s->module_compute({call.module.fqn(), call.module.class_name(), dev, static_cast<int64_t>(c.id), c.start_ns,
                      call.called_ns});
 }
 
 void EventSinkAdapter::on_hook_end(const HookCall& call) {
   events::EventSink* s = runtime_.sink();
   if (!s) return;
-  s->hook_span({static_cast<int64_t>(call.id), call.hook_class(), call.phase, call.module.fqn(),
-                call.module.class_name(), call.start_ns, call.end_ns});
+  s->hook_span({call.hook_class(), call.phase, call.module.fqn(), call.module.class_name(),
+                static_cast<int64_t>(call.id), call.start_ns, call.end_ns});
   if (call.completed && call.phase == events::HookPhase::PreForward && call.align)
     compute_start_[call.align] = {call.end_ns, call.compute_id};
 }

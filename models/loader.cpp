@@ -66,12 +66,13 @@ fs::path resolve_model_path(const std::string& dir_or_id) {
       if (ref && std::getline(ref, rev)) {
         // A commit hash names a folder under snapshots/; anything that could leave it is refused.
         const bool plain = !rev.empty() && rev != "." && rev != ".." &&
-                           rev.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+                           rev.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-") ==
+                               std::string::npos;
         std::string shown;  // what the file holds, printable
         for (const char c : rev.substr(0, 80)) shown += c >= 0x20 && c < 0x7f ? std::string(1, c) : std::string("?");
         if (!plain)
           throw ModelLoadError((base / "refs" / "main").string() + " holds '" + shown +
-                               "', not a commit hash (hex digits naming a folder under " + snaps.string() + ")");
+                               "', not a revision (a commit hash naming a folder under " + snaps.string() + ")");
         // huggingface_hub resolves the revision refs/main names or nothing: never another one.
         if (!fs::is_directory(snaps / rev))
           throw ModelLoadError((base / "refs" / "main").string() + " names snapshot " + rev + ", which " +

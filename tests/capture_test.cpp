@@ -574,6 +574,7 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
     std::string out;
     bool force;
     std::string says;
+    int exit_code = 1;  // 2: a usage error, refused before anything is read
   };
   {
     std::vector<std::string> args{"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2",
@@ -585,7 +586,7 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
     EXPECT_NE(r.err.find("inside the model's folder"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(model / "sub")) << "the model's folder is not written";
   }
-  for (const Case& c : std::vector<Case>{{"", false, "--out: empty"},
+  for (const Case& c : std::vector<Case>{{"", false, "--out: an empty value names nothing", 2},
                                          {dir.string(), true, "is a folder"},
                                          {(dir / "old.sqlite").string(), false, "--force-overwrite"},
                                          {(dir / "old.sqlite").string(), true, "not a hookscope capture"},
@@ -593,7 +594,7 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
                                          {(dir / "link.sqlite").string(), true, "the model's file"}}) {
     SCOPED_TRACE(c.out);
     auto r = capture_to(c.out, c.force);
-    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
   }
   EXPECT_EQ(hs::test::read_file(dir / "old.sqlite"), "an earlier capture");

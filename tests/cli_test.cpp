@@ -101,7 +101,7 @@ TEST(Cli, CaptureThatWouldRunNothingLeavesTheOldFileAlone) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("selects no run"), std::string::npos) << r.err;
   r = hookscope({"capture", "--model", model, "--prompt-ids", "", "--out", out.string()});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // a usage error: an empty value names nothing
   EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
   EXPECT_EQ(hs::test::read_file(out), "an earlier capture");
 }

@@ -18,6 +18,8 @@
 #include "app/stats.h"
 #include "storage/capture_reader.h"
 #include "storage/store.h"
+#include "hooks/hooks.h"
+#include "tests/test_modules.h"
 #include "tests/test_util.h"
 #include "tracer/host_tracer.h"
 
@@ -156,6 +158,41 @@ std::map<std::string, int64_t> count_by(const std::vector<app::GpuCallerRow>& ro
   for (const auto& r : rows)
     if (r.kind.rfind(kind_prefix, 0) == 0) out[by_module ? r.caller + " " + r.module : r.caller] += r.count;
   return out;
+}
+
+// A SequentialHook runs an AlignDevicesHook's pre_forward inside its own call: the forward's id
+// must go on once the SequentialHook's call is off, or that call's id would stay under it.
+TEST(GpuAttribution, ASequentialHooksCallComesOffBeforeTheForwardGoesOn) {
+  hooks::Runtime runtime{hooks::RuntimeOptions{.accelerators = 0}};
+  hooks::RuntimeScope installed{runtime};
+  events::EventSink sink;  // records nothing, but the runtime is recording
+  runtime.set_sink(&sink);
+  auto m = std::make_shared<test::ModelForTest>();
+  auto align = std::make_shared<hooks::AlignDevicesHook>();
+  align->execution_device = hooks::DeviceId::cpu();
+  hooks::add_hook_to_module(*m->linear1, align);
+  hooks::add_hook_to_module(*m->linear1, std::make_shared<hooks::ModelHook>(), /*append=*/true);  // SequentialHook
+  FakeCupti cupti;
+  size_t depth_in_forward = 0;
+  struct Probe final : hooks::RuntimeSubscriber {
+    FakeCupti* cupti;
+    size_t* depth;
+    void on_hook_begin(const hooks::HookCall& c) override {  // the outermost post_forward: the SequentialHook's
+      if (c.phase == events::HookPhase::PostForward && c.hook_class() == "SequentialHook") *depth = cupti->stack.size();
+    }
+  } probe;
+  probe.cupti = &cupti;
+  probe.depth = &depth_in_forward;
+  auto sub = runtime.subscribe(probe);  // before corr: sees the stack as the forward left it
+  {
+    app::CuptiCorrelation corr(runtime, cupti);
+    m->call_tensor({{torch::randn({2, 3})}, {}});
+    EXPECT_TRUE(corr.pushed().empty()) << "left on the stack: " << testing::PrintToString(corr.pushed());
+    EXPECT_EQ(cupti.pushes, cupti.pops);
+  }
+  EXPECT_EQ(depth_in_forward, 1u) << "during linear1's forward only its own id is on the stack";
+  EXPECT_EQ(cupti.pops_on_empty, 0);
+  runtime.set_sink(nullptr);
 }
 
 TEST(GpuAttribution, EveryCallPushesItsOwnIdAndTheStackUnwinds) {

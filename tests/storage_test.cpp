@@ -166,9 +166,9 @@ TEST(CaptureSchema, HasNsysTablesColumnsAndEnums) {
   has("DISABLED_SCOPES", {"runId", "start", "end", "functionId", "moduleId", "depth"});
   has("CPU_OPS",
       {"runId", "start", "end", "globalTid", "nameId", "argsId", "externalId", "sequenceNumber", "categoryId"});
-  // Column order as in earlier captures (SELECT * keeps working).
+  // Column order as in earlier captures (SELECT * keeps working); newer columns come last.
   EXPECT_EQ(db.columns("HOOK_EVENTS"),
-            (std::vector<std::string>{"runId", "start", "end", "threadId", "hookId", "phase", "moduleId"}));
+            (std::vector<std::string>{"runId", "start", "end", "threadId", "hookId", "phase", "moduleId", "externalId"}));
   EXPECT_EQ(db.columns("TRANSFERS"), (std::vector<std::string>{"runId", "start", "end", "threadId", "src", "dst",
                                                                "bytes", "copyKind", "emulated", "moduleId"}));
   EXPECT_EQ(db.columns("GRAPH_BREAKS"), (std::vector<std::string>{"runId", "start", "threadId", "reasonId",
@@ -236,7 +236,7 @@ TEST(Store, DroppedEventsAreCountedInTheRunAndSaid) {
     run = tr.begin_run(run_info("tiny/drops"));
     events::EventSink& s = tr;
     for (int i = 0; i < 20000; ++i)
-      s.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i, i + 1});
+      s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 0, i, i + 1});
     const auto st = tr.end_run(RunStatus::Complete);
     dropped = st.dropped();
     store.finalize();
@@ -261,8 +261,8 @@ TEST(CaptureReader, AFileWithoutANewerColumnReadsItAsZero) {
     Store store(file);
     HostTracer tr(store);
     run = tr.begin_run(run_info("tiny/sharded"));
-    tr.hook_span({41, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 100, 150});
-    tr.module_compute({42, "model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
+    tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 41, 100, 150});
+    tr.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", 42, 150, 300});
     tr.end_run(RunStatus::Complete);
     store.finalize();
   }
@@ -290,8 +290,8 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
     HostTracer tr(store);
     run = tr.begin_run(run_info("tiny/offload"));
     events::EventSink& s = tr;
-    s.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 100, 150});
-    s.hook_span({0, "AlignDevicesHook", events::HookPhase::PostForward, "model.layers.0", "LlamaDecoderLayer", 300, 320});
+    s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 0, 100, 150});
+    s.hook_span({"AlignDevicesHook", events::HookPhase::PostForward, "model.layers.0", "LlamaDecoderLayer", 0, 300, 320});
     s.weight_swap({true, "model.layers.0", "mlp.up_proj.weight", 4096, "bfloat16", events::WeightSource::Disk, "0",
                    false, 110, 140});
     s.weight_swap({false, "model.layers.0", "mlp.up_proj.weight", 4096, "bfloat16", events::WeightSource::Device,
@@ -300,7 +300,7 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
     s.transfer({"0", "1", 1024, true, "", 200, 210});  // module unknown
     s.transfer({"0", "1", 1024, true, "model.layers.1", 220, 240});
     s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 1, 105, 145});
-    s.module_compute({0, "model.layers.0", "LlamaDecoderLayer", "0", 150, 300});
+    s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", 0, 150, 300});
     s.region({0, 12, "eager", "", 90, 104});
     s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook._onload_weights",
                    "model.layers.0", "model > model.layers.0", 104});
@@ -463,8 +463,8 @@ TEST(Store, InternsEveryStringOnceAcrossRunsAndReferencesStringIds) {
     for (const char* scenario : {"r0", "r1", "r2"}) {
       tr.begin_run(run_info(scenario));
       for (int i = 0; i < 1000; ++i)
-        tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, modules[static_cast<size_t>(i % 10)],
-                      "LlamaDecoderLayer", i, i + 1});
+        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, modules[static_cast<size_t>(i % 10)],
+                      "LlamaDecoderLayer", 0, i, i + 1});
       tr.end_run();
     }
     // 1 hook + 10 modules + 1 class: shared by all three runs.
@@ -521,12 +521,12 @@ TEST(Store, SigkillMidCaptureLeavesEarlierRunsCompleteAndTheInterruptedOneIncomp
       HostTracer tr(store, o);
       tr.begin_run(run_info("first"));
       for (int i = 0; i < 1000; ++i)
-        tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", i,
+        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 0, i,
                       i + 1});
       tr.end_run(RunStatus::Complete);
       tr.begin_run(run_info("interrupted"));
       for (int64_t i = 0;; ++i) {
-        tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.1", "LlamaDecoderLayer", i,
+        tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.1", "LlamaDecoderLayer", 0, i,
                       i + 1});
         if (i % 500 == 499) {
           tr.flush();
@@ -580,7 +580,7 @@ TEST(Store, FinalizeBuildsIndexesThatQueriesUse) {
     Store store(file);
     HostTracer tr(store);
     tr.begin_run(run_info("idx"));
-    tr.hook_span({0, "h", events::HookPhase::PreForward, "m", "C", 1, 2});
+    tr.hook_span({"h", events::HookPhase::PreForward, "m", "C", 0, 1, 2});
     tr.end_run();
     CaptureReader before(file);
     EXPECT_FALSE(before.finalized());
@@ -1294,13 +1294,13 @@ TEST(CaptureReader, AReaderOfALiveCaptureResolvesStringsAddedAfterItOpened) {
   Store store(file);
   HostTracer tr(store);
   const int64_t run = tr.begin_run(run_info("live"));
-  tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 1, 2});
+  tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 0, 1, 2});
   tr.flush();
   CaptureReader r(file);
   ASSERT_EQ(r.hook_events(run).size(), 1u);
   EXPECT_EQ(r.hook_events(run)[0].module, "model.layers.0");
   // New strings after the reader loaded its copy of StringIds.
-  tr.hook_span({0, "SequentialHook", events::HookPhase::PostForward, "model.layers.17", "LlamaDecoderLayer", 3, 4});
+  tr.hook_span({"SequentialHook", events::HookPhase::PostForward, "model.layers.17", "LlamaDecoderLayer", 0, 3, 4});
   tr.flush();
   const auto rows = r.hook_events(run);
   ASSERT_EQ(rows.size(), 2u);

@@ -115,7 +115,7 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       }
       t += C::kHook;
       const int64_t hook_end = t;
-      tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, layer[l], "LlamaDecoderLayer", h0, hook_end});
+      tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, layer[l], "LlamaDecoderLayer", 0, h0, hook_end});
       if (whole_hook || s.offload)
         tr.disabled_scope({whole_hook ? "AlignDevicesHook.pre_forward" : "AlignDevicesHook._onload_weights", layer[l], 1,
                            h0, hook_end});
@@ -123,9 +123,9 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       region_start = t;
       // compute: layer > self_attn, mlp
       const int64_t c0 = t + C::kGap;
-      tr.module_compute({0, attn[l], "LlamaAttention", dev[l], c0, c0 + C::kSub});
-      tr.module_compute({0, mlp[l], "LlamaMLP", dev[l], c0 + C::kSub + C::kGap, c0 + 2 * C::kSub + C::kGap});
-      tr.module_compute({0, layer[l], "LlamaDecoderLayer", dev[l], t, c0 + 2 * C::kSub + 2 * C::kGap});
+      tr.module_compute({attn[l], "LlamaAttention", dev[l], 0, c0, c0 + C::kSub});
+      tr.module_compute({mlp[l], "LlamaMLP", dev[l], 0, c0 + C::kSub + C::kGap, c0 + 2 * C::kSub + C::kGap});
+      tr.module_compute({layer[l], "LlamaDecoderLayer", dev[l], 0, t, c0 + 2 * C::kSub + 2 * C::kGap});
       events += 3;
       t = c0 + 2 * C::kSub + 2 * C::kGap;
       // post_forward
@@ -139,7 +139,7 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
         t += C::kOffload;
       }
       t += C::kHook;
-      tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PostForward, layer[l], "LlamaDecoderLayer", p0, t});
+      tr.hook_span({"AlignDevicesHook", events::HookPhase::PostForward, layer[l], "LlamaDecoderLayer", 0, p0, t});
       ++events;
       prev_dev = dev[l];
       t += C::kGap;

@@ -151,12 +151,12 @@ tracer::RunInfo info(const std::string& scenario) {
 
 // One event of every kind, with recognisable strings.
 void emit_all_kinds(events::EventSink& s, int64_t t) {
-  s.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", t, t + 1});
+  s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 0, t, t + 1});
   s.weight_swap({true, "model.layers.0.mlp", "weight", 4096, "bfloat16", events::WeightSource::Disk, "0", true, t,
                  t + 2});
   s.transfer({"cpu", "1", 512, true, "model.layers.1", t, t + 3});
   s.disabled_scope({"AlignDevicesHook._onload_weights", "model.layers.0", 2, t, t + 4});
-  s.module_compute({0, "model.layers.0", "LlamaDecoderLayer", "0", t, t + 5});
+  s.module_compute({"model.layers.0", "LlamaDecoderLayer", "0", 0, t, t + 5});
   s.region({3, 77, "eager", "2/0", t, t + 6});
   s.graph_break({"Skip calling `torch.compiler.disable()`d function", "AlignDevicesHook.pre_forward", "model.layers.2",
                  "model > model.layers.2", t});
@@ -265,7 +265,7 @@ TEST(HostTracer, MultiThreadRecordingWithConcurrentFlushesLandsEveryEventOnce) {
         if (i % 2 == 0)
           tr.generation_step({seq, t, seq, seq + 1});
         else
-          tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PostForward, names[t], "LlamaMLP", seq, seq + 1});
+          tr.hook_span({"AlignDevicesHook", events::HookPhase::PostForward, names[t], "LlamaMLP", 0, seq, seq + 1});
       }
     });
   }
@@ -332,10 +332,10 @@ TEST(HostTracer, RecordingPathDoesNotAllocate) {
         const auto& m = modules[static_cast<size_t>(i) % modules.size()];
         const int64_t now = events::now_ns();
         switch (i % 5) {
-          case 0: tr.hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, m, "Linear", now, now}); break;
+          case 0: tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, m, "Linear", 0, now, now}); break;
           case 1: tr.weight_swap({true, m, "weight", 1024, "float32", events::WeightSource::Cpu, "0", false, now, now}); break;
           case 2: tr.transfer({"0", "1", 64, true, m, now, now}); break;
-          case 3: tr.module_compute({0, m, "Linear", "0", now, now}); break;
+          case 3: tr.module_compute({m, "Linear", "0", 0, now, now}); break;
           default: tr.memory_counter({"0", i, now}); break;
         }
       }
@@ -511,7 +511,7 @@ TEST(HostTracer, ABurstWithRoomIsRecordedWholeAndItsCostPrinted) {
     const double c0 = thread_cpu_ns();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kN; ++i)
-      s->hook_span({0, "AlignDevicesHook", events::HookPhase::PreForward, "model.layers.7.self_attn", "LlamaAttention", i,
+      s->hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.7.self_attn", "LlamaAttention", 0, i,
                     i + 1});
     const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     return Cost{wall / kN, (thread_cpu_ns() - c0) / kN};

@@ -167,17 +167,18 @@ using rebind_t = typename rebind<K, Rep>::type;
 // The external correlation id of a hook call or module forward: unique within a run (from
 // 1), pushed to CUPTI (ExternalKind CUSTOM1) around it when the run traces a GPU, so that
 // CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY rows join it through EXTERNAL_CORRELATION; in an
-// imported trace, the span's Kineto "External id". 0: none.
+// imported trace, the span's Kineto "External id". 0: none. The last column of its tables, so
+// that captures written before it keep their column order (SELECT * reads them alike).
 #define HS_EXTERNAL_ID_DOC_(what) \
   "the " what "'s external correlation id (EXTERNAL_CORRELATION.externalId of the GPU work it launched); 0 = none"
 
 #define HS_HOOK_SPAN_FIELDS(F, T, C)                                                               \
   HS_HOST_SPAN_(T, C)                                                                              \
-  F(int64_t, external_id, "externalId", HS_EXTERNAL_ID_DOC_("call"))                              \
   F(Text, hook, "hookId", "'AlignDevicesHook', 'SequentialHook', 'CpuOffload', ...")               \
   F(events::HookPhase, phase, "phase", "ENUM_HOOK_PHASE")                                          \
   F(Text, module, "moduleId", "module FQN ('' = root)")                                            \
-  F(ModuleClass, module_class, "", "the module's class name (MODULES.classId)")
+  F(ModuleClass, module_class, "", "the module's class name (MODULES.classId)")                   \
+  F(int64_t, external_id, "externalId", HS_EXTERNAL_ID_DOC_("call"))
 
 #define HS_WEIGHT_SWAP_FIELDS(F, T, C)                                                             \
   HS_HOST_SPAN_(T, C)                                                                              \
@@ -207,10 +208,10 @@ using rebind_t = typename rebind<K, Rep>::type;
 
 #define HS_MODULE_COMPUTE_FIELDS(F, T, C)                                                          \
   HS_HOST_SPAN_(T, C)                                                                              \
-  F(int64_t, external_id, "externalId", HS_EXTERNAL_ID_DOC_("forward"))                           \
   F(Text, module, "moduleId", "module FQN")                                                        \
   F(ModuleClass, module_class, "", "the module's class name (MODULES.classId)")                   \
-  F(Text, device, "device", "execution device (logical: '0', 'cpu')")
+  F(Text, device, "device", "execution device (logical: '0', 'cpu')")                              \
+  F(int64_t, external_id, "externalId", HS_EXTERNAL_ID_DOC_("forward"))
 
 #define HS_REGION_FIELDS(F, T, C)                                                                  \
   HS_HOST_SPAN_(T, C)                                                                              \
