@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "app/cli_util.h"
 #include "importers/dynamo_summary.h"
 
 namespace hs::app {
@@ -285,6 +286,10 @@ class GpuCallers {
 };
 
 void gpu_caller_report(const RunData& d, RunStats& s) {
+  const auto kernels = d.rd.kernels(d.run);
+  const auto memcpys = d.rd.memcpys(d.run);
+  const auto memsets = d.rd.memsets(d.run);
+  if (kernels.empty() && memcpys.empty() && memsets.empty()) return;  // a CPU run: nothing to join
   const GpuCallers callers(d);
   std::map<std::tuple<std::string, std::string, std::string, int64_t>, GpuCallerRow> groups;
   auto add = [&](uint32_t correlation, std::string kind, uint32_t device, int64_t ns, int64_t bytes) {
@@ -295,10 +300,10 @@ void gpu_caller_report(const RunData& d, RunStats& s) {
     r.total_ns += ns;
     r.bytes += bytes;
   };
-  for (const auto& k : d.rd.kernels(d.run)) add(k.correlation_id, "kernel", k.device_id, k.end_ns - k.start_ns, 0);
-  for (const auto& m : d.rd.memcpys(d.run))
+  for (const auto& k : kernels) add(k.correlation_id, "kernel", k.device_id, k.end_ns - k.start_ns, 0);
+  for (const auto& m : memcpys)
     add(m.correlation_id, "memcpy " + copy_kind_name(m.copy_kind), m.device_id, m.end_ns - m.start_ns, m.bytes);
-  for (const auto& m : d.rd.memsets(d.run)) add(m.correlation_id, "memset", m.device_id, m.end_ns - m.start_ns, m.bytes);
+  for (const auto& m : memsets) add(m.correlation_id, "memset", m.device_id, m.end_ns - m.start_ns, m.bytes);
   for (auto& [k, r] : groups) s.gpu_by_caller.push_back(std::move(r));
   std::stable_sort(s.gpu_by_caller.begin(), s.gpu_by_caller.end(),
                    [](const GpuCallerRow& a, const GpuCallerRow& b) { return a.total_ns > b.total_ns; });
@@ -390,8 +395,7 @@ std::vector<RunStats> compute_stats(const storage::CaptureReader& reader, const 
   std::set<std::string> want(options.reports.begin(), options.reports.end());
   for (const auto& r : want)
     if (std::find(names.begin(), names.end(), r) == names.end())
-      throw std::invalid_argument("unknown stats report '" + r + "' (reports: hook_time, hook_time_by_device, "
-                                  "device_compute, transfers, weight_swaps, compiler_disabled, graph_breaks, gpu_by_caller)");
+      throw std::invalid_argument("unknown stats report '" + r + "' (reports: " + join(names, ", ") + ")");
   if (want.empty()) want.insert(names.begin(), names.end());
   std::vector<RunStats> out;
   if (options.run) {
