@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,19 +30,29 @@ struct ImportArgs {
 };
 
 // The cell a `hookscope export` trace names ("hookscope": {scenario, policy, mode, fullgraph,
-// model}), for the fields no flag gave: a trace exported from a capture goes back under its own
-// cell, so that `report A B` matches it. Untrusted: only short strings and a boolean are taken.
-void take_exported_cell(storage::Store& store, int64_t run, const ImportArgs& a, const nlohmann::json& exported) {
-  if (a.cell_given || !exported.is_object()) return;
-  auto text = [&](const char* key, const std::string& fallback) {
+// model}) when no flag gave one: a trace exported from a capture goes back under its own cell,
+// so that `report A B` matches it. Untrusted, so all or nothing: printable strings of at most
+// 1000 bytes, a mode hookscope knows and a boolean fullgraph, else the flags' defaults stay and
+// the returned note says why.
+std::string take_exported_cell(storage::Store& store, int64_t run, const ImportArgs& a, const nlohmann::json& exported) {
+  if (a.cell_given || !exported.is_object()) return "";
+  auto text = [&](const char* key) -> std::optional<std::string> {
     const auto it = exported.find(key);
-    return it != exported.end() && it->is_string() && it->get_ref<const std::string&>().size() <= 1000
-               ? it->get<std::string>()
-               : fallback;
+    if (it == exported.end() || !it->is_string()) return std::nullopt;
+    const std::string& v = it->get_ref<const std::string&>();
+    if (v.size() > 1000) return std::nullopt;
+    for (const unsigned char c : v)
+      if (c < 0x20 || c == 0x7f) return std::nullopt;
+    return v;
   };
+  const auto scenario = text("scenario"), policy = text("policy"), mode = text("mode"), model = text("model");
   const auto fg = exported.find("fullgraph");
-  store.set_run_cell(run, text("scenario", a.scenario), text("policy", a.policy), text("mode", a.mode),
-                     fg != exported.end() && fg->is_boolean() ? fg->get<bool>() : a.fullgraph, text("model", a.model));
+  const bool known_mode = mode && (*mode == "eager" || *mode == "default" || *mode == "reduce-overhead");
+  if (!scenario || !policy || !known_mode || !model || fg == exported.end() || !fg->is_boolean())
+    return "the trace's \"hookscope\" object does not name a cell hookscope writes (scenario, policy, mode, "
+           "fullgraph, model); the run is filed under the flags' values";
+  store.set_run_cell(run, *scenario, *policy, *mode, fg->get<bool>(), *model);
+  return "";
 }
 
 tracer::RunInfo run_info(const ImportArgs& a) {
@@ -98,7 +109,12 @@ int run_import(const ImportArgs& a) {
       if (!a.append) fs::remove(target);
       throw;
     }
-    if (summary.trace.is_object()) take_exported_cell(store, run, a, summary.trace.value("hookscope_run", nlohmann::json()));
+    if (summary.trace.is_object())
+      if (const std::string note = take_exported_cell(store, run, a, summary.trace.value("hookscope_run", nlohmann::json()));
+          !note.empty()) {
+        store.add_diagnostic(run, storage::Severity::Warning, "import", note);
+        summary.diagnostics.push_back(note);
+      }
     nlohmann::json result{{"engine", "import"}, {"status", "ok"}, {"import", {{"trace", summary.trace}, {"compile_log", summary.compile_log}}}};
     if (summary.compile_log.is_object())
       for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",

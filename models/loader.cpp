@@ -61,17 +61,23 @@ fs::path resolve_model_path(const std::string& dir_or_id) {
     fs::path base = hub / repo;
     fs::path snaps = base / "snapshots";
     if (fs::is_directory(snaps)) {
-      std::ifstream ref(base / "refs" / "main");
-      std::string rev;
-      if (ref && std::getline(ref, rev)) {
-        // A commit hash names a folder under snapshots/; anything that could leave it is refused.
-        const bool plain = !rev.empty() && rev != "." && rev != ".." &&
+      std::ifstream ref(base / "refs" / "main", std::ios::binary);
+      if (ref) {
+        // The whole file (huggingface_hub writes the hash alone; one trailing newline is allowed),
+        // at most 256 bytes read: a commit hash names a folder under snapshots/, and anything
+        // else (empty, several lines, too long, leaving snapshots/) is refused.
+        std::string rev(257, '\0');
+        ref.read(rev.data(), static_cast<std::streamsize>(rev.size()));
+        rev.resize(static_cast<size_t>(ref.gcount()));
+        if (rev.size() >= 2 && rev.compare(rev.size() - 2, 2, "\r\n") == 0) rev.resize(rev.size() - 2);
+        else if (!rev.empty() && rev.back() == '\n') rev.pop_back();
+        const bool plain = !rev.empty() && rev.size() <= 255 && rev != "." && rev != ".." &&
                            rev.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._-") ==
                                std::string::npos;
         std::string shown;  // what the file holds, printable
         for (const char c : rev.substr(0, 80)) shown += c >= 0x20 && c < 0x7f ? std::string(1, c) : std::string("?");
         if (!plain)
-          throw ModelLoadError((base / "refs" / "main").string() + " holds '" + shown +
+          throw ModelLoadError((base / "refs" / "main").string() + " holds '" + shown + (rev.size() > 80 ? "..." : "") +
                                "', not a revision (a commit hash naming a folder under " + snaps.string() + ")");
         // huggingface_hub resolves the revision refs/main names or nothing: never another one.
         if (!fs::is_directory(snaps / rev))

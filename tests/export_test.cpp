@@ -238,6 +238,17 @@ TEST(Export, ImportFlagsOverrideTheCellATraceNames) {
   const auto back = hs::storage::CaptureReader(dir / "x.sqlite").run(1);
   EXPECT_EQ(back.scenario, "mine");
   EXPECT_EQ(back.policy, "") << "a flag given: the trace's cell is not taken at all";
+  // A "hookscope" object with one field off (here an unknown mode) is not taken at all either.
+  json doc = json::parse(hs::test::read_file(trace));
+  doc["hookscope"]["mode"] = "bogus\u001b[2J";
+  std::ofstream(dir / "bad.json") << doc.dump();
+  i = hookscope({"import", (dir / "bad.json").string(), "-o", (dir / "y.sqlite").string()});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.err.find("does not name a cell hookscope writes"), std::string::npos) << i.err;
+  const auto kept = hs::storage::CaptureReader(dir / "y.sqlite").run(1);
+  EXPECT_EQ(kept.scenario, "imported");
+  EXPECT_EQ(kept.mode, "");
+  EXPECT_EQ(kept.policy, "");
 }
 
 // Perfetto and chrome://tracing draw a track's slices as a stack: each must nest inside the one

@@ -448,7 +448,10 @@ TEST(ModelResolution, FindsAModelIdInTheOfflineHfCache) {
   LoadedModel lm = load_model("tiny-org/tiny-qwen3");
   EXPECT_EQ(lm.config.family, Family::Qwen3);
   // A refs/main that would lead out of snapshots/ is refused, naming the file.
-  for (const std::string& bad : std::vector<std::string>{"../../../../tmp", "..", "0123abcd/../../x", std::string("01\0../x", 7)}) {
+  // Empty, several lines or too long: refused too, never a guess at another snapshot.
+  for (const std::string& bad :
+       std::vector<std::string>{"../../../../tmp", "..", "0123abcd/../../x", std::string("01\0../x", 7), "",
+                                "0123abcd\njunk", std::string(300, 'a')}) {
     write(hub / "models--tiny-org--tiny-qwen3" / "refs" / "main", bad);
     try {
       resolve_model_path("tiny-org/tiny-qwen3");
