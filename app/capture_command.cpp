@@ -379,7 +379,19 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   c->add_option("--max-memory", a->max_memory, "Budgets for the sharded map, e.g. 0=200MB,1=200MB,cpu=4GiB");
   auto* prompt = c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");
   auto* prompt_ids =
-      c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")->excludes(prompt);
+      c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")
+          ->excludes(prompt)
+          ->check(CLI::Validator(
+              [](std::string& v) {  // malformed lists are usage errors (exit 2), like other bad values
+                try {
+                  parse_prompt_ids(v);
+                  return std::string();
+                } catch (const std::invalid_argument& e) {
+                  const std::string m = e.what();
+                  return m.rfind("--prompt-ids: ", 0) == 0 ? m.substr(14) : m;
+                }
+              },
+              "IDS"));
   c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens per greedy decode")->check(CLI::Range(1, 1 << 20));
   c->add_option("--repeats", a->repeats, "Measured decodes per run")->check(CLI::Range(1, 100000));
   c->add_option("--warmup", a->warmup, "Unmeasured decodes first")->check(CLI::Range(0, 100000));

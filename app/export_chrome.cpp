@@ -174,6 +174,8 @@ struct RunRows {
   std::vector<DriverRow> driver;
   std::vector<ExternalCorrelationRow> externals;
   std::vector<CpuOpRow> cpu_ops;
+  // The process of each CPU op / runtime / driver call (globalTid >> 24), index for index.
+  std::vector<int64_t> cpu_op_pids, runtime_pids, driver_pids;
   std::map<uint32_t, int64_t> os_tid;  // THREADS: recording thread -> Linux tid
   std::vector<DeviceRow> devices;
   std::vector<GpuInfo> gpus;
@@ -199,6 +201,9 @@ RunRows read_run(const CaptureReader& r, int64_t run) {
   d.driver = r.driver_calls(run);
   d.externals = r.external_correlations(run);
   d.cpu_ops = r.cpu_ops(run);
+  d.cpu_op_pids = r.activity_pids(run, "CPU_OPS");
+  d.runtime_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_RUNTIME");
+  d.driver_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_DRIVER");
   for (const ThreadRow& t : r.threads(run)) d.os_tid[t.thread] = t.os_tid;
   d.devices = r.devices(run);
   d.gpus = r.gpus();
@@ -327,9 +332,13 @@ void ChromeExporter::index() {
   }
   // The traced process: from the recorded CPU ops or CUDA calls, else the main thread (its tid
   // is the process id), else 1.
-  if (!d_.cpu_ops.empty()) host_pid_ = d_.cpu_ops.front().os_tid >> 24;
-  else if (!d_.runtime.empty()) host_pid_ = d_.runtime.front().os_tid >> 24;
-  else if (!d_.driver.empty()) host_pid_ = d_.driver.front().os_tid >> 24;
+  // (A GPU annotation's pid is its device's, never the host's.)
+  std::optional<int64_t> traced;
+  for (size_t i = 0; i < d_.cpu_ops.size() && !traced; ++i)
+    if (d_.cpu_ops[i].category != "gpu_user_annotation") traced = d_.cpu_op_pids.at(i);
+  if (traced) host_pid_ = *traced;
+  else if (!d_.runtime_pids.empty()) host_pid_ = d_.runtime_pids.front();
+  else if (!d_.driver_pids.empty()) host_pid_ = d_.driver_pids.front();
   else if (!d_.os_tid.empty())
     host_pid_ = std::min_element(d_.os_tid.begin(), d_.os_tid.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->second;
   processes_[host_pid_] = "host: run " + std::to_string(d_.run.id) + " " + d_.run.scenario + "/" + d_.run.policy + "/" +
@@ -499,8 +508,8 @@ void ChromeExporter::gpu_records() {
 }
 
 void ChromeExporter::api_calls() {
-  auto call = [&](std::string_view cat, const auto& r) {
-    const int64_t pid = r.os_tid >> 24, tid = r.os_tid & kTidBits;
+  auto call = [&](std::string_view cat, const auto& r, int64_t pid) {
+    const int64_t tid = r.os_tid & kTidBits;
     Fields f;
     f.num("correlation", r.correlation_id);
     if (auto it = external_of_.find(r.correlation_id); r.correlation_id && it != external_of_.end())
@@ -509,13 +518,14 @@ void ChromeExporter::api_calls() {
     w_.slice(cat, r.name, pid, tid, r.start_ns, r.end_ns, f);
     if (r.correlation_id && recorded_.count(r.correlation_id)) w_.flow('s', "ac2g", r.correlation_id, pid, tid, r.start_ns);
   };
-  for (const auto& r : d_.runtime) call("cuda_runtime", r);
-  for (const auto& r : d_.driver) call("cuda_driver", r);
+  for (size_t i = 0; i < d_.runtime.size(); ++i) call("cuda_runtime", d_.runtime[i], d_.runtime_pids.at(i));
+  for (size_t i = 0; i < d_.driver.size(); ++i) call("cuda_driver", d_.driver[i], d_.driver_pids.at(i));
 }
 
 void ChromeExporter::cpu_ops() {
-  for (const CpuOpRow& op : d_.cpu_ops) {
-    const int64_t pid = op.os_tid >> 24, tid = op.os_tid & kTidBits;
+  for (size_t i = 0; i < d_.cpu_ops.size(); ++i) {
+    const CpuOpRow& op = d_.cpu_ops[i];
+    const int64_t pid = d_.cpu_op_pids.at(i), tid = op.os_tid & kTidBits;
     Fields f;
     f.members_of(op.args);
     if (op.external_id) f.num("External id", *op.external_id);

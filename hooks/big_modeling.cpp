@@ -24,10 +24,15 @@ bool has_direct_tensors(const HookableModule& m) {
   return false;
 }
 
+// `len(module.state_dict()) > 0`: a parameter or persistent buffer in the module or below it.
 bool has_state(const HookableModule& m) {
-  for (const auto& s : m.local_tensors())
-    if (s.value.defined() && (s.is_parameter || s.persistent)) return true;
-  return false;
+  bool found = false;
+  models::walk_modules(m, [&](const HookableModule& sub, const std::string&) {
+    for (const auto& s : sub.local_tensors())
+      if (s.value.defined() && (s.is_parameter || s.persistent)) found = true;
+    return !found;
+  });
+  return found;
 }
 
 std::string child_name(const std::string& prefix, const std::string& name) {

@@ -513,10 +513,20 @@ void module_to(HookableModule& module, const DeviceId& device) {
         throw std::runtime_error("You can't move a model that has some modules offloaded to cpu or disk.");
   }
   // Like nn.Module.to: a tensor shared by several slots (tied weights) is converted once and
-  // every slot that held it gets the result.
+  // every slot that held it gets the result. A meta tensor has no data to move anywhere but
+  // meta: nn.Module.to raises NotImplementedError with this text at the first one (after
+  // converting those before it); here it is checked first, so nothing moves.
   auto& dm = Runtime::current().devices();
+  const auto modules = models::named_modules(std::dynamic_pointer_cast<HookableModule>(module.shared_from_this()));
+  if (!device.is_meta())
+    for (const auto& [name, m] : modules)
+      for (const auto& slot : m->local_tensors())
+        if (slot.value.defined() && slot.value.is_meta())
+          throw std::runtime_error(
+              "Cannot copy out of meta tensor; no data! Please use torch.nn.Module.to_empty() instead of "
+              "torch.nn.Module.to() when moving module from meta to a different device.");
   std::unordered_map<const void*, torch::Tensor> done;
-  for (const auto& [name, m] : models::named_modules(std::dynamic_pointer_cast<HookableModule>(module.shared_from_this())))
+  for (const auto& [name, m] : modules)
     for (const auto& slot : m->local_tensors()) {
       if (!slot.value.defined() || slot.value.is_meta()) continue;
       const void* key = slot.value.unsafeGetTensorImpl();

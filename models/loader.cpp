@@ -1,5 +1,6 @@
 #include "models/loader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -85,15 +86,18 @@ fs::path resolve_model_path(const std::string& dir_or_id) {
                                snaps.string() + " does not hold (an interrupted download?); hookscope never downloads");
         return snaps / rev;
       }
-      // No refs/main: take the most recently modified snapshot.
-      fs::path best;
-      fs::file_time_type best_t{};
+      // No refs/main: huggingface_hub finds no revision "main" offline, and neither does
+      // hookscope (guessing one snapshot among several would load weights nobody asked for).
+      std::vector<std::string> held;
       for (const auto& e : fs::directory_iterator(snaps))
-        if (e.is_directory() && (best.empty() || e.last_write_time() > best_t)) {
-          best = e.path();
-          best_t = e.last_write_time();
-        }
-      if (!best.empty()) return best;
+        if (e.is_directory()) held.push_back(e.path().filename().string());
+      std::sort(held.begin(), held.end());
+      std::string list;
+      for (size_t i = 0; i < held.size() && i < 5; ++i) list += (i ? ", " : "") + held[i];
+      if (held.size() > 5) list += ", ... (" + std::to_string(held.size()) + " in all)";
+      throw ModelLoadError((base / "refs" / "main").string() + " is missing, so no snapshot is the revision 'main' (" +
+                           snaps.string() + " holds " + (held.empty() ? std::string("none") : list) +
+                           "); pass one snapshot's folder as --model");
     }
     throw ModelLoadError("model '" + dir_or_id + "' is not a folder and is not in the offline HF cache (looked for " +
                          snaps.string() + "); hookscope never downloads");

@@ -328,6 +328,18 @@ std::vector<ThreadRow> CaptureReader::threads(int64_t run) const {
   return out;
 }
 
+std::vector<int64_t> CaptureReader::activity_pids(int64_t run, std::string_view table) const {
+  if (table != "CPU_OPS" && table != "CUPTI_ACTIVITY_KIND_RUNTIME" && table != "CUPTI_ACTIVITY_KIND_DRIVER")
+    throw std::invalid_argument("activity_pids: no globalTid in table " + std::string(table));
+  std::vector<int64_t> out;
+  if (!has_table(table)) return out;
+  // The row order of select_sql for a timed kind.
+  Stmt q(db_->db, path_, "SELECT globalTid FROM " + std::string(table) + " WHERE runId = ? ORDER BY start, rowid");
+  q.bind(1, run);
+  while (q.step()) out.push_back(q.int64(0) >> 24);
+  return out;
+}
+
 std::vector<TransferSum> CaptureReader::transfer_sums(int64_t run) const {
   std::vector<TransferSum> out;
   Stmt q(db_->db, path_,

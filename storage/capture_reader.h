@@ -164,6 +164,12 @@ class CaptureReader {
 #undef HS_READER_METHOD_
   std::vector<ModuleRow> modules(int64_t run) const;
   std::vector<ThreadRow> threads(int64_t run) const;
+  /// The process id of each of a run's rows of activity table `table` (CPU_OPS,
+  /// CUPTI_ACTIVITY_KIND_RUNTIME or CUPTI_ACTIVITY_KIND_DRIVER): globalTid / 0x1000000, in the
+  /// order of cpu_ops / runtime_calls / driver_calls (whose `os_tid` keeps only the tid). For an
+  /// imported GPU annotation (CPU_OPS category gpu_user_annotation) it is the device's pid.
+  /// Throws std::invalid_argument for another table; empty when the file lacks the table.
+  std::vector<int64_t> activity_pids(int64_t run, std::string_view table) const;
 
   std::vector<TransferSum> transfer_sums(int64_t run) const;
   std::vector<WeightSwapSum> weight_swap_sums(int64_t run) const;

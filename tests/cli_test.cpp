@@ -1,6 +1,7 @@
 // `hookscope generate` end to end, against transformers' greedy generate on the real sample.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -29,6 +30,43 @@ TEST(SmolLM2, GreedyTokensMatchTransformers) {
   EXPECT_EQ(got["new_ids"], want["new_ids"]);
   EXPECT_EQ(got["text"], want["text"]);
   EXPECT_EQ(got["new_ids"].size(), 16u);
+}
+
+// `generate --dtype bf16|f16` against transformers loading the same weights in that dtype:
+// tokens equal step by step while transformers' own choice is clear (top-2 logit gap above
+// the port's logit tolerance: 4 bf16 ulps / 8 f16 ulps of the step's largest logit, as
+// model_test bounds the logits themselves); the first step inside rounding ends the
+// comparison, since after one different token the sequences are not comparable. At least the
+// first 4 steps are clear on this prompt, so the test compares something.
+TEST(SmolLM2, HalfPrecisionGreedyTokensMatchTransformersInTheSameDtype) {
+  fs::path sample = hs::test::sample_dir();
+  const std::string prompt = "The capital of France is";
+  struct Half {
+    std::string dtype;
+    int mantissa_bits, ulps;
+  };
+  for (const auto& [dtype, mantissa_bits, ulps] : {Half{"bf16", 7, 4}, Half{"f16", 10, 8}}) {
+    json want = json::parse(hs::test::run_oracle(
+        "hf_generate.py", {"--model", sample.string(), "--prompt", prompt, "--max-new-tokens", "8", "--dtype", dtype}));
+    auto r = hookscope({"generate", "--model", sample.string(), "--prompt", prompt, "--max-new-tokens", "8", "--dtype",
+                        dtype, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << dtype << ": " << r.err;
+    json got = json::parse(r.out);
+    EXPECT_EQ(got["prompt_ids"], want["prompt_ids"]) << dtype;
+    const auto got_ids = got["new_ids"].get<std::vector<int64_t>>();
+    const auto want_ids = want["new_ids"].get<std::vector<int64_t>>();
+    ASSERT_EQ(got_ids.size(), want_ids.size()) << dtype;
+    size_t compared = 0;
+    for (size_t i = 0; i < want_ids.size(); ++i) {
+      const double ulp = std::ldexp(std::fabs(want["scales"][i].get<double>()), -mantissa_bits);
+      if (want["margins"][i].get<double>() <= ulps * ulp) break;
+      EXPECT_EQ(got_ids[i], want_ids[i]) << dtype << " step " << i << " (transformers' margin "
+                                         << want["margins"][i] << ")";
+      ++compared;
+      if (got_ids[i] != want_ids[i]) break;
+    }
+    EXPECT_GE(compared, 4u) << dtype << ": transformers' first steps are within rounding; pick another prompt";
+  }
 }
 
 TEST(SmolLM2, StaticCacheGivesTheSameTokens) {
@@ -160,7 +198,7 @@ TEST(Cli, MaxMemoryWithoutADeviceIsRefused) {
 
 // Prompt token ids outside the model's embedding (a tokenizer with more tokens than the
 // checkpoint's vocab_size, or --prompt-ids), malformed --prompt-ids and a static cache past
-// max_position_embeddings: named errors (exit 1) before any forward, without a LibTorch
+// max_position_embeddings: named errors (exit 1; a malformed list exits 2) before any forward, without a LibTorch
 // backtrace.
 TEST(Cli, TokenIdsAndCacheSizesAreCheckedBeforeTheForward) {
   const fs::path sample = hs::test::sample_dir();
@@ -194,9 +232,9 @@ TEST(Cli, TokenIdsAndCacheSizesAreCheckedBeforeTheForward) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("token id 256"), std::string::npos) << r.err;
-  for (const std::string ids : {"1,,2", "1,2,", ",1"}) {
+  for (const std::string ids : {"1,,2", "1,2,", ",1"}) {  // a malformed flag value: a usage error
     r = with({"--prompt-ids", ids});
-    EXPECT_EQ(r.exit_code, 1) << ids << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 2) << ids << ": " << r.err;
     EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("empty"), std::string::npos) << r.err;
   }
@@ -275,6 +313,26 @@ TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
     auto got = hs::test::run(ours);
     ASSERT_EQ(got.exit_code, 0) << got.err;
     EXPECT_EQ(got.out.rfind(rev + " (LlamaForCausalLM)", 0), 0u) << "huggingface_hub: " << want.out << got.out;
+  }
+  // Without refs/main huggingface_hub finds no snapshot offline (it never guesses one among
+  // several), and neither does hookscope: an error naming the missing file and the snapshots.
+  fs::remove(root / "hub-cache" / "models--hookscope--tiny-llama" / "refs" / "main");
+  {
+    const std::vector<std::string> env{"/usr/bin/env", "HF_HUB_OFFLINE=1", "HF_HUB_CACHE=" + (root / "hub-cache").string()};
+    auto oracle = env;
+    for (const std::string& a : {hs::test::python(), (hs::test::source_dir() / "tests/oracles/hf_snapshot.py").string(),
+                                 std::string("hookscope/tiny-llama")})
+      oracle.push_back(a);
+    EXPECT_NE(hs::test::run(oracle).exit_code, 0) << "huggingface_hub found a snapshot without refs/main";
+    auto ours = env;
+    for (const std::string& a : {hs::test::cli(), std::string("plan"), std::string("--model"),
+                                 std::string("hookscope/tiny-llama"), std::string("--max-memory"),
+                                 std::string("0=1MB,cpu=1GB")})
+      ours.push_back(a);
+    auto got = hs::test::run(ours);
+    EXPECT_EQ(got.exit_code, 1) << got.out;
+    EXPECT_NE(got.err.find("refs/main is missing"), std::string::npos) << got.err;
+    EXPECT_NE(got.err.find("0000decoy, 1111hubcache"), std::string::npos) << got.err;
   }
   // A path is never taken for an id: "/x" and "org/" name folders, and say so.
   for (const std::string& path : {std::string("/nonexistent-hookscope-model"), std::string("hookscope/")}) {

@@ -377,13 +377,23 @@ TEST(Export, GpuRecordsGoOnTheirDeviceAndStreamWithFlowsFromTheirLaunches) {
   export_chrome_from(dir / "gpu.sqlite", dir / "hta" / "gpu.json");
   const json trace = json::parse(hs::test::read_file(dir / "hta" / "gpu.json"));
   std::map<std::string, int> flows;
+  std::map<std::string, std::set<std::pair<int64_t, int64_t>>> tracks_of;  // category -> (pid, tid)
   for (const json& e : trace["traceEvents"]) {
     if (e["cat"] == "kernel") {
       EXPECT_EQ(e["pid"], e["args"]["device"]);
       EXPECT_EQ(e["tid"], e["args"]["stream"]);
     }
     if (e["cat"] == "ac2g") ++flows[e["ph"]];
+    if (e["ph"] == "X")
+      tracks_of[e["cat"].get<std::string>()].insert({e["pid"].get<int64_t>(), e["tid"].get<int64_t>()});
   }
+  // The traced process keeps its pid (4242) for its ops and CUDA calls; a GPU annotation stays
+  // on its device and stream (pid 0, tid 7), as in the trace imported.
+  using Tracks = std::set<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(tracks_of["cpu_op"], (Tracks{{4242, 4243}}));
+  EXPECT_EQ(tracks_of["cuda_runtime"], (Tracks{{4242, 4243}}));
+  EXPECT_EQ(tracks_of["cuda_driver"], (Tracks{{4242, 4243}}));
+  EXPECT_EQ(tracks_of["gpu_user_annotation"], (Tracks{{0, 7}}));
   EXPECT_EQ(flows["s"], 3);  // two kernel launches and a copy; the memset and the sync were launched outside
   EXPECT_EQ(flows["f"], 3);
   EXPECT_EQ(trace["deviceProperties"][0]["name"], "NVIDIA H200");

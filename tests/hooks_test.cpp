@@ -4,6 +4,7 @@
 // written to the offload folder. Test names carry the numbers of the accelerate behaviours they check (the same numbers as the oracle's scenarios).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -24,6 +25,17 @@ using nlohmann::json;
 
 namespace {
 
+/// HOOKSCOPE_PARITY_DEVICE=cuda:0 (tools/gpu_check.sh on a GPU machine): the upstream
+/// scenarios execute on the real cuda:0, in accelerate and in the port (accelerator 0 backed by
+/// it); otherwise on the cpu as accelerate's own tests do on a CPU machine.
+bool parity_on_gpu() {
+  const char* d = std::getenv("HOOKSCOPE_PARITY_DEVICE");
+  if (!d || !*d || std::string(d) == "cpu") return false;
+  if (std::string(d) != "cuda:0") throw std::runtime_error("HOOKSCOPE_PARITY_DEVICE: expected cpu or cuda:0, got " + std::string(d));
+  if (!torch::cuda::is_available()) throw std::runtime_error("HOOKSCOPE_PARITY_DEVICE=cuda:0 but this process sees no CUDA device");
+  return true;
+}
+
 struct Parity {
   fs::path dir;
   json result;
@@ -34,7 +46,8 @@ struct Parity {
 const Parity& parity() {
   static Parity p = [] {
     Parity q;
-    q.dir = hs::test::cached_oracle("accelerate-parity", "accelerate_parity.py");
+    q.dir = parity_on_gpu() ? hs::test::cached_oracle("accelerate-parity-gpu", "accelerate_parity.py", {"--device", "cuda:0"})
+                            : hs::test::cached_oracle("accelerate-parity", "accelerate_parity.py");
     q.result = hs::test::read_json(q.dir / "result.json");
     q.weights = hs::models::SafetensorsFile::open(q.dir / "weights.safetensors");
     q.x = q.weights->tensor("__input__").clone();
@@ -115,11 +128,12 @@ void check_scenario(const std::string& name, const std::function<void(std::share
 
 class HookParity : public ::testing::Test {
  protected:
-  Runtime runtime_{RuntimeOptions{.accelerators = 0}};  // a fresh one per test
+  Runtime runtime_{parity_on_gpu() ? RuntimeOptions::cuda_devices() : RuntimeOptions{.accelerators = 0}};  // one per test
   RuntimeScope installed_{runtime_};
 };
 
-const DeviceId E = DeviceId::cpu();  // the upstream tests' execution device on a CPU machine
+// The upstream tests' execution device: the cpu on a CPU machine, accelerator 0 on cuda:0.
+const DeviceId E = parity_on_gpu() ? DeviceId::accelerator(0) : DeviceId::cpu();
 
 void remove_all(std::shared_ptr<ModelForTest>& m) { remove_hook_from_submodules(*m); }
 
@@ -169,6 +183,136 @@ TEST_F(HookParity, Case17CpuOffload) {
   for (bool ob : {false, true})
     check_scenario(std::string("case17_cpu_offload") + (ob ? "_buffers" : ""),
                    [&](auto& m) { cpu_offload(m, E, ob); }, remove_all);
+}
+
+// The modules carrying a hook ("" = the root) and the hook's class, as accelerate's _hf_hook.
+json hooked(const std::shared_ptr<ModelForTest>& m) {
+  json out = json::object();
+  for (const auto& [name, mod] : hs::models::named_modules(m))
+    if (auto h = get_hook(*mod)) out[name] = h->name();
+  return out;
+}
+
+/// Runs `fn`; on an exception stores its message's first sentence under `label` (accelerate's
+/// and LibTorch's texts agree up to the "!" of "Cannot copy out of meta tensor; no data!").
+bool step(json& obs, const std::string& label, const std::function<void()>& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    obs[label] = what.substr(0, what.find('!') + 1);
+    return false;
+  }
+}
+
+/// The oracle's error text cut the same way (its exception class name dropped).
+std::string first_sentence(const json& err) {
+  std::string s = err.get<std::string>();
+  s = s.substr(s.find(": ") + 2);
+  return s.substr(0, s.find('!') + 1);
+}
+
+void expect_same(const json& got, const json& want, const std::string& what) {
+  for (const auto& [k, v] : want.items()) {
+    SCOPED_TRACE(what + "." + k);
+    ASSERT_TRUE(got.contains(k)) << "the port has no '" << k << "'; got " << got.dump();
+    if (k.find("error") != std::string::npos)
+      EXPECT_EQ(got[k].get<std::string>(), first_sentence(v));
+    else if (k == "out")
+      EXPECT_TRUE(torch::allclose(to_tensor(got[k]), to_tensor(v), 1e-5, 1e-5)) << got[k] << " vs " << v;
+    else
+      EXPECT_EQ(got[k], v);
+  }
+  for (const auto& [k, v] : got.items()) EXPECT_TRUE(want.contains(k)) << what << ": accelerate has no '" << k << "'";
+}
+
+std::vector<float> values(const torch::Tensor& t) {
+  auto f = t.flatten().to(torch::kFloat).contiguous();
+  return {f.data_ptr<float>(), f.data_ptr<float>() + f.numel()};
+}
+
+// CpuOffload as a hook, cpu_offload_with_hook's handle (offload, remove) and its
+// prev_module_hook chain, on the cpu and on meta (the CPU's second device: a move there drops
+// the data, so a later offload fails as accelerate's does — which shows it was attempted).
+// Mutations killed: CpuOffload::init_hook not moving to cpu (after_attach), pre_forward not
+// moving the module (after_forward on meta), the chain never offloading prev_module_hook
+// (b_forward_error missing), UserCpuOffloadHook::remove leaving the hook (hooked_after_remove).
+TEST_F(HookParity, CpuOffloadHookAndCpuOffloadWithHook) {
+  for (const auto& [label, dev] : {std::pair{std::string("cpu"), DeviceId::cpu()}, std::pair{std::string("meta"), DeviceId::meta()}}) {
+    {
+      auto m = make_model();
+      json obs;
+      add_hook_to_module(*m, std::make_shared<CpuOffload>(dev));
+      obs["hooked"] = hooked(m);
+      obs["after_attach"] = devices(m);
+      auto y = forward(m, parity().x);
+      obs["out_device"] = Runtime::current().devices().device_of(y).str();
+      if (!dev.is_meta()) obs["out"] = values(y);
+      obs["after_forward"] = devices(m);
+      expect_same(obs, scenario("cpu_offload_hook_" + label), "cpu_offload_hook_" + label);
+    }
+    {
+      auto m = make_model();
+      json obs;
+      auto handle = cpu_offload_with_hook(m, dev);
+      obs["hooked"] = hooked(m);
+      auto y = forward(m, parity().x);
+      obs["out_device"] = Runtime::current().devices().device_of(y).str();
+      obs["after_forward"] = devices(m);
+      if (step(obs, "offload_error", [&] { handle->offload(); })) obs["after_offload"] = devices(m);
+      handle->remove();
+      obs["hooked_after_remove"] = hooked(m);
+      expect_same(obs, scenario("cpu_offload_with_hook_" + label), "cpu_offload_with_hook_" + label);
+    }
+    {
+      auto a = make_model(), b = make_model();
+      json obs;
+      auto ha = cpu_offload_with_hook(a, dev);
+      auto hb = cpu_offload_with_hook(b, dev, ha);
+      auto ya = forward(a, parity().x);
+      obs["a_after_forward"] = devices(a);
+      if (step(obs, "b_forward_error", [&] { forward(b, parity().x); })) {
+        obs["a_after_b"] = devices(a);
+        obs["b_after_forward"] = devices(b);
+      }
+      obs["a_out_device"] = Runtime::current().devices().device_of(ya).str();
+      expect_same(obs, scenario("cpu_offload_chain_" + label), "cpu_offload_chain_" + label);
+    }
+  }
+}
+
+// attach_execution_device_hook: a hook on every module with a state dict unless a preload
+// class stops the recursion; inputs move to the execution device. Mutations killed: the
+// preload check dropped (hooked), inputs not sent to the execution device (a meta model fed a
+// cpu input raises), the has-state check dropped (out of the oracle's hooked set).
+TEST_F(HookParity, AttachExecutionDeviceHook) {
+  for (const auto& [label, preload] : {std::pair{std::string("all"), std::vector<std::string>{}},
+                                       std::pair{std::string("preload_root"), std::vector<std::string>{"ModelForTest"}}}) {
+    auto m = make_model();
+    module_to(*m, DeviceId::meta());
+    json obs;
+    attach_execution_device_hook(*m, DeviceId::meta(), {}, preload, nullptr);
+    obs["hooked"] = hooked(m);
+    json err;
+    if (step(err, "error", [&] {
+          auto y = forward(m, parity().x);
+          obs["out_device"] = Runtime::current().devices().device_of(y).str();
+        }))
+      obs["after_forward"] = devices(m);
+    else
+      ADD_FAILURE() << label << ": forward raised " << err.dump();
+    expect_same(obs, scenario("attach_execution_device_hook_" + label), "attach_execution_device_hook_" + label);
+  }
+  auto m = make_model();
+  attach_execution_device_hook(*m, DeviceId::cpu(), {}, {}, nullptr);
+  json obs;
+  obs["hooked"] = hooked(m);
+  auto y = forward(m, parity().x);
+  obs["out"] = values(y);
+  obs["out_shape"] = y.sizes().vec();
+  obs["out_device"] = Runtime::current().devices().device_of(y).str();
+  expect_same(obs, scenario("attach_execution_device_hook_cpu"), "attach_execution_device_hook_cpu");
 }
 
 TEST_F(HookParity, Case20DiskOffloadWritesAccelerateFolder) {

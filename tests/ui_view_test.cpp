@@ -182,11 +182,13 @@ struct Driver {
   void frame(const ScriptedInput& in) {
     win.frame([&](float w, float h) { view.Frame(w, h); }, &in);
   }
-  /// Moves the mouse to (x, y), presses and releases the left button: one frame each.
-  void click(float x, float y) {
+  /// Moves the mouse to (x, y), presses and releases the left button: one frame each (Shift
+  /// held throughout when `shift`).
+  void click(float x, float y, bool shift = false) {
     ScriptedInput in;
     in.x = x;
     in.y = y;
+    in.shift = shift;
     frame(in);
     in.down[0] = true;
     frame(in);
@@ -222,6 +224,7 @@ struct Driver {
 };
 
 using keys::kEnter, keys::kEscape, keys::kF1, keys::kF3;
+constexpr int kHome = 268;  // GLFW_KEY_HOME
 
 bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
@@ -472,6 +475,189 @@ TEST(ViewLod, ALargeTraceIsDrawnAsMergedBlocksAndItsFlowsOnlyWhenFew) {
   EXPECT_EQ(d.view.layout().merged_boxes, 0);
   EXPECT_GE(d.view.layout().drawn_boxes, 5 * 3);
   EXPECT_GE(d.view.layout().drawn_flows, 5);
+}
+
+// Clicking a merged "zoom in" block: a block of events covering a small part of the view is
+// fitted (5% margin); a block running across most of the view (a dense lane) zooms in 4×
+// around the cursor instead, since fitting it would change nothing.
+TEST(ViewLod, ClickingAMergedBlockZoomsToTheEventsItHolds) {
+  // Two clusters of 1000 one-ns ops on a host thread, far apart, and one op that ends the run.
+  const fs::path file = test::scratch_dir("lod_click") / "clusters.sqlite";
+  const int64_t base = storage::SyntheticTrace::kTraceBase, second = 1'000'000'000;
+  {
+    storage::Store store(file);
+    tracer::RunInfo info;
+    info.engine = "import";
+    info.start_ns = base;
+    const int64_t run = store.add_run(info);
+    std::vector<tracer::CpuOpActivity> ops;
+    auto op = [&](int64_t t) {
+      tracer::CpuOpActivity f;
+      f.os_tid = 77;
+      f.name = "aten::add";
+      f.category = "cpu_op";
+      f.start_ns = base + t;
+      f.end_ns = base + t + 1;
+      ops.push_back(f);
+    };
+    for (int64_t i = 0; i < 1000; ++i) op(2 * i), op(second + 2 * i);
+    op(2 * second);
+    tracer::ActivityBatch b;
+    b.run_id = run;
+    b.pid = 1;
+    b.cpu_ops = ops;
+    store.write_activity(b);
+    store.end_run(run, tracer::RunStatus::Complete);
+    store.close();
+  }
+  {
+    Driver d(file);
+    d.idle(3);
+    const TimeView& v = d.view.time_view();
+    std::optional<FrameLayout::MergedBox> later;
+    for (const auto& b : d.view.layout().merged_samples)
+      if (b.count == 1000 && b.start_ns >= second - 10) later = b;
+    ASSERT_TRUE(later.has_value()) << "the second cluster is not one merged block";
+    d.click(std::floor(0.5f * (later->x0 + later->x1)), std::floor(0.5f * (later->y0 + later->y1)));
+    d.idle(1);
+    EXPECT_FALSE(d.view.selection().has_value()) << "a merged block is not an event to select";
+    const double span = later->end_ns - later->start_ns, pad = 0.05 * span;
+    EXPECT_NEAR(v.start_ns, later->start_ns - pad, v.ns_per_px * 1.01);
+    EXPECT_NEAR(v.end_ns(), later->end_ns + pad, v.ns_per_px * 2.01);
+  }  // one window at a time
+
+  // The large capture's lanes are dense: its merged blocks run across the view.
+  auto c = make_capture("lod_click_dense", 300'000);
+  Driver dense(c.file);
+  dense.idle(3);
+  const TimeView& w = dense.view.time_view();
+  ASSERT_FALSE(dense.view.layout().merged_samples.empty());
+  const auto m = dense.view.layout().merged_samples.front();
+  const float x = std::floor(0.5f * (std::max(m.x0, dense.view.layout().canvas_x0) + m.x1));
+  const double before = w.end_ns() - w.start_ns;
+  const double t_at = w.t_of(x - dense.view.layout().canvas_x0);
+  ASSERT_GT(std::min(m.end_ns, w.end_ns()) - std::max(m.start_ns, w.start_ns), 0.5 * before) << "not a view-wide block";
+  dense.click(x, std::floor(0.5f * (m.y0 + m.y1)));
+  dense.idle(1);
+  EXPECT_NEAR(w.end_ns() - w.start_ns, before / 4, before * 1e-3) << "a view-wide block zooms in 4x";
+  EXPECT_NEAR(w.t_of(x - dense.view.layout().canvas_x0), t_at, w.ns_per_px * 1.01) << "around the cursor";
+}
+
+// The breaks table sorts by a clicked header; Shift+click adds a column to the sort (ImGui's
+// multi-sort), a second Shift+click on it reverses it.
+TEST(ViewTables, ClickSortsByAColumnShiftClickAddsASecondOne) {
+  auto c = make_capture("tables_sort");
+  Driver d(c.file);
+  d.view.SetTab(Tab::Breaks);
+  d.idle(4);
+  const RunTimeline* tl = d.view.timeline();
+  ASSERT_NE(tl, nullptr);
+  auto header = [&](const std::string& name) {
+    for (const auto& h : d.view.layout().table_headers)
+      if (h.name == name) return std::pair{std::floor(0.5f * (h.x0 + h.x1)), std::floor(0.5f * (h.y0 + h.y1))};
+    ADD_FAILURE() << "no header " << name;
+    return std::pair{0.0f, 0.0f};
+  };
+  const auto [mx, my] = header("module");
+  d.click(mx, my);
+  d.idle(2);
+  auto drawn = [&] {
+    std::vector<uint32_t> r;
+    for (const auto& t : d.view.layout().table_rows) r.push_back(t.row);
+    return r;
+  };
+  std::vector<uint32_t> rows = drawn();
+  ASSERT_GE(rows.size(), 6u);
+  for (size_t i = 1; i < rows.size(); ++i)
+    ASSERT_LE(tl->breaks.at(rows[i - 1]).module, tl->breaks.at(rows[i]).module) << "not sorted by module at " << i;
+  // Shift+click time twice: module ascending, then time descending.
+  const auto [tx, ty] = header("time");
+  d.click(tx, ty, true);
+  d.idle(1);
+  d.click(tx, ty, true);
+  d.idle(2);
+  rows = drawn();
+  ASSERT_GE(rows.size(), 6u);
+  int ties = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto &a = tl->breaks.at(rows[i - 1]), &b = tl->breaks.at(rows[i]);
+    ASSERT_LE(a.module, b.module) << "the first sort key was dropped at row " << i;
+    if (a.module == b.module) {
+      ++ties;
+      EXPECT_GE(a.time_ns, b.time_ns) << "rows of one module not by time, latest first, at " << i;
+    }
+  }
+  EXPECT_GT(ties, 0) << "no two rows of one module in view: the second key is untested";
+}
+
+// The runs list's filter keeps the rows whose text matches (ImGuiTextFilter: "-" excludes).
+TEST(ViewInput, TheRunFilterKeepsOnlyTheMatchingRuns) {
+  auto c = make_capture("input_filter");
+  Driver d(c.file);
+  d.idle(2);
+  ASSERT_EQ(d.view.layout().run_rows.size(), 4u);
+  const float* box = d.view.layout().run_filter;
+  ASSERT_GT(box[2], box[0]) << "no filter box drawn";
+  d.click(std::floor(0.5f * (box[0] + box[2])), std::floor(0.5f * (box[1] + box[3])));
+  auto shown = [&] {
+    std::set<int64_t> s;
+    for (const auto& r : d.view.layout().run_rows) s.insert(r.run_id);
+    return s;
+  };
+  d.type("offload-only");
+  d.idle(2);
+  EXPECT_EQ(shown(), (std::set<int64_t>{c.runs[1].run_id, c.runs[3].run_id})) << "filter 'offload-only'";
+  // Home, then "-": the query becomes "-offload-only", which excludes those rows.
+  d.press(kHome);
+  d.type("-");
+  d.idle(2);
+  EXPECT_EQ(shown(), (std::set<int64_t>{c.runs[0].run_id, c.runs[2].run_id})) << "filter '-offload-only'";
+}
+
+// The diagnostics strip says, per run, what went wrong: an interrupted run, a failed one,
+// records the tracer dropped, and every DIAGNOSTICS row with its severity.
+TEST(ViewDiagnostics, TheStripListsEveryRunProblemAndEveryDiagnostic) {
+  const fs::path file = test::scratch_dir("diag_strip") / "diag.sqlite";
+  int64_t ok = 0, failed = 0, cut = 0;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 2);
+    storage::SyntheticRun s;
+    s.devices = 2;
+    ok = storage::write_synthetic_run(store, s).run_id;
+    store.add_diagnostic(ok, storage::Severity::Warning, "compile", "torch._dynamo hit config.recompile_limit (8)");
+    store.add_diagnostic(std::nullopt, storage::Severity::Info, "capture", "settings recorded");
+    tracer::ActivityBatch b;
+    b.run_id = ok;
+    b.dropped_records = 7;
+    store.write_activity(b);
+    tracer::RunInfo info;
+    info.scenario = "cpu-offload";
+    info.policy = "offload-only";
+    info.mode = "eager";
+    failed = store.add_run(info);
+    store.end_run(failed, tracer::RunStatus::Failed, "offload folder is a file");
+    info.scenario = "disk-offload";
+    cut = store.add_run(info);  // never ended
+    store.close();
+  }
+  Driver d(file);
+  d.idle(3);
+  const auto& lines = d.view.layout().diagnostic_lines;
+  auto has_line = [&](const std::string& want) {
+    return std::find(lines.begin(), lines.end(), want) != lines.end();
+  };
+  const std::string r = "run ";
+  EXPECT_TRUE(has_line("[warning] " + r + std::to_string(ok) + ": compile: torch._dynamo hit config.recompile_limit (8)"))
+      << testing::PrintToString(lines);
+  EXPECT_TRUE(has_line("[info] capture: settings recorded")) << testing::PrintToString(lines);
+  EXPECT_TRUE(has_line("[dropped] " + r + std::to_string(ok) + " (sharded whole-hook default): 7 records dropped by the tracer"))
+      << testing::PrintToString(lines);
+  EXPECT_TRUE(has_line("[failed] " + r + std::to_string(failed) + " (cpu-offload offload-only eager): offload folder is a file"))
+      << testing::PrintToString(lines);
+  EXPECT_TRUE(has_line("[incomplete] " + r + std::to_string(cut) +
+                       " (disk-offload offload-only eager): the capture stopped before this run ended"))
+      << testing::PrintToString(lines);
 }
 
 TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <stb_image.h>
@@ -120,6 +121,39 @@ TEST(ViewCli, TwoCapturesOpenTogether) {
   EXPECT_EQ(r.exit_code, 1) << "the second capture is never written over";
   EXPECT_NE(r.err.find("is the capture being viewed"), std::string::npos) << r.err;
   EXPECT_EQ(hs::test::read_file(png_named), before);
+}
+
+// `--compare ID` aligns a second run of the same file under the opened one: both runs get
+// their lane groups on one time scale; an unknown id is an error naming it.
+TEST(ViewCli, CompareFlagAlignsASecondRunUnderTheFirst) {
+  hs::storage::CaptureReader rd(capture().db);
+  int64_t whole = 0, only = 0;
+  for (const auto& run : rd.runs()) {
+    if (run.scenario != "sharded" || run.mode != "default" || run.fullgraph) continue;
+    (run.policy == "whole-hook" ? whole : only) = run.id;
+  }
+  ASSERT_GT(whole, 0);
+  ASSERT_GT(only, 0);
+  json j = shot("timeline", {"--run", std::to_string(whole), "--compare", std::to_string(only)});
+  EXPECT_EQ(j["run"], whole);
+  EXPECT_EQ(j["compare_run"], only);
+  EXPECT_EQ(j["compare_capture"], 0);
+  std::map<int64_t, std::vector<std::string>> groups;
+  for (const auto& g : j["groups"])
+    if (!g["host"].get<bool>()) groups[g["run"].get<int64_t>()].push_back(g["device"]);
+  const std::vector<std::string> devices = {"0", "1", "2", "cpu"};
+  EXPECT_EQ(groups[whole], devices) << j.dump();
+  EXPECT_EQ(groups[only], devices) << j.dump();
+  EXPECT_EQ(j["panes"].size(), 2u) << "one lane pane per run";
+  // The second pane lies below the first.
+  EXPECT_LE(j["panes"][0][1].get<double>(), j["panes"][1][0].get<double>() + 0.5);
+
+  const fs::path dir = hs::test::scratch_dir("view-cli-cmp-" + std::to_string(getpid()));
+  auto r = hookscope({"view", capture().db.string(), "--run", std::to_string(whole), "--compare", "999",
+                      "--screenshot", (dir / "x.png").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("999"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.png"));
 }
 
 TEST(ViewCli, TablesOpenOnAnOffloadedRun) {

@@ -10,7 +10,8 @@
 #                                   tool: run with carry ["gpu-carry"]): links the binaries
 #                                   against that machine's LibTorch and CUDA libraries through
 #                                   LD_LIBRARY_PATH, runs the GPU tests (the real CUPTI tracer,
-#                                   the cudagraphs backend seam on CUDA inputs, GPU attribution),
+#                                   the cudagraphs backend seam on CUDA inputs, GPU attribution,
+#                                   hook parity with accelerate on cuda:0),
 #                                   then captures of the tests' tiny Llama (made there by
 #                                   transformers: random weights, no network) on real
 #                                   GPUs with CUPTI on, and writes the capture, its report
@@ -24,6 +25,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CARRY_LIMIT=$((64 * 1024 * 1024))
 # Test binaries that hold GPU tests (each skips what needs a GPU on a CPU machine).
 GPU_TESTS=(cupti_test compile_test gpu_attribution_test)
+# Hook parity with accelerate, run a second time with the scenarios' execution device on cuda:0.
+PARITY_TESTS=(hooks_test)
 
 log() { printf '[gpu_check] %s\n' "$*" >&2; }
 
@@ -42,10 +45,11 @@ pack() {
   rm -rf "$dir"
   mkdir -p "$dir/bin" "$dir/lib"
   local bins=("$ROOT/build/app/hookscope")
-  for t in "${GPU_TESTS[@]}"; do bins+=("$ROOT/build/tests/$t"); done
+  for t in "${GPU_TESTS[@]}" "${PARITY_TESTS[@]}"; do bins+=("$ROOT/build/tests/$t"); done
   for b in "${bins[@]}"; do
     [ -x "$b" ] || { log "missing $b (did the build make it?)"; exit 1; }
     cp "$b" "$dir/bin/"
+    strip --strip-unneeded "$dir/bin/$(basename "$b")"
     # Every resolved dependency that is not the GPU machine's own.
     ldd "$b" | awk '/=> \// {print $3}' | while read -r lib; do
       system_lib "$lib" || [ -e "$dir/lib/$(basename "$lib")" ] || cp -L "$lib" "$dir/lib/"
@@ -123,8 +127,13 @@ run_checks() {
     "$H" --version
   } >"$OUT/machine.txt" 2>&1
   cat "$OUT/machine.txt" >&2
-  step ldd resolved "$H" "${GPU_TESTS[@]/#/$dir/bin/}"
+  step ldd resolved "$H" "${GPU_TESTS[@]/#/$dir/bin/}" "${PARITY_TESTS[@]/#/$dir/bin/}"
   for t in "${GPU_TESTS[@]}"; do step "$t" "$dir/bin/$t" --gtest_color=no; done
+  # accelerate on cuda:0 against the port on the real GPU: devices after attach / forward /
+  # remove, io_same_device, outputs, offload folders.
+  for t in "${PARITY_TESTS[@]}"; do
+    step "${t}_cuda" env HOOKSCOPE_PARITY_DEVICE=cuda:0 "$dir/bin/$t" --gtest_color=no --gtest_filter='HookParity.*'
+  done
 
   # The tests' tiny Llama (random weights written by transformers here; no download), captured
   # on the real GPUs.

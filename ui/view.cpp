@@ -51,6 +51,13 @@ nlohmann::json FrameLayout::to_json() const {
                            {"visible", g.visible},
                            {"rect", {g.x0, g.y0, g.x1, g.y1}}});
   j["table_rows"] = static_cast<int64_t>(table_rows.size());
+  j["table_headers"] = nlohmann::json::array();
+  for (const auto& h : table_headers) j["table_headers"].push_back({{"name", h.name}, {"rect", {h.x0, h.y0, h.x1, h.y1}}});
+  j["diagnostic_lines"] = diagnostic_lines;
+  j["merged_samples"] = nlohmann::json::array();
+  for (const auto& m : merged_samples)
+    j["merged_samples"].push_back(
+        {{"span_ns", {m.start_ns, m.end_ns}}, {"count", m.count}, {"rect", {m.x0, m.y0, m.x1, m.y1}}});
   j["aggregated_boxes"] = aggregated_boxes;
   j["elided_labels"] = elided_labels;
   j["elided_samples"] = elided_samples;
@@ -68,6 +75,7 @@ nlohmann::json FrameLayout::to_json() const {
   for (const auto& a : memory_axes)
     j["memory_axes"].push_back(
         {{"run", a.run_id}, {"device", a.device}, {"top_bytes", a.top_bytes}, {"labels", a.labels}, {"y", {a.y0, a.y1}}});
+  j["run_filter"] = run_filter;
   j["run_rows"] = nlohmann::json::array();
   for (const auto& r : run_rows) j["run_rows"].push_back({{"capture", r.capture}, {"run", r.run_id}, {"y", {r.y0, r.y1}}});
   for (const auto& r : compare_rows)
@@ -211,6 +219,9 @@ void View::Frame(float width, float height) {
   m_layout.groups.clear();
   m_layout.compare_rows.clear();
   m_layout.table_rows.clear();
+  m_layout.table_headers.clear();
+  m_layout.diagnostic_lines.clear();
+  m_layout.merged_samples.clear();
   m_layout.run_rows.clear();
   m_layout.merged_boxes = m_layout.drawn_boxes = m_layout.drawn_flows = 0;
   m_layout.aggregated_boxes = m_layout.elided_labels = 0;
@@ -290,6 +301,10 @@ void View::DrawRuns(float, float) {
   ImGui::TextDisabled("(click: open, ctrl+click: compare)");
   ImGui::SetNextItemWidth(-1);
   ImGui::InputTextWithHint("##filter", "filter: label engine scenario policy mode status", m_filter, sizeof m_filter);
+  {
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    m_layout.run_filter[0] = a.x, m_layout.run_filter[1] = a.y, m_layout.run_filter[2] = b.x, m_layout.run_filter[3] = b.y;
+  }
   ImGuiTextFilter filter;
   std::snprintf(filter.InputBuf, sizeof filter.InputBuf, "%s", m_filter);
   filter.Build();
@@ -366,7 +381,8 @@ void View::DrawRunRows(size_t capture, const ImGuiTextFilter& filter, bool label
 
 void View::DrawDiagnostics(float height) {
   ImGui::BeginChild("diagnostics", ImVec2(0, height), true);
-  auto line = [](ImU32 color, const char* tag, const std::string& text) {
+  auto line = [this](ImU32 color, const char* tag, const std::string& text) {
+    m_layout.diagnostic_lines.push_back(std::string(tag) + " " + text);
     ImGui::PushStyleColor(ImGuiCol_Text, color);
     ImGui::TextUnformatted(tag);
     ImGui::PopStyleColor();

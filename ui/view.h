@@ -91,7 +91,24 @@ struct FrameLayout {
   std::vector<Group> groups;           ///< lane groups drawn (visible or not)
   std::vector<CompareRow> compare_rows;
   std::vector<RunRow> run_rows;        ///< rows of the runs list drawn this frame (filtered, scrolled in)
+  float run_filter[4] = {0, 0, 0, 0};  ///< the runs list's filter box (x0, y0, x1, y1)
   std::vector<TableRow> table_rows;    ///< rows of the breaks/transfers/swaps table drawn this frame
+  struct TableHeader {  ///< a column header of that table (click: sort by it; Shift+click: add it)
+    std::string name;
+    float x0, y0, x1, y1;
+  };
+  std::vector<TableHeader> table_headers;
+  /// The diagnostics strip's lines as drawn this frame: "[tag] text" ("[warning] run 3: ...").
+  std::vector<std::string> diagnostic_lines;
+  /// The first merged "zoom in" blocks drawn this frame (kMergedSamples at most): the time
+  /// span their events cover (the timeline's ns, as view_start_ns) and where they were drawn.
+  struct MergedBox {
+    double start_ns, end_ns;
+    int64_t count;  ///< events merged
+    float x0, y0, x1, y1;
+  };
+  static constexpr size_t kMergedSamples = 8;
+  std::vector<MergedBox> merged_samples;
   int64_t merged_boxes = 0, drawn_boxes = 0;
   int64_t drawn_flows = 0;  ///< transfer and launch flows drawn (none when too many are in view)
   int64_t aggregated_boxes = 0;  ///< weight-swap groups drawn in place of the swaps (Track::aggregate)
@@ -219,6 +236,7 @@ class View {
   /// far enough apart to be drawn themselves (no more merged blocks than single swaps in view).
   bool DrawSwapGroups(LanePass& p, const Track& t);
   void DrawSliceLabel(LanePass& p, const std::string& text, float bx0, float bx1, float y, uint32_t color, Keep keep = Keep::Tail);
+  void ExpandMerged(std::pair<int64_t, int64_t> block, float cursor_px);
   void DrawMergedBox(LanePass& p, const std::vector<Slice>& level, const DrawBox& b, float ly0, float ly1,
                      bool mouse_row);
   void DrawSelectionTime(LanePass& p, float run_y0, float run_y1);

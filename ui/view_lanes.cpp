@@ -407,6 +407,10 @@ void View::DrawMergedBox(LanePass& p, const std::vector<Slice>& level, const Dra
   const Slice& s = level[b.first];
   const ImU32 fill = style::category_color(s.category);
   ++m_layout.merged_boxes;
+  if (m_layout.merged_samples.size() < FrameLayout::kMergedSamples)
+    m_layout.merged_samples.push_back({static_cast<double>(s.start_ns),
+                                       static_cast<double>(level[b.first + b.count - 1].end_ns), b.count, bx0, ly0, bx1,
+                                       ly1});
   p.dl->AddRectFilled(ImVec2(bx0, ly0), ImVec2(bx1, ly1), darker(fill, 0.55f));
   zigzag(p.dl, bx0, bx1, ly0, ly1, fill);
   if (bx1 - bx0 > style::kMergedLabelMinPx) {

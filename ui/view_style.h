@@ -49,6 +49,7 @@ inline constexpr int kMaxOpenLevels = 64;      ///< levels of an unfolded lane
 inline constexpr float kLaneLabelIndent = 14.0f;   ///< lane names, right of their group's "[-]"
 inline constexpr float kGroupGap = 3.0f;           ///< space below each lane group
 inline constexpr float kSliceLabelMinPx = 24.0f;   ///< narrower slices carry no label
+inline constexpr double kMergedClickZoom = 4.0;   ///< a click on a view-wide merged block zooms in this much
 inline constexpr float kMergedLabelMinPx = 90.0f;  ///< narrower merged blocks carry no "N events"
 inline constexpr float kClickSlopPx = 3.0f;        ///< a press that moves less is a click, not a drag
 

@@ -32,7 +32,8 @@ struct Column {
 /// the row clicked this frame, if any.
 std::optional<uint32_t> event_table(const char* id, size_t n, std::vector<uint32_t>& order, bool& reset,
                                     const std::vector<Column>& cols, std::optional<uint32_t> selected,
-                                    std::vector<FrameLayout::TableRow>& drawn) {
+                                    std::vector<FrameLayout::TableRow>& drawn,
+                                    std::vector<FrameLayout::TableHeader>& headers) {
   std::optional<uint32_t> clicked;
   if (order.size() != n || reset) {
     order.resize(n);
@@ -45,7 +46,14 @@ std::optional<uint32_t> event_table(const char* id, size_t n, std::vector<uint32
   ImGui::TableSetupScrollFreeze(0, 1);
   for (size_t c = 0; c < cols.size(); ++c)
     ImGui::TableSetupColumn(cols[c].name, c == 0 ? ImGuiTableColumnFlags_DefaultSort : 0);
-  ImGui::TableHeadersRow();
+  // TableHeadersRow, one header at a time so the layout can say where each was drawn.
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (size_t c = 0; c < cols.size(); ++c) {
+    if (!ImGui::TableSetColumnIndex(static_cast<int>(c))) continue;
+    ImGui::TableHeader(cols[c].name);
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    headers.push_back({cols[c].name, a.x, a.y, b.x, b.y});
+  }
   if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || reset)) {
     std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
       for (int i = 0; i < specs->SpecsCount; ++i) {
@@ -205,7 +213,7 @@ void View::DrawBreaksTab() {
   bool reset = m_table_run[0] != tl.run.id;
   m_table_run[0] = tl.run.id;
   if (auto r = event_table("breaks", rows.size(), m_break_order, reset, cols, selected_row(m_selected, Source::Break),
-                           m_layout.table_rows))
+                           m_layout.table_rows, m_layout.table_headers))
     Focus(0, Source::Break, *r);
 }
 
@@ -237,7 +245,7 @@ void View::DrawTransfersTab() {
   bool reset = m_table_run[1] != tl.run.id;
   m_table_run[1] = tl.run.id;
   if (auto r = event_table("transfers", rows.size(), m_transfer_order, reset, cols,
-                           selected_row(m_selected, Source::Transfer), m_layout.table_rows))
+                           selected_row(m_selected, Source::Transfer), m_layout.table_rows, m_layout.table_headers))
     Focus(0, Source::Transfer, *r);
 }
 
@@ -275,7 +283,7 @@ void View::DrawSwapsTab() {
   bool reset = m_table_run[2] != tl.run.id;
   m_table_run[2] = tl.run.id;
   if (auto r = event_table("swaps", rows.size(), m_swap_order, reset, cols, selected_row(m_selected, Source::WeightSwap),
-                           m_layout.table_rows))
+                           m_layout.table_rows, m_layout.table_headers))
     Focus(0, Source::WeightSwap, *r);
 }
 

@@ -109,6 +109,18 @@ bool View::DrawRulerStrip(const ImVec2& origin, float full_w, float x0, float x1
   return hovered;
 }
 
+/// A click on a merged block: the view fits the block's events (5% margin) when they cover at
+/// most half of it; a block running across most of the view (a dense lane) would leave the
+/// view as it is, so the click zooms in kMergedClickZoom× around the cursor instead.
+void View::ExpandMerged(std::pair<int64_t, int64_t> block, float cursor_px) {
+  const double a = std::max(static_cast<double>(block.first), m_time.start_ns);
+  const double b = std::min(static_cast<double>(block.second), m_time.end_ns());
+  if (b - a <= 0.5 * (m_time.end_ns() - m_time.start_ns))
+    m_time.fit(static_cast<double>(block.first), static_cast<double>(block.second), 0.05);
+  else
+    m_time.zoom_at(cursor_px, style::kMergedClickZoom);
+}
+
 /// The scrolling pane of run `slot` (of `panes`): its lanes, the range band and the cursor line
 /// over them; dragging pans, a click selects. Returns whether the pane is hovered.
 bool View::DrawLanePane(int slot, int panes, float full_w, float lanes_h, float x0, float x1) {
@@ -153,7 +165,7 @@ bool View::DrawLanePane(int slot, int panes, float full_w, float lanes_h, float 
       } else if (m_hover)
         m_selected = m_hover;
       else if (m_hover_merged)
-        m_time.fit(static_cast<double>(m_hover_merged->first), static_cast<double>(m_hover_merged->second), 0.05);
+        ExpandMerged(*m_hover_merged, io.MousePos.x - x0);
       else
         m_selected.reset();
     }

@@ -5,7 +5,8 @@ The C++ parity suite (tests/hooks_test.cpp) runs the same scenarios through hook
 compares: tensor devices after attach / forward / remove, outputs, exception messages, files
 written to the offload folder. Scenario names carry case numbers shared with the C++ tests.
 
-  accelerate_parity.py --out DIR     writes DIR/weights.safetensors (ModelForTest weights and
+  accelerate_parity.py --out DIR [--device cuda:0]
+                                     writes DIR/weights.safetensors (ModelForTest weights and
                                      the input), then DIR/<scenario>/ folders as needed, and
                                      prints {"scenarios": {name: observation}}
 """
@@ -19,10 +20,10 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-from accelerate import cpu_offload, disk_offload, dispatch_model  # noqa: E402
+from accelerate import cpu_offload, cpu_offload_with_hook, disk_offload, dispatch_model  # noqa: E402
 from accelerate.hooks import (  # noqa: E402
-    AlignDevicesHook, ModelHook, SequentialHook, add_hook_to_module, attach_align_device_hook,
-    remove_hook_from_module, remove_hook_from_submodules)
+    AlignDevicesHook, CpuOffload, ModelHook, SequentialHook, add_hook_to_module, attach_align_device_hook,
+    attach_execution_device_hook, remove_hook_from_module, remove_hook_from_submodules)
 from accelerate.utils import set_module_tensor_to_device  # noqa: E402
 
 
@@ -72,19 +73,24 @@ def make_model():
     return m.eval()
 
 
+def name(device):
+    """A device as hookscope writes it: an accelerator by its index ("0"), else "cpu", "meta"."""
+    return str(device.index or 0) if device.type == "cuda" else str(device)
+
+
 def devices(model):
     out = {}
     for n, p in model.named_parameters():
-        out[n] = str(p.device)
+        out[n] = name(p.device)
     for n, b in model.named_buffers():
-        out[n] = str(b.device)
+        out[n] = name(b.device)
     return out
 
 
 def run(model, x):
     with torch.no_grad():
         y = model(x)
-    return {"out": y.flatten().tolist(), "out_shape": list(y.shape), "out_device": str(y.device)}
+    return {"out": y.flatten().tolist(), "out_shape": list(y.shape), "out_device": name(y.device)}
 
 
 def files(folder):
@@ -116,9 +122,9 @@ def observe(model, x, attach, remove=None, folder=None):
     return obs
 
 
-def scenarios(out_dir, x):
+def scenarios(out_dir, x, E):
+    """E: the execution device of the upstream tests' scenarios (cpu, or cuda:0 on a GPU)."""
     S = {}
-    E = torch.device("cpu")
 
     def case7(offload_buffers):
         def attach(m):
@@ -248,6 +254,7 @@ def scenarios(out_dir, x):
         obs["after_forward"] = dtypes(m)
         S[f"layerwise_casting_{label}"] = obs
 
+    S.update(offload_hook_scenarios(x))
     S["send_to_device_skip_keys"] = {
         "none": placed(send_to_device(tree(), "meta")),
         "a": placed(send_to_device(tree(), "meta", skip_keys=["a"])),
@@ -257,9 +264,96 @@ def scenarios(out_dir, x):
     return S
 
 
+def hooked(model):
+    """The modules (by name, "" = the root) that carry a hook, and the hook's class."""
+    return {n: type(m._hf_hook).__name__ for n, m in model.named_modules() if hasattr(m, "_hf_hook")}
+
+
+def step(obs, label, fn):
+    """Runs fn, recording its error (if any) as obs[label]; True when it succeeded."""
+    try:
+        fn()
+        return True
+    except Exception as e:  # noqa: BLE001 - the message is what we compare
+        obs[label] = f"{type(e).__name__}: {e}"
+        return False
+
+
+def offload_hook_scenarios(x):
+    """CpuOffload, cpu_offload_with_hook (its UserCpuOffloadHook's offload / remove and the
+    prev_module_hook chain) and attach_execution_device_hook. With only a CPU, "meta" is the
+    second device: moving to it is real (the data is dropped), and moving back fails the way
+    accelerate's own offload does, which shows whether an offload was attempted."""
+    S = {}
+    M = torch.device("meta")
+    for label, dev in (("cpu", torch.device("cpu")), ("meta", M)):
+        # add_hook_to_module(m, CpuOffload(...)): init_hook moves to cpu, pre_forward to the device.
+        m = make_model()
+        obs = {}
+        add_hook_to_module(m, CpuOffload(execution_device=dev))
+        obs["hooked"] = hooked(m)
+        obs["after_attach"] = devices(m)
+        with torch.no_grad():
+            y = m(x)
+        obs["out_device"] = name(y.device)
+        if dev != M:
+            obs["out"] = y.flatten().tolist()
+        obs["after_forward"] = devices(m)
+        S[f"cpu_offload_hook_{label}"] = obs
+
+        # cpu_offload_with_hook: the handle's offload() puts the model back on the cpu,
+        # remove() takes the hook off.
+        m = make_model()
+        obs = {}
+        m, handle = cpu_offload_with_hook(m, execution_device=dev)
+        obs["hooked"] = hooked(m)
+        with torch.no_grad():
+            y = m(x)
+        obs["out_device"] = name(y.device)
+        obs["after_forward"] = devices(m)
+        if step(obs, "offload_error", handle.offload):
+            obs["after_offload"] = devices(m)
+        handle.remove()
+        obs["hooked_after_remove"] = hooked(m)
+        S[f"cpu_offload_with_hook_{label}"] = obs
+
+        # A pipeline of two models: b's forward offloads a first when a is not on the cpu.
+        a, b = make_model(), make_model()
+        obs = {}
+        a, ha = cpu_offload_with_hook(a, execution_device=dev)
+        b, hb = cpu_offload_with_hook(b, execution_device=dev, prev_module_hook=ha)
+        with torch.no_grad():
+            ya = a(x)
+            obs["a_after_forward"] = devices(a)
+            if step(obs, "b_forward_error", lambda: b(x)):
+                obs["a_after_b"] = devices(a)
+                obs["b_after_forward"] = devices(b)
+        obs["a_out_device"] = name(ya.device)
+        S[f"cpu_offload_chain_{label}"] = obs
+
+    # attach_execution_device_hook: an AlignDevicesHook on every module with a state dict (a
+    # preload class stops the recursion); inputs go to the execution device, weights stay.
+    for label, kw in (("all", {}), ("preload_root", {"preload_module_classes": ["ModelForTest"]})):
+        m = make_model().to(M)
+        obs = {}
+        attach_execution_device_hook(m, M, **kw)
+        obs["hooked"] = hooked(m)
+        with torch.no_grad():
+            y = m(x)
+        obs["out_device"] = name(y.device)
+        obs["after_forward"] = devices(m)
+        S[f"attach_execution_device_hook_{label}"] = obs
+    # On the cpu with weights on the cpu: outputs as without hooks.
+    m = make_model()
+    attach_execution_device_hook(m, torch.device("cpu"))
+    S["attach_execution_device_hook_cpu"] = {"hooked": hooked(m), **run(m, x)}
+    return S
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu", help="execution device of the upstream scenarios (cuda:0 on a GPU)")
     args = ap.parse_args()
     if os.path.exists(args.out):
         shutil.rmtree(args.out)
@@ -271,7 +365,7 @@ def main():
               os.path.join(args.out, "weights.safetensors"))
     with torch.no_grad():
         ref = m(x)
-    res = {"reference": ref.flatten().tolist(), "scenarios": scenarios(args.out, x)}
+    res = {"reference": ref.flatten().tolist(), "scenarios": scenarios(args.out, x, torch.device(args.device))}
     json.dump(res, sys.stdout)
 
 

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
-"""transformers' greedy generate (fp32, eager attention) as the oracle: prints
-{"prompt_ids": [...], "new_ids": [...], "text": "..."}."""
+"""transformers' greedy generate (eager attention) as the oracle: prints
+{"prompt_ids": [...], "new_ids": [...], "text": "...", "margins": [...], "scales": [...]}.
+
+--dtype f32|bf16|f16 loads the weights in that dtype (hookscope's names). For each new token,
+"margins" is the raw logit gap between the chosen token and the runner-up and "scales" the
+largest |logit| of that step: a port in a half-precision dtype may pick another token only
+where the margin is within that dtype's rounding of the scale."""
 import argparse
 import json
 import os
@@ -14,12 +19,21 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--model", required=True)
 ap.add_argument("--prompt", required=True)
 ap.add_argument("--max-new-tokens", type=int, default=16)
+ap.add_argument("--dtype", choices=["f32", "bf16", "f16"], default="f32")
 args = ap.parse_args()
+dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
 tok = AutoTokenizer.from_pretrained(args.model)
-model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation="eager").eval()
+model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="eager").eval()
 ids = tok(args.prompt, return_tensors="pt").input_ids
 with torch.no_grad():
-    out = model.generate(ids, do_sample=False, max_new_tokens=args.max_new_tokens)
-new = out[0, ids.shape[1]:].tolist()
+    out = model.generate(ids, do_sample=False, max_new_tokens=args.max_new_tokens,
+                         output_logits=True, return_dict_in_generate=True)
+new = out.sequences[0, ids.shape[1]:].tolist()
+margins, scales = [], []
+for step in out.logits:
+    top = step[0].float().topk(2).values
+    margins.append(float(top[0] - top[1]))
+    scales.append(float(step[0].float().abs().max()))
 print(json.dumps({"prompt_ids": ids[0].tolist(), "new_ids": new,
-                  "text": tok.decode(new, skip_special_tokens=True)}))
+                  "text": tok.decode(new, skip_special_tokens=True),
+                  "margins": margins, "scales": scales}))
