@@ -1,7 +1,7 @@
 // Real decoder models dispatched through the accelerate port: sharded over 4 emulated
 // accelerators by infer_auto_device_map, CPU-offloaded and disk-offloaded device maps, on a
-// tiny transformers-written Llama and on the real SmolLM2 sample. Greedy tokens must equal the
-// undispatched model's; offloaded parameters must be back on `meta` after every forward; and
+// tiny transformers-written Llama and on the real SmolLM2 sample. Greedy tokens must equal
+// transformers' own (the same checkpoint, undispatched, in fp32); offloaded parameters must be back on `meta` after every forward; and
 // the compiler-disabled scopes must follow the policy.
 #include <gtest/gtest.h>
 
@@ -101,7 +101,7 @@ class Dispatch : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     ref_ = load_model(model_dir(GetParam()).string());
     prompt_ = prompt_for(ref_);
-    want_ = greedy(*ref_.model, prompt_, 8);
+    want_ = hs::test::transformers_greedy(model_dir(GetParam()), prompt_, 8);
   }
   WithRuntime rt_{kDevices};
   LoadedModel ref_;

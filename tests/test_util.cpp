@@ -1,10 +1,12 @@
 #include "tests/test_util.h"
 
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cerrno>
 #include <cstring>
@@ -185,6 +187,19 @@ fs::path cached_oracle(const std::string& name, const std::string& script, const
 ProcResult hookscope(std::vector<std::string> args) {
   args.insert(args.begin(), cli());
   return run(args);
+}
+
+std::vector<int64_t> transformers_greedy(const fs::path& model, const std::vector<int64_t>& prompt, int64_t n) {
+  std::string ids;
+  for (int64_t t : prompt) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(t);
+  }
+  std::string name = "hf-greedy-" + model.filename().string() + "-" + std::to_string(n) + "-" + ids;
+  std::replace(name.begin(), name.end(), ',', '_');
+  const fs::path dir = cached_oracle(name, "hf_generate.py",
+                                     {"--model", model.string(), "--prompt-ids", ids, "--max-new-tokens", std::to_string(n)});
+  return read_json(dir / "result.json")["new_ids"].get<std::vector<int64_t>>();
 }
 
 }  // namespace hs::test

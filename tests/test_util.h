@@ -2,6 +2,7 @@
 // oracles (transformers, tokenizers, accelerate) and the hookscope CLI as subprocesses.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -62,5 +63,11 @@ std::filesystem::path tiny_checkpoint(const std::string& name);
 /// kept as result.json in that folder. Returns the folder.
 std::filesystem::path cached_oracle(const std::string& name, const std::string& script,
                                     const std::vector<std::string>& extra_args = {});
+
+/// transformers' greedy tokens (fp32, eager attention; exactly `n` argmax steps, no eos stop,
+/// as hs::models::greedy_generate by default) for `prompt` on the HF folder `model`, through
+/// tests/oracles/hf_generate.py --prompt-ids (cached like cached_oracle).
+std::vector<int64_t> transformers_greedy(const std::filesystem::path& model, const std::vector<int64_t>& prompt,
+                                         int64_t n);
 
 }  // namespace hs::test
