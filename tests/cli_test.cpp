@@ -294,25 +294,30 @@ TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
                                      "HUGGINGFACE_HUB_CACHE=" + (root / "legacy").string(),
                                      "HF_HOME=" + (root / "hf-home").string(),
                                      "XDG_CACHE_HOME=" + (root / "xdg").string(), "HOME=" + (root / "home").string()};
+  // huggingface_hub's snapshot_download and `hookscope plan` for the id, under `env`.
+  auto hub_oracle = [](std::vector<std::string> env) {
+    for (const std::string& a : {hs::test::python(), (hs::test::source_dir() / "tests/oracles/hf_snapshot.py").string(),
+                                 std::string("hookscope/tiny-llama")})
+      env.push_back(a);
+    return hs::test::run(env);
+  };
+  auto hub_plan = [](std::vector<std::string> env) {
+    for (const std::string& a : {hs::test::cli(), std::string("plan"), std::string("--model"),
+                                 std::string("hookscope/tiny-llama"), std::string("--max-memory"),
+                                 std::string("0=1MB,cpu=1GB")})
+      env.push_back(a);
+    return hs::test::run(env);
+  };
   for (size_t first = 0; first < all.size(); ++first) {
     // The environment from `first` on: each step drops the variable that won the last one.
     std::vector<std::string> env{"/usr/bin/env", "-u", "HF_HUB_CACHE", "-u", "HUGGINGFACE_HUB_CACHE", "-u", "HF_HOME",
                                  "-u", "XDG_CACHE_HOME", "HF_HUB_OFFLINE=1"};
     env.insert(env.end(), all.begin() + static_cast<long>(first), all.end());
     SCOPED_TRACE(all[first]);
-    auto oracle = env;
-    for (const std::string& a : {hs::test::python(), (hs::test::source_dir() / "tests/oracles/hf_snapshot.py").string(),
-                                 std::string("hookscope/tiny-llama")})
-      oracle.push_back(a);
-    auto want = hs::test::run(oracle);
+    auto want = hub_oracle(env);
     ASSERT_EQ(want.exit_code, 0) << want.err;
     const std::string rev = fs::path(want.out.substr(0, want.out.find('\n'))).filename().string();
-    auto ours = env;
-    for (const std::string& a : {hs::test::cli(), std::string("plan"), std::string("--model"),
-                                 std::string("hookscope/tiny-llama"), std::string("--max-memory"),
-                                 std::string("0=1MB,cpu=1GB")})
-      ours.push_back(a);
-    auto got = hs::test::run(ours);
+    auto got = hub_plan(env);
     ASSERT_EQ(got.exit_code, 0) << got.err;
     EXPECT_EQ(got.out.rfind(rev + " (LlamaForCausalLM)", 0), 0u) << "huggingface_hub: " << want.out << got.out;
   }
@@ -321,17 +326,8 @@ TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
   fs::remove(root / "hub-cache" / "models--hookscope--tiny-llama" / "refs" / "main");
   {
     const std::vector<std::string> env{"/usr/bin/env", "HF_HUB_OFFLINE=1", "HF_HUB_CACHE=" + (root / "hub-cache").string()};
-    auto oracle = env;
-    for (const std::string& a : {hs::test::python(), (hs::test::source_dir() / "tests/oracles/hf_snapshot.py").string(),
-                                 std::string("hookscope/tiny-llama")})
-      oracle.push_back(a);
-    EXPECT_NE(hs::test::run(oracle).exit_code, 0) << "huggingface_hub found a snapshot without refs/main";
-    auto ours = env;
-    for (const std::string& a : {hs::test::cli(), std::string("plan"), std::string("--model"),
-                                 std::string("hookscope/tiny-llama"), std::string("--max-memory"),
-                                 std::string("0=1MB,cpu=1GB")})
-      ours.push_back(a);
-    auto got = hs::test::run(ours);
+    EXPECT_NE(hub_oracle(env).exit_code, 0) << "huggingface_hub found a snapshot without refs/main";
+    auto got = hub_plan(env);
     EXPECT_EQ(got.exit_code, 1) << got.out;
     EXPECT_NE(got.err.find("refs/main is missing"), std::string::npos) << got.err;
     EXPECT_NE(got.err.find("0000decoy, 1111hubcache"), std::string::npos) << got.err;

@@ -372,33 +372,36 @@ TEST(ViewInput, HoverPicksTheSliceUnderTheCursorAndClickSelectsIt) {
   EXPECT_FALSE(d.view.selection().has_value());
 }
 
+/// A capture of one imported run holding `ops` (CPU ops of host thread tid 77, pid 1).
+void write_host_ops(const fs::path& file, const std::vector<tracer::CpuOpActivity>& ops) {
+  storage::Store store(file);
+  tracer::RunInfo info;
+  info.engine = "import";
+  info.start_ns = storage::SyntheticTrace::kTraceBase;
+  const int64_t run = store.add_run(info);
+  tracer::ActivityBatch b;
+  b.run_id = run;
+  b.pid = 1;
+  b.cpu_ops = ops;
+  store.write_activity(b);
+  store.end_run(run, tracer::RunStatus::Complete);
+  store.close();
+}
+
 TEST(ViewInput, ClickingADeepLaneLabelUnfoldsAllItsLevels) {
   // A Python stack 6 frames deep on one thread: folded to its top 2 frames until clicked.
   const fs::path file = test::scratch_dir("input_unfold") / "trace.sqlite";
-  {
-    storage::Store store(file);
-    tracer::RunInfo info;
-    info.engine = "import";
-    info.start_ns = storage::SyntheticTrace::kTraceBase;
-    const int64_t run = store.add_run(info);
-    std::vector<tracer::CpuOpActivity> frames;
-    for (int64_t i = 0; i < 6; ++i) {
-      tracer::CpuOpActivity f;
-      f.os_tid = 77;
-      f.name = "f.py(1): frame";
-      f.category = "python_function";
-      f.start_ns = storage::SyntheticTrace::kTraceBase + i * 100;
-      f.end_ns = storage::SyntheticTrace::kTraceBase + 10000 - i * 100;
-      frames.push_back(f);
-    }
-    tracer::ActivityBatch b;
-    b.run_id = run;
-    b.pid = 1;
-    b.cpu_ops = frames;
-    store.write_activity(b);
-    store.end_run(run, tracer::RunStatus::Complete);
-    store.close();
+  std::vector<tracer::CpuOpActivity> frames;
+  for (int64_t i = 0; i < 6; ++i) {
+    tracer::CpuOpActivity f;
+    f.os_tid = 77;
+    f.name = "f.py(1): frame";
+    f.category = "python_function";
+    f.start_ns = storage::SyntheticTrace::kTraceBase + i * 100;
+    f.end_ns = storage::SyntheticTrace::kTraceBase + 10000 - i * 100;
+    frames.push_back(f);
   }
+  write_host_ops(file, frames);
   Driver d(file);
   d.idle(3);
   const auto group_h = [&] { return d.view.layout().groups.at(0).y1 - d.view.layout().groups.at(0).y0; };
@@ -484,32 +487,19 @@ TEST(ViewLod, ClickingAMergedBlockZoomsToTheEventsItHolds) {
   // Two clusters of 1000 one-ns ops on a host thread, far apart, and one op that ends the run.
   const fs::path file = test::scratch_dir("lod_click") / "clusters.sqlite";
   const int64_t base = storage::SyntheticTrace::kTraceBase, second = 1'000'000'000;
-  {
-    storage::Store store(file);
-    tracer::RunInfo info;
-    info.engine = "import";
-    info.start_ns = base;
-    const int64_t run = store.add_run(info);
-    std::vector<tracer::CpuOpActivity> ops;
-    auto op = [&](int64_t t) {
-      tracer::CpuOpActivity f;
-      f.os_tid = 77;
-      f.name = "aten::add";
-      f.category = "cpu_op";
-      f.start_ns = base + t;
-      f.end_ns = base + t + 1;
-      ops.push_back(f);
-    };
-    for (int64_t i = 0; i < 1000; ++i) op(2 * i), op(second + 2 * i);
-    op(2 * second);
-    tracer::ActivityBatch b;
-    b.run_id = run;
-    b.pid = 1;
-    b.cpu_ops = ops;
-    store.write_activity(b);
-    store.end_run(run, tracer::RunStatus::Complete);
-    store.close();
-  }
+  std::vector<tracer::CpuOpActivity> ops;
+  auto op = [&](int64_t t) {
+    tracer::CpuOpActivity f;
+    f.os_tid = 77;
+    f.name = "aten::add";
+    f.category = "cpu_op";
+    f.start_ns = base + t;
+    f.end_ns = base + t + 1;
+    ops.push_back(f);
+  };
+  for (int64_t i = 0; i < 1000; ++i) op(2 * i), op(second + 2 * i);
+  op(2 * second);
+  write_host_ops(file, ops);
   {
     Driver d(file);
     d.idle(3);

@@ -152,7 +152,7 @@ TEST(ViewCli, CompareFlagAlignsASecondRunUnderTheFirst) {
   auto r = hookscope({"view", capture().db.string(), "--run", std::to_string(whole), "--compare", "999",
                       "--screenshot", (dir / "x.png").string()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("999"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--compare: no run 999"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "x.png"));
 }
 

@@ -1,7 +1,9 @@
 #include "ui/viewer.h"
 
+
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -63,9 +65,17 @@ std::unique_ptr<View> open_view(const ViewerOptions& o) {
   const Tab tab = parse_tab(o.view);
   auto view = std::make_unique<View>(std::move(readers), labels);
   const size_t compare_capture = o.other ? 1 : 0;
-  if (o.run) view->SelectRun(*o.run);
+  // An unknown id names the flag that gave it.
+  auto flagged = [](const char* flag, const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const std::out_of_range& e) {
+      throw std::out_of_range(std::string(flag) + ": " + e.what());
+    }
+  };
+  if (o.run) flagged("--run", [&] { view->SelectRun(*o.run); });
   if (o.compare)
-    view->SetCompareRun(*o.compare, compare_capture);
+    flagged("--compare", [&] { view->SetCompareRun(*o.compare, compare_capture); });
   else if (o.run && o.other)
     view->SetCompareRun(view->MatchingRun(1), 1);  // the other capture's run of the same cell
   view->SetTab(tab);
