@@ -87,8 +87,18 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
     doc["source"] = "libtorch";
     doc["captured_regions"] = r.value("captured_regions", json(nullptr));
     doc["disabled_scope_entries"] = r.value("disabled_scope_entries", json(nullptr));
-    doc["break_reasons"] = group_libtorch_reasons(r.value("break_reasons", json::array()));
-    doc["recorded_graph_breaks"] = rd.graph_breaks(rec.id).size();
+    const auto recorded = rd.graph_breaks(rec.id);
+    if (r.contains("break_reasons")) {
+      doc["break_reasons"] = group_libtorch_reasons(r["break_reasons"]);
+    } else {
+      // A run without the engine's results (imported from a `hookscope export` trace): its
+      // recorded breaks over the whole run stand in for one forward's, and say so.
+      json rows = json::array();
+      for (const auto& b : recorded) rows.push_back({{"reason", b.reason}, {"function", b.function}, {"module", b.module}});
+      doc["break_reasons"] = group_libtorch_reasons(rows);
+      doc["break_reasons_from"] = "recorded";
+    }
+    doc["recorded_graph_breaks"] = recorded.size();
     doc["recorded_disabled_scopes"] = rd.count("DISABLED_SCOPES", rec.id);
   }
   return doc;
@@ -121,14 +131,17 @@ void print_doc(const json& d) {
   } else {
     std::cout << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
               << num(d, "disabled_scope_entries")
-              << "  (one captured forward; LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch "
-                 "for Dynamo's)\n";
+              << "  (one captured forward; " << (d["engine"] == "import" ? "recorded by hookscope's LibTorch engine"
+                                                                        : "LibTorch engine")
+              << ": not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
     if (d.contains("recorded_disabled_scopes"))
       std::cout << "Compiler-disabled scopes entered over the whole run (DISABLED_SCOPES, eager runs too): "
                 << num(d, "recorded_disabled_scopes") << "\n";
   }
   std::cout << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):"
-                                  : "Break Reasons (identical ones grouped):")
+                : d.contains("break_reasons_from")
+                    ? "Break Reasons (the run's recorded graph breaks over the whole run, identical ones grouped):"
+                    : "Break Reasons (identical ones grouped):")
             << (d.value("break_reasons", json::array()).empty() ? " none\n" : "\n");
   int i = 0;
   for (const auto& b : d.value("break_reasons", json::array())) {
