@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -63,6 +64,16 @@ std::string human(int64_t bytes) {
   return buf;
 }
 
+// A folder of the HF cache (.../models--ORG--NAME/snapshots/REV) as "ORG/NAME@REV", as the hub
+// names a model at a revision; any other folder by its name.
+std::string model_label(const std::filesystem::path& dir) {
+  const std::string repo = dir.parent_path().parent_path().filename().string();
+  const size_t sep = repo.find("--", 8);
+  if (dir.parent_path().filename() == "snapshots" && repo.rfind("models--", 0) == 0 && sep != std::string::npos)
+    return repo.substr(8, sep - 8) + "/" + repo.substr(sep + 2) + "@" + dir.filename().string();
+  return dir.filename().string();
+}
+
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 // The plan as a readable table: the model, per device its budget and what was placed, then
@@ -73,7 +84,7 @@ void print_plan(const models::LoadedModel& lm, c10::ScalarType dtype, const std:
   using namespace hs::hooks;
   const models::CausalLM& model = *lm.model;
   const int64_t total = sizes.get("");
-  std::cout << lm.dir.filename().string() << " (" << lm.config.architecture << "), dtype "
+  std::cout << model_label(lm.dir) << " (" << lm.config.architecture << "), dtype "
             << models::dtype_short_name(dtype) << ": " << with_commas(total) << " bytes (" << human(total) << ")\n";
   std::string ns;
   for (const auto& c : no_split) ns += (ns.empty() ? "" : ", ") + c;

@@ -319,7 +319,8 @@ TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
     const std::string rev = fs::path(want.out.substr(0, want.out.find('\n'))).filename().string();
     auto got = hub_plan(env);
     ASSERT_EQ(got.exit_code, 0) << got.err;
-    EXPECT_EQ(got.out.rfind(rev + " (LlamaForCausalLM)", 0), 0u) << "huggingface_hub: " << want.out << got.out;
+    EXPECT_EQ(got.out.rfind("hookscope/tiny-llama@" + rev + " (LlamaForCausalLM)", 0), 0u)
+        << "huggingface_hub: " << want.out << got.out;
   }
   // Without refs/main huggingface_hub finds no snapshot offline (it never guesses one among
   // several), and neither does hookscope: an error naming the missing file and the snapshots.
