@@ -573,6 +573,10 @@ std::string header(const RunRows& d, const CaptureReader& reader, int64_t base_n
   hs.str("capture", reader.path().string()).num("run", d.run.id).str("engine", d.run.engine).str("scenario", d.run.scenario);
   hs.str("policy", d.run.policy).str("mode", d.run.mode).raw("fullgraph", d.run.fullgraph ? "true" : "false");
   hs.str("model", d.run.model).str("label", d.run.label).str("status", std::string(tracer::to_string(d.run.status)));
+  // The model as the run's engine described it (id, path, dtype, params, bytes, architecture):
+  // what `report` shows for the run once the trace is imported.
+  if (const auto m = d.run.results.find("model"); d.run.results.is_object() && m != d.run.results.end() && m->is_object())
+    hs.raw("model_info", m->dump());
   h += "\"hookscope\": {" + hs.inner() + "},\n";
   h += "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": " + std::to_string(base_ns) + ",\n\"traceEvents\": [";
   return h;

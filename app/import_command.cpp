@@ -55,6 +55,33 @@ std::string take_exported_cell(storage::Store& store, int64_t run, const ImportA
   return "";
 }
 
+// The model description a `hookscope export` trace carries ("hookscope": {"model_info": {...}}),
+// as RUNS.results' "model" (what `report` shows). Untrusted, so all or nothing: only the keys
+// the LibTorch engine writes, printable strings of at most 1000 bytes and non-negative integers;
+// anything else is dropped with the returned note.
+std::string take_exported_model(nlohmann::json& result, const nlohmann::json& exported) {
+  if (!exported.is_object() || !exported.contains("model_info")) return "";
+  const nlohmann::json& m = exported["model_info"];
+  bool ok = m.is_object() && m.size() <= 6;
+  for (auto it = m.begin(); ok && it != m.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "params" || k == "bytes") {
+      ok = it->is_number_unsigned();
+    } else if (k == "id" || k == "path" || k == "dtype" || k == "architecture") {
+      ok = it->is_string() && it->get_ref<const std::string&>().size() <= 1000;
+      for (const unsigned char c : ok ? it->get_ref<const std::string&>() : std::string())
+        ok = ok && c >= 0x20 && c != 0x7f;
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok)
+    return "the trace's \"hookscope\".\"model_info\" is not a model description hookscope writes (id, path, dtype, "
+           "architecture as text; params, bytes as counts); the report shows the model as '?'";
+  result["model"] = m;
+  return "";
+}
+
 tracer::RunInfo run_info(const ImportArgs& a) {
   tracer::RunInfo info;
   info.scenario = a.scenario;
@@ -120,6 +147,12 @@ int run_import(const ImportArgs& a) {
       for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
                             "recompile_limit_hits", "unique_graphs"})
         if (summary.compile_log.contains(k)) result[k] = summary.compile_log[k];
+    if (summary.trace.is_object())
+      if (const std::string note = take_exported_model(result, summary.trace.value("hookscope_run", nlohmann::json()));
+          !note.empty()) {
+        store.add_diagnostic(run, storage::Severity::Warning, "import", note);
+        summary.diagnostics.push_back(note);
+      }
     store.set_run_result(run, result);
     store.end_run(run, tracer::RunStatus::Complete);
     store.finalize();

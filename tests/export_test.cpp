@@ -251,6 +251,35 @@ TEST(Export, ImportFlagsOverrideTheCellATraceNames) {
   EXPECT_EQ(kept.policy, "");
 }
 
+// The model the run's engine described travels with the trace ("hookscope"."model_info") and
+// comes back as the imported run's model, which `report` shows; a description with a field
+// hookscope never writes is dropped whole, with a note.
+TEST(Export, TheRunsModelDescriptionComesBackWithTheImport) {
+  const fs::path dir = capture().dir / "model-info";
+  fs::create_directories(dir);
+  const int64_t run = rich_run();
+  const json want = hs::storage::CaptureReader(capture().db).run(run).results.at("model");
+  ASSERT_TRUE(want.at("params").is_number());
+  const fs::path trace = export_chrome(run, dir / "t.json");
+  auto i = hookscope({"import", trace.string(), "-o", (dir / "x.sqlite").string()});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_EQ(hs::storage::CaptureReader(dir / "x.sqlite").run(1).results.value("model", json()), want);
+  auto rep = hookscope({"report", (dir / "x.sqlite").string(), "--json", (dir / "x.json").string()});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_EQ(hs::test::read_json(dir / "x.json")["model"]["params"], want["params"]);
+  for (const auto& [key, value] : {std::pair{std::string("params"), json(-5)}, std::pair{std::string("evil"), json("x")},
+                                   std::pair{std::string("id"), json("a\u001b[2J")}}) {
+    json doc = json::parse(hs::test::read_file(trace));
+    doc["hookscope"]["model_info"][key] = value;
+    std::ofstream(dir / "bad.json") << doc.dump();
+    fs::remove(dir / "y.sqlite");
+    i = hookscope({"import", (dir / "bad.json").string(), "-o", (dir / "y.sqlite").string()});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    EXPECT_NE(i.err.find("is not a model description hookscope writes"), std::string::npos) << key << ": " << i.err;
+    EXPECT_FALSE(hs::storage::CaptureReader(dir / "y.sqlite").run(1).results.contains("model")) << key;
+  }
+}
+
 // Perfetto and chrome://tracing draw a track's slices as a stack: each must nest inside the one
 // it starts in. The LibTorch engine's regions end inside hook spans, so they have a track of
 // their own ("compiled regions (thread T)").
