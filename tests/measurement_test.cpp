@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -148,6 +149,10 @@ const json& find(const json& report, const std::string& policy, const std::strin
 }
 
 TEST(Verdict, ASlowedEagerCellIsNoiseNotASpeedUp) {
+  // One intra-op thread, as `capture --threads 1`: ctest runs other tests beside this one, and
+  // OpenMP threads spinning on an oversubscribed machine stretch a sub-millisecond step by far
+  // more than any sleep here.
+  at::set_num_threads(1);
   // The control's ~6× slow-down outweighs any drift a loaded machine makes of its eager cells;
   // should one still drift further (the report then rightly calls the comparison noise, naming
   // the drift), it is measured again, up to 3 times.

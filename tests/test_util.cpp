@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cerrno>
@@ -38,7 +40,15 @@ std::string python() {
 std::string cli() { return overridable("HOOKSCOPE_CLI", HOOKSCOPE_CLI).string(); }
 
 fs::path scratch_dir(const std::string& name) {
-  fs::path p = overridable("HOOKSCOPE_BINARY_DIR", HOOKSCOPE_BINARY_DIR) / "test-scratch" / name;
+  // ctest runs every test in a process of its own, several at once: a folder of the running
+  // test's own, so that two tests building the same capture never remove each other's.
+  fs::path p = overridable("HOOKSCOPE_BINARY_DIR", HOOKSCOPE_BINARY_DIR) / "test-scratch";
+  if (const auto* t = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    std::string id = std::string(t->test_suite_name()) + "." + t->name();
+    std::replace(id.begin(), id.end(), '/', '_');
+    p /= id;
+  }
+  p /= name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

@@ -20,7 +20,8 @@ namespace hs::test {
 std::filesystem::path source_dir();
 /// Python interpreter with the oracle packages: $HOOKSCOPE_PYTHON, else the configured venv.
 std::string python();
-/// A fresh, empty directory under the build tree for this test (removed on next call).
+/// A fresh, empty directory under the build tree, test-scratch/SUITE.TEST/NAME for the running
+/// test (so tests running at once never share one); emptied on the next call with that name.
 std::filesystem::path scratch_dir(const std::string& name);
 /// Cache of fixtures made by the Python oracles; shared by all tests of one build.
 std::filesystem::path fixture_dir();
