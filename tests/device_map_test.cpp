@@ -1368,6 +1368,8 @@ TEST(PlanCommand, TableAndBadInput) {
   EXPECT_NE(r.err.find("`size` lots is not in a valid format"), std::string::npos) << r.err;
   r = hs::test::run({plan_cli(), "plan", "--model", smol_dir(), "--max-memory", "0=1GB,,cpu=1GB"});
   EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--max-memory: max_memory: empty entry in '0=1GB,,cpu=1GB'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
   // Too small for anything: like accelerate, the whole model goes to disk ({"": "disk"}),
   // with accelerate's INFO on stderr and a note saying so.
   r = hs::test::run({plan_cli(), "plan", "--model", smol_dir(), "--max-memory", "0=1MB,cpu=1MB", "--json"});
@@ -1378,8 +1380,12 @@ TEST(PlanCommand, TableAndBadInput) {
   EXPECT_EQ(json::parse(r.out)["device_map"], json::object({{"", "disk"}}));
   // A plan that cannot run at all: no device but disk given.
   r = hs::test::run({plan_cli(), "plan", "--model", smol_dir(), "--max-memory", "disk=1GB", "--json"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["device_map"], json::object({{"", "disk"}}));
+  EXPECT_NE(r.err.find("nothing fits in the given max_memory except disk"), std::string::npos) << r.err;
   // Bad model folder.
   r = hs::test::run({plan_cli(), "plan", "--model", "/nonexistent/model", "--max-memory", "0=1GB"});
   EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("model folder '/nonexistent/model' does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
 }
