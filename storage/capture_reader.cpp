@@ -20,14 +20,62 @@ namespace hs::storage {
 namespace fs = std::filesystem;
 using detail::Stmt;
 
-struct CaptureReader::Db {
+namespace {
+/// Prepared statements of one connection that no query is using, by SQL text. Parsing is most
+/// of the cost of a short query, and readers run the same few dozen per run of a capture.
+struct StmtCache {
   sqlite3* db = nullptr;
+  std::mutex mu;
+  std::multimap<std::string, sqlite3_stmt*, std::less<>> idle;
+  void finalize_all() {
+    for (auto& [sql, s] : idle) sqlite3_finalize(s);
+    idle.clear();
+  }
+};
+
+/// A statement of the cache for one query: prepared the first time its SQL is run, borrowed by
+/// one query at a time (a second query of the same text meanwhile prepares its own), reset and
+/// handed back at the end of the query. Errors as Stmt's.
+class Query : public Stmt {
+ public:
+  Query(StmtCache& cache, const fs::path& path, std::string_view sql)
+      : Stmt(take(cache, path, sql)), cache_(cache), sql_(sql) {}
+  ~Query() {
+    sqlite3_stmt* s = release();
+    if (!s) return;
+    sqlite3_reset(s);  // its result repeats an error step() has already thrown
+    sqlite3_clear_bindings(s);
+    std::lock_guard<std::mutex> lock(cache_.mu);
+    cache_.idle.emplace(std::move(sql_), s);
+  }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+ private:
+  static Stmt take(StmtCache& cache, const fs::path& path, std::string_view sql) {
+    {
+      std::lock_guard<std::mutex> lock(cache.mu);
+      if (auto it = cache.idle.find(sql); it != cache.idle.end()) {
+        sqlite3_stmt* s = it->second;
+        cache.idle.erase(it);
+        return Stmt(cache.db, path, s);
+      }
+    }
+    return Stmt(cache.db, path, sql);
+  }
+  StmtCache& cache_;
+  std::string sql_;
+};
+}  // namespace
+
+struct CaptureReader::Db : StmtCache {
   std::mutex strings_mu;
   std::shared_ptr<const std::vector<std::string>> strings;  ///< StringIds by id, loaded on first use
   std::mutex sql_mu;
   std::map<std::string, std::string, std::less<>> select_sql;  ///< per event table, for this file's columns
   fs::path snapshot;  ///< private copy of a WAL capture we may not touch (removed on close)
   ~Db() {
+    finalize_all();
     if (db) sqlite3_close_v2(db);
     std::error_code ec;
     if (!snapshot.empty()) fs::remove_all(snapshot, ec);
@@ -113,19 +161,19 @@ CaptureReader::~CaptureReader() = default;
 
 std::map<std::string, std::string> CaptureReader::metadata() const {
   std::map<std::string, std::string> out;
-  Stmt q(db_->db, path_, "SELECT name, value FROM META_DATA_EXPORT");
+  Query q(*db_, path_, "SELECT name, value FROM META_DATA_EXPORT");
   while (q.step()) out[q.text(0)] = q.text(1);
   return out;
 }
 
 bool CaptureReader::finalized() const {
-  Stmt q(db_->db, path_, "SELECT value FROM META_DATA_EXPORT WHERE name = 'HOOKSCOPE_FINALIZED'");
+  Query q(*db_, path_, "SELECT value FROM META_DATA_EXPORT WHERE name = 'HOOKSCOPE_FINALIZED'");
   return q.step() && q.text(0) == "1";
 }
 
 std::vector<std::string> CaptureReader::indexes() const {
   std::vector<std::string> out;
-  Stmt q(db_->db, path_, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
+  Query q(*db_, path_, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
   while (q.step()) out.push_back(q.text(0));
   return out;
 }
@@ -172,13 +220,13 @@ RunRecord read_run(const Stmt& q, const fs::path& path) {
 
 std::vector<RunRecord> CaptureReader::runs() const {
   std::vector<RunRecord> out;
-  Stmt q(db_->db, path_, std::string(kRunColumns) + " ORDER BY id");
+  Query q(*db_, path_, std::string(kRunColumns) + " ORDER BY id");
   while (q.step()) out.push_back(read_run(q, path_));
   return out;
 }
 
 RunRecord CaptureReader::run(int64_t id) const {
-  Stmt q(db_->db, path_, std::string(kRunColumns) + " WHERE id = ?");
+  Query q(*db_, path_, std::string(kRunColumns) + " WHERE id = ?");
   q.bind(1, id);
   if (!q.step()) throw std::out_of_range("no run " + std::to_string(id) + " in capture " + path_.string());
   return read_run(q, path_);
@@ -212,7 +260,7 @@ std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int6
   std::lock_guard<std::mutex> lock(db_->strings_mu);
   if (db_->strings && (need < 0 || static_cast<size_t>(need) < db_->strings->size())) return db_->strings;
   auto v = std::make_shared<std::vector<std::string>>();
-  Stmt q(db_->db, path_, "SELECT id, value FROM StringIds ORDER BY id");
+  Query q(*db_, path_, "SELECT id, value FROM StringIds ORDER BY id");
   while (q.step()) {
     const int64_t id = q.int64(0);
     if (id < 0 || id > (int64_t{1} << 32)) continue;  // not an id this schema writes
@@ -228,7 +276,7 @@ std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int6
 #define HS_STR(col, alias) HS_SV(col) " AS " alias
 
 bool CaptureReader::has_table(std::string_view table) const {
-  Stmt q(db_->db, path_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  Query q(*db_, path_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
   q.bind(1, table);
   return q.step();
 }
@@ -283,14 +331,14 @@ std::vector<Row> CaptureReader::read_rows(int64_t run) const {
     auto it = db_->select_sql.find(Row::table);
     if (it == db_->select_sql.end()) {
       std::set<std::string, std::less<>> present;
-      Stmt info(db_->db, path_, "SELECT name FROM pragma_table_info(?)");
+      Query info(*db_, path_, "SELECT name FROM pragma_table_info(?)");
       info.bind(1, Row::table);
       while (info.step()) present.insert(info.text(0));
       it = db_->select_sql.emplace(std::string(Row::table), select_sql<Row>(present)).first;
     }
     sql = it->second;
   }
-  Stmt q(db_->db, path_, sql);
+  Query q(*db_, path_, sql);
   q.bind(1, run);
   Strings str([this](int64_t need) { return string_table(need); });
   while (q.step()) {
@@ -312,7 +360,7 @@ HS_ACTIVITY_KINDS(HS_READER_METHOD_)
 
 std::vector<ModuleRow> CaptureReader::modules(int64_t run) const {
   std::vector<ModuleRow> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT " HS_STR("moduleId", "m") ", coalesce(" HS_SV("classId") ", '') FROM MODULES WHERE runId = ? "
          "ORDER BY m");
   q.bind(1, run);
@@ -322,7 +370,7 @@ std::vector<ModuleRow> CaptureReader::modules(int64_t run) const {
 
 std::vector<ThreadRow> CaptureReader::threads(int64_t run) const {
   std::vector<ThreadRow> out;
-  Stmt q(db_->db, path_, "SELECT threadId, tid FROM THREADS WHERE runId = ? ORDER BY threadId");
+  Query q(*db_, path_, "SELECT threadId, tid FROM THREADS WHERE runId = ? ORDER BY threadId");
   q.bind(1, run);
   while (q.step()) out.push_back({static_cast<uint32_t>(q.int64(0)), q.int64(1)});
   return out;
@@ -334,7 +382,7 @@ std::vector<int64_t> CaptureReader::activity_pids(int64_t run, std::string_view 
   std::vector<int64_t> out;
   if (!has_table(table)) return out;
   // The row order of select_sql for a timed kind.
-  Stmt q(db_->db, path_, "SELECT globalTid FROM " + std::string(table) + " WHERE runId = ? ORDER BY start, rowid");
+  Query q(*db_, path_, "SELECT globalTid FROM " + std::string(table) + " WHERE runId = ? ORDER BY start, rowid");
   q.bind(1, run);
   while (q.step()) out.push_back(q.int64(0) >> 24);
   return out;
@@ -342,7 +390,7 @@ std::vector<int64_t> CaptureReader::activity_pids(int64_t run, std::string_view 
 
 std::vector<TransferSum> CaptureReader::transfer_sums(int64_t run) const {
   std::vector<TransferSum> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT " HS_STR("src", "s") ", " HS_STR("dst", "d") ", copyKind, emulated, count(*), sum(bytes), "
          "sum(end - start) FROM TRANSFERS WHERE runId = ? GROUP BY src, dst, copyKind, emulated ORDER BY s, d");
   q.bind(1, run);
@@ -354,7 +402,7 @@ std::vector<TransferSum> CaptureReader::transfer_sums(int64_t run) const {
 
 std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
   std::vector<WeightSwapSum> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT onload, source, count(*), sum(bytes), sum(end - start) FROM WEIGHT_SWAPS WHERE runId = ? "
          "GROUP BY onload, source ORDER BY onload DESC, source");
   q.bind(1, run);
@@ -369,7 +417,7 @@ std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
 
 std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64_t> run) const {
   std::vector<CompileResultRow> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT runId, region_count, disabled_scope_entries, recompiles, fullgraph_ok, error, break_reasons "
          "FROM COMPILE_RESULTS WHERE (?1 IS NULL OR runId = ?1) ORDER BY runId, rowid");
   q.bind(1, run);
@@ -389,7 +437,7 @@ std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64
 
 std::vector<DiagnosticRow> CaptureReader::diagnostics(std::optional<int64_t> run) const {
   std::vector<DiagnosticRow> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT id, runId, start, severity, source, text FROM DIAGNOSTICS "
          "WHERE (?1 IS NULL OR runId = ?1 OR runId IS NULL) ORDER BY id");
   q.bind(1, run);
@@ -401,7 +449,7 @@ std::vector<DiagnosticRow> CaptureReader::diagnostics(std::optional<int64_t> run
 
 std::vector<DeviceRow> CaptureReader::devices(std::optional<int64_t> run) const {
   std::vector<DeviceRow> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT id, runId, name, kind, backing, label, max_memory, gpuId FROM DEVICES "
          "WHERE (?1 IS NULL OR runId = ?1 OR runId IS NULL) ORDER BY id");
   q.bind(1, run);
@@ -422,7 +470,7 @@ std::vector<DeviceRow> CaptureReader::devices(std::optional<int64_t> run) const 
 
 std::vector<GpuInfo> CaptureReader::gpus() const {
   std::vector<GpuInfo> out;
-  Stmt q(db_->db, path_,
+  Query q(*db_, path_,
          "SELECT id, name, busLocation, uuid, chipName, isDiscrete, totalMemory, memoryBandwidth, l2CacheSize, "
          "clockRate, smCount, computeMajor, computeMinor, asyncEngines, maxShmemPerBlock, threadsPerWarp, "
          "maxWarpsPerSm FROM TARGET_INFO_GPU ORDER BY id");
@@ -454,18 +502,18 @@ int64_t CaptureReader::count(std::string_view table, std::optional<int64_t> run)
   // Only names that are tables of this file (no SQL built from arbitrary input).
   std::set<std::string> tables;
   {
-    Stmt q(db_->db, path_, "SELECT name FROM sqlite_master WHERE type = 'table'");
+    Query q(*db_, path_, "SELECT name FROM sqlite_master WHERE type = 'table'");
     while (q.step()) tables.insert(q.text(0));
   }
   const std::string t(table);
   if (!tables.count(t))
     throw std::invalid_argument("count: no table '" + t + "' in capture " + path_.string());
   if (!run) {
-    Stmt q(db_->db, path_, "SELECT count(*) FROM \"" + t + "\"");
+    Query q(*db_, path_, "SELECT count(*) FROM \"" + t + "\"");
     q.step();
     return q.int64(0);
   }
-  Stmt q(db_->db, path_, "SELECT count(*) FROM \"" + t + "\" WHERE runId = ?");
+  Query q(*db_, path_, "SELECT count(*) FROM \"" + t + "\" WHERE runId = ?");
   q.bind(1, *run);
   q.step();
   return q.int64(0);

@@ -21,6 +21,8 @@ class Stmt {
  public:
   Stmt() = default;
   Stmt(sqlite3* db, const std::filesystem::path& path, std::string_view sql);
+  /// Adopts `prepared`, a statement prepared on `db` earlier (a statement cache's).
+  Stmt(sqlite3* db, const std::filesystem::path& path, sqlite3_stmt* prepared) : s_(prepared), db_(db), path_(&path) {}
   ~Stmt();
   Stmt(Stmt&& o) noexcept;
   Stmt& operator=(Stmt&& o) noexcept;
@@ -65,6 +67,12 @@ class Stmt {
     return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
   }
   sqlite3_stmt* raw() const { return s_; }
+  /// Gives up the statement without finalizing it: the caller owns it from now on.
+  sqlite3_stmt* release() {
+    sqlite3_stmt* s = s_;
+    s_ = nullptr;
+    return s;
+  }
 
  private:
   sqlite3_stmt* s_ = nullptr;

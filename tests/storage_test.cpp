@@ -1289,6 +1289,47 @@ TEST(CaptureReader, AWalCaptureCopiedWithoutItsWalIsReadWithoutCreatingFiles) {
   tr.end_run(RunStatus::Complete);
 }
 
+// The reader keeps each query's prepared statement for the next call of the same SQL; a
+// statement is lent to one query at a time, so threads sharing a reader each read whole,
+// correct rows, and a query run again (the next run's, the same run's) starts from its first.
+TEST(CaptureReader, ThreadsSharingAReaderReadWhatOneThreadReads) {
+  const fs::path file = test::scratch_dir("storage_shared_reader") / "capture.hscope";
+  std::vector<int64_t> runs;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    for (int k = 0; k < 3; ++k) {
+      runs.push_back(tr.begin_run(run_info("shared/" + std::to_string(k))));
+      events::EventSink& s = tr;
+      for (int i = 0; i < 300 * (k + 1); ++i)
+        s.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers." + std::to_string(i % 30),
+                     "LlamaDecoderLayer", 0, i, i + 1});
+      tr.end_run(RunStatus::Complete);
+    }
+    store.finalize();
+  }
+  const CaptureReader r(file);
+  std::vector<std::vector<storage::HookEventRow>> alone;
+  for (int64_t run : runs) alone.push_back(r.hook_events(run));
+  ASSERT_EQ(alone[2].size(), 900u);
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 30; ++i) {
+        const size_t k = static_cast<size_t>(i + t) % runs.size();
+        const auto rows = r.hook_events(runs[k]);
+        bad[static_cast<size_t>(t)] += rows.size() != alone[k].size() || rows.empty() ||
+                                       rows.front().module != alone[k].front().module ||
+                                       rows.back().start_ns != alone[k].back().start_ns;
+        bad[static_cast<size_t>(t)] += r.runs().size() != runs.size() || r.run(runs[k]).id != runs[k];
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, std::vector<int>(4, 0));
+  EXPECT_EQ(r.hook_events(runs[0]).size(), 300u) << "a statement used by every thread, read once more";
+}
+
 TEST(CaptureReader, AReaderOfALiveCaptureResolvesStringsAddedAfterItOpened) {
   const fs::path file = test::scratch_dir("storage_live_strings") / "live.hscope";
   Store store(file);
