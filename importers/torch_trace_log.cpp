@@ -147,12 +147,17 @@ bool is_known_type(std::string_view k) {
 std::optional<int64_t> opt_int(const json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->is_number_float() ? static_cast<int64_t>(it->get<double>()) : it->get<int64_t>();
+  if (!it->is_number_float()) return it->get<int64_t>();
+  const double v = it->get<double>();  // a float past int64's range is no value (casting it is UB)
+  if (!(v >= -9.2e18 && v <= 9.2e18)) return std::nullopt;
+  return static_cast<int64_t>(v);
 }
 std::optional<int64_t> opt_seconds_ns(const json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return std::nullopt;
-  return static_cast<int64_t>(std::llround(it->get<double>() * 1e9));
+  const double ns = it->get<double>() * 1e9;
+  if (!(ns >= -9.2e18 && ns <= 9.2e18)) return std::nullopt;  // past int64 ns: no value
+  return static_cast<int64_t>(std::llround(ns));
 }
 std::string str_or_empty(const json& j, const char* key) {
   const auto it = j.find(key);
