@@ -521,6 +521,20 @@ TEST(ImportTorchTrace, UnknownRecordTypesAreCountedAndReported) {
   EXPECT_NE(diags[0].text.find("future_record x2"), std::string::npos) << diags[0].text;
 }
 
+// Found by torch_trace_fuzz under UBSan: a float id or seconds field past int64's range was cast
+// to int64 (undefined). It reads as absent; the record still counts. (`./run test --sanitize`
+// halts on the cast.)
+TEST(ImportTorchTrace, AFloatIdPastInt64ReadsAsAbsent) {
+  const std::string x = read_text(compile_log().cell_log("nohooks"));
+  const std::string huge =
+      "V1201 04:54:56.531000 1 /torch/_dynamo/future.py:1] {\"future_record\": {\"x\": 1}, \"frame_id\": 1.5e73, "
+      "\"frame_compile_id\": -1e300, \"attempt\": 9e99}\n";
+  const TorchTraceSummary base = summary_of(log_with("huge_base", x));
+  const TorchTraceSummary sum = summary_of(log_with("huge", x + huge));
+  EXPECT_EQ(sum.records, base.records + 1);
+  EXPECT_EQ(sum.compiles, base.compiles);
+}
+
 TEST(ImportTorchTrace, ABadLogWritesNothing) {
   const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("hooks")));
   const fs::path dir = log_with("bad_writes_nothing", join(lines, record_with_long_payload(lines) + 2));
