@@ -1,6 +1,7 @@
 // Capture files: storage::CaptureReader on mutated SQLite files (seeds: small captures written
 // by the real Store, fuzz/make_capture_seed.cpp), then every query of the reader on every run.
-// Expected: storage::CaptureError (open and query failures, the header says), and
+// Expected: storage::CaptureError (open and query failures, and count() of a table the file
+// lacks, the header says), and
 // std::out_of_range from run(id): in a corrupt file a table scan (runs()) and a rowid lookup
 // (run(id)) may disagree without SQLite reporting the corruption.
 #include <cstdint>
@@ -73,6 +74,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     query([&] { (void)r.diagnostics(id); });
     query([&] { (void)r.devices(id); });
     query([&] { (void)r.count("HOOK_EVENTS", id); });
+    for (const char* t : {"CPU_OPS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"})
+      query([&] { (void)r.activity_pids(id, t); });
   }
+  query([&] { (void)r.count("RUNS"); });
   return 0;
 }

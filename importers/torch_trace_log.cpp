@@ -284,7 +284,7 @@ void LogReader::start_record(const std::string& line, size_t at) {
   p.line = line_;
   try {
     p.meta = json::parse(std::string_view(line).substr(at));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers past a double (out_of_range.406)
     throw error(p.line, std::string("not a JSON object after the glog prefix: ") + e.what());
   }
   if (!p.meta.is_object()) throw error(p.line, "not a JSON object after the glog prefix");
@@ -352,7 +352,7 @@ void LogReader::on_cell_marker(const Pending& r) {
   json payload;
   try {
     payload = json::parse(r.payload);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {  // parse errors, and numbers past a double
     throw error(r.line, "a hookscope_cell marker whose payload is not JSON");
   }
   if (!payload.is_object() || !payload.contains("cell") || !payload["cell"].is_string())
@@ -470,7 +470,7 @@ void LogReader::on_recompile_reasons(const CompileKey& key, const Pending& r) {
     json list;
     try {
       list = json::parse(r.payload);
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {  // parse errors, and numbers past a double
       throw error(r.line, "a recompile_reasons payload that starts like a JSON list but is not one");
     }
     for (const json& s : list) {

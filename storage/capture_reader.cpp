@@ -507,7 +507,7 @@ int64_t CaptureReader::count(std::string_view table, std::optional<int64_t> run)
   }
   const std::string t(table);
   if (!tables.count(t))
-    throw std::invalid_argument("count: no table '" + t + "' in capture " + path_.string());
+    throw CaptureError(path_, "count: no table '" + t + "' in capture " + path_.string());
   if (!run) {
     Query q(*db_, path_, "SELECT count(*) FROM \"" + t + "\"");
     q.step();

@@ -183,8 +183,9 @@ class CaptureReader {
   /// TARGET_INFO_GPU rows.
   std::vector<GpuInfo> gpus() const;
 
-  /// Row count of a table (optionally of one run). `table` must be one of the capture's
-  /// tables; throws std::invalid_argument otherwise.
+  /// Row count of a table (optionally of one run). `table` must be one of this file's tables;
+  /// otherwise throws CaptureError naming the file (a damaged or older capture may lack a table
+  /// the caller expects, so this is the file's error, not the caller's).
   int64_t count(std::string_view table, std::optional<int64_t> run = std::nullopt) const;
 
  private:

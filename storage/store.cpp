@@ -60,7 +60,7 @@ nlohmann::json parse_object(std::string_view text, std::string_view field) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers past a double
     throw std::invalid_argument(std::string(field) + " is not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw std::invalid_argument(std::string(field) + " must be a JSON object, got: " + j.dump());

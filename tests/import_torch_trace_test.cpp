@@ -535,6 +535,33 @@ TEST(ImportTorchTrace, AFloatIdPastInt64ReadsAsAbsent) {
   EXPECT_EQ(sum.compiles, base.compiles);
 }
 
+// Found by torch_trace_fuzz: a number past a double's range ('1e143615') is nlohmann's out_of_range.406,
+// not a parse_error; it escaped the reader and aborted. It is the file's error, with its line.
+TEST(ImportTorchTrace, ANumberPastADoubleIsAnImportErrorWithItsLine) {
+  const std::string x = read_text(compile_log().cell_log("nohooks"));
+  const size_t lines = lines_of(x).size();
+  const std::string file = "/dedicated_log_torch_trace_test.log";
+  {
+    const fs::path dir = log_with("past_double", x +
+                                                     "V1201 04:54:56.531000 1 /torch/_dynamo/future.py:1] {\"future_"
+                                                     "record\": {\"x\": 13072759667271522e143615}, \"frame_id\": 0}\n");
+    const std::string e = import_error(dir);
+    const std::string want = dir.string() + file + ": line " + std::to_string(lines + 1) +
+                             ": not a JSON object after the glog prefix: ";
+    EXPECT_EQ(e.rfind(want, 0), 0u) << e;
+    EXPECT_NE(e.find("number overflow"), std::string::npos) << e;
+  }
+  {
+    const std::string payload = "{\"cell\": \"a\", \"n\": 1e99999}";
+    importers::Md5 md5;
+    md5.update(payload);
+    const std::string bad = "V1201 04:54:54.313000 1 /x/driver.py:15] {\"artifact\": {\"name\": \"hookscope_cell\", "
+                            "\"encoding\": \"json\"}, \"has_payload\": \"" + md5.hex() + "\"}\n\t" + payload + "\n";
+    const fs::path dir = log_with("past_double_marker", bad + x);
+    EXPECT_EQ(import_error(dir), dir.string() + file + ": line 1: a hookscope_cell marker whose payload is not JSON");
+  }
+}
+
 TEST(ImportTorchTrace, ABadLogWritesNothing) {
   const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("hooks")));
   const fs::path dir = log_with("bad_writes_nothing", join(lines, record_with_long_payload(lines) + 2));

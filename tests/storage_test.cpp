@@ -282,6 +282,34 @@ TEST(CaptureReader, AFileWithoutANewerColumnReadsItAsZero) {
   EXPECT_EQ(r.module_compute(run).at(0).external_id, 42) << "the other tables keep theirs";
 }
 
+// Found by capture_reader_fuzz: a file whose sqlite_master lacks a table count() reads threw
+// std::invalid_argument (a caller's error) and aborted the harness; it is the file's error.
+TEST(CaptureReader, CountingATableTheFileLacksIsACaptureErrorNamingTheFile) {
+  const fs::path file = test::scratch_dir("storage_no_hook_events") / "capture.sqlite";
+  int64_t run = 0;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    run = tr.begin_run(run_info("tiny/sharded"));
+    tr.end_run(RunStatus::Complete);
+    store.finalize();
+  }
+  {
+    RawDb raw(file, SQLITE_OPEN_READWRITE);
+    raw.exec("PRAGMA journal_mode=DELETE");
+    raw.exec("DROP TABLE HOOK_EVENTS");
+  }
+  CaptureReader r(file);
+  EXPECT_EQ(r.count("RUNS"), 1);
+  try {
+    r.count("HOOK_EVENTS", run);
+    ADD_FAILURE() << "counted a table the file lacks";
+  } catch (const storage::CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("no table 'HOOK_EVENTS'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+  }
+}
+
 TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   const fs::path file = test::scratch_dir("storage_roundtrip") / "capture.hscope";
   int64_t run = 0;
@@ -450,7 +478,7 @@ TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   EXPECT_TRUE(r.gpus().empty());
   EXPECT_EQ(r.metadata().at("EXPORT_PRODUCT_VERSION"), "hookscope 0.1.0");
   EXPECT_THROW(r.run(run + 1), std::out_of_range);
-  EXPECT_THROW(r.count("sqlite_master; DROP TABLE RUNS"), std::invalid_argument);
+  EXPECT_THROW(r.count("sqlite_master; DROP TABLE RUNS"), storage::CaptureError);
 }
 
 TEST(Store, InternsEveryStringOnceAcrossRunsAndReferencesStringIds) {
