@@ -166,11 +166,19 @@ fs::path offload_folder_of(const CaptureArgs& a, const fs::path& out) {
 }
 
 // Removes what the capture wrote into its offload folder (and the folder itself when it is
-// the capture's own); --keep-offload-dir keeps all of it. Never throws.
+// the capture's own); --keep-offload-dir keeps all of it. Never throws. From the interrupt
+// handler the capture thread may still be writing .dat files there: the folder is first renamed
+// out of its way (its next write fails instead of landing in a half-removed folder), and one it
+// re-created meanwhile is removed too.
 void remove_offload_folder(const fs::path& dir, bool keep) {
   if (keep || dir.empty()) return;
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) return;
+    const fs::path doomed = dir.string() + ".removing-" + std::to_string(attempt);
+    fs::rename(dir, doomed, ec);
+    fs::remove_all(ec ? dir : doomed, ec);
+  }
 }
 
 LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) {
@@ -290,6 +298,22 @@ std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path
   };
 }
 
+// --keep-driver-files DIR: a folder of this capture's own. One holding an earlier capture's
+// traces and TORCH_TRACE logs would be read back with this one's (every compile counted twice),
+// and the model's folder is an input.
+void check_driver_files_folder(const fs::path& dir, const fs::path& model_dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::invalid_argument("--keep-driver-files: " + dir.string() + " exists and is not a folder");
+  if (path_inside(dir, model_dir) || path_inside(model_dir, dir))
+    throw std::invalid_argument("--keep-driver-files: " + dir.string() + " is, holds or lies inside the model's folder " +
+                                model_dir.string() + "; name another folder");
+  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec))
+    throw std::invalid_argument("--keep-driver-files: " + dir.string() +
+                                " is not empty (an earlier capture's logs there would be read with this one's); "
+                                "name a new or empty folder");
+}
+
 int run_capture(const CaptureArgs& a) {
   Matrix matrix = matrix_of(a);
   const fs::path out(a.out);
@@ -316,6 +340,7 @@ int run_capture(const CaptureArgs& a) {
     }
   }
   oo.offload_dir = options.offload_dir;
+  if (!a.keep_driver_files.empty()) check_driver_files_folder(work, oo.model_dir);
   CaptureOutput output(out, oo);
   const bool keep_offload = !a.keep_offload_dir.empty();
   InterruptWatch watch(interrupt_handler(output, options.offload_dir, keep_offload, work, !a.keep_driver_files.empty()));

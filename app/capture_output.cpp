@@ -37,22 +37,6 @@ void remove_sqlite_files(const fs::path& db, bool main_file) {
   for (const char* s : {"-journal", "-wal", "-shm"}) fs::remove(with_suffix(db, s), ec);
 }
 
-// The model's file that `out` is (or links to), if any.
-std::optional<fs::path> model_file_at(const fs::path& out, const fs::path& model_dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec))
-    if (same_file(it->path(), out)) return it->path();
-  return std::nullopt;
-}
-
-// True when `inner` is `outer` or lies inside it (both resolved).
-bool inside(const fs::path& inner, const fs::path& outer) {
-  std::error_code ec;
-  const std::string i = fs::weakly_canonical(inner, ec).string(), o = fs::weakly_canonical(outer, ec).string();
-  if (o.empty() || i.size() < o.size() || i.compare(0, o.size(), o) != 0) return false;
-  return i.size() == o.size() || o.back() == '/' || i[o.size()] == '/';
-}
-
 void check_existing_out(const fs::path& out, const CaptureOutputOptions& opt) {
   struct stat st {};
   const bool exists = ::stat(out.c_str(), &st) == 0;
@@ -97,7 +81,7 @@ int take_lock(const fs::path& path, const fs::path& out) {
       const std::string pid = lock_holder(fd);
       ::close(fd);
       if (err == EWOULDBLOCK)
-        throw std::runtime_error("--out: another capture" + (pid.empty() ? std::string() : " (pid " + pid + ")") +
+        throw std::runtime_error("--out: another capture or import" + (pid.empty() ? std::string() : " (pid " + pid + ")") +
                                  " is writing " + out.string() + " (lock " + path.string() +
                                  "); wait for it to finish or name another file");
       throw std::runtime_error("--out: cannot lock " + path.string() + ": " + std::strerror(err));
@@ -129,6 +113,28 @@ void note_stale_partials(const fs::path& out) {
 
 }  // namespace
 
+OutputLock::OutputLock(const fs::path& out) : path_(with_suffix(out, ".lock")), fd_(take_lock(path_, out)) {}
+
+OutputLock::~OutputLock() {
+  ::unlink(path_.c_str());  // while still holding it: a waiting opener sees the replacement
+  ::close(fd_);
+}
+
+std::optional<fs::path> running_capture_of(const fs::path& file) {
+  const std::string n = file.string();
+  if (n.size() < 10 || n.compare(n.size() - 8, 8, ".partial") != 0) return std::nullopt;
+  const size_t dot = n.rfind('.', n.size() - 9);
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string pid = n.substr(dot + 1, n.size() - 8 - dot - 1);
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const fs::path out = n.substr(0, dot);
+  const int fd = ::open(with_suffix(out, ".lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held ? std::optional(out) : std::nullopt;
+}
+
 CaptureOutput::CaptureOutput(fs::path out, CaptureOutputOptions options) : out_(std::move(out)), opt_(std::move(options)) {
   if (out_.empty()) throw std::invalid_argument("--out: empty; name the capture file to write, e.g. --out out/capture.sqlite");
   const std::string o = out_.string();
@@ -138,7 +144,7 @@ CaptureOutput::CaptureOutput(fs::path out, CaptureOutputOptions options) : out_(
   if (!fs::is_directory(dir)) throw std::invalid_argument("--out: folder " + dir.string() + " does not exist");
   check_existing_out(out_, opt_);
   if (!opt_.offload_dir.empty() && !opt_.model_dir.empty() &&
-      (inside(opt_.model_dir, opt_.offload_dir) || inside(opt_.offload_dir, opt_.model_dir) ||
+      (path_inside(opt_.model_dir, opt_.offload_dir) || path_inside(opt_.offload_dir, opt_.model_dir) ||
        same_file(opt_.model_dir, opt_.offload_dir)))
     throw std::invalid_argument("--keep-offload-dir: " + opt_.offload_dir.string() + " is, holds or lies inside the model's folder " +
                                 opt_.model_dir.string() + " (a capture writes and replaces offload folders there); name another folder");

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,6 +34,26 @@ struct CaptureOutputOptions {
   /// The folder the capture's disk-offload folders go in (removed and rewritten by the scenarios).
   std::filesystem::path offload_dir;
 };
+
+/// The writer's lock on a capture file OUT, as CaptureOutput takes it (flock on `OUT.lock`,
+/// which holds this pid; removed on release): `import` takes it too, so that a capture and an
+/// import never write one file at once. Throws std::runtime_error naming the holder's pid when
+/// it is held, or the lock file when it cannot be created.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::filesystem::path& out);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+/// When `file` is the temporary file of a capture in progress (`OUT.PID.partial` while
+/// `OUT.lock` is held): OUT. Else nothing.
+std::optional<std::filesystem::path> running_capture_of(const std::filesystem::path& file);
 
 /// The output of one capture. Thread-safe: the interrupt handler (another thread) finishes it
 /// with `finish_interrupted` while the capture thread may be anywhere; once it has, the capture

@@ -1,5 +1,8 @@
 #include "app/cli_util.h"
 
+#include "app/export_file.h"
+#include "storage/capture_reader.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -179,10 +182,42 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  std::error_code ec;
+  const std::string i = std::filesystem::weakly_canonical(inner, ec).string();
+  const std::string o = std::filesystem::weakly_canonical(outer, ec).string();
+  if (o.empty() || i.size() < o.size() || i.compare(0, o.size(), o) != 0) return false;
+  return i.size() == o.size() || o.back() == '/' || i[o.size()] == '/';
+}
+
+std::optional<std::filesystem::path> model_file_at(const std::filesystem::path& out,
+                                                   const std::filesystem::path& model_dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec))
+    if (same_file(it->path(), out)) return it->path();
+  return std::nullopt;
+}
+
+std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& capture) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& run : capture.runs()) {
+    const std::filesystem::path m(run.model);
+    if (!m.is_absolute() || !std::filesystem::is_regular_file(m / "config.json", ec)) continue;
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  }
+  return out;
+}
+
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
-                              const std::filesystem::path& input, const std::string& role) {
+                              const std::filesystem::path& input, const std::string& role,
+                              const std::vector<std::filesystem::path>& models) {
   const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
+  for (const auto& m : models)
+    if (const auto f = model_file_at(out, m))
+      throw std::invalid_argument(flag + ": " + out.string() + " is (or links to) the model's file " + f->string() +
+                                  " (a run of " + input.string() + " was made from it); name another file");
 }
 
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
@@ -197,16 +232,9 @@ void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>
 }
 
 void write_output_file(const std::filesystem::path& path, const std::string& bytes) {
-  const std::filesystem::path tmp = path.string() + ".partial";
-  std::ofstream f(tmp, std::ios::binary);
-  f << bytes;
-  f.close();
-  if (!f) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path.string());
-  }
-  std::filesystem::rename(tmp, path);
+  ExportFile f(path, /*gzip=*/false);
+  f.write(bytes);
+  f.commit();
 }
 
 hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index, const std::string& limit, bool mps_ok) {

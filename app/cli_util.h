@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,10 @@
 #include <CLI/CLI.hpp>
 
 #include "hooks/device_map.h"
+
+namespace hs::storage {
+class CaptureReader;
+}
 
 namespace hs::app {
 
@@ -52,20 +57,35 @@ std::string open_hint(const std::filesystem::path& capture, size_t runs);
 /// output is checked against the inputs it must never replace.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 
+/// True when `inner` is `outer` or lies inside it (both resolved, links followed).
+bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer);
+
+/// The file of the folder `model_dir` that `out` is (or links to: symlink or hard link), if any.
+std::optional<std::filesystem::path> model_file_at(const std::filesystem::path& out,
+                                                   const std::filesystem::path& model_dir);
+
+/// The checkpoint folders the capture's runs were made from: each distinct RUNS.model that is an
+/// absolute path to a folder holding config.json (imports and hub ids name none).
+std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& capture);
+
 /// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when
-/// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet).
-/// How every command keeps its outputs off the captures it reads (`role`: "reported",
-/// "exported", "read", ...).
+/// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet),
+/// and "FLAG: OUT is (or links to) the model's file F ..." when it is a file of one of `models`
+/// (model_folders of that capture). How every command keeps its outputs off the captures it reads
+/// and the checkpoints they were made from (`role`: "reported", "exported", "read", ...).
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
-                              const std::filesystem::path& input, const std::string& role);
+                              const std::filesystem::path& input, const std::string& role,
+                              const std::vector<std::filesystem::path>& models = {});
 
 /// Throws std::invalid_argument "FLAG2: OUT is also FLAG1's output; name two files" when two of
 /// the (flag, path) outputs of one command name the same file (empty paths are not outputs).
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
-/// Writes `bytes` to `path.partial` and renames it onto `path` when complete, so that a reader
-/// never sees half a file and a failed write leaves an earlier file alone. Throws
-/// std::runtime_error "cannot write PATH" when the write fails.
+/// Writes `bytes` through an ExportFile: to a temporary sibling renamed onto `path` when
+/// complete, so that a reader never sees half a file and a failed write leaves an earlier file
+/// alone (a link's file replaced, /dev/stdout or a FIFO written in place). Throws
+/// std::invalid_argument when `path` is a folder, std::runtime_error "cannot write PATH: REASON"
+/// when the write fails.
 void write_output_file(const std::filesystem::path& path, const std::string& bytes);
 
 /// `--max-memory` of a command: hooks::parse_max_memory (accelerate's syntax, which lets

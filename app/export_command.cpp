@@ -91,7 +91,8 @@ int export_chrome(const ExportArgs& a, const storage::CaptureReader& reader, con
     for (const int64_t run : runs)
       files.emplace_back(run, dir / ("run-" + std::to_string(run) + (gzip ? ".json.gz" : ".json")));
   }
-  for (const auto& [run, path] : files) refuse_overwriting_input("-o", path, reader.path(), "exported");
+  const auto models = model_folders(reader);
+  for (const auto& [run, path] : files) refuse_overwriting_input("-o", path, reader.path(), "exported", models);
   if (!one_file) fs::create_directories(a.out);
   for (size_t i = 0; i < files.size(); ++i) {
     ChromeExportOptions o;
@@ -117,8 +118,10 @@ int export_csv_tables(const ExportArgs& a, const storage::CaptureReader& reader,
   const fs::path dir = output_folder(a);
   std::vector<std::string> tables;
   for (const auto& t : split_list(a.tables)) tables.push_back(csv_table(t));
+  const auto models = model_folders(reader);
   for (const auto& t : tables.empty() ? csv_tables() : tables)
-    for (const char* ext : {".csv", ".csv.gz"}) refuse_overwriting_input("-o", dir / (t + ext), reader.path(), "exported");
+    for (const char* ext : {".csv", ".csv.gz"})
+      refuse_overwriting_input("-o", dir / (t + ext), reader.path(), "exported", models);
   const CsvExportSummary s = export_csv(reader, runs, tables, dir, a.gzip);
   std::fprintf(stderr, "[hookscope] wrote %zu table%s to %s: %s\n", s.files.size(), s.files.size() == 1 ? "" : "s",
                dir.c_str(), s.rows.empty() ? "no event rows in the run" : listing(s.rows, " rows").c_str());

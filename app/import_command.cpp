@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/capture_output.h"
 #include "app/cli_util.h"
 #include "importers/run_import.h"
 #include "storage/store.h"
@@ -111,10 +112,17 @@ int run_import(const ImportArgs& a) {
     if (!p.empty() && !fs::exists(p)) throw std::invalid_argument(std::string(flag) + ": " + p + " does not exist");
   const fs::path out(a.out);
   if (out.empty()) throw std::invalid_argument("--out: empty path");
+  if (a.out.front() == '-')  // `-o --append`: the flag taken as the file name
+    throw std::invalid_argument("--out: '" + a.out + "' looks like a flag, not a file name (write ./" + a.out +
+                                " for a file of that name)");
   if (fs::exists(out) && !a.append)
     throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add a run to it");
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
     throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
+  if (const auto capture = running_capture_of(out))
+    throw std::invalid_argument("--out: " + out.string() + " is the temporary file of a capture into " + capture->string() +
+                                " that is still running; wait for it to finish and import into that file");
+  const OutputLock lock(out);  // no capture or other import writes it meanwhile
   // A new capture is written next to its name and renamed when finished: an interrupted import
   // leaves no file that looks like a capture.
   const fs::path target = a.append ? out : fs::path(out.string() + ".partial-" + std::to_string(::getpid()));

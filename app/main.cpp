@@ -4,7 +4,9 @@
 // 2 usage error (unknown flag, missing argument).
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -92,6 +94,18 @@ int run_generate(const GenerateArgs& a) {
   return 0;
 }
 
+// What a command printed reaches its reader or the exit status says it did not (stdout on a
+// full disk or /dev/full: exit 1, the reason named), as coreutils' close_stdout does.
+int finish_stdout(int rc) {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;  // the reason, when this last flush is what failed
+  if (std::cout.good() && flushed && !std::ferror(stdout)) return rc;
+  std::cerr << "hookscope: error: cannot write to standard output" << (err ? std::string(": ") + std::strerror(err) : "")
+            << "\n";
+  return rc == 0 ? 1 : rc;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,15 +166,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (gen->parsed()) return run_generate(ga);
-    if (plan->parsed()) return run_plan();
-    if (capture->parsed()) return run_capture();
-    if (import->parsed()) return run_import();
-    if (report->parsed()) return run_report();
-    if (explain->parsed()) return run_explain();
-    if (stats->parsed()) return run_stats();
-    if (view->parsed()) return run_view();
-    if (exp->parsed()) return run_export();
+    int rc = 2;
+    if (gen->parsed()) rc = run_generate(ga);
+    else if (plan->parsed()) rc = run_plan();
+    else if (capture->parsed()) rc = run_capture();
+    else if (import->parsed()) rc = run_import();
+    else if (report->parsed()) rc = run_report();
+    else if (explain->parsed()) rc = run_explain();
+    else if (stats->parsed()) rc = run_stats();
+    else if (view->parsed()) rc = run_view();
+    else if (exp->parsed()) rc = run_export();
+    return finish_stdout(rc);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     std::cerr << "hookscope: error: " << e.what_without_backtrace() << "\n";
     return 1;

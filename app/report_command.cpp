@@ -54,7 +54,11 @@ json settings_of(const storage::CaptureReader& rd) {
   const auto meta = rd.metadata();
   const auto it = meta.find(kCaptureSettingsKey);
   json settings = it == meta.end() ? json(nullptr) : json::parse(it->second, nullptr, false);
-  if (settings.is_discarded() || !settings.is_object()) settings = json::object();
+  if (it != meta.end() && (settings.is_discarded() || !settings.is_object()))
+    throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": META_DATA_EXPORT." + kCaptureSettingsKey +
+                                               " is not the JSON object hookscope writes there; the file is damaged or "
+                                               "was written by another program");
+  if (!settings.is_object()) settings = json::object();
   json versions = settings.contains("versions") && settings["versions"].is_object() ? settings["versions"] : json::object();
   for (const auto& rec : rd.runs()) {
     if (!rec.versions.is_object()) continue;
@@ -109,13 +113,36 @@ void check_result_fields(const json& r, const storage::CaptureReader& rd, int64_
         "eager_tokens_per_s", "speedup_vs_eager"}},
       {"a list", [](const json& v) { return v.is_array(); }, {"break_reasons", "weight_devices", "diagnostics"}},
       {"an object", [](const json& v) { return v.is_object(); }, {"peak_memory_bytes", "model", "samples"}}};
+  const auto wrong = [&](const std::string& field, const json& v, const char* shape) {
+    return storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
+                                                ": RUNS.results field '" + field + "' is " + v.type_name() +
+                                                ", where hookscope writes " + shape + " (or null)");
+  };
   for (const Kind& k : kinds)
     for (const char* key : k.keys) {
       const auto it = r.find(key);
       if (it == r.end() || it->is_null() || k.ok(*it)) continue;
-      throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
-                                                 ": RUNS.results field '" + key + "' is " + it->type_name() +
-                                                 ", where hookscope writes " + k.shape + " (or null)");
+      throw wrong(key, *it, k.shape);
+    }
+  // One level down: the members the renderers read as numbers or text.
+  const auto members = [&](const char* key, const char* shape, bool (*ok)(const json&)) {
+    const auto it = r.find(key);
+    if (it == r.end() || !it->is_object()) return;
+    for (const auto& [name, v] : it->items())
+      if (!v.is_null() && !ok(v)) throw wrong(std::string(key) + "." + name, v, shape);
+  };
+  const auto number = [](const json& v) { return v.is_number(); };
+  for (const char* spread : kinds[4].keys) members(spread, "a number", number);
+  members("peak_memory_bytes", "an integer", [](const json& v) { return v.is_number_integer(); });
+  members("samples", "a list of numbers", [](const json& v) {
+    return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); });
+  });
+  if (const auto m = r.find("model"); m != r.end() && m->is_object())
+    for (const auto& [name, v] : m->items()) {
+      const bool sized = name == "params" || name == "bytes";
+      if (!v.is_null() && (sized ? !v.is_number() : !v.is_string() && (name == "id" || name == "dtype" ||
+                                                                         name == "architecture" || name == "path")))
+        throw wrong("model." + name, v, sized ? "a number" : "a string");
     }
   if (const auto it = r.find("break_reasons"); it != r.end() && it->is_array())
     for (const auto& b : *it) {
@@ -221,17 +248,18 @@ int run_report(const ReportArgs& a) {
   json report = build_report(rd);
   if (report["runs"].empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
   std::string md = render_markdown(report);
-  // The capture is an input: never written over, whatever name or link points at it.
+  // The capture and its model's files are inputs: never written over, whatever name or link points at them.
+  const auto models = model_folders(rd);
   for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
                                    std::pair{"--html", a.html}})
-    if (!out.empty()) refuse_overwriting_input(flag, out, a.file, "reported");
+    if (!out.empty()) refuse_overwriting_input(flag, out, a.file, "reported", models);
   refuse_shared_outputs({{"--markdown", a.markdown}, {"--json", a.json_out}, {"--html", a.html}});
   const auto write = write_output_file;
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<ReportPicture> pictures;
   if (!a.html.empty() || !a.assets.empty()) pictures = report_pictures(rd, report, a.timeline_runs);
   const std::string tables_md = md;
-  if (!a.assets.empty()) md += write_picture_assets(pictures, a.assets, a.markdown, a.file);
+  if (!a.assets.empty()) md += write_picture_assets(pictures, a.assets, a.markdown, a.file, models);
   if (!a.markdown.empty()) write(a.markdown, md);
   if (!a.json_out.empty()) write(a.json_out, report.dump(2) + "\n");
   if (!a.html.empty())

@@ -431,7 +431,7 @@ namespace {
 
 DiffSide read_side(const std::string& file, const std::string& label) {
   storage::CaptureReader rd(file);  // names the file when it is missing or not a capture
-  DiffSide s{label, file, build_report(rd), json::object()};
+  DiffSide s{label, file, build_report(rd), json::object(), model_folders(rd)};
   if (s.report["runs"].empty()) throw std::invalid_argument(file + ": the capture holds no runs");
   s.settings = capture_settings(s.report, rd);
   return s;
@@ -446,8 +446,8 @@ int run_report_diff(const ReportDiffArgs& args) {
   const std::string md = render_diff_markdown(diff);
   // The captures are inputs: never written over, whatever name or link points at them.
   for (const auto& [flag, out] : {std::pair{"--markdown", args.markdown}, std::pair{"--json", args.json_out}})
-    for (const std::string& capture : {args.file_a, args.file_b})
-      if (!out.empty()) refuse_overwriting_input(flag, out, capture, "compared");
+    for (const DiffSide* side : {&a, &b})
+      if (!out.empty()) refuse_overwriting_input(flag, out, side->file, "compared", side->models);
   refuse_shared_outputs({{"--markdown", args.markdown}, {"--json", args.json_out}});
   if (!args.markdown.empty()) write_output_file(args.markdown, md);
   if (!args.json_out.empty()) write_output_file(args.json_out, diff.dump(2) + "\n");

@@ -5,6 +5,7 @@
 // holds are listed, and settings that differ between the captures are warned about first.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@ struct DiffSide {
   std::string file;        ///< the capture's path as given
   nlohmann::json report;   ///< `build_report`'s document (schema 1)
   nlohmann::json settings; ///< object, setting name → text (`capture_settings`)
+  std::vector<std::filesystem::path> models;  ///< `model_folders` of the capture
 };
 
 /// The settings that decide whether two captures compare, flattened to name → text: `model`

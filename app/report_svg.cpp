@@ -514,13 +514,14 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
 }
 
 std::string write_picture_assets(const std::vector<ReportPicture>& pictures, const std::string& dir,
-                                 const std::string& markdown_path, const std::string& capture_path) {
+                                 const std::string& markdown_path, const std::string& capture_path,
+                                 const std::vector<std::filesystem::path>& models) {
   namespace fs = std::filesystem;
   if (fs::exists(dir) && !fs::is_directory(dir))
     throw std::invalid_argument("--assets: " + dir + " exists and is not a folder");
   for (const auto& p : pictures) {
     const fs::path f = fs::path(dir) / p.file;
-    refuse_overwriting_input("--assets", f, capture_path, "reported");
+    refuse_overwriting_input("--assets", f, capture_path, "reported", models);
   }
   fs::create_directories(dir);
   const fs::path md_dir = markdown_path.empty() ? fs::path() : fs::path(markdown_path).parent_path();

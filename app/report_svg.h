@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,9 +61,10 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
 /// `report --assets DIR`: writes each picture as DIR/<file> (creating DIR) and returns the
 /// Markdown that shows them — a "pictures" section of image links relative to the folder of
 /// `markdown_path`. Refuses (std::invalid_argument, before writing anything) a picture path that
-/// is the capture `capture_path` or a DIR that is an existing non-folder; throws
-/// std::runtime_error when a file cannot be written.
+/// is the capture `capture_path` or a file of its `models` (model_folders), or a DIR that is an
+/// existing non-folder; throws std::runtime_error when a file cannot be written.
 std::string write_picture_assets(const std::vector<ReportPicture>& pictures, const std::string& dir,
-                                 const std::string& markdown_path, const std::string& capture_path);
+                                 const std::string& markdown_path, const std::string& capture_path,
+                                 const std::vector<std::filesystem::path>& models = {});
 
 }  // namespace hs::app

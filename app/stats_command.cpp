@@ -89,6 +89,7 @@ int run_stats(const StatsArgs& a) {
   const std::vector<RunStats> runs = compute_stats(rd, opt);
   if (runs.empty()) throw std::invalid_argument(a.file + ": the capture holds no complete run (pick one with --run ID)");
   const std::vector<StatsTable> tables = stats_tables(runs, reports);
+  const auto models = model_folders(rd);
   if (a.format == "csv") {
     std::string all;
     for (const auto& t : tables) {
@@ -99,7 +100,7 @@ int run_stats(const StatsArgs& a) {
       }
       const std::string base = ends_with(a.out, ".csv") ? a.out.substr(0, a.out.size() - 4) : a.out;
       const std::string path = base + "_" + t.name + ".csv";
-      refuse_overwriting_input("-o", path, a.file, "read");
+      refuse_overwriting_input("-o", path, a.file, "read", models);
       write_output_file(path, csv);
       std::cerr << "wrote " << path << "\n";
     }
@@ -112,7 +113,7 @@ int run_stats(const StatsArgs& a) {
     std::cout << text;
     return 0;
   }
-  refuse_overwriting_input("-o", a.out, a.file, "read");
+  refuse_overwriting_input("-o", a.out, a.file, "read", models);
   write_output_file(a.out, text);
   return 0;
 }

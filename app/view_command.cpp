@@ -2,9 +2,24 @@
 
 #include <memory>
 
+#include "app/cli_util.h"
+#include "storage/capture_reader.h"
 #include "ui/viewer.h"
 
 namespace hs::app {
+
+namespace {
+// The viewer checks its outputs against the captures; the checkpoints their runs were made from
+// are known here (model_folders): --screenshot / --layout naming a model's file are refused.
+void refuse_model_outputs(const ui::ViewerOptions& v) {
+  for (const auto& capture : {std::optional(v.file), v.other}) {
+    if (!capture || (!v.screenshot && !v.layout)) continue;
+    const auto models = model_folders(storage::CaptureReader(*capture));
+    if (v.screenshot) refuse_overwriting_input("--screenshot", *v.screenshot, *capture, "viewed", models);
+    if (v.layout) refuse_overwriting_input("--layout", *v.layout, *capture, "viewed", models);
+  }
+}
+}  // namespace
 
 CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
   auto o = std::make_shared<ui::ViewerOptions>();
@@ -67,6 +82,8 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
     if (!layout->empty()) v.layout = *layout;
     if (run_opt->count()) v.run = *run;
     if (cmp_opt->count()) v.compare = *compare;
+    refuse_model_outputs(v);
+    v.write_file = write_output_file;
     return ui::run_viewer(v);
   };
   return cmd;

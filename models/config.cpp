@@ -1,5 +1,7 @@
 #include "models/config.h"
 
+#include "models/regular_file.h"
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -26,6 +28,8 @@ const json* field(const json& j, const char* name) {
 // intermediate 53248, 126 layers, 128 heads; vocabularies up to ~256k; contexts up to ~10M), so
 // that a corrupt config is refused before the module tree (or a cache) is sized from it.
 constexpr int64_t kMaxHidden = int64_t{1} << 20;
+/// config.json / generation_config.json: a few KB in every real checkpoint.
+constexpr uint64_t kMaxConfigBytes = 100'000'000;
 constexpr int64_t kMaxIntermediate = int64_t{1} << 22;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxHeads = 4096;
@@ -109,13 +113,23 @@ std::vector<int64_t> int_or_list(const json* v, const char* name, const fs::path
 }
 
 json read_json_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file.string() + ": cannot open (missing or unreadable)");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string text;
   try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
+    text = read_regular_file(file, kMaxConfigBytes);  // a FIFO or a folder there: refused, not waited on
+  } catch (const RegularFileError& e) {
+    throw ConfigError(e.what());
+  }
+  std::string key;  // the field being read, for a number nlohmann cannot hold
+  const json::parser_callback_t note_key = [&key](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key) key = parsed.get<std::string>();
+    return true;
+  };
+  try {
+    return json::parse(text, note_key);
+  } catch (const json::out_of_range& e) {  // out_of_range.406: a number past a double's range
+    throw ConfigError(file.string() + ": " + (key.empty() ? "" : "field '" + key + "': ") +
+                      "a number past a double's range (" + e.what() + ")");
+  } catch (const json::exception& e) {
     throw ConfigError(file.string() + ": invalid JSON: " + e.what());
   }
 }

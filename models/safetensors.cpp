@@ -1,6 +1,8 @@
 // safetensors reader; see safetensors.h for the format and the rules enforced.
 #include "models/safetensors.h"
 
+#include "models/regular_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -302,39 +304,31 @@ std::string describe_json(const json& v) {
 
 // ---- files -----------------------------------------------------------------------------------
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
+/// A RegularFileError as this reader words it: "cannot open ROLE PATH: REASON", "ROLE PATH is
+/// not a regular file", "ROLE PATH is N bytes, more than the limit of M".
+[[noreturn]] void fail_file(const RegularFileError& e, const std::string& role, const fs::path& path) {
+  using Kind = RegularFileError::Kind;
+  if (e.kind == Kind::NotRegular) fail(role, show_path(path), " is not a regular file");
+  if (e.kind == Kind::TooLarge) fail(role, show_path(path), " is ", e.reason);
+  const size_t colon = e.reason.find(':');  // "cannot open: REASON", "cannot read: REASON"
+  fail(e.reason.substr(0, colon), " ", role, show_path(path), e.reason.substr(colon));
+}
 
 /// Opens a regular file read-only without blocking on FIFOs or devices; returns fd and size.
-void open_regular(const fs::path& path, const std::string& role, Fd& fd, uint64_t& size) {
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd.fd < 0) fail("cannot open ", role, show_path(path), ": ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) fail("cannot stat ", role, show_path(path), ": ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(role, show_path(path), " is not a regular file");
-  size = static_cast<uint64_t>(st.st_size);
+UniqueFd open_regular(const fs::path& path, const std::string& role, uint64_t& size) {
+  try {
+    return open_regular_file(path, size);
+  } catch (const RegularFileError& e) {
+    fail_file(e, role, path);
+  }
 }
 
 std::string read_small_file(const fs::path& path, const std::string& role, uint64_t cap) {
-  Fd fd;
-  uint64_t size = 0;
-  open_regular(path, role, fd, size);
-  if (size > cap) fail(role, show_path(path), " is ", size, " bytes, more than the limit of ", cap);
-  std::string buf(size, '\0');
-  size_t got = 0;
-  while (got < size) {
-    ssize_t r = ::read(fd.fd, buf.data() + got, size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail("cannot read ", role, show_path(path), ": ", std::strerror(errno));
-    if (r == 0) break;  // shrank under us
-    got += static_cast<size_t>(r);
+  try {
+    return read_regular_file(path, cap);
+  } catch (const RegularFileError& e) {
+    fail_file(e, role, path);
   }
-  buf.resize(got);
-  return buf;
 }
 
 }  // namespace
@@ -393,8 +387,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   // -- map -----------------------------------------------------------------------------------
   uint64_t size = 0;
   {
-    Fd fd;
-    open_regular(path, "safetensors file ", fd, size);
+    const UniqueFd fd = open_regular(path, "safetensors file ", size);
     if (size < 8)
       fail("safetensors file ", file, " is too short (", size,
            " bytes): it must start with an 8-byte header length");

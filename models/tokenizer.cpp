@@ -4,6 +4,7 @@
 // models/bpe/{model,word,serialization}.rs, processors/template.rs, decoders (ByteLevel);
 // onig's FindMatches for regex iteration.
 #include "models/tokenizer.h"
+#include "models/regular_file.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -1619,12 +1620,10 @@ Tokenizer Tokenizer::from_json_string(std::string_view json_text, const std::str
 }
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  std::ifstream f(tokenizer_json, std::ios::binary);
-  if (!f) throw std::runtime_error(tokenizer_json.string() + ": cannot open tokenizer file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw std::runtime_error(tokenizer_json.string() + ": read error");
-  return from_json_string(ss.str(), tokenizer_json.string());
+  // A FIFO or a folder there is refused, not waited on; the largest real tokenizer.json files
+  // are tens of MB.
+  constexpr uint64_t kMaxTokenizerBytes = uint64_t{1} << 30;
+  return from_json_string(read_regular_file(tokenizer_json, kMaxTokenizerBytes), tokenizer_json.string());
 }
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {

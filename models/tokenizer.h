@@ -59,7 +59,8 @@ class Tokenizer {
  public:
   /// Loads `tokenizer.json`. Throws std::runtime_error whose message names the file and the
   /// offending field (e.g. "model.type", "pre_tokenizer.pretokenizers[1].type", "model.merges[7]")
-  /// when the file is missing or unreadable, is not valid JSON, the model is not BPE (WordPiece,
+  /// when the file is missing or unreadable, no regular file (a FIFO or a folder: refused at once),
+  /// over 1 GiB, is not valid JSON, the model is not BPE (WordPiece,
   /// Unigram, WordLevel), a normalizer / pre-tokenizer / post-processor / decoder type is not
   /// supported, a Split regex does not compile, or a merge is malformed or names a token (or a
   /// merged token) that is not in the vocab.

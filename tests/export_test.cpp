@@ -3,7 +3,9 @@
 // category against SQL over the capture), read back by `hookscope import` with the same rows per
 // kind; CSV tables against SQL; and the CLI's flags and errors (--version, -o, did you mean).
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -597,3 +599,92 @@ TEST(CliFlags, OutOfRangeAndEmptyValuesNameTheFlag) {
 }
 
 }  // namespace
+
+// Every output of the reading commands is checked against the checkpoint the capture's runs were
+// made from (RUNS.model): naming one of its files, or a link to one, is refused before anything is
+// written, as `capture --out` refuses it.
+TEST(ExportCli, NoOutputReplacesAFileOfTheCapturedModel) {
+  const std::string db = capture().db.string();
+  const fs::path model = hs::test::tiny_checkpoint("tiny-llama");
+  const fs::path config = model / "config.json";
+  const std::string before = hs::test::read_file(config);
+  const fs::path dir = capture().dir / "model-outputs";
+  fs::create_directories(dir);
+  fs::remove(dir / "link.json");
+  fs::create_symlink(config, dir / "link.json");
+  const std::string run = std::to_string(capture().runs.front());
+  const std::vector<std::vector<std::string>> commands = {
+      {"export", db, "--run", run, "-o", config.string()},
+      {"export", db, "--run", run, "-o", (dir / "link.json").string()},
+      {"report", db, "--markdown", config.string()},
+      {"report", db, "--json", (dir / "link.json").string()},
+      {"stats", db, "-o", config.string()},
+  };
+  for (const auto& args : commands) {
+    const auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << " " << args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("is (or links to) the model's file " + config.string()), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(hs::test::read_file(config), before);
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+}
+
+// A write that fails is an error with its reason, never "wrote ..." and exit 0; a device named as
+// the output is written in place, never replaced by a renamed file.
+TEST(ExportCli, AFailedWriteIsAnErrorAndADeviceStaysADevice) {
+  const std::string db = capture().db.string();
+  const std::string run = std::to_string(capture().runs.front());
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"export", db, "--run", run, "-o", "/dev/full"}, {"report", db, "--markdown", "/dev/full"},
+           {"stats", db, "-o", "/dev/full"}}) {
+    const auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err.find("wrote run"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(fs::is_character_file("/dev/full")) << "an output rename replaced the device node";
+  const auto piped = hs::test::run({"bash", "-c", hs::test::cli() + " report " + db + " > /dev/full"});
+  EXPECT_EQ(piped.exit_code, 1) << piped.err;
+  EXPECT_NE(piped.err.find("hookscope: error: cannot write to standard output"), std::string::npos) << piped.err;
+  const fs::path folder = capture().dir / "a-folder.md";
+  fs::create_directories(folder);
+  const auto r = hookscope({"report", db, "--markdown", folder.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(folder.string() + " is a folder"), std::string::npos) << r.err;
+  for (const auto& e : fs::directory_iterator(capture().dir))
+    EXPECT_EQ(e.path().filename().string().rfind("a-folder.md.partial", 0), std::string::npos) << e.path();
+}
+
+// import takes the capture writer's lock (OUT.lock): it fails at once, naming the holder, while a
+// capture writes OUT, and refuses to append into a running capture's temporary OUT.PID.partial
+// (which used to make the capture fail on a UNIQUE constraint and never reach OUT).
+TEST(ExportCli, ImportNeverWritesAFileACaptureIsWriting) {
+  const fs::path dir = capture().dir / "import-lock";
+  fs::create_directories(dir);
+  const fs::path trace = export_chrome(rich_run(), dir / "t.json");
+  const fs::path out = dir / "x.sqlite";
+  const fs::path partial = dir / ("x.sqlite." + std::to_string(getpid()) + ".partial");
+  fs::copy_file(capture().db, partial, fs::copy_options::overwrite_existing);
+  const std::string before = hs::test::read_file(partial);
+  const int fd = ::open((dir / "x.sqlite.lock").c_str(), O_RDWR | O_CREAT, 0644);  // as a running capture holds it
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string pid = std::to_string(getpid()) + "\n";
+  ASSERT_EQ(::write(fd, pid.data(), pid.size()), static_cast<ssize_t>(pid.size()));
+  auto r = hookscope({"import", trace.string(), "-o", partial.string(), "--append"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("is the temporary file of a capture into " + out.string() + " that is still running"),
+            std::string::npos)
+      << r.err;
+  r = hookscope({"import", trace.string(), "-o", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("(pid " + std::to_string(getpid()) + ") is writing " + out.string()), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(hs::test::read_file(partial), before);
+  ::close(fd);
+  r = hookscope({"import", trace.string(), "-o", out.string()});  // the capture ended: the lock is free
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = hookscope({"import", trace.string(), "-o", "--append"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'--append' looks like a flag"), std::string::npos) << r.err;
+}

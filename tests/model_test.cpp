@@ -2,6 +2,7 @@
 // and bad checkpoints. Fixtures are tiny random checkpoints written by transformers during
 // the test run (tests/oracles/make_fixtures.py).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <limits>
@@ -348,13 +349,31 @@ TEST(BadInput, ConfigFieldsOutOfRangeAreNamed) {
   write(v5 / "config.json", cfg.dump());
   auto msg = load_error(v5);
   EXPECT_NE(msg.find("rope_parameters.rope_theta"), std::string::npos) << msg;
-  // A number too large for a double is a JSON error naming the file, not a raw library exception.
+  // A number too large for a double names the file and the field, not only nlohmann's text.
   std::string text = good.dump();
   text.replace(text.find("\"vocab_size\":") + 13, 3, "1" + std::string(400, '0'));
   write(dir / "config.json", text);
   msg = load_error(dir);
-  EXPECT_NE(msg.find((dir / "config.json").string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((dir / "config.json").string() + ": field 'vocab_size': a number past a double's range"),
+            std::string::npos)
+      << msg;
+}
+
+// A FIFO or a folder where config.json, generation_config.json or tokenizer.json should be is
+// refused at once (it used to block forever on the FIFO's open).
+TEST(BadInput, AFifoOrAFolderInPlaceOfAJsonFileIsRefusedAtOnce) {
+  for (const char* name : {"config.json", "generation_config.json"})
+    for (const bool fifo : {true, false}) {
+      SCOPED_TRACE(std::string(name) + (fifo ? " as a FIFO" : " as a folder"));
+      auto dir = copy_fixture("tiny-llama", std::string("bad-special-") + (fifo ? "fifo-" : "dir-") + name);
+      fs::remove(dir / name);
+      if (fifo) ASSERT_EQ(::mkfifo((dir / name).c_str(), 0644), 0);
+      else fs::create_directory(dir / name);
+      const auto msg = load_error(dir);
+      EXPECT_NE(msg.find((dir / name).string() + ": " + (fifo ? "not a regular file" : "a folder, not a file")),
+                std::string::npos)
+          << msg;
+    }
 }
 
 // A config that builds fewer layers than the checkpoint holds is refused naming a tensor it

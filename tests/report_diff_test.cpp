@@ -77,7 +77,7 @@ json hand_run(int64_t id, const std::string& policy, const std::string& mode, bo
 }
 
 hs::app::DiffSide hand_side(const std::string& label, json runs, json settings) {
-  return {label, label + ".sqlite", {{"schema", 1}, {"model", {{"id", "tiny"}}}, {"runs", runs}}, settings};
+  return {label, label + ".sqlite", {{"schema", 1}, {"model", {{"id", "tiny"}}}, {"runs", runs}}, settings, {}};
 }
 
 TEST(ReportDiff, HandMadeReportsMatchCellsAndListTheRest) {
@@ -156,7 +156,7 @@ TEST(ReportDiff, RepeatedCellsMatchInRunOrderAndLabelsDefaultToStems) {
             std::make_pair(std::string("x/demo (A)"), std::string("x/demo (B)")));
   EXPECT_THROW(hs::app::diff_labels("a", "b", {"same", "same"}), std::invalid_argument);
   EXPECT_THROW(hs::app::diff_labels("a", "b", {"one"}), std::invalid_argument);
-  EXPECT_THROW(hs::app::build_report_diff(hand_side("a", a, {}), {"b", "b.sqlite", json::object(), {}}),
+  EXPECT_THROW(hs::app::build_report_diff(hand_side("a", a, {}), {"b", "b.sqlite", json::object(), {}, {}}),
                std::invalid_argument);
 }
 

@@ -5,6 +5,7 @@
 #include "models/tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
@@ -280,6 +281,13 @@ TEST(Tokenizer, BadInputNamesFileAndField) {
 
   write_file(dir / "not_object.json", "[1, 2, 3]");
   expect_load_error(dir / "not_object.json", {"not_object.json"});
+
+  // A FIFO is refused at once (opening it used to wait for a writer forever); a folder is named.
+  fs::remove(dir / "fifo.json");
+  ASSERT_EQ(::mkfifo((dir / "fifo.json").c_str(), 0644), 0);
+  expect_load_error(dir / "fifo.json", {(dir / "fifo.json").string() + ": not a regular file"});
+  fs::create_directories(dir / "folder.json");
+  expect_load_error(dir / "folder.json", {(dir / "folder.json").string() + ": a folder, not a file"});
 
   auto variant = [&](const std::string& name, auto&& edit, const std::vector<std::string>& needles) {
     json j = tiny_tokenizer();

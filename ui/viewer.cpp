@@ -2,7 +2,6 @@
 
 
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -103,9 +102,9 @@ int run_viewer(const ViewerOptions& o) {
   if (o.screenshot) {
     GlWindow win(o.width, o.height, /*visible=*/false, "hookscope");
     for (int i = 0; i < std::max(o.frames, 1); ++i) win.frame(draw);
-    write_png(*o.screenshot, win.width(), win.height(), win.read_rgba());
+    const auto write = o.write_file ? o.write_file : write_file;
+    write(*o.screenshot, encode_png(win.width(), win.height(), win.read_rgba()));
     if (o.layout) {
-      std::ofstream f(*o.layout);
       nlohmann::json j = view.layout().to_json();
       j["file"] = o.file.string();
       if (o.other) j["other_file"] = o.other->string();
@@ -115,9 +114,7 @@ int run_viewer(const ViewerOptions& o) {
       j["run"] = view.run_id() ? nlohmann::json(*view.run_id()) : nlohmann::json(nullptr);
       j["size"] = {win.width(), win.height()};
       j["renderer"] = win.renderer();
-      f << j.dump(1) << "\n";
-      f.close();
-      if (!f) throw std::runtime_error("cannot write " + o.layout->string());
+      write(*o.layout, j.dump(1) + "\n");
     }
     std::fprintf(stderr, "[hookscope] wrote %s (%s view, %dx%d)\n", o.screenshot->c_str(), tab_name(view.tab()),
                  win.width(), win.height());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +24,10 @@ struct ViewerOptions {
   std::optional<int64_t> compare;  ///< second run (of `other` when given), aligned under the first
   int width = 1600, height = 900;                   ///< window / screenshot size in pixels
   int frames = 4;  ///< frames rendered before the screenshot (ImGui settles tables in 2–3)
+  /// How the screenshot's and the layout's bytes reach their files (the CLI passes its
+  /// write_output_file: a temporary file renamed into place, the reason named when it fails);
+  /// unset: a plain stream, checked.
+  std::function<void(const std::filesystem::path&, const std::string&)> write_file;
 };
 
 /// "1600x900" → {1600, 900}. Throws std::invalid_argument naming `--size` unless both are in

@@ -1,6 +1,8 @@
 #include "ui/window.h"
 
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -175,11 +177,27 @@ std::vector<uint8_t> GlWindow::read_rgba() const {
   return px;
 }
 
-void write_png(const std::filesystem::path& path, int width, int height, const std::vector<uint8_t>& rgba) {
+std::string encode_png(int width, int height, const std::vector<uint8_t>& rgba) {
   if (rgba.size() < static_cast<size_t>(width) * height * 4)
-    throw std::invalid_argument("write_png: fewer pixels than " + std::to_string(width) + "x" + std::to_string(height));
-  if (!stbi_write_png(path.c_str(), width, height, 4, rgba.data(), width * 4))
-    throw std::runtime_error("cannot write " + path.string());
+    throw std::invalid_argument("encode_png: fewer pixels than " + std::to_string(width) + "x" + std::to_string(height));
+  std::string png;
+  auto append = [](void* out, void* data, int size) {
+    static_cast<std::string*>(out)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, width, height, 4, rgba.data(), width * 4))
+    throw std::runtime_error("encode_png: stb_image_write failed");
+  return png;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+  f.close();
+  if (!f) throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+void write_png(const std::filesystem::path& path, int width, int height, const std::vector<uint8_t>& rgba) {
+  write_file(path, encode_png(width, height, rgba));
 }
 
 }  // namespace hs::ui

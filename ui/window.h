@@ -65,8 +65,15 @@ class GlWindow {
   unsigned m_fbo = 0, m_color = 0;
 };
 
-/// Writes RGBA8 pixels (rows top to bottom) as a PNG (stb_image_write). Throws
-/// std::runtime_error naming the file when it cannot be written.
+/// RGBA8 pixels (rows top to bottom) encoded as a PNG file's bytes (stb_image_write). Throws
+/// std::invalid_argument when `rgba` holds fewer than width × height pixels.
+std::string encode_png(int width, int height, const std::vector<uint8_t>& rgba);
+
+/// `bytes` written to `path` (a plain stream, checked). Throws std::runtime_error naming the file
+/// and the reason when it cannot be written.
+void write_file(const std::filesystem::path& path, const std::string& bytes);
+
+/// encode_png through write_file.
 void write_png(const std::filesystem::path& path, int width, int height, const std::vector<uint8_t>& rgba);
 
 }  // namespace hs::ui
