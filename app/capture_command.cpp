@@ -190,6 +190,7 @@ LibTorchEngineOptions engine_options(const CaptureArgs& a, const fs::path& out) 
   o.accelerators = a.devices;
   if (!a.max_memory.empty())
     o.max_memory = parse_max_memory_option(a.max_memory, a.devices - 1, "--devices " + std::to_string(a.devices), false);
+  refuse_invalid_utf8("--prompt", a.prompt);
   o.prompt = a.prompt;
   o.prompt_ids = parse_prompt_ids(a.prompt_ids);
   if (a.prompt_ids_given && o.prompt_ids.empty()) throw std::invalid_argument("--prompt-ids: no token ids given");

@@ -45,6 +45,8 @@ class OutputLock {
   ~OutputLock();
   OutputLock(const OutputLock&) = delete;
   OutputLock& operator=(const OutputLock&) = delete;
+  /// `OUT.lock` (an interrupt handler that ends the process removes it itself).
+  const std::filesystem::path& path() const { return path_; }
 
  private:
   std::filesystem::path path_;

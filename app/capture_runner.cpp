@@ -237,7 +237,9 @@ int run_matrix(const std::vector<Engine*>& engines, const Matrix& matrix, Captur
   // model fail here and leave nothing behind.
   for (Engine* e : engines) e->prepare(matrix.scenarios.front());
   storage::Store& store = output.open();
-  store.set_metadata(kCaptureSettingsKey, settings.dump());
+  // A path or prompt that is not UTF-8 (Linux allows any bytes in a folder name) is stored with
+  // U+FFFD in its place: the settings are JSON text, and every report prints them.
+  store.set_metadata(kCaptureSettingsKey, settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   std::vector<hooks::AcceleratorInfo> accelerators;
   for (const Engine* e : engines)
     if (accelerators.empty()) accelerators = e->accelerators();

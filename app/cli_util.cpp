@@ -1,5 +1,7 @@
 #include "app/cli_util.h"
 
+#include <nlohmann/json.hpp>
+
 #include "app/export_file.h"
 #include "storage/capture_reader.h"
 
@@ -176,6 +178,20 @@ std::filesystem::path normal_path(const std::filesystem::path& p) {
   return std::filesystem::weakly_canonical(abs, ec);
 }
 }  // namespace
+
+std::string json_text(const nlohmann::json& doc, int indent) {
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
+  try {
+    (void)nlohmann::json(value).dump();
+  } catch (const nlohmann::json::type_error& e) {  // type_error.316: "invalid UTF-8 byte at index N: 0xFF"
+    const std::string what = e.what();
+    const size_t at = what.find("invalid UTF-8");
+    throw std::invalid_argument(flag + ": not valid UTF-8 (" + (at == std::string::npos ? what : what.substr(at)) + ")");
+  }
+}
 
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   struct stat sa {}, sb {};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "hooks/device_map.h"
 
@@ -44,6 +45,15 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args);
 /// of `app`) that takes a value was given an empty or all-blank one (`--out ""`): such a value
 /// names no file, folder or label, and would otherwise fall back to a default unseen.
 void refuse_empty_values(const CLI::App& app);
+
+/// Throws std::invalid_argument "FLAG: not valid UTF-8 (byte 0xFF at offset N)" unless `value`
+/// is UTF-8: the text a capture stores (labels, cell names, prompts) is printed in JSON reports.
+void refuse_invalid_utf8(const std::string& flag, const std::string& value);
+
+/// `doc` as JSON text (`indent` as nlohmann's dump) with every invalid UTF-8 sequence of its
+/// strings replaced by U+FFFD: how the commands print documents built from a capture's text,
+/// which another program may have written with any bytes.
+std::string json_text(const nlohmann::json& doc, int indent);
 
 /// For a command line whose first word is no subcommand of `app`: "hookscope: 'WORD' is no
 /// command; the commands are: a, b, ..." (or did_you_mean's suggestion when one is close); ""

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/explain_command.h"
+#include "app/cli_util.h"
 #include "app/report_command.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
@@ -175,7 +176,7 @@ int run_explain(const ExplainArgs& a) {
       for (const auto& r : runs)
         list.push_back({{"run", r.id}, {"scenario", r.scenario}, {"policy", r.policy}, {"mode", r.mode},
                         {"fullgraph", r.fullgraph}, {"engine", r.engine}, {"status", outcome_of(r)}});
-      std::cout << list.dump(2) << "\n";
+      std::cout << json_text(list, 2) << "\n";
       return 0;
     }
     std::cout << "runs in " << a.file << " (pick one with --run ID):\n";
@@ -198,7 +199,7 @@ int run_explain(const ExplainArgs& a) {
                                                ": RUNS.results does not hold what hookscope writes there (" + e.what() +
                                                "); the file is damaged or was written by another program");
   }
-  if (a.json) std::cout << doc.dump(2) << "\n";
+  if (a.json) std::cout << json_text(doc, 2) << "\n";
   else print_doc(doc);
   return 0;
 }

@@ -112,6 +112,13 @@ int run_import(const ImportArgs& a) {
     if (!p.empty() && !fs::exists(p)) throw std::invalid_argument(std::string(flag) + ": " + p + " does not exist");
   const fs::path out(a.out);
   if (out.empty()) throw std::invalid_argument("--out: empty path");
+  for (const auto& [flag, v] : {std::pair{"--label", a.label}, std::pair{"--scenario", a.scenario},
+                                std::pair{"--policy", a.policy}, std::pair{"--mode", a.mode}, std::pair{"--model", a.model},
+                                std::pair{"--cell", a.cell}})
+    refuse_invalid_utf8(flag, v);
+  for (const auto& input : {a.trace, a.compile_log})
+    if (!input.empty() && (same_file(out, input) || fs::path(input) == out))
+      throw std::invalid_argument("--out: " + out.string() + " is " + input + ", an input of this import; name the capture to write");
   if (a.out.front() == '-')  // `-o --append`: the flag taken as the file name
     throw std::invalid_argument("--out: '" + a.out + "' looks like a flag, not a file name (write ./" + a.out +
                                 " for a file of that name)");
@@ -132,6 +139,19 @@ int run_import(const ImportArgs& a) {
   files.cell = a.cell;
   importers::RunImportSummary summary;
   int64_t run = 0;
+  // SIGINT / SIGTERM: a new capture's temporary file goes; an appended run stays `incomplete`
+  // in the capture (the runs it held before are untouched: SQLite commits whole transactions).
+  const InterruptWatch watch([&](int signo) {
+    std::error_code ec;
+    if (!a.append)
+      for (const char* s : {"", "-wal", "-shm", "-journal"}) fs::remove(target.string() + s, ec);
+    fs::remove(lock.path(), ec);  // _exit runs no destructor
+    std::fprintf(stderr, "\n[hookscope] interrupted by %s: %s\n", signal_name(signo).c_str(),
+                 a.append ? ("the run being imported stays incomplete in " + out.string()).c_str()
+                          : ("nothing was written to " + out.string()).c_str());
+    std::fflush(stderr);
+    ::_exit(128 + signo);
+  });
   {
     storage::Store store(target);
     run = store.add_run(run_info(a));

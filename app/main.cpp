@@ -43,6 +43,7 @@ struct GenerateArgs {
 };
 
 int run_generate(const GenerateArgs& a) {
+  hs::app::refuse_invalid_utf8("--prompt", a.prompt);
   LoadOptions lo;
   lo.dtype = parse_dtype(a.dtype, "--dtype");
   LoadedModel lm = load_model(a.model, lo);

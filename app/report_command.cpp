@@ -261,7 +261,7 @@ int run_report(const ReportArgs& a) {
   const std::string tables_md = md;
   if (!a.assets.empty()) md += write_picture_assets(pictures, a.assets, a.markdown, a.file, models);
   if (!a.markdown.empty()) write(a.markdown, md);
-  if (!a.json_out.empty()) write(a.json_out, report.dump(2) + "\n");
+  if (!a.json_out.empty()) write(a.json_out, json_text(report, 2) + "\n");
   if (!a.html.empty())
     write(a.html, render_html(report, tables_md, pictures, std::filesystem::path(a.file).filename().string()));
   std::cout << md;

@@ -450,7 +450,7 @@ int run_report_diff(const ReportDiffArgs& args) {
       if (!out.empty()) refuse_overwriting_input(flag, out, side->file, "compared", side->models);
   refuse_shared_outputs({{"--markdown", args.markdown}, {"--json", args.json_out}});
   if (!args.markdown.empty()) write_output_file(args.markdown, md);
-  if (!args.json_out.empty()) write_output_file(args.json_out, diff.dump(2) + "\n");
+  if (!args.json_out.empty()) write_output_file(args.json_out, json_text(diff, 2) + "\n");
   std::cout << md;
   return 0;
 }

@@ -108,7 +108,7 @@ int run_stats(const StatsArgs& a) {
     return 0;
   }
   const std::string text =
-      a.format == "json" ? stats_document(a.file, runs, tables).dump(2) + "\n" : stats_text(tables);
+      a.format == "json" ? json_text(stats_document(a.file, runs, tables), 2) + "\n" : stats_text(tables);
   if (a.out.empty()) {
     std::cout << text;
     return 0;

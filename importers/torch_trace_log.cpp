@@ -611,7 +611,15 @@ TorchTraceLog read_torch_trace(const fs::path& dir_or_file, const TorchTraceOpti
   sum = TorchTraceSummary{};
   sum.files = torch_trace_files(dir_or_file);
   LogReader reader(options, sum);
-  for (const fs::path& f : sum.files) reader.read_file(f);
+  bool any = false;  // a log with no line at all: a torch that died before logging, or a wrong file
+  for (const fs::path& f : sum.files) {
+    std::error_code ec;
+    any = any || fs::file_size(f, ec) > 0 || ec;
+    reader.read_file(f);
+  }
+  if (!any)
+    throw ImportError(sum.files.size() == 1 ? sum.files.front() : dir_or_file, "",
+                      "empty: no TORCH_TRACE records to import (was the log written by a run that compiled?)");
   return reader.finish();
 }
 

@@ -688,3 +688,24 @@ TEST(ExportCli, ImportNeverWritesAFileACaptureIsWriting) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("'--append' looks like a flag"), std::string::npos) << r.err;
 }
+
+// import's flags name what they store and what they read: text that is not UTF-8 is refused by
+// its flag (it used to reach the reports as nlohmann's raw type_error.316), and an -o that is the
+// trace being imported is named as such rather than offered --append.
+TEST(ExportCli, ImportRefusesTextThatIsNotUtf8AndAnOutThatIsItsInput) {
+  const fs::path dir = capture().dir / "import-flags";
+  fs::create_directories(dir);
+  const fs::path trace = export_chrome(rich_run(), dir / "t.json");
+  auto r = hookscope({"import", trace.string(), "-o", (dir / "u.sqlite").string(), "--label", "\xff\xfe"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--label: not valid UTF-8"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "u.sqlite"));
+  const std::string before = hs::test::read_file(trace);
+  r = hookscope({"import", trace.string(), "-o", trace.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("an input of this import"), std::string::npos) << r.err;
+  EXPECT_EQ(hs::test::read_file(trace), before);
+  r = hookscope({"generate", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--prompt", "\xff x"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--prompt: not valid UTF-8"), std::string::npos) << r.err;
+}

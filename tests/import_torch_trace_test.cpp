@@ -535,6 +535,12 @@ TEST(ImportTorchTrace, AFloatIdPastInt64ReadsAsAbsent) {
   EXPECT_EQ(sum.compiles, base.compiles);
 }
 
+// An empty log (a torch that died before logging, a wrong file) is not an empty compile.
+TEST(ImportTorchTrace, AnEmptyLogIsAnImportError) {
+  const fs::path dir = log_with("empty", "");
+  EXPECT_NE(import_error(dir).find("empty: no TORCH_TRACE records"), std::string::npos) << import_error(dir);
+}
+
 // Found by torch_trace_fuzz: a number past a double's range ('1e143615') is nlohmann's out_of_range.406,
 // not a parse_error; it escaped the reader and aborted. It is the file's error, with its line.
 TEST(ImportTorchTrace, ANumberPastADoubleIsAnImportErrorWithItsLine) {
