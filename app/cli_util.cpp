@@ -1,16 +1,16 @@
 #include "app/cli_util.h"
 
-#include <nlohmann/json.hpp>
-
-#include "app/export_file.h"
-#include "storage/capture_reader.h"
-
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
 #include <numeric>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/export_file.h"
+#include "storage/capture_reader.h"
 
 namespace hs::app {
 
