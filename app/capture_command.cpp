@@ -282,10 +282,11 @@ std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path
     const std::string name = signal_name(signo);
     std::fprintf(stderr, "\n[hookscope] %s: ending the capture (the run in progress stays incomplete)\n", name.c_str());
     std::fflush(stderr);
-    terminate_child_processes(2000);
+    // The capture is finished first, then the drivers are ended: a driver ended before would be
+    // recorded by the capture thread as the run in progress failing.
     std::string why;
     const fs::path file = output.finish_interrupted(name, why);
-    terminate_child_processes(2000);  // any the capture thread started meanwhile (a driver in place of a dead one)
+    terminate_child_processes(2000);
     std::error_code ec;
     remove_offload_folder(offload_dir, keep_offload);
     if (!keep_work) fs::remove_all(work, ec);

@@ -62,7 +62,16 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv_in, const std::m
   posix_spawn_file_actions_adddup2(&fa, reply[1], kReplyFd);
   std::vector<std::string> args = argv_in, envs = merged_environment(env);
   std::vector<char*> argv = c_strings(args), envp = c_strings(envs);
-  const int rc = ::posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+  // Its own process group: a terminal's Ctrl+C (sent to the foreground group) reaches this
+  // process alone, whose interrupt handler ends the capture and then the child; a child dying of
+  // the same SIGINT first would turn the run in progress into a failed one. It still ends with
+  // this process: its stdin closes.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);
   ::close(reply[1]);

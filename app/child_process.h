@@ -19,7 +19,8 @@ class ChildProcess {
   static constexpr int kReplyFd = 3;
 
   /// Starts `argv` (argv[0] a path) with `env` added to this process's environment; its stdout
-  /// and stderr go to `log` (appended). Throws std::runtime_error naming argv[0] when it cannot
+  /// and stderr go to `log` (appended). It leads a process group of its own, so a terminal's
+  /// Ctrl+C reaches only this process (which ends it through its stdin or a signal). Throws std::runtime_error naming argv[0] when it cannot
   /// start.
   ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                const std::filesystem::path& log);

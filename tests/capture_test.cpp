@@ -432,20 +432,9 @@ TEST(Capture, WeightOnloadsAreWeightSwapsNotAlsoTransfers) {
 
 // Starts `hookscope capture ARGS` in the background (output to `log`); returns its pid.
 pid_t start_capture(const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<std::string> argv{"hookscope", "capture"};
+  std::vector<std::string> argv{hs::test::cli(), "capture"};
   argv.insert(argv.end(), args.begin(), args.end());
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> c;
-    for (auto& a : argv) c.push_back(a.data());
-    c.push_back(nullptr);
-    execv(hs::test::cli().c_str(), c.data());
-    _exit(127);
-  }
-  return pid;
+  return hs::test::start(argv, log);
 }
 
 // A slow capture of the tiny model: one scenario, many repeats.
@@ -457,16 +446,14 @@ std::vector<std::string> slow_capture_args(const fs::path& out, const std::strin
 
 // Waits until the capture writing `file` has completed a run and is recording the next one.
 bool wait_for_second_run(pid_t pid, const fs::path& file) {
-  for (int i = 0; i < 600 && waitpid(pid, nullptr, WNOHANG) == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return hs::test::wait_while_running(pid, [&file] {
     try {
-      hs::storage::CaptureReader rd(file);
-      auto runs = rd.runs();
-      if (runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete) return true;
+      auto runs = hs::storage::CaptureReader(file).runs();
+      return runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete;
     } catch (const std::exception&) {
+      return false;
     }
-  }
-  return false;
+  });
 }
 
 // The folder a capture's "[hookscope] disk offload folder: DIR (...)" line names.

@@ -1,6 +1,5 @@
 #include "tests/test_util.h"
 
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -16,6 +15,7 @@
 #include <functional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -105,6 +105,36 @@ ProcResult run(const std::vector<std::string>& argv) {
   fs::remove(out_tpl);
   fs::remove(err_tpl);
   return r;
+}
+
+pid_t start(const std::vector<std::string>& argv, const fs::path& log, bool own_process_group) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (own_process_group) setpgid(0, 0);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (own_process_group) setpgid(pid, pid);  // also here: no race with a kill(-pid) right after
+  return pid;
+}
+
+bool wait_while_running(pid_t pid, const std::function<bool()>& ready, int timeout_s) {
+  const auto running = [pid] {  // without reaping it: the caller still waits for its status
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+  };
+  for (int i = 0; i < timeout_s * 5 && running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (ready()) return true;
+  }
+  return false;
 }
 
 std::string run_oracle(const std::string& script, const std::vector<std::string>& args) {

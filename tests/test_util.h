@@ -2,6 +2,8 @@
 // oracles (transformers, tokenizers, accelerate) and the hookscope CLI as subprocesses.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -37,6 +39,13 @@ struct ProcResult {
 };
 /// Runs argv (no shell) and captures stdout/stderr.
 ProcResult run(const std::vector<std::string>& argv);
+/// Starts argv (no shell) in the background, its stdout and stderr to `log`; returns its pid.
+/// With `own_process_group` it leads a new process group, so that kill(-pid, SIG) reaches it
+/// and everything it started, as a terminal's Ctrl+C reaches a foreground job.
+pid_t start(const std::vector<std::string>& argv, const std::filesystem::path& log, bool own_process_group = false);
+/// Polls `ready` every 200 ms while process `pid` (a child of this one) runs, for up to
+/// `timeout_s`; true once `ready` is.
+bool wait_while_running(pid_t pid, const std::function<bool()>& ready, int timeout_s = 120);
 /// Runs `fn` holding the fixture folder's lock: fixture generation is serialised across the
 /// parallel ctest processes (each gtest case is its own process).
 void with_fixture_lock(const std::function<void()>& fn);

@@ -5,7 +5,9 @@
 // oracle; its recordings must land in the capture (CPU ops, hook ranges, Dynamo's compile log).
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include <set>
 
@@ -176,6 +178,46 @@ TEST(TorchCapture, TwoAccelerateTreesAreTwoPolicies) {
     const std::string file = by_policy[tree]["versions"].value("accelerate_file", "");
     EXPECT_EQ(file.rfind((dir / tree).string(), 0), 0u) << tree << " imported " << file;
   }
+}
+
+// Ctrl+C at a terminal signals the whole foreground process group: hookscope and its Python
+// driver at once. The driver must not die of it first and turn the run in progress into a failed
+// one: hookscope ends the capture itself (the run in progress incomplete, the ones before it
+// kept), removes the driver's working folder and exits 130.
+TEST(TorchCapture, CtrlCAtATerminalLeavesTheRunInProgressIncomplete) {
+  const fs::path dir = hs::test::scratch_dir("torch-capture-ctrl-c");
+  const fs::path db = dir / "int.sqlite";
+  const pid_t pid = hs::test::start(
+      {hs::test::cli(), "capture", "--engine", "torch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+       "--devices", "2", "--scenarios", "sharded", "--modes", "eager", "--prompt-ids", kPrompt, "--max-new-tokens",
+       "16", "--repeats", "200", "--warmup", "0", "--threads", "1", "--out", db.string()},
+      dir / "log.txt", true);
+  const fs::path partial = db.string() + "." + std::to_string(pid) + ".partial";
+  const bool ready = hs::test::wait_while_running(
+      pid,
+      [&partial] {
+        try {
+          auto runs = hs::storage::CaptureReader(partial).runs();
+          return runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      300);
+  ::kill(-pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string log = hs::test::read_file(dir / "log.txt");
+  ASSERT_TRUE(ready) << log;
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_NE(log.find("wrote " + db.string()), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / ("hookscope-torch-" + std::to_string(pid))))
+      << "the driver's working folder is removed";
+  auto runs = hs::storage::CaptureReader(db).runs();
+  ASSERT_EQ(runs.size(), 2u) << "whole-hook, offload-only";
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete);
+  EXPECT_EQ(runs[1].status, hs::tracer::RunStatus::Incomplete) << runs[1].error;
 }
 
 }  // namespace
