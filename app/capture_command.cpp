@@ -224,6 +224,7 @@ TorchEngineOptions torch_options(const CaptureArgs& a, const LibTorchEngineOptio
       throw std::invalid_argument("--accelerate: the name '" + name + "' is taken");
   }
   o.work_dir = work;
+  o.keep_work_dir = !a.keep_driver_files.empty();
   if (!a.keep_offload_dir.empty()) o.offload_dir = lt.offload_dir;
   o.threads = a.threads;
   return o;

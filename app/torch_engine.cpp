@@ -39,6 +39,24 @@ measurement::LatencySamples samples_of(const json& reply, const char* key) {
   return out;
 }
 
+// Why the policy's driver ended before replying: the last lines of its log, or, where it printed
+// nothing or could not import a module, what the user has to change.
+std::string driver_ended(const std::string& policy, ChildProcess& p, const fs::path& python) {
+  const std::string head = "the torch driver (" + policy + ") ended, " + p.exit_description();
+  const std::string need =
+      "the torch engine runs a Python with torch, transformers and accelerate (--python, or $HOOKSCOPE_PYTHON)";
+  const std::string tail = p.log_tail();
+  const std::string tag = "ModuleNotFoundError: No module named '";
+  if (const size_t at = tail.rfind(tag); at != std::string::npos) {
+    const size_t from = at + tag.size();
+    const std::string module = tail.substr(from, tail.find('\'', from) - from);
+    return head + ": " + python.string() + " cannot import '" + module + "'; " + need;
+  }
+  if (tail.find_first_not_of(" \t\r\n") == std::string::npos)
+    return head + " before printing anything: is " + python.string() + " a Python? " + need;
+  return head + ":\n" + tail;
+}
+
 }  // namespace
 
 TorchEngine::TorchEngine(TorchEngineOptions options) : opt_(std::move(options)) {
@@ -107,8 +125,9 @@ ChildProcess& TorchEngine::process_for(const Cell& cell) {
   slot = std::make_unique<ChildProcess>(
       std::vector<std::string>{opt_.python.string(), "-m", "hookscope_torch", "serve", "--spec", spec.string()}, env,
       dir / "driver.log");
-  std::fprintf(stderr, "[hookscope] torch engine: started the %s driver (pid %d, log %s)\n", policy.c_str(),
-               static_cast<int>(slot->pid()), (dir / "driver.log").c_str());
+  std::fprintf(stderr, "[hookscope] torch engine: started the %s driver (pid %d, log %s%s)\n", policy.c_str(),
+               static_cast<int>(slot->pid()), (dir / "driver.log").c_str(),
+               opt_.keep_work_dir ? "" : ", removed with the capture's other temporary files unless --keep-driver-files DIR");
   return *slot;
 }
 
@@ -127,8 +146,7 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
       const std::optional<std::string> line = p.read_line();
       if (!line) {
         p.wait();
-        const std::string why = "the torch driver (" + policy_label(cell) + ") ended, " + p.exit_description() +
-                                ":\n" + p.log_tail();
+        const std::string why = driver_ended(policy_label(cell), p, opt_.python);
         processes_.erase(policy_label(cell));  // the policy's next cell starts a fresh one
         throw std::runtime_error(why);
       }

@@ -37,6 +37,7 @@ struct TorchEngineOptions {
   std::string backend;                      ///< torch.compile backend for the capturing modes ("" = inductor)
   std::map<std::string, std::filesystem::path> accelerate_trees;  ///< --accelerate NAME=PATH
   std::filesystem::path work_dir;           ///< the driver's files (traces, logs, offload folders)
+  bool keep_work_dir = false;               ///< work_dir stays after the capture (--keep-driver-files)
   /// Where the drivers' disk-offload folders go (`DIR/torch-POLICY`); empty: `work_dir/POLICY/offload`.
   std::filesystem::path offload_dir;
   bool profile = true;                      ///< record a torch.profiler trace per run

@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <fstream>
 #include <set>
 
 #include "storage/capture_reader.h"
@@ -218,6 +219,33 @@ TEST(TorchCapture, CtrlCAtATerminalLeavesTheRunInProgressIncomplete) {
   ASSERT_EQ(runs.size(), 2u) << "whole-hook, offload-only";
   EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete);
   EXPECT_EQ(runs[1].status, hs::tracer::RunStatus::Incomplete) << runs[1].error;
+}
+
+// A --python that is no Python, or one without the stack, fails each run with what to change,
+// not with an empty log tail or a traceback.
+TEST(TorchCapture, APythonWithoutTheStackIsNamedWithWhatItLacks) {
+  const fs::path dir = hs::test::scratch_dir("torch-capture-no-stack");
+  const fs::path bare = dir / "python-without-site";  // the real interpreter, its site-packages unseen
+  std::ofstream(bare) << "#!/bin/sh\nexec " << hs::test::python() << " -S \"$@\"\n";
+  fs::permissions(bare, fs::perms::owner_all);
+  for (const auto& [python, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"/bin/false", "before printing anything: is /bin/false a Python?"},
+                                                        {bare.string(), bare.string() + " cannot import 'torch'"}}) {
+    SCOPED_TRACE(python);
+    const fs::path db = dir / (fs::path(python).filename().string() + ".sqlite");
+    auto r = hookscope({"capture", "--engine", "torch", "--python", python, "--model",
+                        hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2", "--scenarios", "sharded",
+                        "--policies", "whole-hook", "--modes", "eager", "--prompt-ids", kPrompt, "--max-new-tokens", "1",
+                        "--repeats", "1", "--warmup", "0", "--out", db.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("removed with the capture's other temporary files"), std::string::npos) << r.err;
+    auto runs = hs::storage::CaptureReader(db).runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Failed);
+    EXPECT_NE(runs[0].error.find(expected), std::string::npos) << runs[0].error;
+    EXPECT_NE(runs[0].error.find("--python"), std::string::npos) << runs[0].error;
+    EXPECT_EQ(runs[0].error.find("Traceback"), std::string::npos) << runs[0].error;
+  }
 }
 
 }  // namespace
