@@ -206,7 +206,11 @@ RunRecord read_run(const Stmt& q, const fs::path& path) {
   r.model = q.text(5);
   r.device_map = parse_json(q.text(6), nlohmann::json::object());
   r.versions = parse_json(q.text(7), nlohmann::json::object());
-  r.status = static_cast<tracer::RunStatus>(q.int64(8));
+  const int64_t status = q.int64(8);  // the ids of ENUM_RUN_STATUS
+  if (status < 0 || status > static_cast<int64_t>(tracer::RunStatus::Failed))
+    throw CaptureError(path, "capture " + path.string() + ": run " + std::to_string(r.id) + ": RUNS.status is " +
+                                 std::to_string(status) + ", not a run status (0 incomplete, 1 complete, 2 failed); the file is damaged");
+  r.status = static_cast<tracer::RunStatus>(status);
   r.error = q.text(9);
   r.start_ns = q.int64(10);
   r.end_ns = q.opt_int64(11);

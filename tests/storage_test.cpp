@@ -310,6 +310,33 @@ TEST(CaptureReader, CountingATableTheFileLacksIsACaptureErrorNamingTheFile) {
   }
 }
 
+// A RUNS.status that is none of ENUM_RUN_STATUS's ids is a damaged file named with its run, not
+// a run read as incomplete.
+TEST(CaptureReader, ARunStatusOutsideItsEnumIsACaptureErrorNamingTheRun) {
+  const fs::path file = test::scratch_dir("storage_bad_status") / "capture.sqlite";
+  {
+    Store store(file);
+    HostTracer tr(store);
+    tr.begin_run(run_info("tiny/sharded"));
+    tr.end_run(RunStatus::Complete);
+    store.finalize();
+  }
+  for (const char* status : {"77", "-1"}) {
+    {
+      RawDb raw(file, SQLITE_OPEN_READWRITE);
+      raw.exec("PRAGMA journal_mode=DELETE");
+      raw.exec(std::string("UPDATE RUNS SET status = ") + status);
+    }
+    try {
+      CaptureReader(file).runs();
+      ADD_FAILURE() << "read status " << status;
+    } catch (const storage::CaptureError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(file.string() + ": run 1: RUNS.status is " + status), std::string::npos) << m;
+    }
+  }
+}
+
 TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   const fs::path file = test::scratch_dir("storage_roundtrip") / "capture.hscope";
   int64_t run = 0;
