@@ -250,13 +250,17 @@ class Strings {
     const int64_t id = q.int64(col);
     if (id < 0) return {};
     if (!v_) v_ = load_(-1);  // first use
-    if (static_cast<size_t>(id) >= v_->size()) v_ = load_(id);
+    if (static_cast<size_t>(id) >= v_->size() && !reloaded_) {
+      v_ = load_(id);  // once per read: an id the file does not define must not reload it per row
+      reloaded_ = true;
+    }
     return static_cast<size_t>(id) < v_->size() ? (*v_)[static_cast<size_t>(id)] : std::string();
   }
 
  private:
   std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load_;
   std::shared_ptr<const std::vector<std::string>> v_;
+  bool reloaded_ = false;
 };
 }  // namespace
 
@@ -264,10 +268,17 @@ std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int6
   std::lock_guard<std::mutex> lock(db_->strings_mu);
   if (db_->strings && (need < 0 || static_cast<size_t>(need) < db_->strings->size())) return db_->strings;
   auto v = std::make_shared<std::vector<std::string>>();
-  Query q(*db_, path_, "SELECT id, value FROM StringIds ORDER BY id");
+  // The Store numbers strings 1, 2, 3, ...: an id past the table's row count (counted in the
+  // same statement, so a capture being written cannot grow the table between the two) is a
+  // damaged file, never a vector sized by it.
+  Query q(*db_, path_, "SELECT id, value, (SELECT count(*) FROM StringIds) FROM StringIds ORDER BY id");
   while (q.step()) {
-    const int64_t id = q.int64(0);
-    if (id < 0 || id > (int64_t{1} << 32)) continue;  // not an id this schema writes
+    const int64_t id = q.int64(0), rows = q.int64(2);
+    if (id < 0) continue;  // not an id this schema writes
+    if (id > rows)
+      throw CaptureError(path_, "capture " + path_.string() + ": StringIds has id " + std::to_string(id) + " in a table of " +
+                                    std::to_string(rows) + " strings (ids run 1.." + std::to_string(rows) +
+                                    "); the file is damaged");
     if (static_cast<size_t>(id) >= v->size()) v->resize(static_cast<size_t>(id) + 1);
     (*v)[static_cast<size_t>(id)] = q.text(1);
   }

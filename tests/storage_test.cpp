@@ -337,6 +337,33 @@ TEST(CaptureReader, ARunStatusOutsideItsEnumIsACaptureErrorNamingTheRun) {
   }
 }
 
+// A string id far past the StringIds table (a damaged or hostile file) is named, not a vector
+// of four billion strings.
+TEST(CaptureReader, AStringIdPastTheTableIsACaptureErrorNotAnAllocation) {
+  const fs::path file = test::scratch_dir("storage_string_id_past") / "capture.sqlite";
+  int64_t run = 0;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    run = tr.begin_run(run_info("tiny/sharded"));
+    tr.hook_span({"AlignDevicesHook", events::HookPhase::PreForward, "model.layers.0", "LlamaDecoderLayer", 0, 100, 150});
+    tr.end_run(RunStatus::Complete);
+    store.finalize();
+  }
+  {
+    RawDb raw(file, SQLITE_OPEN_READWRITE);
+    raw.exec("PRAGMA journal_mode=DELETE");
+    raw.exec("INSERT INTO StringIds (id, value) VALUES (4000000000, 'far')");
+  }
+  try {
+    (void)CaptureReader(file).hook_events(run);
+    ADD_FAILURE() << "read a string table with id 4000000000";
+  } catch (const storage::CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("StringIds has id 4000000000"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+  }
+}
+
 TEST(Store, RoundTripsEveryEventKindAndTheDirectMethods) {
   const fs::path file = test::scratch_dir("storage_roundtrip") / "capture.hscope";
   int64_t run = 0;
