@@ -189,7 +189,10 @@ bool run_cell(Engine& engine, const Cell& cell, storage::Store& store, tracer::H
   info.policy = policy_label(cell);
   info.mode = compile::mode_name(cell.mode);
   info.fullgraph = cell.fullgraph;
-  info.model = setup.model;
+  // A folder as an absolute path: readers find the model's files from it (outputs are kept off
+  // them) wherever they run. A hub id stays as given.
+  std::error_code ec;
+  info.model = std::filesystem::is_directory(setup.model, ec) ? std::filesystem::absolute(setup.model).string() : setup.model;
   info.device_map_json = setup.device_map.dump();
   info.versions_json = setup.versions.dump();
   info.engine = engine.name();

@@ -218,9 +218,13 @@ std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& c
   std::vector<std::filesystem::path> out;
   std::error_code ec;
   for (const auto& run : capture.runs()) {
-    const std::filesystem::path m(run.model);
-    if (!m.is_absolute() || !std::filesystem::is_regular_file(m / "config.json", ec)) continue;
-    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    std::vector<std::filesystem::path> named{run.model};  // a hub id's snapshot folder is in the results
+    if (const auto it = run.results.find("model"); it != run.results.end() && it->is_object())
+      if (const auto p = it->find("path"); p != it->end() && p->is_string()) named.emplace_back(p->get<std::string>());
+    for (const auto& m : named) {
+      if (!m.is_absolute() || !std::filesystem::is_regular_file(m / "config.json", ec)) continue;
+      if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    }
   }
   return out;
 }

@@ -74,8 +74,9 @@ bool path_inside(const std::filesystem::path& inner, const std::filesystem::path
 std::optional<std::filesystem::path> model_file_at(const std::filesystem::path& out,
                                                    const std::filesystem::path& model_dir);
 
-/// The checkpoint folders the capture's runs were made from: each distinct RUNS.model that is an
-/// absolute path to a folder holding config.json (imports and hub ids name none).
+/// The checkpoint folders the capture's runs were made from: each distinct RUNS.model, or
+/// results `model.path` (a hub id's snapshot), that is an absolute path to a folder holding
+/// config.json (imports name none).
 std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& capture);
 
 /// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when

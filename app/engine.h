@@ -100,7 +100,7 @@ struct RunResult {
 
 /// Describes a run before it starts (written to RUNS when it begins).
 struct RunSetup {
-  std::string model;            ///< as the user named it (folder or model id)
+  std::string model;            ///< as the user named it (folder or model id); RUNS keeps a folder absolute
   nlohmann::json device_map;    ///< the map dispatched, accelerate's form
   nlohmann::json versions;      ///< {"hookscope": ..., "torch": ...}
 };

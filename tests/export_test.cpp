@@ -629,6 +629,29 @@ TEST(ExportCli, NoOutputReplacesAFileOfTheCapturedModel) {
   EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
 }
 
+// A capture made with --model given relative to its folder keeps the model's files safe too,
+// from wherever the reading command runs.
+TEST(ExportCli, AModelNamedRelativeToTheCapturesFolderIsKeptSafeToo) {
+  const fs::path dir = hs::test::scratch_dir("relative-model");
+  fs::copy(hs::test::tiny_checkpoint("tiny-llama"), dir / "m1", fs::copy_options::recursive);
+  const std::string before = hs::test::read_file(dir / "m1" / "config.json");
+  const auto cap = hs::test::run(
+      {"bash", "-c",
+       "cd '" + dir.string() + "' && '" + hs::test::cli() +
+           "' capture --engine libtorch --model m1 --devices 2 --scenarios sharded --policies whole-hook --modes eager "
+           "--prompt-ids 5,17 --max-new-tokens 1 --repeats 1 --warmup 0 --out rel.sqlite"});
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  for (const std::string& cmd : {std::string("report rel.sqlite --json m1/config.json"),
+                                 std::string("stats rel.sqlite -o m1/config.json"),
+                                 std::string("report rel.sqlite --markdown ../relative-model/m1/config.json")}) {
+    SCOPED_TRACE(cmd);
+    const auto r = hs::test::run({"bash", "-c", "cd '" + dir.string() + "' && '" + hs::test::cli() + "' " + cmd});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("is (or links to) the model's file"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(hs::test::read_file(dir / "m1" / "config.json"), before);
+}
+
 // A write that fails is an error with its reason, never "wrote ..." and exit 0; a device named as
 // the output is written in place, never replaced by a renamed file.
 TEST(ExportCli, AFailedWriteIsAnErrorAndADeviceStaysADevice) {
