@@ -283,9 +283,21 @@ fs::path CaptureOutput::finish_interrupted(const std::string& signal_name, std::
                            "interrupted by " + signal_name + ": the run in progress stays incomplete");
     store_->finalize();
     store_->close();  // the capture thread's tracer may still write: it now gets errors, not freed memory
+    size_t ended = 0, runs = 0;
+    for (const auto& r : storage::CaptureReader(partial_).runs()) {
+      ++runs;
+      ended += r.status != tracer::RunStatus::Incomplete;
+    }
+    struct stat st {};
+    if (ended == 0 && ::lstat(out_.c_str(), &st) == 0) {  // even with --force-overwrite: nothing to replace it with
+      why = "interrupted by " + signal_name + " before any run ended; " + out_.string() + " is as it was, and the run in progress (incomplete) is in " +
+            partial_.string();
+      return {};
+    }
     rename_into_place();
-    why = "interrupted by " + signal_name + "; the run in progress is incomplete; `hookscope report " + out_.string() +
-          "` lists the runs";
+    why = "interrupted by " + signal_name + "; " +
+          (ended == runs ? std::string("every run had ended") : std::string("the run in progress is incomplete")) +
+          "; `hookscope report " + out_.string() + "` lists the runs";
     return out_;
   } catch (const std::exception& e) {
     why = e.what();

@@ -94,8 +94,10 @@ class CaptureOutput {
 
   /// From the interrupt handler: `signal_name` ended the capture. Records it, finalizes and
   /// closes the Store and renames the file onto OUT as commit() does (a capture that had not
-  /// opened its file yet leaves OUT alone). Returns OUT when it now holds the capture, else an
-  /// empty path; `why` says what happened and where things are. Never throws.
+  /// opened its file yet leaves OUT alone; one in which no run had ended leaves an existing OUT
+  /// alone, even with force_overwrite, and keeps its run in the temporary file). Returns OUT
+  /// when it now holds the capture, else an empty path; `why` says what happened and where
+  /// things are. Never throws.
   std::filesystem::path finish_interrupted(const std::string& signal_name, std::string& why) noexcept;
 
  private:

@@ -540,6 +540,40 @@ TEST(Capture, SecondWriterFailsAndInterruptedCaptureIsFinalized) {
   EXPECT_EQ(rep.out.find("| ? |"), std::string::npos) << "the model is named: " << rep.out;
 }
 
+// Interrupted before any run ended, a capture has nothing to replace an earlier one with: even
+// with --force-overwrite the earlier --out stays, and the run in progress is kept beside it.
+TEST(Capture, InterruptedBeforeAnyRunEndedKeepsTheEarlierCapture) {
+  fs::path dir = hs::test::scratch_dir("capture-interrupted-first-run");
+  fs::path db = dir / "earlier.sqlite";
+  fs::copy_file(capture().db, db);
+  const std::string before = hs::test::read_file(db);
+  auto args = slow_capture_args(db);
+  args.push_back("--force-overwrite");
+  const pid_t pid = start_capture(args, dir / "log.txt");
+  const fs::path partial = partial_of(db, pid);
+  const bool ready = hs::test::wait_while_running(pid, [&partial] {
+    try {
+      return hs::storage::CaptureReader(partial).runs().size() == 1;
+    } catch (const std::exception&) {
+      return false;
+    }
+  });
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = hs::test::read_file(dir / "log.txt");
+  ASSERT_TRUE(ready) << log;
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_EQ(hs::test::read_file(db), before) << "the earlier capture is intact";
+  EXPECT_NE(log.find("before any run ended"), std::string::npos) << log;
+  EXPECT_NE(log.find(partial.string()), std::string::npos) << log;
+  auto runs = hs::storage::CaptureReader(partial).runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Incomplete);
+  EXPECT_FALSE(fs::exists(db.string() + ".lock"));
+}
+
 // What --out may not be: empty, a folder, an existing file without --force-overwrite, the
 // model's own file (even with it). Each is refused before anything is written.
 TEST(Capture, OutThatWouldLoseAFileIsRefused) {
