@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -275,8 +277,22 @@ nlohmann::json settings_of(const CaptureArgs& a, const std::vector<Engine*>& eng
           {"versions", {{"hookscope", "0.1.0"}}}};  // the torch each engine ran: RUNS.versions
 }
 
-// SIGINT / SIGTERM: the children go, the capture is finalized onto --out (the run in progress
-// stays incomplete), the temporary offload folders are removed, and the process exits 128 + N.
+// A folder of this process's own under the temporary folder (mkdtemp: a name nobody could have
+// planted a link or a folder at beforehand). Throws std::runtime_error naming it.
+fs::path new_temporary_folder(const std::string& prefix) {
+  std::string tmpl = (fs::temp_directory_path() / (prefix + "XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data()))
+    throw std::runtime_error("cannot create a temporary folder " + tmpl + ": " + std::strerror(errno));
+  return tmpl;
+}
+
+void remove_temporary_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!dir.empty()) fs::remove_all(dir, ec);
+}
+
+// SIGINT / SIGTERM: the capture is finalized onto --out (the run in progress stays incomplete),
+// the children go, the temporary folders are removed, and the process exits 128 + N.
 std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path& offload_dir, bool keep_offload,
                                            const fs::path& work, bool keep_work) {
   return [&output, offload_dir, keep_offload, work, keep_work](int signo) {
@@ -288,9 +304,8 @@ std::function<void(int)> interrupt_handler(CaptureOutput& output, const fs::path
     std::string why;
     const fs::path file = output.finish_interrupted(name, why);
     terminate_child_processes(2000);
-    std::error_code ec;
     remove_offload_folder(offload_dir, keep_offload);
-    if (!keep_work) fs::remove_all(work, ec);
+    if (!keep_work) remove_temporary_folder(work);
     if (!file.empty())
       std::fprintf(stderr, "[hookscope] wrote %s (%s)\n", file.c_str(), why.c_str());
     else
@@ -328,9 +343,7 @@ int run_capture(const CaptureArgs& a) {
     if (level == "WARNING" && msg.find("offloaded to the") == std::string::npos)
       std::fprintf(stderr, "[accelerate WARNING] %s\n", msg.c_str());
   };
-  const fs::path work = a.keep_driver_files.empty()
-                            ? fs::temp_directory_path() / ("hookscope-torch-" + std::to_string(::getpid()))
-                            : fs::path(a.keep_driver_files);
+  fs::path work = a.keep_driver_files;  // the torch drivers' files; a new temporary folder unless kept
   // --out is checked and locked before anything slow: a second capture on it fails at once.
   CaptureOutputOptions oo;
   oo.force_overwrite = a.force_overwrite;
@@ -345,6 +358,7 @@ int run_capture(const CaptureArgs& a) {
   oo.offload_dir = options.offload_dir;
   if (!a.keep_driver_files.empty()) check_driver_files_folder(work, oo.model_dir);
   CaptureOutput output(out, oo);
+  if (use_torch && work.empty()) work = new_temporary_folder("hookscope-torch-");
   const bool keep_offload = !a.keep_offload_dir.empty();
   InterruptWatch watch(interrupt_handler(output, options.offload_dir, keep_offload, work, !a.keep_driver_files.empty()));
   if (matrix_offloads_to_disk(matrix))
@@ -373,7 +387,7 @@ int run_capture(const CaptureArgs& a) {
     torch.reset();
     libtorch.reset();
     remove_offload_folder(options.offload_dir, keep_offload);
-    if (a.keep_driver_files.empty()) fs::remove_all(work);
+    if (a.keep_driver_files.empty()) remove_temporary_folder(work);
     if (!kept.empty())
       std::fprintf(stderr, "[hookscope] the capture stopped; the runs recorded so far are in %s (%s is left as it was)\n",
                    kept.c_str(), out.c_str());
@@ -383,8 +397,8 @@ int run_capture(const CaptureArgs& a) {
   libtorch.reset();  // and the models before the offload folder their weights map
   remove_offload_folder(options.offload_dir, keep_offload);
   if (keep_offload) std::fprintf(stderr, "[hookscope] the disk offload folders are in %s\n", options.offload_dir.c_str());
-  if (a.keep_driver_files.empty()) fs::remove_all(work);
-  else std::fprintf(stderr, "[hookscope] the torch driver's files (traces, compile logs, logs) are in %s\n", work.c_str());
+  if (a.keep_driver_files.empty()) remove_temporary_folder(work);
+  else if (use_torch) std::fprintf(stderr, "[hookscope] the torch driver's files (traces, compile logs, logs) are in %s\n", work.c_str());
   return failures ? 1 : 0;
 }
 

@@ -290,7 +290,7 @@ fs::path CaptureOutput::finish_interrupted(const std::string& signal_name, std::
     }
     struct stat st {};
     if (ended == 0 && ::lstat(out_.c_str(), &st) == 0) {  // even with --force-overwrite: nothing to replace it with
-      why = "interrupted by " + signal_name + " before any run ended; " + out_.string() + " is as it was, and the run in progress (incomplete) is in " +
+      why = "no run had ended; " + out_.string() + " is as it was, and the run in progress (incomplete) is in " +
             partial_.string();
       return {};
     }

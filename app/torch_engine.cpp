@@ -136,14 +136,21 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
   const std::string id = cell_id(next_cell_++);
   try {
     ChildProcess& p = process_for(cell);
-    p.send_line(json{{"cell",
-                      {{"id", id},
-                       {"scenario", scenario_name(cell.scenario)},
-                       {"mode", compile::mode_name(cell.mode)},
-                       {"fullgraph", cell.fullgraph}}}}
-                    .dump());
+    // A driver that has already ended (a --python that is no Python exits at once) refuses the
+    // request: that is reported as its end, with its log, not as the broken pipe.
+    bool sent = true;
+    try {
+      p.send_line(json{{"cell",
+                        {{"id", id},
+                         {"scenario", scenario_name(cell.scenario)},
+                         {"mode", compile::mode_name(cell.mode)},
+                         {"fullgraph", cell.fullgraph}}}}
+                      .dump());
+    } catch (const std::runtime_error&) {
+      sent = false;
+    }
     for (;;) {
-      const std::optional<std::string> line = p.read_line();
+      const std::optional<std::string> line = sent ? p.read_line() : std::nullopt;
       if (!line) {
         p.wait();
         const std::string why = driver_ended(policy_label(cell), p, opt_.python);

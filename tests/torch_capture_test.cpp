@@ -213,8 +213,12 @@ TEST(TorchCapture, CtrlCAtATerminalLeavesTheRunInProgressIncomplete) {
   ASSERT_TRUE(WIFEXITED(status)) << log;
   EXPECT_EQ(WEXITSTATUS(status), 130) << log;
   EXPECT_NE(log.find("wrote " + db.string()), std::string::npos) << log;
-  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / ("hookscope-torch-" + std::to_string(pid))))
-      << "the driver's working folder is removed";
+  const std::string tag = "driver (pid ", at = ", log ";  // "... driver (pid N, log WORK/POLICY/driver.log, ..."
+  const size_t from = log.find(at, log.find(tag));
+  ASSERT_NE(from, std::string::npos) << log;
+  const fs::path driver_log = log.substr(from + at.size(), log.find_first_of(",)", from + at.size()) - from - at.size());
+  EXPECT_EQ(driver_log.filename(), "driver.log") << log;
+  EXPECT_FALSE(fs::exists(driver_log.parent_path().parent_path())) << "the drivers' working folder is removed";
   auto runs = hs::storage::CaptureReader(db).runs();
   ASSERT_EQ(runs.size(), 2u) << "whole-hook, offload-only";
   EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete);
