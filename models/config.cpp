@@ -88,6 +88,24 @@ double positive_num(const json& j, const char* name, double dflt, const fs::path
   return x;
 }
 
+// A number that must be finite and in [lo, hi].
+double bounded_num(const json& j, const char* name, double dflt, const fs::path& origin, const std::string& shown,
+                   double lo, double hi) {
+  const double x = opt_num(j, name, dflt, origin);
+  if (!(x >= lo && x <= hi)) {  // NaN fails too
+    std::ostringstream o;
+    o << "field '" << shown << "' must be a number in [" << lo << ", " << hi << "], got " << x;
+    fail(origin, o.str());
+  }
+  return x;
+}
+
+// The rotary embedding's inverse frequencies are computed in float32 (as transformers does):
+// rope_theta^(-2i/dim) / factor stays a normal float > 0 for any theta and factors in these
+// ranges (the largest released rope_theta is around 1e8; llama3's factors are 1 to 32).
+constexpr double kMinRopeTheta = 1, kMaxRopeTheta = 1e18;
+constexpr double kMinRopeFactor = 1e-3, kMaxRopeFactor = 1e6;
+
 bool opt_bool(const json& j, const char* name, bool dflt, const fs::path& origin) {
   const json* v = field(j, name);
   if (!v) return dflt;
@@ -136,7 +154,7 @@ json read_json_file(const fs::path& file) {
 
 void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
   // 4.x: rope_theta + rope_scaling; 5.x: rope_parameters (takes precedence).
-  c.rope.theta = positive_num(j, "rope_theta", 10000.0, origin, "rope_theta");
+  c.rope.theta = bounded_num(j, "rope_theta", 10000.0, origin, "rope_theta", kMinRopeTheta, kMaxRopeTheta);
   c.rope.partial_rotary_factor = opt_num(j, "partial_rotary_factor", 1.0, origin);
   const json* scaling = field(j, "rope_parameters");
   const char* scaling_name = "rope_parameters";
@@ -146,7 +164,8 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
     if (!scaling->contains("rope_theta") && !scaling->contains("rope_type") &&
         scaling->contains("full_attention"))
       scaling = &(*scaling)["full_attention"];
-    c.rope.theta = positive_num(*scaling, "rope_theta", c.rope.theta, origin, "rope_parameters.rope_theta");
+    c.rope.theta = bounded_num(*scaling, "rope_theta", c.rope.theta, origin, "rope_parameters.rope_theta", kMinRopeTheta,
+                               kMaxRopeTheta);
     c.rope.partial_rotary_factor =
         opt_num(*scaling, "partial_rotary_factor", c.rope.partial_rotary_factor, origin);
   } else {
@@ -161,7 +180,8 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
   c.rope.type = type;
   if (type == "default") return;
   if (type == "linear") {
-    c.rope.factor = positive_num(*scaling, "factor", 1.0, origin, std::string(scaling_name) + ".factor");
+    c.rope.factor = bounded_num(*scaling, "factor", 1.0, origin, std::string(scaling_name) + ".factor", kMinRopeFactor,
+                                kMaxRopeFactor);
     return;
   }
   if (type == "llama3") {
@@ -169,9 +189,9 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
     for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
       if (!field(s, k)) fail(origin, std::string("field '") + scaling_name + "." + k + "' is required for rope_type llama3");
     const std::string sn = scaling_name;
-    c.rope.factor = positive_num(s, "factor", 1.0, origin, sn + ".factor");
-    c.rope.low_freq_factor = positive_num(s, "low_freq_factor", 1.0, origin, sn + ".low_freq_factor");
-    c.rope.high_freq_factor = positive_num(s, "high_freq_factor", 4.0, origin, sn + ".high_freq_factor");
+    for (auto [name, to] : {std::pair{"factor", &c.rope.factor}, std::pair{"low_freq_factor", &c.rope.low_freq_factor},
+                            std::pair{"high_freq_factor", &c.rope.high_freq_factor}})
+      *to = bounded_num(s, name, 1.0, origin, sn + "." + name, kMinRopeFactor, kMaxRopeFactor);
     c.rope.original_max_position_embeddings = static_cast<int64_t>(positive_num(
         s, "original_max_position_embeddings", 0, origin, sn + ".original_max_position_embeddings",
         static_cast<double>(kMaxPositions)));
@@ -268,6 +288,11 @@ ModelConfig ModelConfig::from_json(const json& j, const fs::path& origin) {
   parse_rope(j, c, origin);
   if (c.rope.partial_rotary_factor <= 0 || c.rope.partial_rotary_factor > 1)
     fail(origin, "field 'partial_rotary_factor' must be in (0, 1]");
+  if (const auto rotary = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.rope.partial_rotary_factor);
+      rotary < 2 || rotary % 2)
+    fail(origin, "field 'partial_rotary_factor': head_dim " + std::to_string(c.head_dim) + " x " +
+                     std::to_string(c.rope.partial_rotary_factor) + " gives " + std::to_string(rotary) +
+                     " rotary channels; rotary embeddings need an even number, at least 2");
   const json* dt = field(j, "dtype");
   if (!dt) dt = field(j, "torch_dtype");
   if (dt) {

@@ -61,8 +61,9 @@ struct ModelConfig {
 
   /// Reads and validates `file`: types, and ranges before anything is sized from them (sizes,
   /// layer and head counts >= 1 and bounded far above any released model; head_dim even;
-  /// num_key_value_heads dividing num_attention_heads; rms_norm_eps in (0, 1]; rope_theta and
-  /// the rope factors finite and > 0). Throws ConfigError naming the file and the field, or the
+  /// num_key_value_heads dividing num_attention_heads; rms_norm_eps in (0, 1]; rope_theta in
+  /// [1, 1e18] and the rope factors in [1e-3, 1e6], where float32 inverse frequencies stay finite
+  /// and > 0; partial_rotary_factor giving an even number >= 2 of rotary channels). Throws ConfigError naming the file and the field, or the
   /// file and why it cannot be read (missing, a FIFO or folder — refused, never waited on — or
   /// over 100 MB).
   static ModelConfig from_file(const std::filesystem::path& file);

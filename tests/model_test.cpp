@@ -328,6 +328,9 @@ TEST(BadInput, ConfigFieldsOutOfRangeAreNamed) {
       {"rms_norm_eps", 0, "rms_norm_eps"},
       {"rope_theta", 0, "rope_theta"},
       {"rope_theta", -10000.0, "rope_theta"},
+      {"rope_theta", 5.2e134, "rope_theta"},  // float32's rope_theta^x overflows: inv_freq 0 (config_fuzz)
+      {"rope_theta", 1e-300, "rope_theta"},   // float32's 0: inv_freq inf
+      {"partial_rotary_factor", 0.01, "gives 0 rotary channels"},
   };
   auto dir = copy_fixture("tiny-qwen2", "bad-config-ranges");  // the 4.x form: rope_theta at the top
   const json good = hs::test::read_json(dir / "config.json");
@@ -349,6 +352,22 @@ TEST(BadInput, ConfigFieldsOutOfRangeAreNamed) {
   write(v5 / "config.json", cfg.dump());
   auto msg = load_error(v5);
   EXPECT_NE(msg.find("rope_parameters.rope_theta"), std::string::npos) << msg;
+  // config_fuzz's finding: llama3 RoPE with a rope_theta past float32's range validated, then
+  // gave inverse frequencies of 0 (transformers' float32 computation too); the factors are
+  // bounded for the same reason.
+  ASSERT_EQ(cfg["rope_parameters"]["rope_type"], "llama3");
+  for (const auto& [key, value] : std::vector<std::pair<std::string, double>>{
+           {"rope_theta", 5.2222e134}, {"factor", 1e300}, {"low_freq_factor", 1e-30}, {"high_freq_factor", 1e7}}) {
+    SCOPED_TRACE(key);
+    json bad = cfg;
+    bad["rope_parameters"]["rope_theta"] = 500000.0;
+    bad["rope_parameters"][key] = value;
+    write(v5 / "config.json", bad.dump());
+    msg = load_error(v5);
+    EXPECT_NE(msg.find((v5 / "config.json").string() + ": field 'rope_parameters." + key + "' must be a number in ["),
+              std::string::npos)
+        << msg;
+  }
   // A number too large for a double names the file and the field, not only nlohmann's text.
   std::string text = good.dump();
   text.replace(text.find("\"vocab_size\":") + 13, 3, "1" + std::string(400, '0'));
