@@ -37,9 +37,13 @@ CLI::Validator list_of(std::vector<std::string> allowed) {
       [allowed](std::string& value) -> std::string {
         const auto items = split_list(value);
         if (items.empty()) return "needs at least one of " + join(allowed, ", ");
-        for (const auto& item : items)
-          if (std::find(allowed.begin(), allowed.end(), item) == allowed.end())
-            return "'" + item + "' is not one of " + join(allowed, ", ");
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (std::find(allowed.begin(), allowed.end(), items[i]) == allowed.end())
+            return "'" + items[i] + "' is not one of " + join(allowed, ", ");
+          if (std::find(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(i), items[i]) !=
+              items.begin() + static_cast<std::ptrdiff_t>(i))
+            return "'" + items[i] + "' is given twice";
+        }
         return "";
       },
       "{" + join(allowed, ",") + "},...");

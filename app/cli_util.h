@@ -26,7 +26,8 @@ std::vector<std::string> split_list(const std::string& s);
 std::string join(const std::vector<std::string>& items, const char* sep);
 
 /// Parse-time check of a comma-separated option against its allowed values: a bad value is a
-/// usage error (exit 2) whose message names the option (CLI11 prefixes it) and the choices.
+/// usage error (exit 2) whose message names the option (CLI11 prefixes it) and the choices; so
+/// is a value given twice ("sharded,sharded" would run and store the same runs twice).
 CLI::Validator list_of(std::vector<std::string> allowed);
 
 /// The same for a single value.

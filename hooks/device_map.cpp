@@ -370,9 +370,11 @@ int64_t convert_file_size_to_int(const std::string& size) {
     auto f = parse_python_float(size.substr(0, size.size() - suffix));
     if (!f) throw std::invalid_argument(err);
     const double v = std::trunc(*f * multiplier);
-    // NaN (Python: ValueError), inf (Python: OverflowError) and values beyond int64.
-    if (!std::isfinite(v) || v >= 9.2233720368547758e18 || v < -9.2233720368547758e18)
-      throw std::invalid_argument(err);
+    if (std::isnan(v)) throw std::invalid_argument(err);  // Python: ValueError
+    // inf (Python: OverflowError) and values beyond int64 (Python: a big int): too large here.
+    if (v >= 9.2233720368547758e18)
+      throw std::invalid_argument("`size` " + size + " is too large: at most 9223372036854775807 bytes (8 EiB)");
+    if (v < -9.2233720368547758e18) throw std::invalid_argument(err);
     int64_t r = static_cast<int64_t>(v);
     if (bits_quirk && size.back() == 'b') r = floor_div(r, 8);
     if (r < 0) throw std::invalid_argument(err);
@@ -420,7 +422,7 @@ MaxMemory parse_max_memory(const std::string& spec) {
     if (!value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       errno = 0;
       const long long v = std::strtoll(value.c_str(), nullptr, 10);
-      if (errno == ERANGE) throw std::invalid_argument(where + "size " + value + " is too large");
+      if (errno == ERANGE) throw std::invalid_argument(where + "size " + value + " is too large: at most 9223372036854775807 bytes (8 EiB)");
       bytes = v;
     } else {
       try {

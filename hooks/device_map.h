@@ -81,8 +81,9 @@ using SpecialDtypes = std::map<std::string, c10::ScalarType>;
 /// " 2 GiB"); the product is truncated toward zero. Throws std::invalid_argument with
 /// accelerate's ValueError text "`size` X is not in a valid format. Use an integer for bytes,
 /// or a string with an unit (like '5.0GB')." for anything else: no unit ("1000"), an unknown
-/// one ("1TB"), a bad number ("5k0MB"), a negative result ("-1GB"); also (where Python raises
-/// OverflowError or returns a big int) for "infGB" or a result beyond int64.
+/// one ("1TB"), a bad number ("5k0MB"), a negative result ("-1GB"). "infGB" (Python:
+/// OverflowError) and a result beyond int64 (Python: a big int) throw std::invalid_argument
+/// "`size` X is too large: at most 9223372036854775807 bytes (8 EiB)".
 int64_t convert_file_size_to_int(const std::string& size);
 
 /// Parses the command-line form "0=1GiB,1=1GiB,cpu=4GiB": comma-separated `key=size`; keys are

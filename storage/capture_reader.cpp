@@ -293,7 +293,22 @@ std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int6
 bool CaptureReader::has_table(std::string_view table) const {
   Query q(*db_, path_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
   q.bind(1, table);
-  return q.step();
+  if (q.step()) return true;
+  // The event tables of the first capture format: every hookscope capture has them, empty or
+  // not, so one that is gone is damage, not "no events". Kinds added since (CPU_OPS, CUPTI
+  // overheads, the TORCH_TRACE tables) may be absent from a capture written before them, and read
+  // as none.
+  static constexpr std::string_view kEveryCapture[] = {
+      "HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "DISABLED_SCOPES", "MODULE_COMPUTE", "COMPILE_REGIONS",
+      "GRAPH_BREAKS", "GENERATION_STEPS", "MEMORY_COUNTERS", "CLOCK_CALIBRATION",
+      "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+      "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+      "CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION"};
+  for (std::string_view t : kEveryCapture)
+    if (t == table)
+      throw CaptureError(path_, "capture " + path_.string() + " has no table " + std::string(table) +
+                                    ", which every hookscope capture has; the file is damaged");
+  return false;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // `hookscope generate` end to end, against transformers' greedy generate on the real sample.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -127,6 +128,17 @@ TEST(Cli, BadEnumeratedCaptureOptionsAreUsageErrors) {
     EXPECT_NE(r.err.find(c.option), std::string::npos) << r.err;
     for (const auto& a : c.allowed) EXPECT_NE(r.err.find(a), std::string::npos) << a << " in " << r.err;
     EXPECT_EQ(r.err.find("/nonexistent/model-dir"), std::string::npos) << "rejected before loading: " << r.err;
+  }
+  // A value given twice would run (and store) the same runs twice.
+  for (const auto& [option, value, twice] : std::vector<std::array<std::string, 3>>{
+           {"--scenarios", "sharded, cpu-offload,sharded", "'sharded' is given twice"},
+           {"--policies", "offload-only,offload-only", "'offload-only' is given twice"},
+           {"--modes", "eager,default,eager", "'eager' is given twice"}}) {
+    SCOPED_TRACE(option + " " + value);
+    auto r = hookscope({"capture", "--model", "/nonexistent/model-dir", option, value, "--out", "/nonexistent/x.sqlite"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(option), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(twice), std::string::npos) << r.err;
   }
 }
 

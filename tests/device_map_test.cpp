@@ -895,7 +895,7 @@ TEST(ConvertFileSize, SpecTable) {
 }
 
 TEST(ConvertFileSize, ErrorsUseAccelerateText) {
-  for (const std::string bad : {"1000", "5MBB", "5k0MB", "-1GB", "1TB", "", "GB", "infGB", "1e400GB"}) {
+  for (const std::string bad : {"1000", "5MBB", "5k0MB", "-1GB", "1TB", "", "GB", "nanGB", "-infGB"}) {
     try {
       hh::convert_file_size_to_int(bad);
       ADD_FAILURE() << bad << " was accepted";
@@ -905,6 +905,20 @@ TEST(ConvertFileSize, ErrorsUseAccelerateText) {
                                            "unit (like '5.0GB').");
     }
   }
+}
+
+// Python gives OverflowError ("infGB") or an int past int64 ("1e400GB", "9e9GiB"): hookscope
+// cannot hold those, and says so instead of calling the text malformed.
+TEST(ConvertFileSize, SizesPastInt64AreTooLarge) {
+  for (const std::string big : {"infGB", "1e400GB", "9e9GiB", "9223372036854775808KB"}) {
+    try {
+      hh::convert_file_size_to_int(big);
+      ADD_FAILURE() << big << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), "`size` " + big + " is too large: at most 9223372036854775807 bytes (8 EiB)");
+    }
+  }
+  EXPECT_EQ(hh::convert_file_size_to_int("8GiB"), int64_t{8} << 30);
 }
 
 TEST(ConvertFileSize, ParityWithAccelerate) { expect_parity("convert."); }
@@ -999,6 +1013,9 @@ TEST(ParseMaxMemory, CommandLineForm) {
   EXPECT_NE(err("cpu").find("max_memory entry 'cpu': expected device=size"), std::string::npos);
   EXPECT_NE(err("0=1GB,0=2GB").find("given twice"), std::string::npos);
   EXPECT_NE(err("0=99999999999999999999").find("too large"), std::string::npos);
+  EXPECT_EQ(err("0=9999999999999999GB"),
+            "max_memory entry '0=9999999999999999GB': `size` 9999999999999999GB is too large: at most "
+            "9223372036854775807 bytes (8 EiB)");
 }
 
 // =================================================================== sizes

@@ -310,6 +310,31 @@ TEST(CaptureReader, CountingATableTheFileLacksIsACaptureErrorNamingTheFile) {
   }
 }
 
+// A capture whose HOOK_EVENTS table is gone read as one without a hook call; every capture has
+// the table, so its absence is named as damage. A kind added later (CPU_OPS) may be absent.
+TEST(CaptureReader, ATableEveryCaptureHasMissingIsACaptureErrorNotNoEvents) {
+  const fs::path file = test::scratch_dir("storage_no_hook_events_rows") / "capture.sqlite";
+  int64_t run = 0;
+  {
+    Store store(file);
+    HostTracer tr(store);
+    run = tr.begin_run(run_info("tiny/sharded"));
+    tr.end_run(RunStatus::Complete);
+    store.finalize();
+  }
+  {
+    RawDb raw(file, SQLITE_OPEN_READWRITE);
+    raw.exec("PRAGMA journal_mode=DELETE");
+    raw.exec("DROP TABLE HOOK_EVENTS; DROP TABLE CPU_OPS");
+  }
+  CaptureReader r(file);
+  EXPECT_TRUE(r.cpu_ops(run).empty());
+  EXPECT_TRUE(r.module_compute(run).empty());
+  const std::string msg = capture_error([&] { (void)r.hook_events(run); });
+  EXPECT_EQ(msg, "capture " + file.string() +
+                     " has no table HOOK_EVENTS, which every hookscope capture has; the file is damaged");
+}
+
 // A RUNS.status that is none of ENUM_RUN_STATUS's ids is a damaged file named with its run, not
 // a run read as incomplete.
 TEST(CaptureReader, ARunStatusOutsideItsEnumIsACaptureErrorNamingTheRun) {
