@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "app/capture_output.h"
@@ -120,6 +121,13 @@ std::vector<int64_t> parse_prompt_ids(const std::string& list) {
   return ids;
 }
 
+// Whether `file` starts with SQLite's header ("SQLite format 3\0"): a capture or another database.
+bool is_sqlite_file(const fs::path& file) {
+  char head[16] = {};
+  std::ifstream in(file, std::ios::binary);
+  return in.read(head, sizeof head) && std::memcmp(head, "SQLite format 3", sizeof head) == 0;
+}
+
 // --keep-offload-dir DIR: the capture replaces DIR/offload-disk, DIR/offload-mixed and the torch
 // drivers' DIR/torch-POLICY; each may already be an offload folder (index.json and .dat files,
 // from an earlier capture or accelerate), never anything else, which it would delete.
@@ -137,7 +145,8 @@ void check_keep_offload_dir(const fs::path& dir) {
     }
     for (const auto& f : fs::recursive_directory_iterator(e.path(), ec)) {
       const std::string fname = f.path().filename().string();
-      const bool offload_file = f.is_regular_file() && (fname == "index.json" || f.path().extension() == ".dat");
+      const bool offload_file = f.is_regular_file() && (fname == "index.json" || f.path().extension() == ".dat") &&
+                                !is_sqlite_file(f.path());  // a capture named *.dat is no tensor
       const bool driver_folder = f.is_directory() && name.rfind("torch-", 0) == 0;
       if (!offload_file && !driver_folder)
         throw std::invalid_argument("--keep-offload-dir: " + e.path().string() + " holds " + f.path().string() +

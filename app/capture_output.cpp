@@ -148,6 +148,10 @@ CaptureOutput::CaptureOutput(fs::path out, CaptureOutputOptions options) : out_(
        same_file(opt_.model_dir, opt_.offload_dir)))
     throw std::invalid_argument("--keep-offload-dir: " + opt_.offload_dir.string() + " is, holds or lies inside the model's folder " +
                                 opt_.model_dir.string() + " (a capture writes and replaces offload folders there); name another folder");
+  if (!opt_.offload_dir.empty() && path_inside(out_, opt_.offload_dir))
+    throw std::invalid_argument("--out: " + o + " lies inside --keep-offload-dir " + opt_.offload_dir.string() +
+                                " (a later capture with that folder replaces the offload folders there); write the "
+                                "capture elsewhere");
   lock_path_ = with_suffix(out_, ".lock");
   lock_fd_ = take_lock(lock_path_, out_);
   note_stale_partials(out_);

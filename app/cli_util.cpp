@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -121,9 +122,12 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
 void refuse_empty_values(const CLI::App& app) {
   std::vector<const CLI::App*> scopes{&app};
   for (const CLI::App* sub : app.get_subcommands()) scopes.push_back(sub);
+  // Options whose empty value is documented: `plan --no-split ""` splits every class.
+  static const std::set<std::string> kEmptyMeansNone = {"--no-split"};
   for (const CLI::App* scope : scopes)
     for (const CLI::Option* o : scope->get_options()) {
       if (o->count() == 0 || o->get_type_size_max() == 0) continue;  // not given, or a flag
+      if (kEmptyMeansNone.count(o->get_name())) continue;
       for (const auto& v : o->results())
         if (v.find_first_not_of(" \t\n") == std::string::npos)
           throw CLI::ValidationError(o->get_name(), "an empty value names nothing: give one, or leave the option out");

@@ -44,7 +44,8 @@ std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args);
 
 /// Throws CLI::ValidationError naming the option when an option of the parsed subcommand (or
 /// of `app`) that takes a value was given an empty or all-blank one (`--out ""`): such a value
-/// names no file, folder or label, and would otherwise fall back to a default unseen.
+/// names no file, folder or label, and would otherwise fall back to a default unseen. The
+/// exception is an option whose empty value is documented (`plan --no-split ""`: no class).
 void refuse_empty_values(const CLI::App& app);
 
 /// Throws std::invalid_argument "FLAG: not valid UTF-8 (byte 0xFF at offset N)" unless `value`

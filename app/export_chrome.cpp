@@ -315,6 +315,8 @@ class ChromeExporter {
   int64_t host_pid_ = 1;
   std::set<std::string> carried_;        // hookscope:: kinds already among CPU_OPS
   std::map<std::string, int64_t> device_pids_;
+  int64_t other_device_pids_ = 0;                             // pids given from kOtherDevicePid on
+  std::map<std::string, const DeviceRow*, std::less<>> device_rows_;  // DEVICES by name (the last row)
   std::map<int64_t, std::string> processes_;                  // pid -> name
   std::map<std::pair<int64_t, int64_t>, std::string> tracks_;  // (pid, tid) -> name
   std::set<uint32_t> launched_, recorded_;  // correlation ids of API calls / of GPU records
@@ -352,22 +354,21 @@ void ChromeExporter::index() {
   for (const auto& e : d_.externals)
     if (e.kind == tracer::ExternalKind::Custom0 || !external_of_.count(e.correlation_id))
       external_of_[e.correlation_id] = e.external_id;
+  for (const DeviceRow& dev : d_.devices) device_rows_[dev.info.name] = &dev;
   for (const DeviceRow& dev : d_.devices) device_pid(dev.info.name);
 }
 
 int64_t ChromeExporter::device_pid(const std::string& device) {
   if (auto it = device_pids_.find(device); it != device_pids_.end()) return it->second;
   const bool index = !device.empty() && device.size() < 7 && device.find_first_not_of("0123456789") == std::string::npos;
-  int64_t others = 0;
-  for (const auto& [name, pid] : device_pids_) others += pid >= kOtherDevicePid;
-  const int64_t pid = index ? std::stoll(device) : kOtherDevicePid + others;
+  const int64_t pid = index ? std::stoll(device) : kOtherDevicePid + other_device_pids_++;
   device_pids_[device] = pid;
   std::string label = (index ? "device " : "device '") + device + (index ? "" : "'");
-  for (const DeviceRow& dev : d_.devices)
-    if (dev.info.name == device) {
-      if (dev.info.kind == DeviceKind::Cuda) label = "GPU " + device;
-      if (!dev.info.label.empty()) label += " (" + dev.info.label + ")";
-    }
+  if (auto it = device_rows_.find(device); it != device_rows_.end()) {
+    const DeviceRow& dev = *it->second;
+    if (dev.info.kind == DeviceKind::Cuda) label = "GPU " + device;
+    if (!dev.info.label.empty()) label += " (" + dev.info.label + ")";
+  }
   processes_[pid] = label;
   return pid;
 }

@@ -45,11 +45,28 @@ class ChunkReader {
 
   bool at_end() { return pos_ == len_ && !refill(); }
   const char& current() const { return buf_[pos_]; }
+  /// Past the current byte. A run of whitespace outside strings reaches the parser as its first
+  /// byte only (the rest is counted in consumed(), not handed on): nlohmann's lexer keeps every
+  /// byte between two tokens, so a trace padded with gigabytes of blanks took that much memory.
   void advance() {
+    const char c = buf_[pos_];
     ++pos_;
     ++consumed_;
+    if (in_string_) {
+      if (escape_) escape_ = false;
+      else if (c == '\\') escape_ = true;
+      else if (c == '"') in_string_ = false;
+      return;
+    }
+    if (c == '"') in_string_ = true;
+    if (!is_blank(c)) return;
+    while (!at_end() && is_blank(current())) {
+      ++pos_;
+      ++consumed_;
+    }
   }
-  /// Bytes of JSON text handed to the parser so far.
+  /// Bytes of JSON text read so far (handed to the parser or skipped as blanks): the offset in
+  /// the (inflated) text of the next byte the parser is handed.
   uint64_t consumed() const { return consumed_; }
   /// The gzip stream ended before its end marker.
   bool truncated() const { return truncated_; }
@@ -74,9 +91,12 @@ class ChunkReader {
     return true;
   }
 
+  static bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
   fs::path file_;
   std::function<void(uint64_t, uint64_t)> progress_;
   gzFile gz_ = nullptr;
+  bool in_string_ = false, escape_ = false;  // where the bytes handed on so far end
   std::vector<char> buf_;
   size_t pos_ = 0, len_ = 0;
   uint64_t consumed_ = 0, total_ = 0;

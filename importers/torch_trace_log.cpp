@@ -12,6 +12,10 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "importers/dynamo_text.h"
@@ -35,11 +39,22 @@ class LineReader {
   LineReader(const fs::path& file, size_t max_line) : file_(file), max_line_(max_line) {
     // The buffer is sized to the file, up to 1 MiB: a small log (a test's, the fuzzer's) does
     // not pay for zeroing and faulting in a megabyte per read.
-    std::error_code ec;
-    const uintmax_t size = fs::file_size(file, ec);
-    buf_.resize(ec ? kMaxBuffer : static_cast<size_t>(std::clamp<uintmax_t>(size + 1, 4096, kMaxBuffer)));
-    f_ = std::fopen(file.c_str(), "rb");
-    if (!f_) throw ImportError(file, "", std::string("cannot open: ") + std::strerror(errno));
+    // Opened without blocking and checked to be a regular file: a FIFO in a log's place would
+    // otherwise wait for a writer forever (with the capture's lock held).
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) throw ImportError(file, "", std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw ImportError(file, "", "not a regular file (a FIFO, device or socket)");
+    }
+    buf_.resize(static_cast<size_t>(std::clamp<uintmax_t>(static_cast<uintmax_t>(st.st_size) + 1, 4096, kMaxBuffer)));
+    f_ = ::fdopen(fd, "rb");
+    if (!f_) {
+      const int err = errno;
+      ::close(fd);
+      throw ImportError(file, "", std::string("cannot open: ") + std::strerror(err));
+    }
   }
   ~LineReader() { std::fclose(f_); }
   LineReader(const LineReader&) = delete;

@@ -705,6 +705,20 @@ TEST(Capture, OffloadFolderIsTheCapturesOwnAndRemovedUnlessKept) {
   EXPECT_NE(r.err.find("--keep-offload-dir: " + (dir / "kept" / "offload-disk").string() + " holds"), std::string::npos)
       << r.err;
   EXPECT_EQ(hs::test::read_file(dir / "kept" / "offload-disk" / "mine.txt"), "a user's file");
+  fs::remove(dir / "kept" / "offload-disk" / "mine.txt");
+  // A capture is never written into the kept folder (a later capture would rewrite it) nor
+  // taken for an offload file when one sits there as NAME.dat.
+  std::vector<std::string> inside = kept;
+  inside.end()[-4] = (dir / "kept" / "offload-disk" / "x.dat").string();  // --out
+  r = hookscope(inside);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("lies inside --keep-offload-dir"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "kept" / "offload-disk" / "x.dat"));
+  fs::copy_file(dir / "b.sqlite", dir / "kept" / "offload-disk" / "x.dat");
+  r = hookscope(kept);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("holds " + (dir / "kept" / "offload-disk" / "x.dat").string()), std::string::npos) << r.err;
+  EXPECT_EQ(hs::storage::CaptureReader(dir / "kept" / "offload-disk" / "x.dat").runs().size(), 1u);
   { std::ofstream(dir / "afile") << "x"; }
   kept.back() = (dir / "afile").string();
   r = hookscope(kept);

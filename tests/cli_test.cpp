@@ -174,6 +174,10 @@ TEST(Cli, PlanWarnsAboutNoSplitClassesTheModelLacks) {
   EXPECT_NE(r.err.find("'Bogus'"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("'LlamaDecoderLayer'"), std::string::npos) << "a class the model has: " << r.err;
   EXPECT_TRUE(json::accept(r.out)) << "the plan is still printed: " << r.out;
+  // "" is documented as "no class": every module may be split (not "an empty value names nothing").
+  r = hookscope({"plan", "--model", model, "--max-memory", "0=200KB,1=200KB,cpu=10MB", "--no-split", ""});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no_split_module_classes: (none)"), std::string::npos) << r.out;
 }
 
 // --max-memory keys that name no device a command can use are refused naming the flag and the

@@ -647,6 +647,32 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
   }
   const std::string missing = import_error(dir / "missing.json");
   EXPECT_TRUE(contains(missing, "cannot read the trace")) << missing;
+  // Blank runs between tokens reach the parser as one byte (a trace padded with gigabytes of
+  // blanks took that much memory in nlohmann's lexer); the offsets still count every byte.
+  const std::string blanks = std::string(1 << 20, ' ') + "\n\t\r ";
+  const std::string padded = R"({"traceEvents": [)" + blanks;
+  write(dir / "blanks_garbage.json", padded + "x]}");
+  std::string msg = import_error(dir / "blanks_garbage.json");
+  EXPECT_TRUE(contains(msg, "not valid JSON")) << msg;
+  EXPECT_TRUE(contains(msg, "byte " + std::to_string(padded.size()) + ":")) << msg;
+  write(dir / "blanks_no_ph.json", ev + blanks + R"({"cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2}]})");
+  msg = import_error(dir / "blanks_no_ph.json");
+  EXPECT_TRUE(contains(msg, "the event has no 'ph'")) << msg;
+  EXPECT_TRUE(contains(msg, "byte " + std::to_string(ev.size() + blanks.size()))) << msg;
+}
+
+// Blanks inside strings (after an escaped quote too) are the text's own and stay as they are.
+TEST(ImportKineto, BlanksInsideStringsAreKept) {
+  const fs::path dir = test::scratch_dir("import_kineto_blanks");
+  // The name's JSON text: two blanks after an escaped quote, three after an escaped backslash,
+  // escaped tabs; a tracker that took \" for the string's end would squeeze the blanks after it.
+  const std::string name = R"(a  \"b\\\"  \\   c\t\t d\\)";
+  write(dir / "trace.json", "{  \"traceEvents\" :\n\n  [ {\"ph\": \"X\", \"cat\":  \"cpu_op\", \"name\": \"" + name +
+                                "\",   \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 1}  ]  }   ");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "trace.json");
+  const auto ops = storage::CaptureReader(im.capture).cpu_ops(im.run);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].name, "a  \"b\\\"  \\   c\t\t d\\");
 }
 
 TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {

@@ -5,7 +5,15 @@
 // graph breaks, failures and counts must be tlparse's and explain's.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <future>
 #include <fstream>
 #include <map>
 #include <set>
@@ -418,6 +426,35 @@ TEST(ImportTorchTrace, MissingFileOrEmptyDirectoryNamesThePath) {
   const fs::path ranked = test::scratch_dir("torch_trace_rank1_only");
   write_text(ranked / "dedicated_log_torch_trace_rank_1_abc.log", "");
   EXPECT_NE(import_error(ranked).find("no rank-0 TORCH_TRACE log"), std::string::npos);
+}
+
+// A FIFO in a log's place is refused at once; it used to wait for a writer forever (holding the
+// capture's lock). Should the read block, the test opens the FIFO's write end and closes it, so
+// the reader sees an end of file and the test fails instead of hanging.
+TEST(ImportTorchTrace, AFifoIsRefusedNotWaitedOn) {
+  const fs::path dir = test::scratch_dir("torch_trace_fifo");
+  const fs::path fifo = dir / "dedicated_log_torch_trace_fifo.log";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  for (const fs::path& target : {fifo, dir}) {
+    SCOPED_TRACE(target.string());
+    auto read = std::async(std::launch::async, [&] {
+      try {
+        importers::read_torch_trace(target, {});
+      } catch (const ImportError& e) {
+        return std::string(e.what());
+      }
+      return std::string("read without an error");
+    });
+    if (read.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ADD_FAILURE() << "the read waited on the FIFO";
+      ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    }
+    const std::string msg = read.get();
+    if (target == fifo)
+      EXPECT_EQ(msg, fifo.string() + ": not a regular file (a FIFO, device or socket)");
+    else  // a folder's logs are its regular files
+      EXPECT_EQ(msg, dir.string() + ": no TORCH_TRACE log (dedicated_log_torch_trace_*.log) in it");
+  }
 }
 
 TEST(ImportTorchTrace, ADirectoryMeansItsRankZeroLogs) {
