@@ -132,16 +132,24 @@ std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c
     for (const auto& slot : m->local_tensors()) {
       if (!slot.is_parameter && !slot.persistent) continue;  // computed, not stored
       const std::string name = prefix.empty() ? slot.name : prefix + "." + slot.name;
-      if (is_tied_target(name)) continue;
+      const auto want = slot.value.sizes();
+      auto check_shape = [&](const TensorInfo& info) {
+        if (c10::IntArrayRef(info.shape) != want)
+          throw ModelLoadError("tensor '" + name + "' in " + ckpt.file_of(name).string() + " has shape " +
+                               shape_str(info.shape) + " but " + m->class_name() + " '" + prefix + "' expects " +
+                               shape_str(want));
+      };
+      if (is_tied_target(name)) {
+        // The tied copy a checkpoint may carry is not loaded, but one of another shape means
+        // the checkpoint is not this model's (transformers refuses it as a size mismatch).
+        if (ckpt.contains(name)) check_shape(ckpt.info(name));
+        continue;
+      }
       if (!ckpt.contains(name))
         throw ModelLoadError("checkpoint is missing tensor '" + name + "' needed by module '" + prefix + "' (" +
                              m->class_name() + ")");
       const TensorInfo& info = ckpt.info(name);
-      const auto want = slot.value.sizes();
-      if (c10::IntArrayRef(info.shape) != want)
-        throw ModelLoadError("tensor '" + name + "' in " + ckpt.file_of(name).string() + " has shape " +
-                             shape_str(info.shape) + " but " + m->class_name() + " '" + prefix + "' expects " +
-                             shape_str(want));
+      check_shape(info);
       const std::string& dt = info.dtype;
       if (dt != "F32" && dt != "BF16" && dt != "F16")
         throw ModelLoadError("tensor '" + name + "' in " + ckpt.file_of(name).string() + " has dtype " + dt +

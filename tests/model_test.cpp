@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <fstream>
 
@@ -407,6 +408,37 @@ TEST(BadInput, CheckpointTensorsTheConfigDoesNotUseAreNamed) {
   EXPECT_NE(msg.find("'model.layers.1."), std::string::npos) << msg;
   EXPECT_NE(msg.find("num_hidden_layers 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find((dir / "config.json").string()), std::string::npos) << msg;
+}
+
+// A tied model's checkpoint may carry the tied copy (lm_head.weight); one of another shape than
+// the embedding means the checkpoint is not this model's: transformers refuses it as a size
+// mismatch, and so does hookscope (it was ignored).
+TEST(BadInput, ATiedCopyOfAnotherShapeIsNamed) {
+  auto dir = copy_fixture("tiny-qwen3", "bad-tied-shape");
+  ASSERT_TRUE(hs::test::read_json(dir / "config.json")["tie_word_embeddings"].get<bool>());
+  // model.safetensors becomes shard 1 of 2; shard 2 holds a [10, 64] lm_head.weight.
+  fs::rename(dir / "model.safetensors", dir / "model-00001-of-00002.safetensors");
+  const std::string first = hs::test::read_file(dir / "model-00001-of-00002.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, first.data(), 8);
+  const json first_header = json::parse(first.substr(8, n));
+  json map = json::object();
+  for (auto it = first_header.begin(); it != first_header.end(); ++it)
+    if (it.key() != "__metadata__") map[it.key()] = "model-00001-of-00002.safetensors";
+  ASSERT_FALSE(map.contains("lm_head.weight"));
+  map["lm_head.weight"] = "model-00002-of-00002.safetensors";
+  write(dir / "model.safetensors.index.json", json{{"metadata", json::object()}, {"weight_map", map}}.dump());
+  std::string header = R"({"lm_head.weight":{"dtype":"F32","shape":[10,64],"data_offsets":[0,2560]}})";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  std::string second(8, '\0');
+  const uint64_t len = header.size();
+  std::memcpy(second.data(), &len, 8);
+  write(dir / "model-00002-of-00002.safetensors", second + header + std::string(2560, '\0'));
+  const auto msg = load_error(dir);
+  EXPECT_NE(msg.find("tensor 'lm_head.weight' in " + (dir / "model-00002-of-00002.safetensors").string() +
+                     " has shape [10, 64]"),
+            std::string::npos)
+      << msg;
 }
 
 // A folder with both model.safetensors and model.safetensors.index.json (+ shards), holding
