@@ -191,6 +191,8 @@ class CaptureReader {
  private:
   template <class Row>
   std::vector<Row> read_rows(int64_t run) const;
+  /// Whether the file has `table`; throws CaptureError when it lacks one that every capture has
+  /// (HOOK_EVENTS and the other event tables of the first capture format).
   bool has_table(std::string_view table) const;
   /// StringIds by id (shared, immutable); reloaded when `need` is past its end.
   std::shared_ptr<const std::vector<std::string>> string_table(int64_t need) const;
