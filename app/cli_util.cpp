@@ -201,6 +201,15 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
   }
 }
 
+void refuse_control_characters(const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f)
+      throw std::invalid_argument(flag + ": holds a control character (" + (c == '\n' ? std::string("a newline") : c == '\t' ? std::string("a tab") : "byte " + std::to_string(c)) +
+                                  ") at offset " + std::to_string(i) + "; a name is one line");
+  }
+}
+
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   struct stat sa {}, sb {};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;

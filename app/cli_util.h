@@ -52,6 +52,11 @@ void refuse_empty_values(const CLI::App& app);
 /// is UTF-8: the text a capture stores (labels, cell names, prompts) is printed in JSON reports.
 void refuse_invalid_utf8(const std::string& flag, const std::string& value);
 
+/// Throws std::invalid_argument "FLAG: holds a control character (a newline, tab, …) at offset
+/// N; a name is one line" when `value` has a byte below 0x20 or 0x7f: run, cell and label names
+/// are table cells and lines of the reports.
+void refuse_control_characters(const std::string& flag, const std::string& value);
+
 /// `doc` as JSON text (`indent` as nlohmann's dump) with every invalid UTF-8 sequence of its
 /// strings replaced by U+FFFD: how the commands print documents built from a capture's text,
 /// which another program may have written with any bytes.

@@ -65,7 +65,8 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
            {"fullgraph", rec.fullgraph}, {"engine", rec.engine}, {"status", outcome_of(rec)},
            {"error", r.contains("error") ? r["error"] : json(nullptr)}};
   const json dyn = importers::dynamo_summary(rd, rec.id);
-  const bool explained = r.contains("graph_break_count") && r["graph_break_count"].is_number();
+  // An imported run's counts are its log's (import copies them into the run's result).
+  const bool explained = rec.engine != "import" && r.contains("graph_break_count") && r["graph_break_count"].is_number();
   if (dyn.value("compiles", 0) > 0) {
     doc["source"] = "dynamo";
     // graph_count / graph_break_count are torch._dynamo.explain's of one forward: the torch

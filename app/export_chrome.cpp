@@ -343,8 +343,11 @@ void ChromeExporter::index() {
   else if (!d_.driver_pids.empty()) host_pid_ = d_.driver_pids.front();
   else if (!d_.os_tid.empty())
     host_pid_ = std::min_element(d_.os_tid.begin(), d_.os_tid.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->second;
-  processes_[host_pid_] = "host: run " + std::to_string(d_.run.id) + " " + d_.run.scenario + "/" + d_.run.policy + "/" +
-                          d_.run.mode + (d_.run.fullgraph ? " fullgraph" : "") + " (" + d_.run.engine + ")";
+  std::string cell;  // scenario/policy/mode, without the parts an imported run leaves empty
+  for (const std::string* part : {&d_.run.scenario, &d_.run.policy, &d_.run.mode})
+    if (!part->empty()) cell += (cell.empty() ? "" : "/") + *part;
+  processes_[host_pid_] = "host: run " + std::to_string(d_.run.id) + " " + cell + (d_.run.fullgraph ? " fullgraph" : "") +
+                          " (" + d_.run.engine + ")";
   for (const auto& r : d_.runtime) launched_.insert(r.correlation_id);
   for (const auto& r : d_.driver) launched_.insert(r.correlation_id);
   for (const auto& r : d_.kernels) recorded_.insert(r.correlation_id);

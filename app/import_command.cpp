@@ -83,6 +83,16 @@ std::string take_exported_model(nlohmann::json& result, const nlohmann::json& ex
   return "";
 }
 
+// The run's name when --label is not given: the input's file name as one line of valid UTF-8
+// (control characters become spaces, bytes that are not UTF-8 U+FFFD), as --label must be.
+std::string default_label(const ImportArgs& a) {
+  std::string name = fs::path(a.trace.empty() ? a.compile_log : a.trace).filename().string();
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return nlohmann::json::parse(nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
 tracer::RunInfo run_info(const ImportArgs& a) {
   tracer::RunInfo info;
   info.scenario = a.scenario;
@@ -91,7 +101,7 @@ tracer::RunInfo run_info(const ImportArgs& a) {
   info.fullgraph = a.fullgraph;
   info.model = a.model;
   info.engine = "import";
-  info.label = a.label.empty() ? fs::path(a.trace.empty() ? a.compile_log : a.trace).filename().string() : a.label;
+  info.label = a.label.empty() ? default_label(a) : a.label;
   info.versions_json = nlohmann::json{{"hookscope", "0.1.0"}}.dump();
   return info;
 }
@@ -114,8 +124,10 @@ int run_import(const ImportArgs& a) {
   if (out.empty()) throw std::invalid_argument("--out: empty path");
   for (const auto& [flag, v] : {std::pair{"--label", a.label}, std::pair{"--scenario", a.scenario},
                                 std::pair{"--policy", a.policy}, std::pair{"--mode", a.mode}, std::pair{"--model", a.model},
-                                std::pair{"--cell", a.cell}})
+                                std::pair{"--cell", a.cell}}) {
     refuse_invalid_utf8(flag, v);
+    refuse_control_characters(flag, v);
+  }
   for (const auto& input : {a.trace, a.compile_log})
     if (!input.empty() && (same_file(out, input) || fs::path(input) == out))
       throw std::invalid_argument("--out: " + out.string() + " is " + input + ", an input of this import; name the capture to write");

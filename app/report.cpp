@@ -1,4 +1,5 @@
 #include "app/report.h"
+#include "app/markdown_text.h"
 #include "app/report_stats.h"
 
 #include <algorithm>
@@ -59,19 +60,14 @@ std::string fullgraph_cell(const json* r) {
       !dynamo_reason((*r)["break_reasons"][0])) {
     const auto& b = (*r)["break_reasons"][0];
     const std::string m = b.value("module", "");
-    return "raises at `" + b.value("function", "?") + "` (module `" + (m.empty() ? std::string("<root>") : m) + "`)";
+    return "raises at " + md_code(b.value("function", "?")) + " (module " + md_code(m.empty() ? "<root>" : m) + ")";
   }
-  const std::string full = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
-  std::string e = full.substr(0, full.find('\n'));
-  // Dynamo's "Skip calling ... function" names the function in its explanation: "<function F at 0x…>".
-  if (const size_t f = full.find("<function "); f != std::string::npos) {
-    const size_t start = f + 10, stop = full.find_first_of(" >", start);
-    return "raises at `" + full.substr(start, stop - start) + "`: `` " + e + " ``";
-  }
+  // The message's first line, and the function Dynamo named (first_lines() took both out).
+  std::string e = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
+  if (r->contains("error_function") && (*r)["error_function"].is_string())
+    return "raises at " + md_code((*r)["error_function"].get<std::string>()) + ": " + md_code(e);
   if (e.size() > 90) e = e.substr(0, 87) + "...";
-  for (auto& c : e)
-    if (c == '|') c = '/';
-  return "raises: `` " + e + " ``";
+  return "raises: " + md_code(e);
 }
 
 // A spread field of a run ({median, q1, q3, n, ...}), or nullptr.
@@ -201,15 +197,15 @@ void write_settings(std::ostringstream& md, const json& s) {
     return it->is_string() ? it->get<std::string>() : it->dump();
   };
   md << "### settings\n\n";
-  if (!str("prompt_ids").empty()) md << "- prompt ids: `" << str("prompt_ids") << "`";
-  else if (!str("prompt").empty()) md << "- prompt: `" << str("prompt") << "`";
+  if (!str("prompt_ids").empty()) md << "- prompt ids: " << md_code(str("prompt_ids"));
+  else if (!str("prompt").empty()) md << "- prompt: " << md_code(str("prompt"));
   if (!str("max_new_tokens").empty())
     md << "; " << str("max_new_tokens") << " new tokens per greedy generate; " << str("warmup") << " warm-up(s) and "
        << str("repeats") << " measured generate(s) per run\n";
   if (!str("interleaving").empty()) md << "- measurement: " << str("interleaving") << "\n";
   if (!str("engines").empty())
-    md << "- engines: " << str("engines") << "; scenarios `" << str("scenarios") << "`, policies `" << str("policies")
-       << "`, modes `" << str("modes") << "`, fullgraph " << str("fullgraph") << "; backend " << str("backend")
+    md << "- engines: " << str("engines") << "; scenarios " << md_code(str("scenarios")) << ", policies "
+       << md_code(str("policies")) << ", modes " << md_code(str("modes")) << ", fullgraph " << str("fullgraph") << "; backend " << str("backend")
        << ", " << str("cache_implementation") << " cache, dtype " << str("dtype")
        << (str("threads").empty() ? "" : ", " + str("threads") + " thread(s)") << "\n";
   if (s.contains("versions") && s["versions"].is_object() && !s["versions"].empty()) {
@@ -232,7 +228,7 @@ void write_settings(std::ostringstream& md, const json& s) {
     md << "\n";
   }
   if (!str("date").empty()) md << "- date: " << str("date") << "\n";
-  if (!str("command").empty()) md << "- command: `` " << str("command") << " ``\n";
+  if (!str("command").empty()) md << "- command: " << md_code(str("command")) << "\n";
   md << "\n";
 }
 
@@ -365,11 +361,8 @@ void write_peak_memory(std::ostringstream& md, const Tables& t) {
   }
 }
 
-std::string first_line(std::string s, size_t max = 100) {
-  if (const auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+std::string shortened(std::string s, size_t max = 100) {
   if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  for (auto& c : s)
-    if (c == '|') c = '/';
   return s;
 }
 
@@ -379,7 +372,7 @@ void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
   for (const auto& r : runs)
     if (r.contains("break_reasons") && r["break_reasons"].is_array())
       for (const auto& b : r["break_reasons"])
-        reasons[{b.value("gb_code", ""), first_line(b.value("reason", "")), b.value("user_frame", "")}] +=
+        reasons[{b.value("gb_code", ""), shortened(b.value("reason", "")), b.value("user_frame", "")}] +=
             b.value("count", int64_t{1});
   if (reasons.empty()) return;
   std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> v(reasons.begin(), reasons.end());
@@ -388,20 +381,24 @@ void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
         "|---|---|---|---|\n";
   for (size_t i = 0; i < v.size() && i < 12; ++i) {
     const auto& [code, reason, frame] = v[i].first;
-    md << "| " << (code.empty() ? "–" : code) << " | " << reason << " | `" << frame << "` | " << v[i].second << " |\n";
+    md << "| " << (code.empty() ? "–" : code) << " | " << reason << " | " << md_code(frame) << " | " << v[i].second << " |\n";
   }
   if (v.size() > 12) md << "\n(" << v.size() - 12 << " more reasons: `hookscope explain FILE --run ID`)\n";
 }
 
 // Graph breaks per compiled forward before/after, and the break sites by disabled function.
-void write_breaks(std::ostringstream& md, const Tables& t) {
+// `imported`: the runs' counts come from their compile logs, which may hold many forwards.
+void write_breaks(std::ostringstream& md, const Tables& t, bool imported) {
   const json& runs = t.runs;
   const std::vector<std::string>& scenarios = t.scenarios;
   const std::vector<std::string>& modes = t.modes;
   bool dynamo = false;
   for (const auto& r : runs) dynamo |= r.contains("graph_break_count") && r["graph_break_count"].is_number();
-  md << (dynamo ? "\n### graph breaks (Dynamo's graph_break_count of one compiled forward)\n\n"
-                : "\n### compiler-disabled scope entries per compiled forward†\n\n");
+  md << (!dynamo    ? "\n### compiler-disabled scope entries per compiled forward†\n\n"
+         : imported ? "\n### graph breaks (from each run's compile log: graphs − 1 over every compile it holds, "
+                      "torch._dynamo.explain's formula; one forward's graph_break_count only if the log holds one "
+                      "forward)\n\n"
+                    : "\n### graph breaks (Dynamo's graph_break_count of one compiled forward)\n\n");
   md << "| scenario | mode |" << policy_headers(t, "") << "\n" << rule(2 + t.policies.size());
   for (const auto& sc : scenarios)
     for (const auto& mode : modes) {
@@ -448,8 +445,8 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
         "| disabled function | breaks | runs | modules | first – last module |\n|---|---|---|---|---|\n";
   for (size_t i = 0; i < v.size() && i < 10; ++i) {
     const Site& s = v[i].second;
-    md << "| `" << v[i].first << "` | " << s.breaks << " | " << s.runs.size() << " | " << s.modules.size() << " | `"
-       << s.modules.front() << "`" << (s.modules.size() > 1 ? " – `" + s.modules.back() + "`" : std::string()) << " |\n";
+    md << "| " << md_code(v[i].first) << " | " << s.breaks << " | " << s.runs.size() << " | " << s.modules.size() << " | "
+       << md_code(s.modules.front()) << (s.modules.size() > 1 ? " – " + md_code(s.modules.back()) : std::string()) << " |\n";
   }
   if (v.size() > 10) md << "\n(" << v.size() - 10 << " more functions: `hookscope explain FILE --run ID`)\n";
 }
@@ -530,9 +527,34 @@ void write_incomplete(std::ostringstream& md, const Tables& t) {
   }
 }
 
+// The report with each run's multi-line messages cut to their first line, as the tables show
+// them: `error` (and in `error_function` the function Dynamo's "Skip calling" names in a later
+// line, "<function F at 0x…>") and each break reason's `reason`.
+json first_lines(json report) {
+  const auto first = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  for (auto& r : report["runs"]) {
+    if (!r.is_object()) continue;
+    if (r.contains("error") && r["error"].is_string()) {
+      const std::string full = r["error"].get<std::string>();
+      if (const size_t f = full.find("<function "); f != std::string::npos) {
+        const size_t start = f + 10, stop = full.find_first_of(" >", start);
+        r["error_function"] = full.substr(start, stop - start);
+      }
+      r["error"] = first(full);
+    }
+    if (r.contains("break_reasons") && r["break_reasons"].is_array())
+      for (auto& b : r["break_reasons"])
+        if (b.is_object() && b.contains("reason") && b["reason"].is_string()) b["reason"] = first(b["reason"].get<std::string>());
+  }
+  return report;
+}
+
 }  // namespace
 
-std::string render_markdown(const json& report) {
+std::string render_markdown(const json& original) {
+  need(original, "runs", "report");
+  // Names and messages from the capture, each kept on its line and in its cell.
+  const json report = md_safe(first_lines(original));
   const json& model = need(report, "model", "report");
   const json& runs = need(report, "runs", "report");
   const json& devices = need(report, "devices", "report");
@@ -560,7 +582,7 @@ std::string render_markdown(const json& report) {
     write_latency(md, t);
     if (e == "torch") write_dynamo_story(md, t);
     write_peak_memory(md, t);
-    write_breaks(md, t);
+    write_breaks(md, t, e == "import");
     write_incomplete(md, t);
   }
   md << render_where_time_goes(runs);

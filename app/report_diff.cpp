@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "measurement/verdict.h"
+#include "app/markdown_text.h"
 #include "app/cli_util.h"
 #include "app/report_command.h"
 
@@ -274,13 +275,8 @@ std::string fmt(double v, const char* f) {
   return buf;
 }
 
-/// Table cells must not break the row: pipes escaped, one line.
-std::string cell_text(std::string s) {
-  s = s.substr(0, s.find('\n'));
-  std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out.empty() ? "–" : out;
-}
+/// A setting's value in a table cell (render_diff_markdown leaves them raw: text_of may dump JSON).
+std::string cell_text(const std::string& s) { return s.empty() ? "–" : md_text(s); }
 
 /// "12.3 (11.9–13.0)": median and the spread the verdict used.
 std::string latency_text(const json& l, const json& spread) {
@@ -341,7 +337,7 @@ void write_engine_cells(std::ostringstream& md, const json& cells, const std::st
 
 void write_only_in(std::ostringstream& md, const json& only, const std::string& label) {
   if (only.empty()) return;
-  md << "### only in `" << label << "` (" << only.size() << ")\n\n| engine | scenario | policy | mode | run | outcome |\n"
+  md << "### only in " << md_code(label) << " (" << only.size() << ")\n\n| engine | scenario | policy | mode | run | outcome |\n"
      << "|---|---|---|---|---|---|\n";
   for (const auto& c : only)
     md << "| " << c.value("engine", "") << " | " << c.value("scenario", "") << " | " << c.value("policy", "") << " | "
@@ -351,19 +347,26 @@ void write_only_in(std::ostringstream& md, const json& only, const std::string& 
 
 }  // namespace
 
-std::string render_diff_markdown(const json& diff) {
+std::string render_diff_markdown(const json& original) {
   for (const char* k : {"a", "b", "settings_differ", "cells", "only_in_a", "only_in_b"})
-    if (!diff.is_object() || !diff.contains(k))
+    if (!original.is_object() || !original.contains(k))
       throw std::invalid_argument("report diff: missing field '" + std::string(k) + "'");
+  // Labels, names and files kept on their line and in their cell; the settings' values stay
+  // raw for cell_text (a value may be JSON, dumped after this).
+  json diff = md_safe(original);
+  diff["settings_differ"] = original["settings_differ"];
+  for (auto& d : diff["settings_differ"])
+    if (d.is_object() && d.contains("setting")) d["setting"] = md_safe(d["setting"]);
   const std::string la = diff["a"].value("label", "A"), lb = diff["b"].value("label", "B");
+  const std::string ca = md_code(la), cb = md_code(lb);
   std::ostringstream md;
-  md << "## hookscope: before/after, `" << la << "` → `" << lb << "`\n\n"
-     << "`" << la << "` = " << diff["a"].value("file", "") << " (" << text_of(diff["a"].value("runs", json())) << " runs), `"
-     << lb << "` = " << diff["b"].value("file", "") << " (" << text_of(diff["b"].value("runs", json())) << " runs)\n\n";
+  md << "## hookscope: before/after, " << ca << " → " << cb << "\n\n"
+     << ca << " = " << diff["a"].value("file", "") << " (" << text_of(diff["a"].value("runs", json())) << " runs), "
+     << cb << " = " << diff["b"].value("file", "") << " (" << text_of(diff["b"].value("runs", json())) << " runs)\n\n";
   write_settings(md, diff, la, lb);
   const json& cells = diff["cells"];
   if (cells.empty()) {
-    md << "No cell of `" << la << "` is in `" << lb << "`: the two captures ran different matrices.\n\n";
+    md << "No cell of " << ca << " is in " << cb << ": the two captures ran different matrices.\n\n";
   } else {
     std::vector<std::string> engines;
     bool dagger = false;
@@ -375,7 +378,7 @@ std::string render_diff_markdown(const json& diff) {
     for (const auto& e : engines) write_engine_cells(md, cells, e, la, lb);
     md << "Latency: median (spread) over the measured repeats; the spread is min–max, or q1–q3 where both captures "
           "record quartiles. **within noise**: the two spreads overlap, so the difference is no evidence of a change; "
-          "faster/slower: `" << lb << "` against `" << la << "` with disjoint spreads; " << lb << "/" << la
+          "faster/slower: " << cb << " against " << ca << " with disjoint spreads; " << lb << "/" << la
        << " < 1 is faster.\n";
     if (dagger)
       md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled forward, "
@@ -414,6 +417,10 @@ std::pair<std::string, std::string> diff_labels(const std::string& file_a, const
   if (!given.empty()) {
     if (given.size() != 2 || given[0].empty() || given[1].empty() || given[0] == given[1])
       throw std::invalid_argument("--labels: expected two different names, e.g. main,pr");
+    for (const auto& l : given) {
+      refuse_invalid_utf8("--labels", l);
+      refuse_control_characters("--labels", l);
+    }
     return {given[0], given[1]};
   }
   namespace fs = std::filesystem;

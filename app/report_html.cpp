@@ -52,7 +52,8 @@ const std::vector<std::pair<std::string, std::string>>& check_explanations() {
       {"graph break",
        "Torch engine: Dynamo's own <code>graph_break_count</code> from <code>torch._dynamo.explain</code> of one "
        "compiled forward, the times Dynamo split the forward into separate graphs (the code between them runs eagerly "
-       "in Python, and nothing fuses across a break)."},
+       "in Python, and nothing fuses across a break). An imported run: its compile log's graphs − 1 over every "
+       "compile the log holds, one forward's count only when the log holds one forward."},
       {"†",
        "LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled forward, where "
        "hookscope's port cuts its regions. Not Dynamo's <code>graph_break_count</code>: Dynamo also skips frames whose "
@@ -124,7 +125,10 @@ std::string inline_html(std::string_view s) {
       std::string_view code = s.substr(k, close - k);
       if (code.size() >= 2 && code.front() == ' ' && code.back() == ' ' && code.find_first_not_of(' ') != code.npos)
         code = code.substr(1, code.size() - 2);
-      out += "<code>" + esc(code) + "</code>";
+      // `\|` is a literal pipe in a table's code span (GFM); md_text writes no other escape there.
+      std::string text(code);
+      for (size_t p = text.find("\\|"); p != std::string::npos; p = text.find("\\|", p + 1)) text.erase(p, 1);
+      out += "<code>" + esc(text) + "</code>";
       i = close + (k - i);
     } else if (s.compare(i, 2, "**") == 0 && s.find("**", i + 2) != std::string_view::npos &&
                s.find("**", i + 2) > i + 2) {
@@ -144,7 +148,8 @@ std::string trim(std::string_view s) {
   return a == std::string_view::npos ? "" : std::string(s.substr(a, b - a + 1));
 }
 
-// A pipe-table line's cells: split at pipes outside code spans and not escaped.
+// A pipe-table line's cells: split at every pipe not escaped, code spans included (GFM splits a
+// row before it reads code spans: a lone backtick in a cell cannot swallow the next cells).
 std::vector<std::string> split_row(std::string_view line) {
   std::string_view s = line;
   while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.remove_suffix(1);
@@ -156,13 +161,6 @@ std::vector<std::string> split_row(std::string_view line) {
     if (s[i] == '\\' && i + 1 < s.size()) {
       cur += s.substr(i, 2);
       i += 2;
-    } else if (s[i] == '`') {
-      size_t k = i;
-      while (k < s.size() && s[k] == '`') ++k;
-      const size_t close = closing_ticks(s, k, k - i);
-      const size_t end = close == std::string_view::npos ? k : close + (k - i);
-      cur += s.substr(i, end - i);
-      i = end;
     } else if (s[i] == '|') {
       cells.push_back(trim(cur));
       cur.clear();

@@ -14,7 +14,7 @@
 namespace hs::app {
 
 /// The Markdown that render_markdown writes, as HTML: `#`…`###` headings, pipe tables (first
-/// row the header; `\|` is a literal pipe), `> ` quotes, `- ` lists, paragraphs; inline
+/// row the header, cells split at every unescaped pipe as GFM does; `\|` is a literal pipe, in code spans too), `> ` quotes, `- ` lists, paragraphs; inline
 /// `code` (also the ``double-backtick`` form) and **bold**. Everything else is text, escaped.
 /// A table's header cells that name a check get a `title` tooltip, and beside the table an
 /// <aside> explains each check it shows (check_explanations()): in full the first time, later

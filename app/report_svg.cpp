@@ -2,6 +2,7 @@
 // viewer's model: ui::load_run_timeline, ui::layout_level), and --assets files.
 #include "app/report_svg.h"
 #include "app/cli_util.h"
+#include "app/markdown_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,7 +30,8 @@ std::string xml_escape(std::string_view s) {
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&#39;"; break;
-      default: out += c;
+      default:  // XML 1.0 has no C0 controls but tab, LF and CR, nor does a name need those: spaces
+        out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
     }
   return out;
 }
@@ -532,7 +534,10 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
     write_output_file(f, p.svg);
     std::string rel = fs::relative(fs::absolute(f), base).generic_string();
     if (rel.find_first_of(" ()") != std::string::npos) rel = "<" + rel + ">";
-    md += "\n### " + p.title + "\n\n![" + p.title + "](" + rel + ")\n\n" + p.caption + "\n";
+    // The title names the run (scenario, policy, mode): one line, and no bracket that ends the alt text.
+    std::string title = md_text(p.title), alt;
+    for (char c : title) alt += c == '[' || c == ']' ? std::string("\\") + c : std::string(1, c);
+    md += "\n### " + title + "\n\n![" + alt + "](" + rel + ")\n\n" + md_text(p.caption) + "\n";
   }
   return md;
 }

@@ -27,7 +27,8 @@ struct ReportPicture {
   std::string svg;      ///< the document: one <svg> element with its xmlns
 };
 
-/// `s` with & < > " ' replaced by entities: safe as XML/HTML text and as a quoted attribute value.
+/// `s` with & < > " ' replaced by entities and control characters (ESC, CR, DEL, ...) by spaces:
+/// safe as XML/HTML text and as a quoted attribute value.
 std::string xml_escape(std::string_view s);
 
 /// The compare chart: per engine, per scenario × mode, one bar per policy — the median decode

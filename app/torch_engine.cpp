@@ -192,8 +192,11 @@ void TorchEngine::import_recordings(const json& reply, const std::string& id, Ru
   if (const auto t = opt<std::string>(reply, "trace")) files.trace = fs::path(opt<std::string>(reply, "out_dir").value_or("")) / *t;
   if (const auto l = opt<std::string>(reply, "torch_trace_dir")) files.compile_log = fs::path(*l);
   files.cell = id;
+  importers::RunImportOptions o;
+  // The driver's trace is on CLOCK_REALTIME: its events go onto the capture's steady clock.
+  o.trace_shift_ns = opt<int64_t>(reply, "trace_clock_offset_ns").value_or(0);
   try {
-    const importers::RunImportSummary s = importers::import_run_files(ctx.store, ctx.run_id, files, {});
+    const importers::RunImportSummary s = importers::import_run_files(ctx.store, ctx.run_id, files, o);
     for (const auto& d : s.diagnostics) r.diagnostics.push_back(d);
   } catch (const std::exception& e) {
     r.diagnostics.push_back(std::string("import of the driver's recordings failed: ") + e.what());

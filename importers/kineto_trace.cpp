@@ -168,7 +168,7 @@ class RangeKeys {
 class Importer {
  public:
   Importer(const fs::path& file, storage::Store& store, int64_t run, const KinetoOptions& opts, KinetoSummary& s)
-      : file_(file), store_(store), s_(s), rows_(store, run, opts.batch_rows, s) {}
+      : file_(file), store_(store), s_(s), rows_(store, run, opts.batch_rows, s), shift_ns_(opts.shift_ns) {}
 
   void event(const RawEvent& e);
   void device(const json& d);
@@ -228,6 +228,7 @@ class Importer {
   storage::Store& store_;
   KinetoSummary& s_;
   kineto::RowSink rows_;
+  int64_t shift_ns_ = 0;  // KinetoOptions::shift_ns
   LastSlice last_;
   int64_t base_ns_ = 0;
   std::set<int64_t> gpu_ids_;
@@ -245,7 +246,8 @@ int64_t Importer::int_field(const RawEvent& e, const char* key) const {
 
 int64_t Importer::absolute(const RawEvent& e, int64_t ts) const {
   int64_t t = 0;
-  if (__builtin_add_overflow(base_ns_, ts, &t)) fail(e, "baseTimeNanoseconds + ts overflows int64 ns");
+  if (__builtin_add_overflow(base_ns_, ts, &t) || __builtin_add_overflow(t, shift_ns_, &t))
+    fail(e, "baseTimeNanoseconds + ts overflows int64 ns");
   return t;
 }
 
@@ -716,7 +718,12 @@ void Importer::device(const json& d) {
 }
 
 void Importer::metadata(std::string_view key, const json& v) {
-  if (key == "baseTimeNanoseconds" && v.is_number_integer()) {
+  if (key == "baseTimeNanoseconds") {
+    // Kineto's base time: ns since the Unix epoch, every ts µs after it.
+    std::string text = v.dump();
+    if (text.size() > 64) text = text.substr(0, 61) + "...";
+    if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT64_MAX} : v.get<int64_t>() < 0))
+      throw ImportError(file_, "", "baseTimeNanoseconds is " + text + ": not ns since the Unix epoch (an integer 0 to 2^63 - 1)");
     s_.base_time_ns = v.get<int64_t>();
     if (s_.events == 0)
       base_ns_ = s_.base_time_ns;

@@ -71,6 +71,9 @@ struct KinetoOptions {
   /// Rows buffered before they are written (one Store transaction per batch and per kind
   /// group: activity records, host events). Must be > 0.
   size_t batch_rows = 16384;
+  /// Added to every time of the trace (baseTimeNanoseconds + ts), ns: puts a trace recorded on
+  /// CLOCK_REALTIME (Kineto's clock) on the capture's steady clock. 0 keeps the trace's clock.
+  int64_t shift_ns = 0;
 };
 
 /// What one import read and wrote.

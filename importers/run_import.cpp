@@ -40,6 +40,7 @@ RunImportSummary import_run_files(storage::Store& store, int64_t run_id, const R
   if (files.trace) {
     KinetoOptions ko;
     ko.progress = options.progress;
+    ko.shift_ns = options.trace_shift_ns;
     const KinetoSummary k = import_kineto_trace(*files.trace, store, run_id, ko);
     s.trace = trace_json(k);
     s.diagnostics.insert(s.diagnostics.end(), k.diagnostics.begin(), k.diagnostics.end());

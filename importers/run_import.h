@@ -25,6 +25,8 @@ struct RunFiles {
 struct RunImportOptions {
   /// Called now and then while the trace is read: (bytes read, total bytes).
   std::function<void(uint64_t, uint64_t)> progress;
+  /// The trace's clock onto the capture's, ns (KinetoOptions::shift_ns); 0 keeps the trace's.
+  int64_t trace_shift_ns = 0;
 };
 
 struct RunImportSummary {

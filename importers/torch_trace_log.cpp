@@ -229,7 +229,8 @@ class LogReader {
   void count(const Pending& r);
   size_t compile_row(const CompileKey& key, std::string_view type, int64_t line);
   void on_dynamo_start(size_t row, const json& start);
-  void on_metrics(size_t row, const json& m);
+  void on_metrics(size_t row, const json& m, int64_t line);
+  std::optional<int64_t> metric(const json& m, const char* key, bool seconds, int64_t line) const;
   void on_graph_break(const CompileKey& key, const Pending& r);
   void on_recompile_reasons(const CompileKey& key, const Pending& r);
   void settle_statuses();
@@ -356,7 +357,7 @@ void LogReader::dispatch(Pending& r) {
   if (key.any()) {
     const size_t row = compile_row(key, r.type, r.line);
     if (r.type == "dynamo_start") on_dynamo_start(row, r.meta["dynamo_start"]);
-    if (r.type == "compilation_metrics") on_metrics(row, r.meta["compilation_metrics"]);
+    if (r.type == "compilation_metrics") on_metrics(row, r.meta["compilation_metrics"], r.line);
     if (r.type == "dynamo_output_graph") ++out_.compiles[row].graphs;
   }
   if (artifact == "dynamo_graph_break_reason") on_graph_break(key, r);
@@ -427,23 +428,40 @@ void LogReader::on_dynamo_start(size_t i, const json& start) {
   if (!row.line) row.line = opt_int(top, "line");
 }
 
-void LogReader::on_metrics(size_t i, const json& m) {
+// A count or a time (seconds, to ns) of compilation_metrics: absent or null is no value; a
+// negative one, or one past int64 ns, is no metric Dynamo writes: the log is refused naming it.
+std::optional<int64_t> LogReader::metric(const json& m, const char* key, bool seconds, int64_t line) const {
+  const auto it = m.find(key);
+  if (it == m.end() || it->is_null()) return std::nullopt;
+  std::string text = it->dump();
+  if (text.size() > 64) text = text.substr(0, 61) + "...";
+  const std::string what = std::string("compilation_metrics.") + key + " = " + text;
+  if (!it->is_number()) throw error(line, what + ": not a number");
+  if (!seconds && !it->is_number_integer()) throw error(line, what + ": not an integer");
+  if (it->get<double>() < 0) throw error(line, what + ": negative");
+  if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX}) throw error(line, what + ": out of range");
+  const std::optional<int64_t> v = seconds ? opt_seconds_ns(m, key) : opt_int(m, key);
+  if (!v) throw error(line, what + ": out of range");
+  return v;
+}
+
+void LogReader::on_metrics(size_t i, const json& m, int64_t line) {
   CompileState& s = state_[i];
   storage::DynamoCompileRow& row = out_.compiles[i];
   s.has_metrics = true;
   if (const std::string v = str_or_empty(m, "co_name"); !v.empty()) row.code_name = v;
   if (const std::string v = str_or_empty(m, "co_filename"); !v.empty()) row.file = v;
-  if (const auto v = opt_int(m, "co_firstlineno")) row.line = v;
-  row.guard_count = opt_int(m, "guard_count");
-  row.graph_op_count = opt_int(m, "graph_op_count");
-  row.graph_node_count = opt_int(m, "graph_node_count");
+  if (const auto v = metric(m, "co_firstlineno", false, line)) row.line = v;
+  row.guard_count = metric(m, "guard_count", false, line);
+  row.graph_op_count = metric(m, "graph_op_count", false, line);
+  row.graph_node_count = metric(m, "graph_node_count", false, line);
   s.nothing_traced = !row.guard_count && !row.graph_op_count;
-  row.start_utc_ns = opt_seconds_ns(m, "start_time");
-  row.compile_ns = opt_seconds_ns(m, "entire_frame_compile_time_s");
-  row.backend_compile_ns = opt_seconds_ns(m, "backend_compile_time_s");
-  row.inductor_compile_ns = opt_seconds_ns(m, "inductor_compile_time_s");
-  row.code_gen_ns = opt_seconds_ns(m, "code_gen_time_s");
-  row.before_restart_ns = opt_seconds_ns(m, "dynamo_time_before_restart_s");
+  row.start_utc_ns = metric(m, "start_time", true, line);
+  row.compile_ns = metric(m, "entire_frame_compile_time_s", true, line);
+  row.backend_compile_ns = metric(m, "backend_compile_time_s", true, line);
+  row.inductor_compile_ns = metric(m, "inductor_compile_time_s", true, line);
+  row.code_gen_ns = metric(m, "code_gen_time_s", true, line);
+  row.before_restart_ns = metric(m, "dynamo_time_before_restart_s", true, line);
   row.fail_type = str_or_empty(m, "fail_type");
   row.fail_reason = str_or_empty(m, "fail_reason");
   const std::vector<std::string> codes = graph_break_codes(row.fail_reason);

@@ -89,7 +89,7 @@ TEST(Capture, MatrixIsCompleteAndSchemaShaped) {
   EXPECT_FALSE(set["date"].get<std::string>().empty());
   EXPECT_TRUE(set["machine"].contains("cpu"));
   EXPECT_EQ(rep["model"]["id"], "tiny-llama") << "a folder is named by its name, not its path";
-  for (const char* k : {"prompt ids: `[5,17,99,3,42,7]`", "1 warm-up(s) and 2 measured generate(s) per run", "- command: ``",
+  for (const char* k : {"prompt ids: `[5,17,99,3,42,7]`", "1 warm-up(s) and 2 measured generate(s) per run", "- command: `",
                         "- machine: ", "versions: "})
     EXPECT_NE(capture().markdown.find(k), std::string::npos) << k << "\n" << capture().markdown;
   for (const char* k : {"id", "path", "dtype", "params", "bytes"}) EXPECT_TRUE(rep["model"].contains(k)) << k;

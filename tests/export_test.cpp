@@ -712,8 +712,8 @@ TEST(ExportCli, ImportNeverWritesAFileACaptureIsWriting) {
   EXPECT_NE(r.err.find("'--append' looks like a flag"), std::string::npos) << r.err;
 }
 
-// import's flags name what they store and what they read: text that is not UTF-8 is refused by
-// its flag (it used to reach the reports as nlohmann's raw type_error.316), and an -o that is the
+// import's flags name what they store and what they read: text that is not UTF-8, or a name of
+// more than one line, is refused by its flag (it used to reach the reports as nlohmann's raw type_error.316), and an -o that is the
 // trace being imported is named as such rather than offered --append.
 TEST(ExportCli, ImportRefusesTextThatIsNotUtf8AndAnOutThatIsItsInput) {
   const fs::path dir = capture().dir / "import-flags";
@@ -723,6 +723,18 @@ TEST(ExportCli, ImportRefusesTextThatIsNotUtf8AndAnOutThatIsItsInput) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--label: not valid UTF-8"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "u.sqlite"));
+  // A name is one line of the reports: a newline in it is refused, naming the flag and offset.
+  r = hookscope({"import", trace.string(), "-o", (dir / "u.sqlite").string(), "--policy", "P\n## injected"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--policy: holds a control character (a newline) at offset 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "u.sqlite"));
+  // Without --label the run is named after the file, as one line of UTF-8 too.
+  const fs::path odd = dir / "tr\nace\xff.json";
+  fs::copy_file(trace, odd, fs::copy_options::overwrite_existing);
+  r = hookscope({"import", odd.string(), "-o", (dir / "odd.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(hs::storage::CaptureReader(dir / "odd.sqlite").runs().at(0).label, "tr ace\xef\xbf\xbd.json");
+  fs::remove(dir / "odd.sqlite");
   const std::string before = hs::test::read_file(trace);
   r = hookscope({"import", trace.string(), "-o", trace.string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;

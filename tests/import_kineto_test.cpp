@@ -636,6 +636,12 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
       {"hookscope_number.json",
        ev + R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::step step=one token=1", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})",
        "'step=one' is not an integer", "byte "},
+      {"base_string.json", R"({"baseTimeNanoseconds": "abc", )" + ev.substr(1, ev.size() - 3) + "]}",
+       "baseTimeNanoseconds is \"abc\": not ns since the Unix epoch", ""},
+      {"base_negative.json", R"({"baseTimeNanoseconds": -5, )" + ev.substr(1, ev.size() - 3) + "]}",
+       "baseTimeNanoseconds is -5: not ns since the Unix epoch", ""},
+      {"base_past_int64.json", R"({"baseTimeNanoseconds": 9223372036854775813, )" + ev.substr(1, ev.size() - 3) + "]}",
+       "baseTimeNanoseconds is 9223372036854775813: not ns since the Unix epoch", ""},
   };
   for (const Case& c : cases) {
     const fs::path p = dir / c.name;

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -527,6 +528,33 @@ TEST(ImportTorchTrace, NonRecordLinesNameTheirLine) {
       EXPECT_EQ(std::string(e.what()), dir.string() + file +
                                            ": line 1: longer than 64 bytes (TorchTraceOptions::max_line_bytes)");
     }
+  }
+}
+
+// compilation_metrics values no Dynamo writes (a negative time or count, a time past int64 ns)
+// are refused naming the record's line and the metric, as the Kineto importer refuses a negative dur.
+TEST(ImportTorchTrace, ImpossibleCompilationMetricsAreRefused) {
+  const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("nohooks")));
+  size_t at = lines.size();
+  for (size_t i = 0; i < lines.size() && at == lines.size(); ++i)
+    if (lines[i].find("\"compilation_metrics\"") != std::string::npos && lines[i].find("\"guard_count\": ") != std::string::npos) at = i;
+  ASSERT_LT(at, lines.size()) << "the cell has a compilation_metrics record";
+  const std::string file = "/dedicated_log_torch_trace_test.log";
+  for (const auto& [key, value, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"entire_frame_compile_time_s", "-1.5", "negative"},
+           {"entire_frame_compile_time_s", "1e+30", "out of range"},
+           {"guard_count", "-7", "negative"},
+           {"guard_count", "1.5", "not an integer"},
+           {"guard_count", "9223372036854775808", "out of range"},
+           {"start_time", "\"soon\"", "not a number"}}) {
+    std::vector<std::string> l = lines;
+    const size_t k = l[at].find("\"" + key + "\": ");
+    ASSERT_NE(k, std::string::npos) << key;
+    const size_t v = k + key.size() + 4, end = l[at].find_first_of(",}", v);
+    l[at].replace(v, end - v, value);
+    const fs::path dir = log_with("metrics_" + key + "_" + why.substr(0, 3), join(l, l.size()));
+    EXPECT_EQ(import_error(dir), dir.string() + file + ": line " + std::to_string(at + 1) + ": compilation_metrics." +
+                                     key + " = " + value + ": " + why);
   }
 }
 

@@ -137,6 +137,22 @@ TEST(ReportDiff, HandMadeReportsMatchCellsAndListTheRest) {
   EXPECT_NE(md.find("### only in `pr` (1)"), std::string::npos) << md;
 }
 
+// Labels, policies and settings with pipes, backticks and newlines keep the tables' columns.
+TEST(ReportDiff, HostileLabelsAndNamesStayInTheirCells) {
+  json a = json::array(), b = json::array();
+  a.push_back(hand_run(1, "P|q\n## injected", "default", false, "ok", 3, lat(100, 95, 105)));
+  a.push_back(hand_run(2, "only|a", "default", false, "ok", 3, lat(100, 95, 105)));
+  b.push_back(hand_run(1, "P|q\n## injected", "default", false, "ok", 0, lat(50, 45, 55)));
+  const json diff = hs::app::build_report_diff(hand_side("m`a|in", a, {{"prompt", "x|y\n# injected"}}),
+                                               hand_side("pr", b, {{"prompt", json{{"k", "v|w"}}}}));
+  const std::string md = hs::app::render_diff_markdown(diff);
+  EXPECT_EQ(hs::test::broken_markdown_line(md, "injected"), "") << md;
+  EXPECT_NE(md.find("### only in ``m`a\\|in`` (1)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| prompt | x\\|y # injected | {\"k\":\"v\\|w\"} |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sharded | P\\|q ## injected | default | 3 | **0** |"), std::string::npos) << md;
+  EXPECT_THROW(hs::app::diff_labels("a", "b", {"x\ny", "z"}), std::invalid_argument);
+}
+
 TEST(ReportDiff, RepeatedCellsMatchInRunOrderAndLabelsDefaultToStems) {
   json a = json::array(), b = json::array();
   for (int64_t id : {1, 2}) a.push_back(hand_run(id, "whole-hook", "default", false, "ok", 1, lat(10, 9, 11)));

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "app/report.h"
+#include "app/report_html.h"
+#include "tests/test_util.h"
 
 using nlohmann::json;
 
@@ -108,7 +110,7 @@ TEST(Report, SettingsArePrinted) {
   for (const char* k : {"- prompt: `The capital of France is`; 8 new tokens per greedy generate; 1 warm-up(s) and 3 "
                         "measured generate(s) per run",
                         "- versions: accelerate 1.15.0, torch 2.11.0", "- machine: AMD EPYC, 2 logical CPUs, 1.0 GiB, Linux",
-                        "- date: 2026-12-01T08:00:00Z", "- command: `` hookscope capture --model x ``"})
+                        "- date: 2026-12-01T08:00:00Z", "- command: `hookscope capture --model x`"})
     EXPECT_NE(md.find(k), std::string::npos) << k << "\n" << md;
 }
 
@@ -169,3 +171,60 @@ TEST(Report, MissingFieldIsNamed) {
 }
 
 }  // namespace
+
+// Names from a capture (import's --policy, a hand-edited file) keep every table's columns and
+// the page's headings: pipes escaped, newlines flattened, code spans fenced past backticks.
+TEST(Report, HostileNamesStayInTheirCells) {
+  json r = sample_report();
+  for (auto& run : r["runs"]) {
+    if (run["policy"] == "whole-hook") run["policy"] = "P|q\n## injected heading";
+    run["scenario"] = "S|s`x";
+  }
+  r["runs"][0]["policy"] = r["runs"][3]["policy"] = "C:\\dir\\|x";  // backslashes before a pipe
+  r["devices"][0]["id"] = "0<b>|";
+  r["runs"][1]["peak_memory_bytes"] = {{"0<b>|", 1024}};
+  r["runs"][1]["break_reasons"][0]["module"] = "a`b|c";
+  r["runs"][2]["error"] = "first | line\nsecond line <function evil|fn at 0x1>";
+  r["runs"][2]["break_reasons"] = json::array();
+  r["settings"] = {{"command", "hookscope `x` | y\n# injected"}, {"scenarios", {"S|s`x"}}};
+  const std::string md = hs::app::render_markdown(r);
+  EXPECT_EQ(hs::test::broken_markdown_line(md, "injected"), "") << md;
+  EXPECT_NE(md.find("P\\|q ## injected heading"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0<b>\\| |"), std::string::npos) << md;
+  EXPECT_NE(md.find("``a`b\\|c``"), std::string::npos) << md;
+  // A multi-line error shows its first line and the function Dynamo named.
+  EXPECT_NE(md.find("raises at `evil\\|fn`: `first \\| line`"), std::string::npos) << md;
+  const std::string html = hs::app::markdown_to_html(md);
+  EXPECT_NE(html.find("<code>a`b|c</code>"), std::string::npos) << html;
+  EXPECT_EQ(html.find("<h2>injected"), std::string::npos) << html;
+  EXPECT_NE(html.find("0&lt;b&gt;| (emulated)"), std::string::npos) << html;
+  EXPECT_NE(md.find("C:\\dir\\\\\\|x"), std::string::npos) << md;
+  EXPECT_NE(html.find("C:\\dir\\|x"), std::string::npos) << html;
+  // Every row of every HTML table has its header's cells: a lone backtick in a cell ("S|s`x")
+  // does not open a code span that swallows the cells after it.
+  for (size_t t = html.find("<table"); t != std::string::npos; t = html.find("<table", t + 1)) {
+    const std::string table = html.substr(t, html.find("</table>", t) - t);
+    size_t headers = 0;
+    for (size_t p = table.find("<th"); p != std::string::npos; p = table.find("<th", p + 1)) headers += table.compare(p, 5, "<thea") != 0;
+    for (size_t row = table.find("<tr>", table.find("<tbody>")); row != std::string::npos; row = table.find("<tr>", row + 1)) {
+      const std::string tr = table.substr(row, table.find("</tr>", row) - row);
+      size_t cells = 0;
+      for (size_t p = tr.find("<td"); p != std::string::npos; p = tr.find("<td", p + 1)) ++cells;
+      EXPECT_EQ(cells, headers) << tr;
+    }
+  }
+}
+
+// The pictures' titles name runs: in the --assets Markdown they stay one heading line and one
+// alt text; in SVG and HTML, control characters (no XML 1.0 text has ESC) become spaces.
+TEST(Report, PictureTitlesAndSvgTextStayWellFormed) {
+  EXPECT_EQ(hs::app::xml_escape("a\x1b\rb\x7f<'"), "a  b &lt;&#39;");
+  const std::filesystem::path dir = hs::test::scratch_dir("report_hostile_assets");
+  const std::string md = hs::app::write_picture_assets(
+      {{"timeline-run-2.svg", "run 2: s whole\n# INJECTED](javascript:x) [a]", "caption\r| x", "<svg/>"}},
+      (dir / "a").string(), (dir / "r.md").string(), (dir / "capture.sqlite").string());
+  EXPECT_EQ(hs::test::broken_markdown_line(md, "INJECTED"), "") << md;
+  EXPECT_NE(md.find("\n### run 2: s whole # INJECTED](javascript:x) [a]\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("![run 2: s whole # INJECTED\\](javascript:x) \\[a\\]](a/timeline-run-2.svg)"), std::string::npos) << md;
+  EXPECT_NE(md.find("caption \\| x"), std::string::npos) << md;
+}

@@ -360,6 +360,25 @@ TEST(Stats, GraphBreaksGroupBySiteLikeTheSql) {
   EXPECT_GT(dynamo, 0);
 }
 
+// An imported compile log's counts are the log's (graphs − 1 over every compile it holds, which
+// may span many forwards): explain and the report label them so, not as explain's of one forward.
+TEST(StatsCli, AnImportedLogsBreakCountIsLabelledTheLogs) {
+  Sql sql(capture().db);
+  const int64_t run = sql.rows("SELECT id FROM RUNS WHERE engine = 'import'").at(0).at(0).get<int64_t>();
+  auto r = hookscope({"explain", capture().db.string(), "--run", std::to_string(run), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["counts_from"], "log") << r.out;
+  r = hookscope({"explain", capture().db.string(), "--run", std::to_string(run)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(from the compile log: one forward's count only if the log holds one)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("torch._dynamo.explain of one forward"), std::string::npos) << r.out;
+  r = hookscope({"report", capture().db.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("### graph breaks (from each run's compile log: graphs − 1 over every compile it holds"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(StatsCli, CsvHasTheHeaderAndOneLinePerRow) {
   Sql sql(capture().db);
   const auto r = hookscope({"stats", capture().db.string(), "--report", "transfers", "--format", "csv"});

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <cctype>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -75,6 +76,29 @@ std::string read_file(const fs::path& p) {
 }
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
+
+std::string broken_markdown_line(const std::string& md, const std::string& needle) {
+  std::istringstream in(md);
+  size_t header_pipes = 0;
+  bool in_table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (const size_t text = line.find_first_not_of("# "); line.rfind("#", 0) == 0 && !needle.empty() &&
+                                                           text != std::string::npos && line.compare(text, needle.size(), needle) == 0)
+      return line;
+    if (line.rfind("|", 0) != 0) {
+      in_table = false;
+      continue;
+    }
+    size_t pipes = 0;  // as GFM scans a row: `\` and a punctuation character are one escaped character
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '\\' && i + 1 < line.size() && std::ispunct(static_cast<unsigned char>(line[i + 1]))) ++i;
+      else pipes += line[i] == '|';
+    }
+    if (!in_table) header_pipes = pipes, in_table = true;
+    else if (pipes != header_pipes) return line;
+  }
+  return "";
+}
 
 ProcResult run(const std::vector<std::string>& argv) {
   char out_tpl[] = "/tmp/hs-test-out-XXXXXX";

@@ -62,6 +62,11 @@ std::string run_oracle(const std::string& script, const std::vector<std::string>
 std::string read_file(const std::filesystem::path& p);
 /// Parses a JSON file.
 nlohmann::json read_json(const std::filesystem::path& p);
+/// The first row of a Markdown pipe table in `md` that GFM would split into another number of
+/// cells than its header (pipes not escaped as `\|` count, in code spans too; `\\|` is an escaped
+/// backslash and a border), or a line outside
+/// any table that is a heading beginning with `needle` (text injected after a newline); "" if none.
+std::string broken_markdown_line(const std::string& md, const std::string& needle);
 
 /// Runs `make_fixtures` once per oracle environment (guarded by a lock + a stamp of the script
 /// and oracle_environment()): tiny random checkpoints written by transformers and their

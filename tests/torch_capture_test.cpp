@@ -132,6 +132,13 @@ void check_model(const std::string& model, bool both_engines) {
   EXPECT_GT(count(c.db, "SELECT count(*) FROM DYNAMO_COMPILES WHERE runId IN (SELECT id FROM RUNS WHERE engine = "
                         "'torch' AND mode = 'default')"),
             0);
+  // The driver's trace (Kineto's CLOCK_REALTIME) lands on the capture's steady clock: every op
+  // and hook range of a torch run lies within the run, as the LibTorch engine's events do.
+  for (const std::string table : {"CPU_OPS", "HOOK_EVENTS"})
+    EXPECT_EQ(count(c.db, "SELECT count(*) FROM " + table + " e JOIN RUNS r ON e.runId = r.id WHERE r.engine = 'torch' "
+                          "AND (e.start < r.start OR e.\"end\" > r.\"end\")"),
+              0)
+        << table;
   EXPECT_NE(c.markdown.find("what Dynamo did"), std::string::npos);
   if (both_engines) {
     EXPECT_NE(c.markdown.find("engines side by side"), std::string::npos) << c.markdown;

@@ -157,6 +157,11 @@ class CellRun:
         with self._hook_ranges(self.cell.compiled and self.r["graph_break_count"] == 0):
             run = self.gen.profiled(self.spec.out_dir / name, self.cell.id, self.spec.repeats, tokens)
         self.r["trace"] = name
+        # Kineto times the trace on CLOCK_REALTIME; the capture's clock is CLOCK_MONOTONIC
+        # (std::chrono::steady_clock): their difference now, midway between two monotonic reads.
+        before_ns = time.monotonic_ns()
+        real_ns = time.time_ns()
+        self.r["trace_clock_offset_ns"] = (before_ns + time.monotonic_ns()) // 2 - real_ns
         self.r["profiled_run"] = {"generate_ms": run.wall_ms, **dynamo_facts.compiles_since(before)}
         if self.r["profiled_run"]["recompiles"] or self.r["profiled_run"]["recompile_limit_hits"]:
             self.r["diagnostics"].append(

@@ -147,7 +147,7 @@ class Driver:
                   "frames_skipped", "unique_graphs", "frames_compiled", "frames_total", "compile_time_s",
                   "compile_time_total_s", "cudagraph_skips", "latency", "eager_latency", "measurement",
                   "argmax_match", "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after",
-                  "new_tokens", "tokens", "tokens_match_reference", "profiled_run", "wall_s"):
+                  "new_tokens", "tokens", "tokens_match_reference", "profiled_run", "trace_clock_offset_ns", "wall_s"):
             r[k] = None
         r.update(break_reasons=[], skipped_frames=[], cudagraph_skip_reasons=[], peak_memory_bytes={})
         if prep is not None:

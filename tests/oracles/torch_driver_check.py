@@ -49,7 +49,8 @@ CONTRACT_KEYS = {
     "cudagraph_skips", "cudagraph_skip_reasons", "latency", "eager_latency", "measurement", "argmax_match",
     "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "new_tokens", "tokens",
     "tokens_match_reference", "weight_devices", "device_map", "hooked_modules", "execution_device", "scenario_note",
-    "cache_implementation", "versions", "trace", "profiled_run", "peak_memory_bytes", "diagnostics", "wall_s"}
+    "cache_implementation", "versions", "trace", "profiled_run", "trace_clock_offset_ns", "peak_memory_bytes", "diagnostics",
+    "wall_s"}
 
 
 # -- fixtures and the driver ----------------------------------------------------------------------
