@@ -201,6 +201,29 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
   }
 }
 
+std::string terminal_text(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f) {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else if (u == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      out += "\\u00";
+      out += hex[next >> 4];
+      out += hex[next & 15];
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 void refuse_control_characters(const std::string& flag, const std::string& value) {
   for (size_t i = 0; i < value.size(); ++i) {
     const auto c = static_cast<unsigned char>(value[i]);

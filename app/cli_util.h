@@ -57,6 +57,11 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value);
 /// are table cells and lines of the reports.
 void refuse_control_characters(const std::string& flag, const std::string& value);
 
+/// `s` as it may reach a terminal: every control character but newline and tab (C0, DEL, and C1
+/// written as UTF-8, C2 80..C2 9F) shown as `\xNN` or `\u00NN`, so that an escape sequence in a
+/// name or a log line reads as text instead of acting on the terminal. Other bytes unchanged.
+std::string terminal_text(std::string_view s);
+
 /// `doc` as JSON text (`indent` as nlohmann's dump) with every invalid UTF-8 sequence of its
 /// strings replaced by U+FFFD: how the commands print documents built from a capture's text,
 /// which another program may have written with any bytes.

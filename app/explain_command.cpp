@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -110,61 +111,61 @@ std::string num(const json& d, const char* k) {
   return d.contains(k) && d[k].is_number() ? std::to_string(d[k].get<int64_t>()) : std::string("-");
 }
 
-void print_doc(const json& d) {
-  std::cout << "Run " << d["run"] << ": " << d["scenario"].get<std::string>() << ", policy "
-            << d["policy"].get<std::string>() << ", mode " << d["mode"].get<std::string>()
-            << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << d["engine"].get<std::string>()
-            << " engine)\n";
-  if (d["error"].is_string()) std::cout << "Error: " << d["error"].get<std::string>() << "\n";
+void print_doc(const json& d, std::ostream& out) {
+  out << "Run " << d["run"] << ": " << d["scenario"].get<std::string>() << ", policy "
+      << d["policy"].get<std::string>() << ", mode " << d["mode"].get<std::string>()
+      << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << d["engine"].get<std::string>()
+      << " engine)\n";
+  if (d["error"].is_string()) out << "Error: " << d["error"].get<std::string>() << "\n";
   if (d["source"] == "dynamo") {
     const bool one_forward = d.value("counts_from", "") == "torch._dynamo.explain";
-    std::cout << "Graph Count: " << num(d, "graph_count") << "\nGraph Break Count: " << num(d, "graph_break_count")
-              << (one_forward ? "  (torch._dynamo.explain of one forward)"
-                              : d.contains("log") ? "  (from the compile log: one forward's count only if the log holds one)" : "")
-              << "\n";
+    out << "Graph Count: " << num(d, "graph_count") << "\nGraph Break Count: " << num(d, "graph_break_count")
+        << (one_forward ? "  (torch._dynamo.explain of one forward)"
+                        : d.contains("log") ? "  (from the compile log: one forward's count only if the log holds one)" : "")
+        << "\n";
     if (d.contains("log")) {
       const json& l = d["log"];
-      std::cout << "Over the whole run (TORCH_TRACE log: every compile, recompiles for new shapes included): "
-                << num(l, "graphs") << " graphs in " << num(l, "compiles") << " compiles, " << num(l, "graph_breaks")
-                << " graph-break records\n";
+      out << "Over the whole run (TORCH_TRACE log: every compile, recompiles for new shapes included): "
+          << num(l, "graphs") << " graphs in " << num(l, "compiles") << " compiles, " << num(l, "graph_breaks")
+          << " graph-break records\n";
     }
-    std::cout << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
-              << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
+    out << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
+        << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
   } else {
-    std::cout << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
-              << num(d, "disabled_scope_entries")
-              << "  (one captured forward; " << (d["engine"] == "import" ? "recorded by hookscope's LibTorch engine"
-                                                                        : "LibTorch engine")
-              << ": not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
+    out << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
+        << num(d, "disabled_scope_entries")
+        << "  (one captured forward; "
+        << (d["engine"] == "import" ? "recorded by hookscope's LibTorch engine" : "LibTorch engine")
+        << ": not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
     if (d.contains("recorded_disabled_scopes"))
-      std::cout << "Compiler-disabled scopes entered over the whole run (DISABLED_SCOPES, eager runs too): "
-                << num(d, "recorded_disabled_scopes") << "\n";
+      out << "Compiler-disabled scopes entered over the whole run (DISABLED_SCOPES, eager runs too): "
+          << num(d, "recorded_disabled_scopes") << "\n";
   }
-  std::cout << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):"
-                : d.contains("break_reasons_from")
-                    ? "Break Reasons (the run's recorded graph breaks over the whole run, identical ones grouped):"
-                    : "Break Reasons (identical ones grouped):")
-            << (d.value("break_reasons", json::array()).empty() ? " none\n" : "\n");
+  out << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):"
+          : d.contains("break_reasons_from")
+              ? "Break Reasons (the run's recorded graph breaks over the whole run, identical ones grouped):"
+              : "Break Reasons (identical ones grouped):")
+      << (d.value("break_reasons", json::array()).empty() ? " none\n" : "\n");
   int i = 0;
   for (const auto& b : d.value("break_reasons", json::array())) {
-    std::cout << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
-    if (b.contains("gb_code")) std::cout << "    " << b.value("gb_code", "") << " " << b.value("gb_type", "") << "\n";
+    out << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
+    if (b.contains("gb_code")) out << "    " << b.value("gb_code", "") << " " << b.value("gb_type", "") << "\n";
     // Dynamo's reasons run over several lines (explanation, hints, a link): indented under it.
     std::string reason = b.value("reason", "");
     for (size_t at = reason.find('\n'); at != std::string::npos; at = reason.find('\n', at + 7)) reason.replace(at, 1, "\n      ");
-    std::cout << "    Reason: " << reason << "\n";
-    if (b.contains("user_frame")) std::cout << "    User frame: " << b.value("user_frame", "") << "\n";
-    if (b.contains("function")) std::cout << "    Function: " << b.value("function", "") << "\n";
+    out << "    Reason: " << reason << "\n";
+    if (b.contains("user_frame")) out << "    User frame: " << b.value("user_frame", "") << "\n";
+    if (b.contains("function")) out << "    Function: " << b.value("function", "") << "\n";
     if (b.contains("modules")) {
       const auto& m = b["modules"];
-      std::cout << "    Modules: " << m[0].get<std::string>();
-      if (m.size() > 1) std::cout << " … " << m.back().get<std::string>() << " (" << m.size() << ")";
-      std::cout << "\n";
+      out << "    Modules: " << m[0].get<std::string>();
+      if (m.size() > 1) out << " … " << m.back().get<std::string>() << " (" << m.size() << ")";
+      out << "\n";
     }
   }
   if (d.contains("recorded_graph_breaks"))
-    std::cout << "Disabled-scope entries recorded over the whole run (prefill and every decode step): "
-              << d["recorded_graph_breaks"] << "\n";
+    out << "Disabled-scope entries recorded over the whole run (prefill and every decode step): "
+        << d["recorded_graph_breaks"] << "\n";
 }
 
 int run_explain(const ExplainArgs& a) {
@@ -180,10 +181,12 @@ int run_explain(const ExplainArgs& a) {
       std::cout << json_text(list, 2) << "\n";
       return 0;
     }
-    std::cout << "runs in " << a.file << " (pick one with --run ID):\n";
+    std::ostringstream out;
+    out << "runs in " << a.file << " (pick one with --run ID):\n";
     for (const auto& r : runs)
-      std::cout << "  " << r.id << "  " << (r.engine.empty() ? "" : r.engine + " ") << r.scenario << " " << r.policy << " "
-                << r.mode << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
+      out << "  " << r.id << "  " << (r.engine.empty() ? "" : r.engine + " ") << r.scenario << " " << r.policy << " "
+          << r.mode << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
+    std::cout << terminal_text(out.str());  // names from the capture: no escape sequence acts
     return 0;
   }
   const storage::RunRecord rec = rd.run(*a.run);
@@ -200,8 +203,13 @@ int run_explain(const ExplainArgs& a) {
                                                ": RUNS.results does not hold what hookscope writes there (" + e.what() +
                                                "); the file is damaged or was written by another program");
   }
-  if (a.json) std::cout << json_text(doc, 2) << "\n";
-  else print_doc(doc);
+  if (a.json) {
+    std::cout << json_text(doc, 2) << "\n";
+    return 0;
+  }
+  std::ostringstream out;
+  print_doc(doc, out);
+  std::cout << terminal_text(out.str());  // names and reasons from the capture and its log
   return 0;
 }
 

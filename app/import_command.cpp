@@ -174,6 +174,10 @@ int run_import(const ImportArgs& a) {
       store.end_run(run, tracer::RunStatus::Failed, e.what());
       store.close();
       if (!a.append) fs::remove(target);
+      else  // the runs it held before are whole: SQLite commits whole transactions
+        std::fprintf(stderr, "[hookscope] run %lld stays in %s, marked failed with the error below (with what was "
+                             "read before it; `hookscope explain` shows it); the runs it held before are unchanged\n",
+                     static_cast<long long>(run), out.c_str());
       throw;
     }
     if (summary.trace.is_object())

@@ -179,10 +179,10 @@ int main(int argc, char** argv) {
     else if (exp->parsed()) rc = run_export();
     return finish_stdout(rc);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
-    std::cerr << "hookscope: error: " << e.what_without_backtrace() << "\n";
+    std::cerr << "hookscope: error: " << hs::app::terminal_text(e.what_without_backtrace()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "hookscope: error: " << e.what() << "\n";
+    std::cerr << "hookscope: error: " << hs::app::terminal_text(e.what()) << "\n";
     return 1;
   }
   return 2;

@@ -60,14 +60,15 @@ std::string fullgraph_cell(const json* r) {
       !dynamo_reason((*r)["break_reasons"][0])) {
     const auto& b = (*r)["break_reasons"][0];
     const std::string m = b.value("module", "");
-    return "raises at " + md_code(b.value("function", "?")) + " (module " + md_code(m.empty() ? "<root>" : m) + ")";
+    return "raises at " + md_code(b.value("function", "?"), MdPlace::cell) + " (module " +
+           md_code(m.empty() ? "<root>" : m, MdPlace::cell) + ")";
   }
   // The message's first line, and the function Dynamo named (first_lines() took both out).
-  std::string e = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
+  const std::string e = r->contains("error") && (*r)["error"].is_string() ? (*r)["error"].get<std::string>() : "";
   if (r->contains("error_function") && (*r)["error_function"].is_string())
-    return "raises at " + md_code((*r)["error_function"].get<std::string>()) + ": " + md_code(e);
-  if (e.size() > 90) e = e.substr(0, 87) + "...";
-  return "raises: " + md_code(e);
+    return "raises at " + md_code((*r)["error_function"].get<std::string>(), MdPlace::cell) + ": " +
+           md_code(e, MdPlace::cell);
+  return "raises: " + md_code(md_shortened(e, 90), MdPlace::cell);
 }
 
 // A spread field of a run ({median, q1, q3, n, ...}), or nullptr.
@@ -197,15 +198,15 @@ void write_settings(std::ostringstream& md, const json& s) {
     return it->is_string() ? it->get<std::string>() : it->dump();
   };
   md << "### settings\n\n";
-  if (!str("prompt_ids").empty()) md << "- prompt ids: " << md_code(str("prompt_ids"));
-  else if (!str("prompt").empty()) md << "- prompt: " << md_code(str("prompt"));
+  if (!str("prompt_ids").empty()) md << "- prompt ids: " << md_code(str("prompt_ids"), MdPlace::line);
+  else if (!str("prompt").empty()) md << "- prompt: " << md_code(str("prompt"), MdPlace::line);
   if (!str("max_new_tokens").empty())
     md << "; " << str("max_new_tokens") << " new tokens per greedy generate; " << str("warmup") << " warm-up(s) and "
        << str("repeats") << " measured generate(s) per run\n";
   if (!str("interleaving").empty()) md << "- measurement: " << str("interleaving") << "\n";
   if (!str("engines").empty())
-    md << "- engines: " << str("engines") << "; scenarios " << md_code(str("scenarios")) << ", policies "
-       << md_code(str("policies")) << ", modes " << md_code(str("modes")) << ", fullgraph " << str("fullgraph") << "; backend " << str("backend")
+    md << "- engines: " << str("engines") << "; scenarios " << md_code(str("scenarios"), MdPlace::line) << ", policies "
+       << md_code(str("policies"), MdPlace::line) << ", modes " << md_code(str("modes"), MdPlace::line) << ", fullgraph " << str("fullgraph") << "; backend " << str("backend")
        << ", " << str("cache_implementation") << " cache, dtype " << str("dtype")
        << (str("threads").empty() ? "" : ", " + str("threads") + " thread(s)") << "\n";
   if (s.contains("versions") && s["versions"].is_object() && !s["versions"].empty()) {
@@ -228,7 +229,7 @@ void write_settings(std::ostringstream& md, const json& s) {
     md << "\n";
   }
   if (!str("date").empty()) md << "- date: " << str("date") << "\n";
-  if (!str("command").empty()) md << "- command: " << md_code(str("command")) << "\n";
+  if (!str("command").empty()) md << "- command: " << md_code(str("command"), MdPlace::line) << "\n";
   md << "\n";
 }
 
@@ -361,18 +362,13 @@ void write_peak_memory(std::ostringstream& md, const Tables& t) {
   }
 }
 
-std::string shortened(std::string s, size_t max = 100) {
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
-}
-
 // Dynamo's break reasons over the compiled runs: grouped by gb code, reason and user frame.
 void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> reasons;
   for (const auto& r : runs)
     if (r.contains("break_reasons") && r["break_reasons"].is_array())
       for (const auto& b : r["break_reasons"])
-        reasons[{b.value("gb_code", ""), shortened(b.value("reason", "")), b.value("user_frame", "")}] +=
+        reasons[{b.value("gb_code", ""), md_shortened(b.value("reason", ""), 100), b.value("user_frame", "")}] +=
             b.value("count", int64_t{1});
   if (reasons.empty()) return;
   std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> v(reasons.begin(), reasons.end());
@@ -381,7 +377,7 @@ void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
         "|---|---|---|---|\n";
   for (size_t i = 0; i < v.size() && i < 12; ++i) {
     const auto& [code, reason, frame] = v[i].first;
-    md << "| " << (code.empty() ? "–" : code) << " | " << reason << " | " << md_code(frame) << " | " << v[i].second << " |\n";
+    md << "| " << (code.empty() ? "–" : code) << " | " << reason << " | " << md_code(frame, MdPlace::cell) << " | " << v[i].second << " |\n";
   }
   if (v.size() > 12) md << "\n(" << v.size() - 12 << " more reasons: `hookscope explain FILE --run ID`)\n";
 }
@@ -445,8 +441,8 @@ void write_breaks(std::ostringstream& md, const Tables& t, bool imported) {
         "| disabled function | breaks | runs | modules | first – last module |\n|---|---|---|---|---|\n";
   for (size_t i = 0; i < v.size() && i < 10; ++i) {
     const Site& s = v[i].second;
-    md << "| " << md_code(v[i].first) << " | " << s.breaks << " | " << s.runs.size() << " | " << s.modules.size() << " | "
-       << md_code(s.modules.front()) << (s.modules.size() > 1 ? " – " + md_code(s.modules.back()) : std::string()) << " |\n";
+    md << "| " << md_code(v[i].first, MdPlace::cell) << " | " << s.breaks << " | " << s.runs.size() << " | " << s.modules.size() << " | "
+       << md_code(s.modules.front(), MdPlace::cell) << (s.modules.size() > 1 ? " – " + md_code(s.modules.back(), MdPlace::cell) : std::string()) << " |\n";
   }
   if (v.size() > 10) md << "\n(" << v.size() - 10 << " more functions: `hookscope explain FILE --run ID`)\n";
 }

@@ -159,6 +159,7 @@ void check_result_fields(const json& r, const storage::CaptureReader& rd, int64_
 json build_report(const storage::CaptureReader& rd) {
   json report{{"schema", 2}, {"model", nullptr}, {"settings", settings_of(rd)}, {"devices", json::array()},
               {"runs", json::array()}};
+  std::string run_model;  // the first run's RUNS.model: what `import --model` names
   for (const auto& d : rd.devices()) {
     const auto& i = d.info;
     if (i.run_id) continue;
@@ -170,6 +171,7 @@ json build_report(const storage::CaptureReader& rd) {
     json r = rec.results.is_object() ? rec.results : json::object();
     check_result_fields(r, rd, rec.id);
     if (report["model"].is_null() && r.contains("model")) report["model"] = r["model"];
+    if (run_model.empty()) run_model = rec.model;
     r.erase("model");
     r["id"] = rec.id;
     r["scenario"] = rec.scenario;
@@ -227,8 +229,9 @@ json build_report(const storage::CaptureReader& rd) {
   add_verdicts(report["runs"]);
   if (report["model"].is_null()) {
     // Only runs without a model description (torch-engine or imported runs): the name the
-    // capture was given.
-    const std::string given = report["settings"].value("model", "");
+    // capture was given, else the one a run was imported with.
+    std::string given = report["settings"].value("model", "");
+    if (given.empty()) given = run_model;
     report["model"] = {{"id", given.empty() ? "?" : std::filesystem::path(given).filename().string()},
                        {"path", given}, {"dtype", report["settings"].value("dtype", "?")}, {"params", nullptr},
                        {"bytes", nullptr}};

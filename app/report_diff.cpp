@@ -337,7 +337,7 @@ void write_engine_cells(std::ostringstream& md, const json& cells, const std::st
 
 void write_only_in(std::ostringstream& md, const json& only, const std::string& label) {
   if (only.empty()) return;
-  md << "### only in " << md_code(label) << " (" << only.size() << ")\n\n| engine | scenario | policy | mode | run | outcome |\n"
+  md << "### only in " << md_code(label, MdPlace::line) << " (" << only.size() << ")\n\n| engine | scenario | policy | mode | run | outcome |\n"
      << "|---|---|---|---|---|---|\n";
   for (const auto& c : only)
     md << "| " << c.value("engine", "") << " | " << c.value("scenario", "") << " | " << c.value("policy", "") << " | "
@@ -358,7 +358,7 @@ std::string render_diff_markdown(const json& original) {
   for (auto& d : diff["settings_differ"])
     if (d.is_object() && d.contains("setting")) d["setting"] = md_safe(d["setting"]);
   const std::string la = diff["a"].value("label", "A"), lb = diff["b"].value("label", "B");
-  const std::string ca = md_code(la), cb = md_code(lb);
+  const std::string ca = md_code(la, MdPlace::line), cb = md_code(lb, MdPlace::line);
   std::ostringstream md;
   md << "## hookscope: before/after, " << ca << " → " << cb << "\n\n"
      << ca << " = " << diff["a"].value("file", "") << " (" << text_of(diff["a"].value("runs", json())) << " runs), "

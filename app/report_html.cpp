@@ -125,10 +125,7 @@ std::string inline_html(std::string_view s) {
       std::string_view code = s.substr(k, close - k);
       if (code.size() >= 2 && code.front() == ' ' && code.back() == ' ' && code.find_first_not_of(' ') != code.npos)
         code = code.substr(1, code.size() - 2);
-      // `\|` is a literal pipe in a table's code span (GFM); md_text writes no other escape there.
-      std::string text(code);
-      for (size_t p = text.find("\\|"); p != std::string::npos; p = text.find("\\|", p + 1)) text.erase(p, 1);
-      out += "<code>" + esc(text) + "</code>";
+      out += "<code>" + esc(code) + "</code>";
       i = close + (k - i);
     } else if (s.compare(i, 2, "**") == 0 && s.find("**", i + 2) != std::string_view::npos &&
                s.find("**", i + 2) > i + 2) {
@@ -148,6 +145,16 @@ std::string trim(std::string_view s) {
   return a == std::string_view::npos ? "" : std::string(s.substr(a, b - a + 1));
 }
 
+// A cell's text as GFM hands it to the inline parser: each `\|` a pipe (in code spans too),
+// every other backslash kept for the inline escapes.
+std::string unescape_pipes(std::string_view cell) {
+  std::string out;
+  out.reserve(cell.size());
+  for (size_t i = 0; i < cell.size(); ++i)
+    if (!(cell[i] == '\\' && i + 1 < cell.size() && cell[i + 1] == '|')) out += cell[i];
+  return out;
+}
+
 // A pipe-table line's cells: split at every pipe not escaped, code spans included (GFM splits a
 // row before it reads code spans: a lone backtick in a cell cannot swallow the next cells).
 std::vector<std::string> split_row(std::string_view line) {
@@ -162,14 +169,14 @@ std::vector<std::string> split_row(std::string_view line) {
       cur += s.substr(i, 2);
       i += 2;
     } else if (s[i] == '|') {
-      cells.push_back(trim(cur));
+      cells.push_back(unescape_pipes(trim(cur)));
       cur.clear();
       ++i;
     } else {
       cur += s[i++];
     }
   }
-  cells.push_back(trim(cur));
+  cells.push_back(unescape_pipes(trim(cur)));
   return cells;
 }
 

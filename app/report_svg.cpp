@@ -534,10 +534,10 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
     write_output_file(f, p.svg);
     std::string rel = fs::relative(fs::absolute(f), base).generic_string();
     if (rel.find_first_of(" ()") != std::string::npos) rel = "<" + rel + ">";
-    // The title names the run (scenario, policy, mode): one line, and no bracket that ends the alt text.
-    std::string title = md_text(p.title), alt;
-    for (char c : title) alt += c == '[' || c == ']' ? std::string("\\") + c : std::string(1, c);
-    md += "\n### " + title + "\n\n![" + alt + "](" + rel + ")\n\n" + md_text(p.caption) + "\n";
+    // The title names the run (scenario, policy, mode): literal text on one line, its brackets
+    // escaped (md_text), so the alt text ends where the picture's link begins.
+    const std::string title = md_text(p.title);
+    md += "\n### " + title + "\n\n![" + title + "](" + rel + ")\n\n" + md_text(p.caption) + "\n";
   }
   return md;
 }

@@ -110,7 +110,7 @@ int run_stats(const StatsArgs& a) {
   const std::string text =
       a.format == "json" ? json_text(stats_document(a.file, runs, tables), 2) + "\n" : stats_text(tables);
   if (a.out.empty()) {
-    std::cout << text;
+    std::cout << (a.format == "json" ? text : terminal_text(text));  // names from the capture and its logs
     return 0;
   }
   refuse_overwriting_input("-o", a.out, a.file, "read", models);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -228,6 +229,9 @@ class LogReader {
   void on_cell_marker(const Pending& r);
   void count(const Pending& r);
   size_t compile_row(const CompileKey& key, std::string_view type, int64_t line);
+  /// An id of the record's envelope (frame_id, frame_compile_id, attempt, compiled_autograd_id):
+  /// none when absent or null; an ImportError naming the line when not an id from 0 to 2^31-1.
+  std::optional<int64_t> envelope_id(const Pending& r, const char* key) const;
   void on_dynamo_start(size_t row, const json& start);
   void on_metrics(size_t row, const json& m, int64_t line);
   std::optional<int64_t> metric(const json& m, const char* key, bool seconds, int64_t line) const;
@@ -351,8 +355,8 @@ void LogReader::dispatch(Pending& r) {
   if (artifact == "hookscope_cell") return on_cell_marker(r);
   if (!selected_) return;
   count(r);
-  CompileKey key{opt_int(r.meta, "compiled_autograd_id"), opt_int(r.meta, "frame_id"),
-                 opt_int(r.meta, "frame_compile_id"), static_cast<int32_t>(opt_int(r.meta, "attempt").value_or(0))};
+  CompileKey key{envelope_id(r, "compiled_autograd_id"), envelope_id(r, "frame_id"),
+                 envelope_id(r, "frame_compile_id"), static_cast<int32_t>(envelope_id(r, "attempt").value_or(0))};
   if (!key.any()) key.attempt = 0;
   if (key.any()) {
     const size_t row = compile_row(key, r.type, r.line);
@@ -362,6 +366,21 @@ void LogReader::dispatch(Pending& r) {
   }
   if (artifact == "dynamo_graph_break_reason") on_graph_break(key, r);
   if (artifact == "recompile_reasons") on_recompile_reasons(key, r);
+}
+
+std::optional<int64_t> LogReader::envelope_id(const Pending& r, const char* key) const {
+  const auto it = r.meta.find(key);
+  if (it == r.meta.end() || it->is_null()) return std::nullopt;
+  // tlparse reads these as unsigned 32-bit ids; hookscope keeps them in int32 columns.
+  if (it->is_number_integer() && !it->is_number_float()) {
+    const bool negative = it->is_number_integer() && !it->is_number_unsigned() && it->get<int64_t>() < 0;
+    if (!negative && it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+      return it->get<int64_t>();
+  }
+  std::string shown = it->dump();
+  if (shown.size() > 64) shown = shown.substr(0, 61) + "...";
+  throw error(r.line, std::string("the record's \"") + key + "\" is " + shown +
+                          ": not an id from 0 to 2147483647 (the log is damaged or was not written by torch)");
 }
 
 void LogReader::on_cell_marker(const Pending& r) {

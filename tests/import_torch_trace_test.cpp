@@ -558,6 +558,35 @@ TEST(ImportTorchTrace, ImpossibleCompilationMetricsAreRefused) {
   }
 }
 
+// The envelope's ids (tlparse reads them as u32): a negative, fractional, string or huge one is
+// a damaged log named by its line, not an id cut to 32 bits or a compile "-/0".
+TEST(ImportTorchTrace, EnvelopeIdsOutOfRangeAreRefused) {
+  const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("nohooks")));
+  size_t at = lines.size();
+  for (size_t i = 0; i < lines.size() && at == lines.size(); ++i)
+    if (lines[i].find("\"dynamo_start\"") != std::string::npos && lines[i].find("\"frame_id\": 0") != std::string::npos) at = i;
+  ASSERT_LT(at, lines.size()) << "the cell has a dynamo_start record of frame 0";
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"frame_id", "-1"}, {"frame_id", "\"0\""}, {"frame_id", "99999999999999999999"}, {"frame_id", "0.5"},
+           {"attempt", "9999999999"}, {"frame_compile_id", "[0]"}}) {
+    std::vector<std::string> l = lines;
+    const size_t k = l[at].find("\"" + key + "\": ");
+    if (k == std::string::npos) {  // frame_compile_id / attempt: added beside frame_id
+      const size_t f = l[at].find("\"frame_id\": 0");
+      ASSERT_NE(f, std::string::npos);
+      l[at].insert(f, "\"" + key + "\": " + value + ", ");
+    } else {
+      const size_t v = k + key.size() + 4, end = l[at].find_first_of(",}", v);
+      l[at].replace(v, end - v, value);
+    }
+    const fs::path dir = log_with("envelope_" + key + "_" + std::to_string(value.size()), join(l, l.size()));
+    const std::string err = import_error(dir);
+    EXPECT_NE(err.find(": line " + std::to_string(at + 1) + ": the record's \"" + key + "\" is "), std::string::npos)
+        << key << " = " << value << ": " << err;
+    EXPECT_NE(err.find("not an id from 0 to 2147483647"), std::string::npos) << err;
+  }
+}
+
 TEST(ImportTorchTrace, UnknownRecordTypesAreCountedAndReported) {
   const std::string x = read_text(compile_log().cell_log("nohooks"));
   const std::string future =
@@ -586,18 +615,19 @@ TEST(ImportTorchTrace, UnknownRecordTypesAreCountedAndReported) {
   EXPECT_NE(diags[0].text.find("future_record x2"), std::string::npos) << diags[0].text;
 }
 
-// Found by torch_trace_fuzz under UBSan: a float id or seconds field past int64's range was cast
-// to int64 (undefined). It reads as absent; the record still counts. (`./run test --sanitize`
-// halts on the cast.)
-TEST(ImportTorchTrace, AFloatIdPastInt64ReadsAsAbsent) {
+// Found by torch_trace_fuzz under UBSan: a float id past int64's range was cast to int64
+// (undefined). It is a damaged record, refused naming its line, and never cast.
+// (`./run test --sanitize` halts on such a cast.)
+TEST(ImportTorchTrace, AFloatIdPastInt64IsRefusedNotCast) {
   const std::string x = read_text(compile_log().cell_log("nohooks"));
   const std::string huge =
       "V1201 04:54:56.531000 1 /torch/_dynamo/future.py:1] {\"future_record\": {\"x\": 1}, \"frame_id\": 1.5e73, "
       "\"frame_compile_id\": -1e300, \"attempt\": 9e99}\n";
-  const TorchTraceSummary base = summary_of(log_with("huge_base", x));
-  const TorchTraceSummary sum = summary_of(log_with("huge", x + huge));
-  EXPECT_EQ(sum.records, base.records + 1);
-  EXPECT_EQ(sum.compiles, base.compiles);
+  const fs::path dir = log_with("huge", x + huge);
+  EXPECT_NE(import_error(dir).find(": line " + std::to_string(lines_of(x).size() + 1) +
+                                   ": the record's \"frame_id\" is 1.5e+73"),
+            std::string::npos)
+      << import_error(dir);
 }
 
 // An empty log (a torch that died before logging, a wrong file) is not an empty compile.

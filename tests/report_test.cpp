@@ -1,6 +1,9 @@
 // The PR report's Markdown, rendered from report JSON (schema 1).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "app/markdown_text.h"
 #include "app/report.h"
 #include "app/report_html.h"
 #include "tests/test_util.h"
@@ -151,6 +154,21 @@ TEST(Report, LogitsThatDifferSayHowFar) {
   EXPECT_NE(md.find("**no** (NaN where the reference has a number)"), std::string::npos) << md;
 }
 
+// Every row of every HTML table has as many cells as its header.
+void expect_rows_have_their_headers_cells(const std::string& html) {
+  for (size_t t = html.find("<table"); t != std::string::npos; t = html.find("<table", t + 1)) {
+    const std::string table = html.substr(t, html.find("</table>", t) - t);
+    size_t headers = 0;
+    for (size_t p = table.find("<th"); p != std::string::npos; p = table.find("<th", p + 1)) headers += table.compare(p, 5, "<thea") != 0;
+    for (size_t row = table.find("<tr>", table.find("<tbody>")); row != std::string::npos; row = table.find("<tr>", row + 1)) {
+      const std::string tr = table.substr(row, table.find("</tr>", row) - row);
+      size_t cells = 0;
+      for (size_t p = tr.find("<td"); p != std::string::npos; p = tr.find("<td", p + 1)) ++cells;
+      EXPECT_EQ(cells, headers) << tr;
+    }
+  }
+}
+
 TEST(Report, IncompleteRunsAreNamed) {
   json r = sample_report();
   r["runs"][1]["status"] = "incomplete";
@@ -189,8 +207,8 @@ TEST(Report, HostileNamesStayInTheirCells) {
   r["settings"] = {{"command", "hookscope `x` | y\n# injected"}, {"scenarios", {"S|s`x"}}};
   const std::string md = hs::app::render_markdown(r);
   EXPECT_EQ(hs::test::broken_markdown_line(md, "injected"), "") << md;
-  EXPECT_NE(md.find("P\\|q ## injected heading"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 0<b>\\| |"), std::string::npos) << md;
+  EXPECT_NE(md.find("P\\|q \\#\\# injected heading"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0\\<b>\\| |"), std::string::npos) << md;
   EXPECT_NE(md.find("``a`b\\|c``"), std::string::npos) << md;
   // A multi-line error shows its first line and the function Dynamo named.
   EXPECT_NE(md.find("raises at `evil\\|fn`: `first \\| line`"), std::string::npos) << md;
@@ -198,20 +216,39 @@ TEST(Report, HostileNamesStayInTheirCells) {
   EXPECT_NE(html.find("<code>a`b|c</code>"), std::string::npos) << html;
   EXPECT_EQ(html.find("<h2>injected"), std::string::npos) << html;
   EXPECT_NE(html.find("0&lt;b&gt;| (emulated)"), std::string::npos) << html;
-  EXPECT_NE(md.find("C:\\dir\\\\\\|x"), std::string::npos) << md;
+  EXPECT_NE(md.find("C:\\\\dir\\\\\\|x"), std::string::npos) << md;
   EXPECT_NE(html.find("C:\\dir\\|x"), std::string::npos) << html;
-  // Every row of every HTML table has its header's cells: a lone backtick in a cell ("S|s`x")
-  // does not open a code span that swallows the cells after it.
-  for (size_t t = html.find("<table"); t != std::string::npos; t = html.find("<table", t + 1)) {
-    const std::string table = html.substr(t, html.find("</table>", t) - t);
-    size_t headers = 0;
-    for (size_t p = table.find("<th"); p != std::string::npos; p = table.find("<th", p + 1)) headers += table.compare(p, 5, "<thea") != 0;
-    for (size_t row = table.find("<tr>", table.find("<tbody>")); row != std::string::npos; row = table.find("<tr>", row + 1)) {
-      const std::string tr = table.substr(row, table.find("</tr>", row) - row);
-      size_t cells = 0;
-      for (size_t p = tr.find("<td"); p != std::string::npos; p = tr.find("<td", p + 1)) ++cells;
-      EXPECT_EQ(cells, headers) << tr;
-    }
+  // A lone backtick in a cell ("S|s`x") does not open a code span that swallows the next cells.
+  expect_rows_have_their_headers_cells(html);
+}
+
+// Names GFM would read as markup — a link, an image, HTML, emphasis, strikethrough, math, an
+// entity, an unclosed code span — read as their own text: on GitHub (checked with cmark-gfm,
+// GitHub's Markdown implementation, from Debian) and in report --html alike.
+TEST(Report, GitHubReadsHostileNamesAsTheirText) {
+  if (hs::test::run({"sh", "-c", "command -v cmark-gfm"}).exit_code != 0)
+    GTEST_SKIP() << "no cmark-gfm on PATH (Debian: apt-get install cmark-gfm; ./run test installs it)";
+  const std::string evil = "[click](https://evil.example) ![p](https://evil.example/t.png) <script>x</script> *em* "
+                           "__init__ ~~del~~ &amp; $x$ `tick \\| C:\\dir";
+  json r = sample_report();
+  r["model"]["id"] = evil;
+  for (auto& run : r["runs"]) run["scenario"] = evil;
+  r["runs"][1]["break_reasons"] = {{{"gb_code", "GB0001"}, {"reason", evil}, {"user_frame", evil}}};
+  r["settings"] = {{"command", evil}, {"scenarios", {evil}}};
+  const std::string md = hs::app::render_markdown(r);
+  const std::filesystem::path file = hs::test::scratch_dir("report_gfm") / "report.md";
+  std::ofstream(file) << md;
+  const auto gfm = hs::test::run({"cmark-gfm", "-e", "table", "-e", "autolink", "-e", "strikethrough", file.string()});
+  ASSERT_EQ(gfm.exit_code, 0) << gfm.err;
+  for (const auto& [who, html] : {std::pair{"cmark-gfm", gfm.out}, std::pair{"report --html", hs::app::markdown_to_html(md)}}) {
+    SCOPED_TRACE(who);
+    for (const char* markup : {"<img", "<script", "<em>em</em>", "<del>del</del>", ">click</a>", "<strong>init"})
+      EXPECT_EQ(html.find(markup), std::string::npos) << markup << "\n" << html;
+    for (const char* text : {"[click](", "![p](", "&lt;script&gt;x&lt;/script&gt;", "*em*", "__init__", "~~del~~",
+                             "&amp;amp;", "$x$", "`tick \\| C:\\dir"})
+      EXPECT_NE(html.find(text), std::string::npos) << text << "\n" << html;
+    EXPECT_NE(html.find("<code>" + hs::app::xml_escape(evil) + "</code>"), std::string::npos) << "the command, verbatim";
+    expect_rows_have_their_headers_cells(html);
   }
 }
 
@@ -224,7 +261,34 @@ TEST(Report, PictureTitlesAndSvgTextStayWellFormed) {
       {{"timeline-run-2.svg", "run 2: s whole\n# INJECTED](javascript:x) [a]", "caption\r| x", "<svg/>"}},
       (dir / "a").string(), (dir / "r.md").string(), (dir / "capture.sqlite").string());
   EXPECT_EQ(hs::test::broken_markdown_line(md, "INJECTED"), "") << md;
-  EXPECT_NE(md.find("\n### run 2: s whole # INJECTED](javascript:x) [a]\n"), std::string::npos) << md;
-  EXPECT_NE(md.find("![run 2: s whole # INJECTED\\](javascript:x) \\[a\\]](a/timeline-run-2.svg)"), std::string::npos) << md;
+  EXPECT_NE(md.find("\n### run 2: s whole \\# INJECTED\\](javascript:x) \\[a\\]\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("![run 2: s whole \\# INJECTED\\](javascript:x) \\[a\\]](a/timeline-run-2.svg)"), std::string::npos) << md;
   EXPECT_NE(md.find("caption \\| x"), std::string::npos) << md;
+}
+
+// md_text keeps identifiers as they are, escapes what GFM reads as markup, and md_unescape gives
+// the text back; md_code shows the text verbatim where GFM can, md_shortened cuts between
+// characters.
+TEST(MarkdownText, EscapesMarkupKeepsIdentifiersAndRoundTrips) {
+  using hs::app::MdPlace;
+  for (const char* id : {"snake_case_name", "whole-hook", "offload-only", "cuda:0", "model.layers.0", "2.5.1+cpu", "-3.2%"})
+    EXPECT_EQ(hs::app::md_text(id), id);
+  EXPECT_EQ(hs::app::md_text("__init__"), "\\_\\_init\\_\\_");
+  EXPECT_EQ(hs::app::md_text("[a](b) <i> *c* ~d~ $e$ #1 &amp; `f`"),
+            "\\[a\\](b) \\<i> \\*c\\* \\~d\\~ \\$e\\$ \\#1 \\&amp; \\`f\\`");
+  EXPECT_EQ(hs::app::md_text("- item"), "\\- item");
+  EXPECT_EQ(hs::app::md_text("12. x"), "12\\. x");
+  EXPECT_EQ(hs::app::md_text("> q"), "\\> q");
+  EXPECT_EQ(hs::app::md_text("a\x1b[31mb\xc2\x85" "c\xe2\x80\xa8" "d\ne"), "a \\[31mb c d e");
+  for (const char* s : {"a|b", "x\\|y", "C:\\dir\\", "`", "__x__", "- a", "9) b", "\\\\|", "é|ü"})
+    EXPECT_EQ(hs::app::md_unescape(hs::app::md_text(s)), s) << s;
+  EXPECT_EQ(hs::app::md_code(hs::app::md_text("a|b"), MdPlace::cell), "`a\\|b`");
+  EXPECT_EQ(hs::app::md_code(hs::app::md_text("a|b"), MdPlace::line), "`a|b`");
+  EXPECT_EQ(hs::app::md_code(hs::app::md_text("x\\|y"), MdPlace::cell), hs::app::md_text("x\\|y"));
+  EXPECT_EQ(hs::app::md_code(hs::app::md_text("`a`"), MdPlace::line), "`` `a` ``");
+  EXPECT_EQ(hs::app::md_code(hs::app::md_text(" a "), MdPlace::line), "`  a  `");
+  EXPECT_EQ(hs::app::md_code("", MdPlace::line), "");
+  EXPECT_EQ(hs::app::md_shortened(hs::app::md_text("a|bcdef"), 5), "a...");
+  EXPECT_EQ(hs::app::md_shortened("\xc3\xa9\xc3\xa9\xc3\xa9", 5), "\xc3\xa9...");
+  EXPECT_EQ(hs::app::md_shortened("abc", 3), "abc");
 }

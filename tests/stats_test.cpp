@@ -126,14 +126,15 @@ TEST(Stats, EveryCompleteRunOfBothSourcesIsThere) {
 TEST(Stats, HookTimeEqualsTheSql) {
   Sql sql(capture().db);
   int rows = 0;
+  std::string query =
+      "SELECT count(*), sum(h.end - h.start), min(h.end - h.start), max(h.end - h.start) FROM HOOK_EVENTS h "
+      "JOIN StringIds k ON k.id = h.hookId JOIN StringIds s ON s.id = h.moduleId JOIN ENUM_HOOK_PHASE p ON "
+      "p.id = h.phase WHERE h.runId = ? AND k.value = ? AND p.label = ? AND ";
+  query.append(kModuleName).append(" = ?");
   for (const auto& s : all_stats()) {
     int64_t total = 0, count = 0;
     for (const auto& h : s.hook_time) {
-      const auto r = sql.rows(
-          "SELECT count(*), sum(h.end - h.start), min(h.end - h.start), max(h.end - h.start) FROM HOOK_EVENTS h "
-          "JOIN StringIds k ON k.id = h.hookId JOIN StringIds s ON s.id = h.moduleId JOIN ENUM_HOOK_PHASE p ON "
-          "p.id = h.phase WHERE h.runId = ? AND k.value = ? AND p.label = ? AND " + std::string(kModuleName) + " = ?",
-          {s.run, h.hook, h.phase, h.module});
+      const auto r = sql.rows(query, {s.run, h.hook, h.phase, h.module});
       EXPECT_EQ(h.time.count, r[0][0]) << s.run << " " << h.hook << " " << h.module;
       EXPECT_EQ(h.time.total_ns, r[0][1]);
       EXPECT_EQ(h.time.min_ns, r[0][2]);
@@ -541,3 +542,54 @@ TEST(StatsReport, MarkdownSaysWhereTheTimeGoes) {
 }
 
 }  // namespace
+
+// Names and log text from a capture reach a terminal as text: an escape sequence in a scenario
+// name (a hand-edited or imported capture) or in a file name an error repeats is shown as
+// `\x1b`, so it cannot recolour the terminal or set its title.
+TEST(StatsCli, EscapeSequencesReachTheTerminalAsText) {
+  const fs::path db = capture().dir / "escapes.sqlite";
+  fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "UPDATE RUNS SET scenario = 'a' || char(27) || ']0;pwned' || char(7) || 'b'", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"explain", db.string()},
+                                               {"explain", db.string(), "--run", "1"},
+                                               {"stats", db.string(), "--report", "transfers"}}) {
+    const auto r = hookscope(args);
+    ASSERT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.out.find_first_of("\x1b\x07"), std::string::npos) << args[0] << ": " << r.out;
+    EXPECT_NE(r.out.find("a\\x1b]0;pwned\\x07b"), std::string::npos) << args[0] << ": " << r.out;
+  }
+  const auto r = hookscope({"report", (capture().dir / "no\x1b[31m.sqlite").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no\\x1b[31m.sqlite"), std::string::npos) << r.err;
+}
+
+// `import --model` names the model of an imported run: report and the two-capture comparison
+// show it (they showed "?").
+TEST(StatsCli, AnImportedRunsModelIsReported) {
+  const fs::path log = hs::test::cached_oracle("compile_log", "compile_log.py") / "torch_trace";
+  json ids;
+  for (const char* model : {"org/model-a", "org/model-b"}) {
+    const fs::path db = capture().dir / (std::string("imported-") + (model + 4) + ".sqlite");
+    fs::remove(db);
+    auto r = hookscope({"import", "--compile-log", log.string(), "--cell", "hooks", "--model", model, "-o", db.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = hookscope({"report", db.string(), "--json", (db.string() + ".json")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ids.push_back(hs::test::read_json(db.string() + ".json")["model"]["id"]);
+  }
+  EXPECT_EQ(ids, json({"model-a", "model-b"}));
+  const auto r = hookscope({"report", (capture().dir / "imported-model-a.sqlite").string(),
+                            (capture().dir / "imported-model-b.sqlite").string(), "--json",
+                            (capture().dir / "imported-diff.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json diff = hs::test::read_json(capture().dir / "imported-diff.json");
+  bool model_differs = false;
+  for (const auto& d : diff["settings_differ"]) model_differs |= d.value("setting", "") == "model";
+  EXPECT_TRUE(model_differs) << diff.dump(1);
+}
