@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -201,24 +202,32 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
   }
 }
 
-std::string terminal_text(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
+std::pair<unsigned, size_t> invisible_character_at(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  if (at(0) == 0xc2 && at(1) >= 0x80 && at(1) <= 0x9f) return {at(1), 2};  // C1
+  if (at(0) == 0xef && at(1) == 0xbb && at(2) == 0xbf) return {0xfeff, 3};
+  if (at(0) != 0xe2 || at(1) < 0x80 || at(1) > 0x81 || at(2) < 0x80 || at(2) > 0xbf) return {0, 0};
+  const unsigned cp = 0x2000 + ((at(1) & 0x3f) << 6) + (at(2) & 0x3f);
+  const bool hidden = cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+  return hidden ? std::pair<unsigned, size_t>{cp, 3} : std::pair<unsigned, size_t>{0, 0};
+}
+
+std::string terminal_text(std::string_view s, bool keep_lines) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
+  char buf[8];
+  for (size_t i = 0; i < s.size();) {
     const auto u = static_cast<unsigned char>(s[i]);
-    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
-    if ((u < 0x20 && u != '\n' && u != '\t') || u == 0x7f) {
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else if (u == 0xc2 && next >= 0x80 && next <= 0x9f) {
-      out += "\\u00";
-      out += hex[next >> 4];
-      out += hex[next & 15];
+    if ((u < 0x20 && !(keep_lines && (u == '\n' || u == '\t'))) || u == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
       ++i;
+    } else if (const auto [cp, n] = invisible_character_at(s, i); n) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+      out += buf;
+      i += n;
     } else {
-      out += s[i];
+      out += s[i++];
     }
   }
   return out;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -57,10 +58,19 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value);
 /// are table cells and lines of the reports.
 void refuse_control_characters(const std::string& flag, const std::string& value);
 
-/// `s` as it may reach a terminal: every control character but newline and tab (C0, DEL, and C1
-/// written as UTF-8, C2 80..C2 9F) shown as `\xNN` or `\u00NN`, so that an escape sequence in a
-/// name or a log line reads as text instead of acting on the terminal. Other bytes unchanged.
-std::string terminal_text(std::string_view s);
+/// `s` as it may reach a terminal: every control character (C0, DEL, C1 written as UTF-8) and
+/// every invisible character that reorders or splits what is shown (U+200E/F, U+202A..E,
+/// U+2066..9 bidi controls, U+2028/9 line separators, U+FEFF) shown as `\xNN` or `\uNNNN`, so
+/// that an escape sequence or a reordering in a name or a log line reads as text instead of
+/// acting on the terminal. Newline and tab are kept when `keep_lines` (a multi-line message),
+/// escaped too when not (a name, which must not fake a line of hookscope's output). Other bytes
+/// unchanged.
+std::string terminal_text(std::string_view s, bool keep_lines = true);
+
+/// The code point and length in bytes of the UTF-8 character at byte `i` of `s` when it is one
+/// that terminal_text escapes and md_text blanks beyond ASCII's controls: a C1 control (2 bytes),
+/// U+200E/F, U+2028..U+202E, U+2066..U+2069, U+FEFF (3 bytes); {0, 0} for any other.
+std::pair<unsigned, size_t> invisible_character_at(std::string_view s, size_t i);
 
 /// `doc` as JSON text (`indent` as nlohmann's dump) with every invalid UTF-8 sequence of its
 /// strings replaced by U+FFFD: how the commands print documents built from a capture's text,

@@ -65,6 +65,8 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
   json doc{{"run", rec.id}, {"scenario", rec.scenario}, {"policy", rec.policy}, {"mode", rec.mode},
            {"fullgraph", rec.fullgraph}, {"engine", rec.engine}, {"status", outcome_of(rec)},
            {"error", r.contains("error") ? r["error"] : json(nullptr)}};
+  // A run that failed before it stored results (an import whose file was refused): RUNS.error.
+  if (!doc["error"].is_string() && rec.status == tracer::RunStatus::Failed && !rec.error.empty()) doc["error"] = rec.error;
   const json dyn = importers::dynamo_summary(rd, rec.id);
   // An imported run's counts are its log's (import copies them into the run's result).
   const bool explained = rec.engine != "import" && r.contains("graph_break_count") && r["graph_break_count"].is_number();
@@ -112,9 +114,10 @@ std::string num(const json& d, const char* k) {
 }
 
 void print_doc(const json& d, std::ostream& out) {
-  out << "Run " << d["run"] << ": " << d["scenario"].get<std::string>() << ", policy "
-      << d["policy"].get<std::string>() << ", mode " << d["mode"].get<std::string>()
-      << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << d["engine"].get<std::string>()
+  // Names on one line each (terminal_text without lines): a newline in one cannot fake a line.
+  const auto name = [](const json& v) { return terminal_text(v.is_string() ? v.get<std::string>() : v.dump(), false); };
+  out << "Run " << d["run"] << ": " << name(d["scenario"]) << ", policy " << name(d["policy"]) << ", mode "
+      << name(d["mode"]) << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << name(d["engine"])
       << " engine)\n";
   if (d["error"].is_string()) out << "Error: " << d["error"].get<std::string>() << "\n";
   if (d["source"] == "dynamo") {
@@ -149,17 +152,17 @@ void print_doc(const json& d, std::ostream& out) {
   int i = 0;
   for (const auto& b : d.value("break_reasons", json::array())) {
     out << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
-    if (b.contains("gb_code")) out << "    " << b.value("gb_code", "") << " " << b.value("gb_type", "") << "\n";
+    if (b.contains("gb_code")) out << "    " << name(b["gb_code"]) << " " << name(b.value("gb_type", json(""))) << "\n";
     // Dynamo's reasons run over several lines (explanation, hints, a link): indented under it.
     std::string reason = b.value("reason", "");
     for (size_t at = reason.find('\n'); at != std::string::npos; at = reason.find('\n', at + 7)) reason.replace(at, 1, "\n      ");
     out << "    Reason: " << reason << "\n";
-    if (b.contains("user_frame")) out << "    User frame: " << b.value("user_frame", "") << "\n";
-    if (b.contains("function")) out << "    Function: " << b.value("function", "") << "\n";
+    if (b.contains("user_frame")) out << "    User frame: " << name(b["user_frame"]) << "\n";
+    if (b.contains("function")) out << "    Function: " << name(b["function"]) << "\n";
     if (b.contains("modules")) {
       const auto& m = b["modules"];
-      out << "    Modules: " << m[0].get<std::string>();
-      if (m.size() > 1) out << " … " << m.back().get<std::string>() << " (" << m.size() << ")";
+      out << "    Modules: " << name(m[0]);
+      if (m.size() > 1) out << " … " << name(m.back()) << " (" << m.size() << ")";
       out << "\n";
     }
   }
@@ -184,8 +187,9 @@ int run_explain(const ExplainArgs& a) {
     std::ostringstream out;
     out << "runs in " << a.file << " (pick one with --run ID):\n";
     for (const auto& r : runs)
-      out << "  " << r.id << "  " << (r.engine.empty() ? "" : r.engine + " ") << r.scenario << " " << r.policy << " "
-          << r.mode << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
+      out << "  " << r.id << "  " << terminal_text((r.engine.empty() ? "" : r.engine + " ") + r.scenario + " " + r.policy +
+                                                   " " + r.mode, false)
+          << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
     std::cout << terminal_text(out.str());  // names from the capture: no escape sequence acts
     return 0;
   }

@@ -177,7 +177,7 @@ int run_import(const ImportArgs& a) {
       else  // the runs it held before are whole: SQLite commits whole transactions
         std::fprintf(stderr, "[hookscope] run %lld stays in %s, marked failed with the error below (with what was "
                              "read before it; `hookscope explain` shows it); the runs it held before are unchanged\n",
-                     static_cast<long long>(run), out.c_str());
+                     static_cast<long long>(run), terminal_text(out.string()).c_str());
       throw;
     }
     if (summary.trace.is_object())
@@ -205,7 +205,7 @@ int run_import(const ImportArgs& a) {
   if (!a.append) fs::rename(target, out);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   for (const auto& d : summary.diagnostics) std::fprintf(stderr, "[hookscope] note: %s\n", d.c_str());
-  std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n", static_cast<long long>(run), out.c_str());
+  std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n", static_cast<long long>(run), terminal_text(out.string()).c_str());
   std::fputs(open_hint(out, a.append ? 2 : 1).c_str(), stderr);  // appended: the capture holds other runs too
   return 0;
 }

@@ -4,23 +4,19 @@
 #include <cctype>
 #include <cstring>
 
+#include "app/cli_util.h"
+
 namespace hs::app {
 namespace {
 
 bool word_char(unsigned char c) { return std::isalnum(c) || c >= 0x80; }
 
 /// How many bytes of `s` at `i` are a character md_text turns into a space: an ASCII control
-/// character, DEL, a C1 control (U+0080..U+009F, C2 80..C2 9F) or U+2028/U+2029 (E2 80 A8/A9).
+/// character, DEL, or one of invisible_character_at's (C1, line separators, bidi controls, BOM).
 size_t control_length(std::string_view s, size_t i) {
   const auto u = static_cast<unsigned char>(s[i]);
   if (u < 0x20 || u == 0x7f) return 1;
-  if (u == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9f &&
-      static_cast<unsigned char>(s[i + 1]) >= 0x80)
-    return 2;
-  if (u == 0xe2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
-      (static_cast<unsigned char>(s[i + 2]) == 0xa8 || static_cast<unsigned char>(s[i + 2]) == 0xa9))
-    return 3;
-  return 0;
+  return invisible_character_at(s, i).second;
 }
 
 /// Whether the `c` at `i` of the one-line text `s` needs a backslash.

@@ -12,7 +12,7 @@
 namespace hs::app {
 
 /// `s` as literal Markdown text on one line: control characters (C0, DEL, C1, U+2028/U+2029)
-/// become spaces and a backslash goes before every character GFM could read as markup:
+/// and invisible reordering ones (bidi controls, U+FEFF) become spaces and a backslash goes before every character GFM could read as markup:
 /// \ ` * [ ] < & | ~ $ #, a `_` not inside a word, and a line-starting `>`, `- `, `+ ` or `1. `.
 /// GFM reads each `\X` as X in text and `\|` as a pipe inside a table cell, so the result stays
 /// in its cell too. Letters, digits, `_` inside words, `-`, `.`, `:`, `/` are kept as they are,

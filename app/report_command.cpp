@@ -232,7 +232,10 @@ json build_report(const storage::CaptureReader& rd) {
     // capture was given, else the one a run was imported with.
     std::string given = report["settings"].value("model", "");
     if (given.empty()) given = run_model;
-    report["model"] = {{"id", given.empty() ? "?" : std::filesystem::path(given).filename().string()},
+    std::string id = given;  // a folder's last component: "org/name/" is "name"
+    while (id.size() > 1 && id.back() == '/') id.pop_back();
+    id = std::filesystem::path(id).filename().string();
+    report["model"] = {{"id", id.empty() ? "?" : id},
                        {"path", given}, {"dtype", report["settings"].value("dtype", "?")}, {"params", nullptr},
                        {"bytes", nullptr}};
   }

@@ -181,8 +181,10 @@ json capture_settings(const json& report, const storage::CaptureReader& rd) {
   const json model = report.value("model", json::object());
   // A local folder is named by its last component: two checkouts keep the same model apart.
   std::string id = text_of(model.value("id", json("?")));
-  if (!id.empty() && (id[0] == '/' || id[0] == '.' || id[0] == '~'))
+  if (!id.empty() && (id[0] == '/' || id[0] == '.' || id[0] == '~')) {
+    while (id.size() > 1 && id.back() == '/') id.pop_back();
     id = std::filesystem::path(id).lexically_normal().filename().string();
+  }
   s["model"] = id;
   s["architecture"] = text_of(model.value("architecture", json()));
   s["dtype"] = text_of(model.value("dtype", json("?")));

@@ -5,8 +5,10 @@
 #include "app/markdown_text.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -532,12 +534,21 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
   for (const auto& p : pictures) {
     const fs::path f = fs::path(dir) / p.file;
     write_output_file(f, p.svg);
-    std::string rel = fs::relative(fs::absolute(f), base).generic_string();
-    if (rel.find_first_of(" ()") != std::string::npos) rel = "<" + rel + ">";
+    // The link's destination percent-encoded (RFC 3986): any folder name stays one path.
+    std::string rel;
+    for (const unsigned char c : fs::relative(fs::absolute(f), base).generic_string()) {
+      if (std::isalnum(c) || (c != 0 && std::strchr("/-._~", c))) {
+        rel += static_cast<char>(c);
+      } else {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", c);
+        rel += hex;
+      }
+    }
     // The title names the run (scenario, policy, mode): literal text on one line, its brackets
     // escaped (md_text), so the alt text ends where the picture's link begins.
     const std::string title = md_text(p.title);
-    md += "\n### " + title + "\n\n![" + title + "](" + rel + ")\n\n" + md_text(p.caption) + "\n";
+    md += "\n### " + title + "\n\n![" + title + "](" + rel + ")\n\n" + p.caption + "\n";  // hookscope's own words
   }
   return md;
 }

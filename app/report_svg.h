@@ -23,7 +23,7 @@ namespace hs::app {
 struct ReportPicture {
   std::string file;     ///< its name under --assets: "compare.svg", "timeline-run-7.svg"
   std::string title;    ///< a heading: "decode latency", "run 7: sharded whole-hook default"
-  std::string caption;  ///< one or two sentences saying how to read it (plain text)
+  std::string caption;  ///< how to read it: one or two sentences of hookscope's own Markdown, no names
   std::string svg;      ///< the document: one <svg> element with its xmlns
 };
 

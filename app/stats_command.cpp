@@ -146,7 +146,8 @@ std::string stats_text(const std::vector<StatsTable>& tables) {
     for (const auto& c : t.columns) cells[0].push_back(text_header(c));
     for (const auto& row : t.rows) {
       cells.emplace_back();
-      for (size_t i = 0; i < row.size(); ++i) cells.back().push_back(text_cell(t.columns[i], row[i]));
+      for (size_t i = 0; i < row.size(); ++i)  // a name's newline or tab cannot break the table
+        cells.back().push_back(terminal_text(text_cell(t.columns[i], row[i]), false));
     }
     std::vector<size_t> width(t.columns.size(), 0);
     for (const auto& line : cells)

@@ -456,7 +456,10 @@ std::optional<int64_t> LogReader::metric(const json& m, const char* key, bool se
   if (text.size() > 64) text = text.substr(0, 61) + "...";
   const std::string what = std::string("compilation_metrics.") + key + " = " + text;
   if (!it->is_number()) throw error(line, what + ": not a number");
-  if (!seconds && !it->is_number_integer()) throw error(line, what + ": not an integer");
+  if (!seconds && !it->is_number_integer()) {  // a whole number past uint64 parses as a double
+    const double d = it->get<double>();
+    throw error(line, what + (std::floor(d) == d && std::fabs(d) >= 9.2e18 ? ": out of range" : ": not an integer"));
+  }
   if (it->get<double>() < 0) throw error(line, what + ": negative");
   if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX}) throw error(line, what + ": out of range");
   const std::optional<int64_t> v = seconds ? opt_seconds_ns(m, key) : opt_int(m, key);
@@ -582,7 +585,8 @@ void LogReader::fill_code_names() {
 TorchTraceLog LogReader::finish() {
   if (!opt_.cell.empty() && !cell_found_) {
     std::string cells;
-    for (const std::string& c : sum_.cells) cells += (cells.empty() ? "" : ", ") + c;
+    for (const std::string& c : sum_.cells)  // quoted as JSON: a name's commas and newlines stay in it
+      cells += (cells.empty() ? "" : ", ") + json(c).dump(-1, ' ', false, json::error_handler_t::replace);
     throw ImportError(sum_.files.empty() ? fs::path() : sum_.files.front(), "",
                       "no hookscope_cell marker for cell '" + opt_.cell + "' (cells: " +
                           (cells.empty() ? "none" : cells) + ")");

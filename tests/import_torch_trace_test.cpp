@@ -377,6 +377,12 @@ std::vector<std::string> lines_of(const std::string& text) {
   if (at < text.size()) out.push_back(text.substr(at));
   return out;
 }
+/// The index of the first line holding both `a` and `b`; lines.size() when none does.
+size_t first_line_with(const std::vector<std::string>& lines, const std::string& a, const std::string& b) {
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].find(a) != std::string::npos && lines[i].find(b) != std::string::npos) return i;
+  return lines.size();
+}
 std::string join(const std::vector<std::string>& lines, size_t n) {
   std::string out;
   for (size_t i = 0; i < n && i < lines.size(); ++i) out += lines[i] + "\n";
@@ -412,7 +418,7 @@ TEST(ImportTorchTrace, ACellIsTheRecordsBetweenItsMarkerAndTheNext) {
   EXPECT_EQ(summary_of(log_with("cells_reset", x + x)).compiles, 2 * sx.compiles);
   EXPECT_EQ(import_error(dir, "zz"),
             (dir / "dedicated_log_torch_trace_test.log").string() +
-                ": no hookscope_cell marker for cell 'zz' (cells: a, b)");
+                ": no hookscope_cell marker for cell 'zz' (cells: \"a\", \"b\")");
 }
 
 // ---- bad input --------------------------------------------------------------------------------
@@ -535,9 +541,7 @@ TEST(ImportTorchTrace, NonRecordLinesNameTheirLine) {
 // are refused naming the record's line and the metric, as the Kineto importer refuses a negative dur.
 TEST(ImportTorchTrace, ImpossibleCompilationMetricsAreRefused) {
   const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("nohooks")));
-  size_t at = lines.size();
-  for (size_t i = 0; i < lines.size() && at == lines.size(); ++i)
-    if (lines[i].find("\"compilation_metrics\"") != std::string::npos && lines[i].find("\"guard_count\": ") != std::string::npos) at = i;
+  const size_t at = first_line_with(lines, "\"compilation_metrics\"", "\"guard_count\": ");
   ASSERT_LT(at, lines.size()) << "the cell has a compilation_metrics record";
   const std::string file = "/dedicated_log_torch_trace_test.log";
   for (const auto& [key, value, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -546,6 +550,7 @@ TEST(ImportTorchTrace, ImpossibleCompilationMetricsAreRefused) {
            {"guard_count", "-7", "negative"},
            {"guard_count", "1.5", "not an integer"},
            {"guard_count", "9223372036854775808", "out of range"},
+           {"guard_count", "2e+20", "out of range"},
            {"start_time", "\"soon\"", "not a number"}}) {
     std::vector<std::string> l = lines;
     const size_t k = l[at].find("\"" + key + "\": ");
@@ -562,9 +567,7 @@ TEST(ImportTorchTrace, ImpossibleCompilationMetricsAreRefused) {
 // a damaged log named by its line, not an id cut to 32 bits or a compile "-/0".
 TEST(ImportTorchTrace, EnvelopeIdsOutOfRangeAreRefused) {
   const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("nohooks")));
-  size_t at = lines.size();
-  for (size_t i = 0; i < lines.size() && at == lines.size(); ++i)
-    if (lines[i].find("\"dynamo_start\"") != std::string::npos && lines[i].find("\"frame_id\": 0") != std::string::npos) at = i;
+  const size_t at = first_line_with(lines, "\"dynamo_start\"", "\"frame_id\": 0");
   ASSERT_LT(at, lines.size()) << "the cell has a dynamo_start record of frame 0";
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"frame_id", "-1"}, {"frame_id", "\"0\""}, {"frame_id", "99999999999999999999"}, {"frame_id", "0.5"},

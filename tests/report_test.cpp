@@ -253,17 +253,22 @@ TEST(Report, GitHubReadsHostileNamesAsTheirText) {
 }
 
 // The pictures' titles name runs: in the --assets Markdown they stay one heading line and one
-// alt text; in SVG and HTML, control characters (no XML 1.0 text has ESC) become spaces.
+// alt text; the folder is a percent-encoded link destination whatever its name holds; the
+// caption is hookscope's own Markdown. In SVG and HTML, control characters (no XML 1.0 text has
+// ESC) become spaces.
 TEST(Report, PictureTitlesAndSvgTextStayWellFormed) {
   EXPECT_EQ(hs::app::xml_escape("a\x1b\rb\x7f<'"), "a  b &lt;&#39;");
   const std::filesystem::path dir = hs::test::scratch_dir("report_hostile_assets");
   const std::string md = hs::app::write_picture_assets(
-      {{"timeline-run-2.svg", "run 2: s whole\n# INJECTED](javascript:x) [a]", "caption\r| x", "<svg/>"}},
-      (dir / "a").string(), (dir / "r.md").string(), (dir / "capture.sqlite").string());
+      {{"timeline-run-2.svg", "run 2: s whole\n# INJECTED](javascript:x) [a]", "open `hookscope view --run 2`", "<svg/>"}},
+      (dir / "a <x>|\\ (b)").string(), (dir / "r.md").string(), (dir / "capture.sqlite").string());
   EXPECT_EQ(hs::test::broken_markdown_line(md, "INJECTED"), "") << md;
   EXPECT_NE(md.find("\n### run 2: s whole \\# INJECTED\\](javascript:x) \\[a\\]\n"), std::string::npos) << md;
-  EXPECT_NE(md.find("![run 2: s whole \\# INJECTED\\](javascript:x) \\[a\\]](a/timeline-run-2.svg)"), std::string::npos) << md;
-  EXPECT_NE(md.find("caption \\| x"), std::string::npos) << md;
+  EXPECT_NE(md.find("![run 2: s whole \\# INJECTED\\](javascript:x) \\[a\\]](a%20%3Cx%3E%7C%5C%20%28b%29/timeline-run-2.svg)"),
+            std::string::npos)
+      << md;
+  EXPECT_TRUE(std::filesystem::exists(dir / "a <x>|\\ (b)" / "timeline-run-2.svg"));
+  EXPECT_NE(md.find("\nopen `hookscope view --run 2`\n"), std::string::npos) << md;
 }
 
 // md_text keeps identifiers as they are, escapes what GFM reads as markup, and md_unescape gives

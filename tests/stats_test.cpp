@@ -545,14 +545,17 @@ TEST(StatsReport, MarkdownSaysWhereTheTimeGoes) {
 
 // Names and log text from a capture reach a terminal as text: an escape sequence in a scenario
 // name (a hand-edited or imported capture) or in a file name an error repeats is shown as
-// `\x1b`, so it cannot recolour the terminal or set its title.
+// `\x1b`, so it cannot recolour the terminal or set its title; a name's newline or tab as
+// `\x0a` / `\x09`, so it cannot fake a line of output; a bidi override as `\u202e`.
 TEST(StatsCli, EscapeSequencesReachTheTerminalAsText) {
   const fs::path db = capture().dir / "escapes.sqlite";
   fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, "UPDATE RUNS SET scenario = 'a' || char(27) || ']0;pwned' || char(7) || 'b'", nullptr, nullptr,
-                         nullptr),
+  ASSERT_EQ(sqlite3_exec(h,
+                         "UPDATE RUNS SET scenario = 'a' || char(27) || ']0;pwned' || char(7) || 'b' || char(10) || "
+                         "'hookscope: FAKE' || char(8238) || 'x', policy = 'p' || char(9) || 'q'",
+                         nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(h);
   for (const std::vector<std::string>& args : {std::vector<std::string>{"explain", db.string()},
@@ -560,8 +563,13 @@ TEST(StatsCli, EscapeSequencesReachTheTerminalAsText) {
                                                {"stats", db.string(), "--report", "transfers"}}) {
     const auto r = hookscope(args);
     ASSERT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
-    EXPECT_EQ(r.out.find_first_of("\x1b\x07"), std::string::npos) << args[0] << ": " << r.out;
+    EXPECT_EQ(r.out.find_first_of("\x1b\x07\t"), std::string::npos) << args[0] << ": " << r.out;
+    EXPECT_EQ(r.out.find("\xe2\x80\xae"), std::string::npos) << args[0] << ": U+202E reorders the line";
     EXPECT_NE(r.out.find("a\\x1b]0;pwned\\x07b"), std::string::npos) << args[0] << ": " << r.out;
+    if (args[0] == "explain") {  // stats cuts a long cell
+      EXPECT_NE(r.out.find("a\\x1b]0;pwned\\x07b\\x0ahookscope: FAKE\\u202ex"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("p\\x09q"), std::string::npos) << r.out;
+    }
   }
   const auto r = hookscope({"report", (capture().dir / "no\x1b[31m.sqlite").string()});
   EXPECT_NE(r.exit_code, 0);
@@ -574,8 +582,8 @@ TEST(StatsCli, EscapeSequencesReachTheTerminalAsText) {
 TEST(StatsCli, AnImportedRunsModelIsReported) {
   const fs::path log = hs::test::cached_oracle("compile_log", "compile_log.py") / "torch_trace";
   json ids;
-  for (const char* model : {"org/model-a", "org/model-b"}) {
-    const fs::path db = capture().dir / (std::string("imported-") + (model + 4) + ".sqlite");
+  for (const char* model : {"org/model-a/", "org/model-b"}) {  // a folder's trailing slash: the same name
+    const fs::path db = capture().dir / (std::string("imported-") + std::string(model + 4, 7) + ".sqlite");
     fs::remove(db);
     auto r = hookscope({"import", "--compile-log", log.string(), "--cell", "hooks", "--model", model, "-o", db.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -592,4 +600,23 @@ TEST(StatsCli, AnImportedRunsModelIsReported) {
   bool model_differs = false;
   for (const auto& d : diff["settings_differ"]) model_differs |= d.value("setting", "") == "model";
   EXPECT_TRUE(model_differs) << diff.dump(1);
+}
+
+// An import appended to a capture that fails says which run stays there, marked failed, and
+// explain shows that run's error.
+TEST(StatsCli, AFailedAppendNamesItsRunAndExplainShowsItsError) {
+  const fs::path db = capture().dir / "failed-append.sqlite";
+  fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
+  const int64_t last = Sql(db).one("SELECT max(id) FROM RUNS"), ok = Sql(db).one("SELECT count(*) FROM RUNS WHERE status = 1");
+  const fs::path log = hs::test::cached_oracle("compile_log", "compile_log.py") / "torch_trace";
+  auto r = hookscope({"import", "--compile-log", log.string(), "--cell", "no-such-cell", "--append", "-o", db.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string run = std::to_string(last + 1);
+  EXPECT_NE(r.err.find("[hookscope] run " + run + " stays in " + db.string() + ", marked failed"), std::string::npos) << r.err;
+  EXPECT_EQ(Sql(db).one("SELECT count(*) FROM RUNS WHERE status = 1"), ok) << "the earlier runs are all there";
+  EXPECT_EQ(Sql(db).one("SELECT count(*) FROM RUNS WHERE id > ?", {last}), 1);
+  r = hookscope({"explain", db.string(), "--run", run});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no hookscope_cell marker for cell 'no-such-cell'"), std::string::npos) << r.out;
 }
