@@ -437,23 +437,44 @@ pid_t start_capture(const std::vector<std::string>& args, const fs::path& log) {
   return hs::test::start(argv, log);
 }
 
-// A slow capture of the tiny model: one scenario, many repeats.
+// A slow capture of the tiny model: one scenario, many repeats. One intra-op thread: ctest runs
+// two of these side by side on two cores, and LibTorch's default (a thread per core, spinning at
+// each parallel region's barrier) makes both crawl when they share the cores.
 std::vector<std::string> slow_capture_args(const fs::path& out, const std::string& scenarios = "cpu-offload") {
   return {"--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2",
           "--scenarios", scenarios, "--prompt-ids", "5,17,99", "--max-new-tokens", "32", "--repeats", "100", "--warmup",
-          "0", "--out", out.string()};
+          "0", "--threads", "1", "--out", out.string()};
 }
 
-// Waits until the capture writing `file` has completed a run and is recording the next one.
-bool wait_for_second_run(pid_t pid, const fs::path& file) {
-  return hs::test::wait_while_running(pid, [&file] {
-    try {
-      auto runs = hs::storage::CaptureReader(file).runs();
-      return runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete;
-    } catch (const std::exception&) {
-      return false;
-    }
-  });
+// Waits (up to 5 minutes) until the capture writing `file` has completed a run and is recording
+// the next one. When it does not, says what the file held last and what the capture's threads
+// were doing, through `why`.
+bool wait_for_second_run(pid_t pid, const fs::path& file, std::string* why = nullptr) {
+  std::string last = "never read";
+  const bool ready = hs::test::wait_while_running(
+      pid,
+      [&] {
+        try {
+          auto runs = hs::storage::CaptureReader(file).runs();
+          last = std::to_string(runs.size()) + " runs";
+          for (const auto& r : runs) (last += " ") += hs::tracer::to_string(r.status);
+          return runs.size() >= 2 && runs[0].status == hs::tracer::RunStatus::Complete;
+        } catch (const std::exception& e) {
+          last = e.what();
+          return false;
+        }
+      },
+      300);
+  if (!ready && why) {
+    *why = "the file read last: " + last + "; the capture's threads:";
+    std::error_code ec;
+    for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) try {
+        *why += " " + t.path().filename().string() + "=" + hs::test::read_file(t.path() / "wchan") + "/" +
+                hs::test::read_file(t.path() / "stat").substr(0, 60);
+      } catch (const std::exception&) {  // the thread has ended
+      }
+  }
+  return ready;
 }
 
 // The folder a capture's "[hookscope] disk offload folder: DIR (...)" line names.
@@ -477,11 +498,12 @@ TEST(Capture, KilledCaptureLeavesIncompleteRunAndReportSaysSo) {
   args.push_back("--force-overwrite");
   const pid_t pid = start_capture(args, dir / "log.txt");
   const fs::path partial = partial_of(db, pid);
-  const bool ready = wait_for_second_run(pid, partial);
+  std::string why;
+  const bool ready = wait_for_second_run(pid, partial, &why);
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(ready) << "the capture never got past its first run: " << hs::test::read_file(dir / "log.txt");
+  ASSERT_TRUE(ready) << "the capture never got past its first run (" << why << "): " << hs::test::read_file(dir / "log.txt");
   EXPECT_EQ(fs::file_size(db), 0u) << "the earlier file at --out is untouched";
   hs::storage::CaptureReader rd(partial);
   auto runs = rd.runs();
@@ -509,9 +531,10 @@ TEST(Capture, SecondWriterFailsAndInterruptedCaptureIsFinalized) {
   fs::path dir = hs::test::scratch_dir("capture-interrupted");
   fs::path db = dir / "int.sqlite";
   const pid_t pid = start_capture(slow_capture_args(db, "disk-offload"), dir / "log.txt");
-  const bool ready = wait_for_second_run(pid, partial_of(db, pid));
+  std::string why;
+  const bool ready = wait_for_second_run(pid, partial_of(db, pid), &why);
   if (!ready) kill(pid, SIGKILL);
-  ASSERT_TRUE(ready) << hs::test::read_file(dir / "log.txt");
+  ASSERT_TRUE(ready) << why << "\n" << hs::test::read_file(dir / "log.txt");
   const fs::path offload = offload_folder_named_in(hs::test::read_file(dir / "log.txt"));
   EXPECT_TRUE(fs::exists(offload / "offload-disk" / "index.json")) << offload;
   auto second = hookscope({"capture", "--engine", "libtorch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
@@ -648,13 +671,15 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
                                std::string("--keep-offload-dir"), keep.string()})
     args.push_back(a);
   const pid_t pid = start_capture(args, dir / "log.txt");
-  const bool ready = wait_for_second_run(pid, partial_of(good, pid));
+  std::string why;
+  const bool ready = wait_for_second_run(pid, partial_of(good, pid), &why);
+  if (!ready) kill(pid, SIGKILL);
   fs::remove_all(keep);
   { std::ofstream(keep) << "in the way"; }
   int status = 0;
   waitpid(pid, &status, 0);
   const std::string log = hs::test::read_file(dir / "log.txt");
-  ASSERT_TRUE(ready) << log;
+  ASSERT_TRUE(ready) << why << "\n" << log;
   ASSERT_TRUE(WIFEXITED(status)) << log;
   EXPECT_EQ(WEXITSTATUS(status), 1) << log;
   EXPECT_NE(log.find("disk-offload"), std::string::npos) << log;

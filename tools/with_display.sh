@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a command with an X display for the viewer tests: the session's own when DISPLAY is set,
 # otherwise a private Xvfb (Mesa llvmpipe) that picks a free display number itself
-# (-displayfd), so parallel tests never race for one.
+# (-displayfd), so parallel tests never race for one. -noreset: the tests open and close a
+# window after another, and a server resetting after its last client left refuses the next one.
 set -u
 if [ -n "${DISPLAY:-}" ]; then exec "$@"; fi
 if ! command -v Xvfb >/dev/null; then
@@ -9,7 +10,7 @@ if ! command -v Xvfb >/dev/null; then
   exit 1
 fi
 tmp="$(mktemp -d)"
-Xvfb -displayfd 3 -screen 0 1920x1080x24 -nolisten tcp 3>"$tmp/display" 2>"$tmp/log" &
+Xvfb -displayfd 3 -screen 0 1920x1080x24 -nolisten tcp -noreset 3>"$tmp/display" 2>"$tmp/log" &
 xvfb=$!
 for _ in $(seq 200); do
   [ -s "$tmp/display" ] && break
