@@ -202,6 +202,23 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
   }
 }
 
+size_t utf8_length_at(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  const unsigned b = at(0);
+  if (i >= s.size()) return 0;
+  if (b < 0x80) return 1;
+  size_t n = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (b >= 0xc2 && b <= 0xdf) n = 2;
+  else if (b >= 0xe0 && b <= 0xef) n = 3, lo = b == 0xe0 ? 0xa0 : 0x80, hi = b == 0xed ? 0x9f : 0xbf;
+  else if (b >= 0xf0 && b <= 0xf4) n = 4, lo = b == 0xf0 ? 0x90 : 0x80, hi = b == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  if (at(1) < lo || at(1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (at(k) < 0x80 || at(k) > 0xbf) return 0;
+  return n;
+}
+
 std::pair<unsigned, size_t> invisible_character_at(std::string_view s, size_t i) {
   const auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
   if (at(0) == 0xc2 && at(1) >= 0x80 && at(1) <= 0x9f) return {at(1), 2};  // C1

@@ -15,6 +15,7 @@
 #include "app/report_command.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
+#include "storage/run_results.h"
 
 namespace hs::app {
 
@@ -198,7 +199,8 @@ int run_explain(const ExplainArgs& a) {
     std::cout << "Run " << rec.id << ": incomplete (the capture stopped before this run ended)\n";
     return 0;
   }
-  check_result_fields(rec.results, rd, rec.id);
+  storage::check_run_results(rec.results, rd, rec.id);
+  rd.check_rows(rec.id);
   json doc;
   try {
     doc = explain_doc(rd, rec);

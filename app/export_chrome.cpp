@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/cli_util.h"
 #include "app/export_file.h"
 #include "importers/kineto_trace.h"
 
@@ -184,6 +185,7 @@ struct RunRows {
 RunRows read_run(const CaptureReader& r, int64_t run) {
   RunRows d;
   d.run = r.run(run);
+  r.check_rows(run);
   d.hooks = r.hook_events(run);
   d.swaps = r.weight_swaps(run);
   d.transfers = r.transfers(run);
@@ -580,7 +582,7 @@ std::string header(const RunRows& d, const CaptureReader& reader, int64_t base_n
   // The model as the run's engine described it (id, path, dtype, params, bytes, architecture):
   // what `report` shows for the run once the trace is imported.
   if (const auto m = d.run.results.find("model"); d.run.results.is_object() && m != d.run.results.end() && m->is_object())
-    hs.raw("model_info", m->dump());
+    hs.raw("model_info", json_text(*m, -1));
   h += "\"hookscope\": {" + hs.inner() + "},\n";
   h += "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": " + std::to_string(base_ns) + ",\n\"traceEvents\": [";
   return h;

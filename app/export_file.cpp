@@ -1,5 +1,7 @@
 #include "app/export_file.h"
 
+#include "app/cli_util.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -72,9 +74,15 @@ void ExportFile::commit() {
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (const char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+    if (u >= 0x80) {  // a capture's text may hold any bytes: JSON holds UTF-8, each bad byte is U+FFFD
+      const size_t n = utf8_length_at(s, i);
+      if (n == 0) out += "\\ufffd";
+      else out.append(s.substr(i, n));
+      i += std::max<size_t>(n, 1) - 1;
+    } else if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
     } else if (c == '\n') {

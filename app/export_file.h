@@ -42,7 +42,8 @@ class ExportFile {
   uint64_t bytes_ = 0;
 };
 
-/// Appends `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+/// Appends `s` as a JSON string literal (quotes, backslashes and control characters escaped; each
+/// byte that is not part of a well-formed UTF-8 character written as U+FFFD, as json_text does).
 void append_json_string(std::string& out, std::string_view s);
 /// Appends `ns` as µs with exactly three decimals ("1234.567"): ns precision, no double.
 void append_us(std::string& out, int64_t ns);

@@ -19,6 +19,7 @@
 #include "measurement/verdict.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
+#include "storage/run_results.h"
 
 namespace hs::app {
 
@@ -91,71 +92,6 @@ void add_verdicts(json& runs) {
 
 }  // namespace
 
-// The fields of a run's results that report reads, and the JSON types hookscope writes there
-// (null too: not measured). A field of another type names the run instead of failing later
-// in a renderer with nlohmann's unnamed type error.
-void check_result_fields(const json& r, const storage::CaptureReader& rd, int64_t run) {
-  struct Kind {
-    const char* shape;
-    bool (*ok)(const json&);
-    std::vector<const char*> keys;
-  };
-  static const std::vector<Kind> kinds = {
-      {"a string", [](const json& v) { return v.is_string(); }, {"status", "error", "measurement", "scenario_note"}},
-      {"an integer", [](const json& v) { return v.is_number_integer(); },
-       {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "new_tokens",
-        "logits_max_ulp", "warmup", "repeats"}},
-      {"true or false", [](const json& v) { return v.is_boolean(); },
-       {"argmax_match", "logits_identical", "params_on_meta_after"}},
-      {"a number", [](const json& v) { return v.is_number(); }, {"logits_max_abs_diff", "compile_time_s"}},
-      {"a spread object", [](const json& v) { return v.is_object() || v.is_number(); },
-       {"prefill_ms", "decode_ms_per_token", "tokens_per_s", "eager_prefill_ms", "eager_decode_ms_per_token",
-        "eager_tokens_per_s", "speedup_vs_eager"}},
-      {"a list", [](const json& v) { return v.is_array(); }, {"break_reasons", "weight_devices", "diagnostics"}},
-      {"an object", [](const json& v) { return v.is_object(); }, {"peak_memory_bytes", "model", "samples"}}};
-  const auto wrong = [&](const std::string& field, const json& v, const char* shape) {
-    return storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
-                                                ": RUNS.results field '" + field + "' is " + v.type_name() +
-                                                ", where hookscope writes " + shape + " (or null)");
-  };
-  for (const Kind& k : kinds)
-    for (const char* key : k.keys) {
-      const auto it = r.find(key);
-      if (it == r.end() || it->is_null() || k.ok(*it)) continue;
-      throw wrong(key, *it, k.shape);
-    }
-  // One level down: the members the renderers read as numbers or text.
-  const auto members = [&](const char* key, const char* shape, bool (*ok)(const json&)) {
-    const auto it = r.find(key);
-    if (it == r.end() || !it->is_object()) return;
-    for (const auto& [name, v] : it->items())
-      if (!v.is_null() && !ok(v)) throw wrong(std::string(key) + "." + name, v, shape);
-  };
-  const auto number = [](const json& v) { return v.is_number(); };
-  for (const char* spread : kinds[4].keys) members(spread, "a number", number);
-  members("peak_memory_bytes", "an integer", [](const json& v) { return v.is_number_integer(); });
-  members("samples", "a list of numbers", [](const json& v) {
-    return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); });
-  });
-  if (const auto m = r.find("model"); m != r.end() && m->is_object())
-    for (const auto& [name, v] : m->items()) {
-      const bool sized = name == "params" || name == "bytes";
-      if (!v.is_null() && (sized ? !v.is_number() : !v.is_string() && (name == "id" || name == "dtype" ||
-                                                                         name == "architecture" || name == "path")))
-        throw wrong("model." + name, v, sized ? "a number" : "a string");
-    }
-  if (const auto it = r.find("break_reasons"); it != r.end() && it->is_array())
-    for (const auto& b : *it) {
-      bool ok = b.is_object();
-      for (const char* key : {"reason", "function", "module"})
-        ok = ok && (!b.contains(key) || b[key].is_string() || b[key].is_null());
-      if (!ok)
-        throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
-                                                   ": RUNS.results field 'break_reasons' holds " + b.dump().substr(0, 200) +
-                                                   ", where hookscope writes objects with string reason/function/module");
-    }
-}
-
 json build_report(const storage::CaptureReader& rd) {
   json report{{"schema", 2}, {"model", nullptr}, {"settings", settings_of(rd)}, {"devices", json::array()},
               {"runs", json::array()}};
@@ -169,7 +105,8 @@ json build_report(const storage::CaptureReader& rd) {
   }
   for (const auto& rec : rd.runs()) try {
     json r = rec.results.is_object() ? rec.results : json::object();
-    check_result_fields(r, rd, rec.id);
+    storage::check_run_results(r, rd, rec.id);
+    rd.check_rows(rec.id);
     if (report["model"].is_null() && r.contains("model")) report["model"] = r["model"];
     if (run_model.empty()) run_model = rec.model;
     r.erase("model");

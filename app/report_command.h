@@ -22,12 +22,6 @@ namespace hs::app {
 /// run and the field when a run's results hold a field of another type than hookscope writes.
 nlohmann::json build_report(const storage::CaptureReader& rd);
 
-/// Checks the fields of run `run`'s results (RUNS.results) that report and explain read
-/// against the JSON types hookscope writes (null allowed: not measured). Throws
-/// storage::CaptureError "capture FILE: run N: RUNS.results field 'K' is T, where hookscope
-/// writes ...".
-void check_result_fields(const nlohmann::json& results, const storage::CaptureReader& rd, int64_t run);
-
 /// Registers `report`; `run_selected` is set to the command's action when it is chosen.
 CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected);
 

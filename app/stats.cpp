@@ -366,6 +366,7 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
 }
 
 RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
+  rd.check_rows(rec.id);  // no sum or duration over rows no capture writes
   RunStats s;
   s.run = rec.id;
   s.engine = rec.engine;

@@ -118,6 +118,18 @@ int run_stats(const StatsArgs& a) {
   return 0;
 }
 
+// A text table's cell is at most this many bytes (a longer name ends in "..."; the CSV and
+// JSON forms keep it whole): one name of megabytes must not widen every row to megabytes.
+constexpr size_t kMaxCell = 200;
+
+std::string shortened(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
+  s.resize(cut);
+  return s + "...";
+}
+
 }  // namespace
 
 std::string stats_csv(const StatsTable& table) {
@@ -147,7 +159,7 @@ std::string stats_text(const std::vector<StatsTable>& tables) {
     for (const auto& row : t.rows) {
       cells.emplace_back();
       for (size_t i = 0; i < row.size(); ++i)  // a name's newline or tab cannot break the table
-        cells.back().push_back(terminal_text(text_cell(t.columns[i], row[i]), false));
+        cells.back().push_back(shortened(terminal_text(text_cell(t.columns[i], row[i]), false), kMaxCell));
     }
     std::vector<size_t> width(t.columns.size(), 0);
     for (const auto& line : cells)

@@ -236,6 +236,51 @@ RunRecord CaptureReader::run(int64_t id) const {
   return read_run(q, path_);
 }
 
+void CaptureReader::check_rows(int64_t run) const {
+  // The tables hookscope's own tracer and importers write. CUPTI's records are left out: CUPTI
+  // can hand over a record whose end is 0 (not filled in), and such a GPU capture must still open.
+  struct Timed {
+    const char* table;
+    bool end, bytes, null_start;
+  };
+  static constexpr Timed kTables[] = {
+      {"HOOK_EVENTS", true, false, false},      {"WEIGHT_SWAPS", true, true, false},
+      {"TRANSFERS", true, true, false},         {"DISABLED_SCOPES", true, false, false},
+      {"MODULE_COMPUTE", true, false, false},   {"COMPILE_REGIONS", true, false, false},
+      {"GENERATION_STEPS", true, false, false}, {"GRAPH_BREAKS", false, false, false},
+      {"MEMORY_COUNTERS", false, true, false},  {"CPU_OPS", true, false, false},
+      {"DIAGNOSTICS", false, false, true}};
+  // ±2^62 ns (146 years): any difference of two such times fits in int64.
+  constexpr const char* kTime = " BETWEEN -4611686018427387904 AND 4611686018427387903";
+  for (const Timed& t : kTables) {
+    if (!has_table(t.table)) continue;
+    std::string ok = "typeof(start) = 'integer' AND start" + std::string(kTime);
+    if (t.null_start) ok = "start IS NULL OR (" + ok + ")";  // a diagnostic tied to no time
+    if (t.end) ok += " AND typeof(end) = 'integer' AND end" + std::string(kTime) + " AND end >= start";
+    if (t.bytes) ok += " AND typeof(bytes) = 'integer' AND bytes >= 0";
+    const std::string cols = std::string("quote(start), ") + (t.end ? "quote(end)" : "NULL") + ", " +
+                             (t.bytes ? "quote(bytes)" : "NULL");
+    Query q(*db_, path_,
+            "SELECT count(*), min(rowid) FROM " + std::string(t.table) + " WHERE runId = ?1 AND NOT (" + ok + ")");
+    q.bind(1, run);
+    if (!q.step() || q.int64(0) == 0) continue;
+    Query first(*db_, path_, "SELECT " + cols + " FROM " + t.table + " WHERE rowid = ?");
+    first.bind(1, q.int64(1));
+    std::string row = "rowid " + std::to_string(q.int64(1));
+    if (first.step()) {
+      row += ": start " + first.text(0);
+      if (t.end) row += ", end " + first.text(1);
+      if (t.bytes) row += ", bytes " + first.text(2);
+    }
+    throw CaptureError(path_, "capture " + path_.string() + ": run " + std::to_string(run) + ": " +
+                                  std::to_string(q.int64(0)) + " row" + (q.int64(0) == 1 ? "" : "s") + " of " + t.table +
+                                  " (the first, " + row.substr(0, 300) +
+                                  (q.int64(0) == 1 ? ") holds" : ") hold") + " what no capture writes: a time that is not an integer within ±2^62 ns" +
+                                  (t.end ? ", an end before its start" : "") + (t.bytes ? ", a negative byte count" : "") +
+                                  "; the file was edited or is damaged");
+  }
+}
+
 // String columns hold StringIds ids; they are resolved in memory against one copy of the table
 // (a subquery per row made loading 10M events several times slower). A capture still being
 // written may add strings: an id past the copy reloads it.

@@ -150,6 +150,13 @@ class CaptureReader {
   std::vector<RunRecord> runs() const;
   /// One run. Throws std::out_of_range naming the file when there is no such run.
   RunRecord run(int64_t id) const;
+  /// Checks run `run`'s timed rows in every event table the file has: each start (and end) an
+  /// integer within ±2^62 ns, no end before its start, no negative byte count. No capture
+  /// writes other rows; reading them would turn into negative durations, overflowing spans
+  /// and timelines drawn empty. Throws CaptureError "capture FILE: run N: K rows of TABLE
+  /// (the first, rowid R: start S, end E) ..." at the first table holding any. One pass over
+  /// the run's rows of each table.
+  void check_rows(int64_t run) const;
 
   // Events of one run, one method per kind of tracer/event_kinds.h, each returning its row
   // type: hook_events, weight_swaps, transfers, disabled_scopes, module_compute, regions,

@@ -2,6 +2,10 @@
 
 #include <charconv>
 
+#include <strings.h>
+
+#include <cctype>
+
 namespace hs::storage::detail {
 
 void fail(const std::filesystem::path& path, sqlite3* db, int rc, std::string_view what) {
@@ -63,12 +67,42 @@ void Stmt::exec() {
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) fail(*path_, db_, rc, "writing");
 }
 
+namespace {
+// The tables a query reads ("TRANSFERS, RUNS"): each name after FROM or JOIN in its SQL.
+std::string tables_read(std::string_view sql) {
+  const auto word_at = [&](size_t i) {
+    size_t e = i;
+    while (e < sql.size() && (std::isalnum(static_cast<unsigned char>(sql[e])) || sql[e] == '_')) ++e;
+    return sql.substr(i, e - i);
+  };
+  std::string out;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const std::string_view w = word_at(i);
+    if (w.empty()) continue;
+    i += w.size() - 1;
+    if (w.size() != 4 || (strncasecmp(w.data(), "FROM", 4) != 0 && strncasecmp(w.data(), "JOIN", 4) != 0)) continue;
+    size_t j = i + 1;
+    while (j < sql.size() && std::isspace(static_cast<unsigned char>(sql[j]))) ++j;
+    const std::string t(word_at(j));
+    if (!t.empty() && !std::isdigit(static_cast<unsigned char>(t[0])) && (", " + out + ",").find(", " + t + ",") == std::string::npos)
+      out += (out.empty() ? "" : ", ") + t;
+  }
+  return out;
+}
+}  // namespace
+
 bool Stmt::step() {
   const int rc = sqlite3_step(s_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   sqlite3_reset(s_);
-  fail(*path_, db_, rc, "reading");
+  const char* sql = sqlite3_sql(s_);
+  const std::string tables = sql ? tables_read(sql) : "";
+  if (rc == SQLITE_ERROR && std::string_view(sqlite3_errmsg(db_)) == "integer overflow")
+    throw CaptureError(*path_, "capture " + path_->string() + ": a sum over " + (tables.empty() ? "its rows" : tables) +
+                                   " passes 2^63 (SQLite: integer overflow); no capture writes such values: the file "
+                                   "was edited or is damaged");
+  fail(*path_, db_, rc, tables.empty() ? "reading" : "reading " + tables);
 }
 
 void Stmt::reset() {

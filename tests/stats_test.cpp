@@ -620,3 +620,137 @@ TEST(StatsCli, AFailedAppendNamesItsRunAndExplainShowsItsError) {
   EXPECT_NE(r.out.find("Error: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no hookscope_cell marker for cell 'no-such-cell'"), std::string::npos) << r.out;
 }
+
+namespace {
+// A copy of the stats capture named `name`, edited by `sql` (as a hand-edited or damaged file).
+fs::path edited_copy(const std::string& name, const std::string& sql) {
+  const fs::path db = capture().dir / (name + ".sqlite");
+  fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
+  sqlite3* h = nullptr;
+  if (sqlite3_open(db.c_str(), &h) != SQLITE_OK) throw std::runtime_error("open " + db.string());
+  char* err = nullptr;
+  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+  const std::string what = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  if (rc != SQLITE_OK) throw std::runtime_error(sql + ": " + what);
+  return db;
+}
+}  // namespace
+
+// Rows no capture writes (an end before its start, a time that is no integer or lies past
+// ±2^62 ns, a negative byte count) are refused by every command that sums or draws them,
+// naming the run, the table and the first such row: they printed negative durations and
+// overflowed sums, and the viewer drew the run empty.
+TEST(DamagedCapture, RowsNoCaptureWritesAreRefusedNamingRunTableAndRow) {
+  struct Case {
+    const char* name;
+    const char* sql;
+    const char* table;
+    const char* run;
+    const char* shows;  // the row as the message quotes it
+  };
+  const Case cases[] = {
+      {"he-backwards", "UPDATE HOOK_EVENTS SET start = end + 1000 WHERE rowid = (SELECT min(rowid) FROM HOOK_EVENTS WHERE runId = 1)",
+       "HOOK_EVENTS", "1", ", end "},
+      {"he-text", "UPDATE HOOK_EVENTS SET start = 'abc' WHERE rowid = (SELECT max(rowid) FROM HOOK_EVENTS WHERE runId = 1)",
+       "HOOK_EVENTS", "1", "start 'abc'"},
+      {"he-max", "UPDATE HOOK_EVENTS SET end = 9223372036854775807 WHERE runId = 1 AND rowid % 7 = 0", "HOOK_EVENTS", "1",
+       "end 9223372036854775807"},
+      {"tr-negative", "UPDATE TRANSFERS SET bytes = -1000 WHERE runId = 1", "TRANSFERS", "1", "bytes -1000"},
+      {"mc-min", "UPDATE MEMORY_COUNTERS SET start = -9223372036854775808 WHERE runId = 3", "MEMORY_COUNTERS", "3",
+       "start -9223372036854775808"},
+  };
+  for (const Case& c : cases) {
+    const fs::path db = edited_copy(c.name, c.sql);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"stats", db.string()},
+          {"stats", db.string(), "--run", c.run},
+          {"report", db.string(), "--markdown", (capture().dir / (std::string(c.name) + ".md")).string()},
+          {"explain", db.string(), "--run", c.run},
+          {"export", db.string(), "--run", c.run, "--format", "chrome", "-o",
+           (capture().dir / (std::string(c.name) + ".json")).string()}}) {
+      const auto r = hookscope(args);
+      EXPECT_EQ(r.exit_code, 1) << c.name << " " << args[0] << ": " << r.out;
+      for (const std::string& part : {std::string("run ") + c.run + ": ", std::string(" of ") + c.table + " (the first, rowid ",
+                                     std::string(c.shows), std::string("the file was edited or is damaged")})
+        EXPECT_NE(r.err.find(part), std::string::npos) << c.name << " " << args[0] << ": no '" << part << "' in " << r.err;
+    }
+    EXPECT_FALSE(fs::exists(capture().dir / (std::string(c.name) + ".md"))) << "nothing written";
+    EXPECT_FALSE(fs::exists(capture().dir / (std::string(c.name) + ".json"))) << "nothing written";
+  }
+  // The capture as written passes every check (and the imported run's diagnostics, tied to no time).
+  for (const auto& rec : hs::storage::CaptureReader(capture().db).runs())
+    EXPECT_NO_THROW(hs::storage::CaptureReader(capture().db).check_rows(rec.id)) << rec.id;
+}
+
+// A sum past int64 (two byte counts of 2^63-1) names the table it read, not only SQLite's
+// "integer overflow".
+TEST(DamagedCapture, ASumPastInt64NamesTheTableItRead) {
+  const fs::path db = edited_copy("tr-huge", "UPDATE TRANSFERS SET bytes = 9223372036854775807 WHERE runId = 1");
+  const auto r = hookscope({"stats", db.string(), "--run", "1", "--report", "transfers"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("TRANSFERS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("passes 2^63 (SQLite: integer overflow)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("edited or is damaged"), std::string::npos) << r.err;
+}
+
+// Results (RUNS.results) a renderer would print as nonsense are refused naming the run and the
+// field: a repeat count past 32 bits showed as 2, a negative median as "-3.00".
+TEST(DamagedCapture, ResultsOutsideWhatHookscopeWritesNameTheRunAndField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"json_set(results, '$.decode_ms_per_token.n', 4294967298)",
+       "field 'decode_ms_per_token.n' is 4294967298, where hookscope writes a count of repeats"},
+      {"json_set(results, '$.decode_ms_per_token.median', -3.0)",
+       "field 'decode_ms_per_token.median' is -3.0, where hookscope writes a number from 0 to 1e12"},
+      {"json_set(results, '$.decode_ms_per_token.max', 1e308)", "field 'decode_ms_per_token.max' is 1e+308"},
+      {"json_set(results, '$.new_tokens', -4)", "field 'new_tokens' is -4, where hookscope writes a count (0 or more)"},
+      {"json_set(results, '$.status', 7)", "field 'status' is 7, where hookscope writes a string"},
+  };
+  int i = 0;
+  for (const auto& [edit, says] : cases) {
+    const fs::path db = edited_copy("results-" + std::to_string(i++), std::string("UPDATE RUNS SET results = ") + edit +
+                                                                          " WHERE id = 2");
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"report", db.string()},
+                                                 {"explain", db.string(), "--run", "2"}}) {
+      const auto r = hookscope(args);
+      EXPECT_EQ(r.exit_code, 1) << edit << " " << args[0] << ": " << r.out;
+      EXPECT_NE(r.err.find(std::string("run 2: RUNS.results ") + says), std::string::npos) << edit << ": " << r.err;
+    }
+  }
+}
+
+// A name of megabytes (a hand-made capture) is cut in the text table — its rows stay a line of
+// a few hundred bytes — and kept whole in the JSON form.
+TEST(DamagedCapture, AHugeNameIsCutInTheTextTableAndWholeInJson) {
+  const fs::path db = edited_copy(
+      "huge-name", "UPDATE StringIds SET value = printf('%.*c', 300000, 'x') WHERE id = (SELECT moduleId FROM "
+                   "HOOK_EVENTS WHERE runId = 1 AND moduleId IN (SELECT id FROM StringIds WHERE value != '') LIMIT 1)");
+  auto r = hookscope({"stats", db.string(), "--run", "1", "--report", "hook_time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t longest = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) longest = std::max(longest, line.size());
+  EXPECT_LT(longest, 2000u);
+  EXPECT_NE(r.out.find(std::string(197, 'x') + "..."), std::string::npos) << r.out.substr(0, 2000);
+  r = hookscope({"stats", db.string(), "--run", "1", "--report", "hook_time", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(std::string(300000, 'x')), std::string::npos);
+}
+
+// Text that is not UTF-8 in a capture (another program wrote it) is exported as U+FFFD: the
+// Chrome trace stays JSON that Perfetto and Python read.
+TEST(DamagedCapture, BytesThatAreNotUtf8AreExportedAsReplacementCharacters) {
+  const fs::path db = edited_copy("not-utf8",
+                                  "UPDATE StringIds SET value = CAST(X'414243FF80C328' AS TEXT) WHERE id = (SELECT hookId "
+                                  "FROM HOOK_EVENTS WHERE runId = 1 LIMIT 1); UPDATE RUNS SET scenario = "
+                                  "CAST(X'7368E282' AS TEXT) WHERE id = 1");
+  const fs::path out = capture().dir / "not-utf8.json";
+  const auto r = hookscope({"export", db.string(), "--run", "1", "--format", "chrome", "-o", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json trace;
+  ASSERT_NO_THROW(trace = hs::test::read_json(out));
+  EXPECT_EQ(trace["hookscope"]["scenario"], "sh\xef\xbf\xbd\xef\xbf\xbd");  // one U+FFFD per byte
+  const std::string text = hs::test::read_file(out);
+  EXPECT_NE(text.find("ABC\\ufffd\\ufffd\\ufffd("), std::string::npos);
+}

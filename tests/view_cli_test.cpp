@@ -3,6 +3,7 @@
 // every run in the comparison, and the exit codes and messages for bad input. Runs under
 // tools/with_display.sh (a private Xvfb when there is no display).
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <unistd.h>
 
@@ -212,3 +213,48 @@ TEST(ViewCli, BadInputExitsNonZeroWithAClearMessageAndTouchesNothing) {
 }
 
 }  // namespace
+
+namespace {
+// A copy of the view capture named `name`, edited by `sql` (a hand-edited or damaged file).
+fs::path edited_copy(const std::string& name, const std::string& sql) {
+  const fs::path db = capture().dir / (name + ".sqlite");
+  fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
+  sqlite3* h = nullptr;
+  if (sqlite3_open(db.c_str(), &h) != SQLITE_OK) throw std::runtime_error("open " + db.string());
+  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr);
+  sqlite3_close(h);
+  if (rc != SQLITE_OK) throw std::runtime_error("cannot run " + sql);
+  return db;
+}
+}  // namespace
+
+// A hand-edited capture: results of another type and rows no capture writes fail before a
+// window opens, naming the run and field (or table) as report does — not with nlohmann's bare
+// "type must be string" — while names that are not UTF-8 or megabytes long still draw, and the
+// layout stays JSON.
+TEST(ViewCli, AHandEditedCaptureFailsNamingWhatIsWrongOrDraws) {
+  const fs::path png = capture().dir / "edited.png", lay = capture().dir / "edited.json";
+  auto view = [&](const fs::path& db, const std::string& tab) {
+    fs::remove(png);
+    return hookscope({"view", db.string(), "--run", "2", "--view", tab, "--screenshot", png.string(), "--layout",
+                      lay.string()});
+  };
+  auto r = view(edited_copy("status-7", "UPDATE RUNS SET results = json_set(results, '$.status', 7) WHERE id = 2"), "compare");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("run 2: RUNS.results field 'status' is 7, where hookscope writes a string"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(png));
+  r = view(edited_copy("backwards", "UPDATE HOOK_EVENTS SET end = start - 1 WHERE runId = 2"), "timeline");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("run 2: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("of HOOK_EVENTS (the first, rowid "), std::string::npos) << r.err;
+  const fs::path odd = edited_copy(
+      "odd-names", "UPDATE RUNS SET scenario = CAST(X'FFFE' AS TEXT) || scenario WHERE id = 2; UPDATE DEVICES SET "
+                   "label = CAST(X'C3' AS TEXT) WHERE id = 1; UPDATE StringIds SET value = printf('%.*c', 2000000, 'm') "
+                   "WHERE id IN (SELECT moduleId FROM MODULE_COMPUTE WHERE runId = 2)");
+  for (const char* tab : {"timeline", "compare", "breaks"}) {
+    r = view(odd, tab);
+    EXPECT_EQ(r.exit_code, 0) << tab << ": " << r.err;
+    EXPECT_NO_THROW(hs::test::read_json(lay)) << tab;
+    EXPECT_GT(distinct_colors(png), 12u) << tab << ": blank screenshot";
+  }
+}

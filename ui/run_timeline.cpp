@@ -42,7 +42,13 @@ int RunTimeline::group_of(const std::string& device) const {
 
 uint32_t RunTimeline::intern(const std::string& s) {
   auto [it, added] = ids_.try_emplace(s, static_cast<uint32_t>(strings.size()));
-  if (added) strings.push_back(s);
+  if (added) {
+    // A box's label is measured and fitted every frame: one of megabytes (a hand-made capture's
+    // name) would stall each frame. Past kMaxLabelBytes it ends in "..." (the tables show it whole).
+    size_t cut = s.size() <= kMaxLabelBytes ? s.size() : kMaxLabelBytes - 3;
+    while (cut < s.size() && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+    strings.push_back(cut == s.size() ? s : s.substr(0, cut) + "...");
+  }
   return it->second;
 }
 

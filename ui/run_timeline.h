@@ -230,7 +230,9 @@ struct RunTimeline {
   size_t event_count() const;
   /// Index of the group for `device` (−1 if none).
   int group_of(const std::string& device) const;
+  /// The index of `s` in `strings`, adding it (cut to kMaxLabelBytes, ending in "...") if new.
   uint32_t intern(const std::string& s);
+  static constexpr size_t kMaxLabelBytes = 512;
 
  private:
   std::unordered_map<std::string, uint32_t> ids_;

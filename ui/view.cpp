@@ -337,7 +337,7 @@ void View::DrawRunRows(size_t capture, const ImGuiTextFilter& filter, bool label
   for (const auto& r : cap.runs) {
     const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"
                                : r.status == tracer::RunStatus::Failed   ? "failed"
-                               : (r.results.is_object() && r.results.value("status", "") == "error")
+                               : (r.results.is_object() && r.results.value("status", nlohmann::json()) == "error")
                                    ? (r.fullgraph ? "raises" : "error")
                                    : "ok";
     const std::string mode = r.mode + (r.fullgraph ? " fullgraph" : "");

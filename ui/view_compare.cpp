@@ -148,9 +148,9 @@ namespace {
 /// Graph breaks of one compiled forward, as the run's results report them.
 void graph_breaks_cell(const storage::RunRecord* m) {
   const json* b = field(m, "graph_break_count");
-  const bool dynamo = b && b->is_number();
+  const bool dynamo = b && b->is_number_integer();
   if (!dynamo) b = field(m, "disabled_scope_entries");
-  if (b && b->is_number()) {
+  if (b && b->is_number_integer()) {
     ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
     // "*" where the report writes "†": the viewer's font (ImGui's default) has no dagger.
     ImGui::Text(dynamo ? "%lld" : "%lld*", static_cast<long long>(b->get<int64_t>()));

@@ -162,7 +162,7 @@ std::string no_transfers_reason(const RunTimeline& tl) {
 /// Why a run has no graph breaks on its timeline.
 std::string no_breaks_reason(const RunTimeline& tl) {
   const auto& res = tl.run.results;
-  const bool error = res.is_object() && res.value("status", "") == "error";
+  const bool error = res.is_object() && res.value("status", nlohmann::json()) == "error";
   if (tl.run.mode == "eager") return "no graph breaks recorded in this run: eager runs compile nothing";
   if (tl.run.fullgraph && error)
     return "no graph breaks recorded: fullgraph=True raised at the first one (" +

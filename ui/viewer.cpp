@@ -1,6 +1,5 @@
 #include "ui/viewer.h"
 
-
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "storage/capture_reader.h"
+#include "storage/run_results.h"
 #include "ui/view.h"
 #include "ui/window.h"
 
@@ -62,6 +62,13 @@ std::unique_ptr<View> open_view(const ViewerOptions& o) {
     labels = capture_labels(o.file, *o.other);
   }
   const Tab tab = parse_tab(o.view);
+  // A run's results of another shape than hookscope writes fail here naming the run and field
+  // (as report and explain do), not in the middle of a frame.
+  for (const auto& rd : readers)
+    for (const auto& run : rd->runs()) {
+      storage::check_run_results(run.results, *rd, run.id);
+      rd->check_rows(run.id);
+    }
   auto view = std::make_unique<View>(std::move(readers), labels);
   const size_t compare_capture = o.other ? 1 : 0;
   // An unknown id names the flag that gave it.
@@ -114,7 +121,8 @@ int run_viewer(const ViewerOptions& o) {
       j["run"] = view.run_id() ? nlohmann::json(*view.run_id()) : nlohmann::json(nullptr);
       j["size"] = {win.width(), win.height()};
       j["renderer"] = win.renderer();
-      write(*o.layout, j.dump(1) + "\n");
+      // A capture's names may hold any bytes; the layout is JSON (UTF-8): bad bytes become U+FFFD.
+      write(*o.layout, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     }
     std::fprintf(stderr, "[hookscope] wrote %s (%s view, %dx%d)\n", o.screenshot->c_str(), tab_name(view.tab()),
                  win.width(), win.height());
