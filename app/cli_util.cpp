@@ -243,8 +243,13 @@ std::string terminal_text(std::string_view s, bool keep_lines) {
       std::snprintf(buf, sizeof buf, "\\u%04x", cp);
       out += buf;
       i += n;
+    } else if (const size_t len = utf8_length_at(s, i); len == 0) {  // not UTF-8: the byte's value
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+      ++i;
     } else {
-      out += s[i++];
+      out.append(s.substr(i, len));
+      i += len;
     }
   }
   return out;

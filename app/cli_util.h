@@ -63,7 +63,8 @@ void refuse_control_characters(const std::string& flag, const std::string& value
 /// U+2066..9 bidi controls, U+2028/9 line separators, U+FEFF) shown as `\xNN` or `\uNNNN`, so
 /// that an escape sequence or a reordering in a name or a log line reads as text instead of
 /// acting on the terminal. Newline and tab are kept when `keep_lines` (a multi-line message),
-/// escaped too when not (a name, which must not fake a line of hookscope's output). Other bytes
+/// escaped too when not (a name, which must not fake a line of hookscope's output). A byte that
+/// is not part of well-formed UTF-8 is shown as `\xNN` too (the text stays UTF-8). Other text
 /// unchanged.
 std::string terminal_text(std::string_view s, bool keep_lines = true);
 

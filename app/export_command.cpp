@@ -77,6 +77,7 @@ std::string listing(const std::map<std::string, int64_t>& counts, const char* un
 }
 
 int export_chrome(const ExportArgs& a, const storage::CaptureReader& reader, const std::vector<int64_t>& runs) {
+  for (const int64_t run : runs) reader.check_rows(run);  // a damaged run fails before any file is written
   const bool one_file = a.run != "all";
   const bool gzip = a.gzip || ends_with(a.out, ".gz");
   std::vector<std::pair<int64_t, fs::path>> files;

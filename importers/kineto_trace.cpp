@@ -146,6 +146,12 @@ class RangeKeys {
       fail("'" + std::string(key) + "=" + std::string(v) + "' is not an integer");
     return n;
   }
+  /// number(key), which must not be negative (a byte count).
+  int64_t count(std::string_view key) const {
+    const int64_t n = number(key);
+    if (n < 0) fail("'" + std::string(key) + "=" + std::to_string(n) + "' is negative");
+    return n;
+  }
   bool flag(std::string_view key) const {
     auto it = kv_.find(key);
     return it != kv_.end() && (it->second == "1" || it->second == "true" || it->second == "True");
@@ -248,6 +254,11 @@ int64_t Importer::absolute(const RawEvent& e, int64_t ts) const {
   int64_t t = 0;
   if (__builtin_add_overflow(base_ns_, ts, &t) || __builtin_add_overflow(t, shift_ns_, &t))
     fail(e, "baseTimeNanoseconds + ts overflows int64 ns");
+  // A capture's times lie within [-2^62, 2^62) ns, so that any two subtract within int64: what
+  // every reader checks (CaptureReader::check_rows).
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  if (t < -kLimit || t >= kLimit)
+    fail(e, "the event's time, " + std::to_string(t) + " ns, lies outside [-2^62, 2^62) ns (146 years either side of 0)");
   return t;
 }
 
@@ -270,7 +281,10 @@ void Importer::event(const RawEvent& e) {
     if (!e.dur_ns)
       fail(e, o.contains("dur") ? "the event's 'dur' is not a number" : "the complete ('X') event has no 'dur'");
     if (*e.dur_ns < 0) fail(e, "the event's 'dur' is negative (" + std::to_string(*e.dur_ns) + " ns)");
-    if (!complete(e, cat, t, t + *e.dur_ns)) not_imported(key);
+    int64_t end = 0;  // t lies within [-2^62, 2^62): the end must too
+    if (__builtin_add_overflow(t, *e.dur_ns, &end) || end >= (int64_t{1} << 62))
+      fail(e, "the event ends past 2^62 ns (ts + dur): a capture's times lie within [-2^62, 2^62) ns");
+    if (!complete(e, cat, t, end)) not_imported(key);
   } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_field(o, "name") == "[memory]") {
     memory(e, t);
   } else if ((ph == "i" || ph == "I") && starts_with(str_field(o, "name"), kGraphBreakPrefix)) {
@@ -511,6 +525,7 @@ void Importer::memory(const RawEvent& e, int64_t t) {
   tracer::rec::MemoryCounter m{};
   m.device = rows_.str(device);
   m.bytes = arg_int(a, "Total Allocated").value_or(0);
+  if (m.bytes < 0) fail(e, "the [memory] event's 'Total Allocated' is negative (" + std::to_string(m.bytes) + ")");
   m.time_ns = t;
   rows_.host(m, pid, tid);
   rows_.note_host_pid(pid);
@@ -591,7 +606,7 @@ void Importer::hookscope_range(const RawEvent& e, std::string_view name, ThreadK
     tracer::rec::Transfer t{};
     t.src = rows_.str(r.text("src"));
     t.dst = rows_.str(r.text("dst"));
-    t.bytes = r.number("bytes");
+    t.bytes = r.count("bytes");
     t.emulated = r.flag("emulated");
     t.module = rows_.str(r.module());
     t.start_ns = start;
@@ -624,7 +639,7 @@ void Importer::weight_swap(const RangeKeys& r, ThreadKey thread, int64_t start, 
   }
   w.module = rows_.str(r.module());
   w.tensor = rows_.str(r.text("tensor"));
-  w.bytes = r.number("bytes");
+  w.bytes = r.count("bytes");
   w.dtype = rows_.str(r.text("dtype"));
   w.device = rows_.str(r.text("device"));
   w.pinned = r.flag("pinned");
@@ -692,6 +707,7 @@ void Importer::memory_counter(const RawEvent& e, int64_t t) {
   tracer::rec::MemoryCounter m{};
   m.device = rows_.str(r.text("device"));
   m.bytes = arg_int(args_of(e.obj), "bytes").value_or(0);
+  if (m.bytes < 0) fail(e, "the memory counter's 'bytes' is negative (" + std::to_string(m.bytes) + ")");
   m.time_ns = t;
   rows_.host(m, int_field(e, "pid"), tid != e.obj.end() && tid->is_number_integer() ? tid->get<int64_t>() : 0);
   note_time(t, t);

@@ -250,34 +250,58 @@ void CaptureReader::check_rows(int64_t run) const {
       {"GENERATION_STEPS", true, false, false}, {"GRAPH_BREAKS", false, false, false},
       {"MEMORY_COUNTERS", false, true, false},  {"CPU_OPS", true, false, false},
       {"DIAGNOSTICS", false, false, true}};
-  // ±2^62 ns (146 years): any difference of two such times fits in int64.
-  constexpr const char* kTime = " BETWEEN -4611686018427387904 AND 4611686018427387903";
+  // Times within [-2^62, 2^62) ns (146 years each way): any difference of two fits in int64.
+  const std::string in_range = " BETWEEN -4611686018427387904 AND 4611686018427387903";
   for (const Timed& t : kTables) {
     if (!has_table(t.table)) continue;
-    std::string ok = "typeof(start) = 'integer' AND start" + std::string(kTime);
-    if (t.null_start) ok = "start IS NULL OR (" + ok + ")";  // a diagnostic tied to no time
-    if (t.end) ok += " AND typeof(end) = 'integer' AND end" + std::string(kTime) + " AND end >= start";
-    if (t.bytes) ok += " AND typeof(bytes) = 'integer' AND bytes >= 0";
-    const std::string cols = std::string("quote(start), ") + (t.end ? "quote(end)" : "NULL") + ", " +
-                             (t.bytes ? "quote(bytes)" : "NULL");
-    Query q(*db_, path_,
-            "SELECT count(*), min(rowid) FROM " + std::string(t.table) + " WHERE runId = ?1 AND NOT (" + ok + ")");
+    // Why a row is not one hookscope writes ('' when it is one), the first reason that applies.
+    std::string why = "CASE";
+    if (t.null_start) why += " WHEN start IS NULL THEN ''";  // a diagnostic tied to no time
+    why += " WHEN typeof(start) != 'integer' THEN 'its start is not an integer'"
+           " WHEN start NOT" + in_range + " THEN 'its start lies outside [-2^62, 2^62) ns'";
+    if (t.end)
+      why += " WHEN typeof(end) != 'integer' THEN 'its end is not an integer'"
+             " WHEN end NOT" + in_range + " THEN 'its end lies outside [-2^62, 2^62) ns'"
+             " WHEN end < start THEN 'it ends before it starts'";
+    if (t.bytes)
+      why += " WHEN typeof(bytes) != 'integer' THEN 'its byte count is not an integer'"
+             " WHEN bytes < 0 THEN 'its byte count is negative'";
+    why += " ELSE '' END";
+    const std::string table(t.table);
+    Query q(*db_, path_, "SELECT count(*), min(rowid) FROM " + table + " WHERE runId = ?1 AND (" + why + ") != ''");
     q.bind(1, run);
-    if (!q.step() || q.int64(0) == 0) continue;
-    Query first(*db_, path_, "SELECT " + cols + " FROM " + t.table + " WHERE rowid = ?");
-    first.bind(1, q.int64(1));
-    std::string row = "rowid " + std::to_string(q.int64(1));
-    if (first.step()) {
-      row += ": start " + first.text(0);
-      if (t.end) row += ", end " + first.text(1);
-      if (t.bytes) row += ", bytes " + first.text(2);
+    if (q.step() && q.int64(0) > 0) {
+      const int64_t n = q.int64(0), rowid = q.int64(1);
+      Query first(*db_, path_,
+                  "SELECT quote(start), " + std::string(t.end ? "quote(end)" : "NULL") + ", " +
+                      (t.bytes ? "quote(bytes)" : "NULL") + ", " + why + " FROM " + table + " WHERE rowid = ?");
+      first.bind(1, rowid);
+      std::string row = "rowid " + std::to_string(rowid), reason;
+      if (first.step()) {
+        row += ": start " + first.text(0).substr(0, 80);
+        if (t.end) row += ", end " + first.text(1).substr(0, 80);
+        if (t.bytes) row += ", bytes " + first.text(2).substr(0, 80);
+        reason = first.text(3);
+      }
+      throw CaptureError(path_, "capture " + path_.string() + ": run " + std::to_string(run) + ": " +
+                                    std::to_string(n) + " row" + (n == 1 ? "" : "s") + " of " + table +
+                                    " that no capture writes; the first (" + row + ") " + reason +
+                                    ": the file was edited or is damaged");
     }
-    throw CaptureError(path_, "capture " + path_.string() + ": run " + std::to_string(run) + ": " +
-                                  std::to_string(q.int64(0)) + " row" + (q.int64(0) == 1 ? "" : "s") + " of " + t.table +
-                                  " (the first, " + row.substr(0, 300) +
-                                  (q.int64(0) == 1 ? ") holds" : ") hold") + " what no capture writes: a time that is not an integer within ±2^62 ns" +
-                                  (t.end ? ", an end before its start" : "") + (t.bytes ? ", a negative byte count" : "") +
-                                  "; the file was edited or is damaged");
+    // Every row is in range; their durations and byte counts must also sum within int64, since
+    // stats and report add them up (any subset's sum is then within it too).
+    if (!t.end) continue;  // instants: nothing adds them up
+    const std::string sums = std::string("sum(end - start), ") + (t.bytes ? "sum(bytes)" : "0");
+    try {
+      Query total(*db_, path_, "SELECT " + sums + " FROM " + table + " WHERE runId = ?");
+      total.bind(1, run);
+      total.step();
+    } catch (const CaptureError&) {
+      throw CaptureError(path_, "capture " + path_.string() + ": run " + std::to_string(run) + ": the " +
+                                    (t.bytes ? "durations or byte counts" : "durations") +
+                                    " of " + table + " sum past 2^63, which no capture writes: the file was edited or "
+                                    "is damaged");
+    }
   }
 }
 

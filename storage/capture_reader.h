@@ -150,12 +150,14 @@ class CaptureReader {
   std::vector<RunRecord> runs() const;
   /// One run. Throws std::out_of_range naming the file when there is no such run.
   RunRecord run(int64_t id) const;
-  /// Checks run `run`'s timed rows in every event table the file has: each start (and end) an
-  /// integer within ±2^62 ns, no end before its start, no negative byte count. No capture
-  /// writes other rows; reading them would turn into negative durations, overflowing spans
-  /// and timelines drawn empty. Throws CaptureError "capture FILE: run N: K rows of TABLE
-  /// (the first, rowid R: start S, end E) ..." at the first table holding any. One pass over
-  /// the run's rows of each table.
+  /// Checks run `run`'s timed rows in every event table hookscope's tracer and importers write
+  /// (not CUPTI's): each start (and end) an integer in [-2^62, 2^62) ns, no end before its
+  /// start, no byte count that is negative or not an integer, and the durations (and bytes) of
+  /// each table summing within int64. No capture writes other rows; reading them gave negative
+  /// durations, overflowing sums and timelines drawn empty. Throws CaptureError "capture FILE:
+  /// run N: K rows of TABLE that no capture writes; the first (rowid R: start S, end E) REASON:
+  /// the file was edited or is damaged" (or "... the durations of TABLE sum past 2^63 ...") at
+  /// the first table that fails. One pass over the run's rows of each table.
   void check_rows(int64_t run) const;
 
   // Events of one run, one method per kind of tracer/event_kinds.h, each returning its row

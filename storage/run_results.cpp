@@ -1,6 +1,7 @@
 #include "storage/run_results.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,9 +15,10 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
     const char* shape;
     bool (*ok)(const json&);
     std::vector<const char*> keys;
+    bool null_ok = true;  // null: not measured (the renderers read text fields as strings only)
   };
   static const std::vector<Kind> kinds = {
-      {"a string", [](const json& v) { return v.is_string(); }, {"status", "error", "measurement", "scenario_note"}},
+      {"a string", [](const json& v) { return v.is_string(); }, {"status", "error", "measurement", "scenario_note"}, false},
       {"a count (0 or more)", [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; },
        {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "new_tokens",
         "logits_max_ulp", "warmup", "repeats"}},
@@ -28,18 +30,22 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
         "eager_tokens_per_s", "speedup_vs_eager"}},
       {"a list", [](const json& v) { return v.is_array(); }, {"break_reasons", "weight_devices", "diagnostics"}},
       {"an object", [](const json& v) { return v.is_object(); }, {"peak_memory_bytes", "model", "samples"}}};
-  const auto wrong = [&](const std::string& field, const json& v, const char* shape) {
+  const auto wrong = [&](const std::string& field, const json& v, const char* shape, bool null_ok = true) {
     const std::string is = v.is_number() ? v.dump() : std::string(v.type_name());  // -5, or "string"
     return CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
-                                                ": RUNS.results field '" + field + "' is " + is +
-                                                ", where hookscope writes " + shape + " (or null)");
+                                       ": RUNS.results field '" + field + "' is " + is + ", where hookscope writes " +
+                                       shape + (null_ok ? " (or null)" : ""));
   };
   for (const Kind& k : kinds)
     for (const char* key : k.keys) {
       const auto it = r.find(key);
-      if (it == r.end() || it->is_null() || k.ok(*it)) continue;
-      throw wrong(key, *it, k.shape);
+      if (it == r.end() || (it->is_null() && k.null_ok) || k.ok(*it)) continue;
+      throw wrong(key, *it, k.shape, k.null_ok);
     }
+  // A time, size or ratio: a number not below zero (-0.0 printed "-0.00") and at most `max`.
+  const auto magnitude = [](const json& v, double max) {
+    return v.is_number() && v.get<double>() >= 0 && !std::signbit(v.get<double>()) && v.get<double>() <= max;
+  };
   // One level down: the members the renderers read as numbers or text.
   const auto members = [&](const char* key, const char* shape, bool (*ok)(const json&)) {
     const auto it = r.find(key);
@@ -52,12 +58,11 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
   for (const char* spread : kinds[4].keys) {
     const auto it = r.find(spread);
     if (it == r.end() || !it->is_object()) continue;
-    for (const auto& [name, v] : it->items()) {
-      if (v.is_null()) continue;
+    for (const auto& [name, v] : it->items()) {  // the renderers read each statistic as a number
       if (name == "n" && !(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX))
-        throw wrong(std::string(spread) + ".n", v, "a count of repeats (0 to 2^31-1)");
-      if (name != "n" && !(v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1e12))
-        throw wrong(std::string(spread) + "." + name, v, "a number from 0 to 1e12");
+        throw wrong(std::string(spread) + ".n", v, "a count of repeats (0 to 2^31-1)", false);
+      if (name != "n" && !magnitude(v, 1e12))
+        throw wrong(std::string(spread) + "." + name, v, "a number from 0 to 1e12", false);
     }
   }
   members("peak_memory_bytes", "a count of bytes (0 or more)",
@@ -68,9 +73,9 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
   if (const auto m = r.find("model"); m != r.end() && m->is_object())
     for (const auto& [name, v] : m->items()) {
       const bool sized = name == "params" || name == "bytes";
-      if (!v.is_null() && (sized ? !v.is_number() : !v.is_string() && (name == "id" || name == "dtype" ||
-                                                                         name == "architecture" || name == "path")))
-        throw wrong("model." + name, v, sized ? "a number" : "a string");
+      if (!v.is_null() && (sized ? !magnitude(v, 1e18) : !v.is_string() && (name == "id" || name == "dtype" ||
+                                                                              name == "architecture" || name == "path")))
+        throw wrong("model." + name, v, sized ? "a count from 0 to 1e18" : "a string");
     }
   if (const auto it = r.find("break_reasons"); it != r.end() && it->is_array())
     for (const auto& b : *it) {

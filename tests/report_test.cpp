@@ -3,6 +3,7 @@
 
 #include <fstream>
 
+#include "app/cli_util.h"
 #include "app/markdown_text.h"
 #include "app/report.h"
 #include "app/report_html.h"
@@ -274,6 +275,28 @@ TEST(Report, PictureTitlesAndSvgTextStayWellFormed) {
 // md_text keeps identifiers as they are, escapes what GFM reads as markup, and md_unescape gives
 // the text back; md_code shows the text verbatim where GFM can, md_shortened cuts between
 // characters.
+// What reaches a terminal is text: control characters, bidi controls and bytes that are not
+// UTF-8 are shown by value; UTF-8 (accents, CJK, emoji) passes as it is. utf8_length_at follows
+// RFC 3629 (no overlong form, no surrogate, nothing past U+10FFFF).
+TEST(TerminalText, ShowsWhatIsNotPrintableUtf8ByValue) {
+  using hs::app::terminal_text;
+  using hs::app::utf8_length_at;
+  EXPECT_EQ(terminal_text("a\x1b[31mb\x7f"), "a\\x1b[31mb\\x7f");
+  EXPECT_EQ(terminal_text("line\nnext\tcol"), "line\nnext\tcol");
+  EXPECT_EQ(terminal_text("line\nnext", false), "line\\x0anext");
+  EXPECT_EQ(terminal_text("\xc3\xa9t\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80"), "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+  EXPECT_EQ(terminal_text("x\xffy"), "x\\xffy");
+  EXPECT_EQ(terminal_text("cut \xe2\x82"), "cut \\xe2\\x82");
+  EXPECT_EQ(terminal_text("\xe2\x80\xae"), "\\u202e");
+  EXPECT_EQ(utf8_length_at("a", 0), 1u);
+  EXPECT_EQ(utf8_length_at("\xc3\xa9", 0), 2u);
+  EXPECT_EQ(utf8_length_at("\xf0\x9f\x98\x80", 0), 4u);
+  for (const char* bad : {"\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                          "\xf5\x80\x80\x80", "\x80", "\xe2\x82", "\xf0\x9f\x98"})
+    EXPECT_EQ(utf8_length_at(bad, 0), 0u) << bad;
+  EXPECT_EQ(utf8_length_at("a", 1), 0u) << "past the end";
+}
+
 TEST(MarkdownText, EscapesMarkupKeepsIdentifiersAndRoundTrips) {
   using hs::app::MdPlace;
   for (const char* id : {"snake_case_name", "whole-hook", "offload-only", "cuda:0", "model.layers.0", "2.5.1+cpu", "-3.2%"})

@@ -649,17 +649,24 @@ TEST(DamagedCapture, RowsNoCaptureWritesAreRefusedNamingRunTableAndRow) {
     const char* table;
     const char* run;
     const char* shows;  // the row as the message quotes it
+    const char* why;
   };
   const Case cases[] = {
       {"he-backwards", "UPDATE HOOK_EVENTS SET start = end + 1000 WHERE rowid = (SELECT min(rowid) FROM HOOK_EVENTS WHERE runId = 1)",
-       "HOOK_EVENTS", "1", ", end "},
+       "HOOK_EVENTS", "1", ", end ", ") it ends before it starts: "},
       {"he-text", "UPDATE HOOK_EVENTS SET start = 'abc' WHERE rowid = (SELECT max(rowid) FROM HOOK_EVENTS WHERE runId = 1)",
-       "HOOK_EVENTS", "1", "start 'abc'"},
+       "HOOK_EVENTS", "1", "start 'abc'", ") its start is not an integer: "},
       {"he-max", "UPDATE HOOK_EVENTS SET end = 9223372036854775807 WHERE runId = 1 AND rowid % 7 = 0", "HOOK_EVENTS", "1",
-       "end 9223372036854775807"},
-      {"tr-negative", "UPDATE TRANSFERS SET bytes = -1000 WHERE runId = 1", "TRANSFERS", "1", "bytes -1000"},
+       "end 9223372036854775807", ") its end lies outside [-2^62, 2^62) ns: "},
+      {"tr-negative", "UPDATE TRANSFERS SET bytes = -1000 WHERE runId = 1", "TRANSFERS", "1", "bytes -1000",
+       ") its byte count is negative: "},
+      {"sw-real", "UPDATE WEIGHT_SWAPS SET bytes = 2.5 WHERE runId = 3", "WEIGHT_SWAPS", "3", "bytes 2.5",
+       ") its byte count is not an integer: "},
+      {"he-sum", "UPDATE HOOK_EVENTS SET start = 0, end = 4611686018427387903 WHERE rowid IN (SELECT rowid FROM "
+                 "HOOK_EVENTS WHERE runId = 1 LIMIT 3)",
+       "HOOK_EVENTS", "1", "", ""},
       {"mc-min", "UPDATE MEMORY_COUNTERS SET start = -9223372036854775808 WHERE runId = 3", "MEMORY_COUNTERS", "3",
-       "start -9223372036854775808"},
+       "start -9223372036854775808", ") its start lies outside [-2^62, 2^62) ns: "},
   };
   for (const Case& c : cases) {
     const fs::path db = edited_copy(c.name, c.sql);
@@ -672,8 +679,12 @@ TEST(DamagedCapture, RowsNoCaptureWritesAreRefusedNamingRunTableAndRow) {
            (capture().dir / (std::string(c.name) + ".json")).string()}}) {
       const auto r = hookscope(args);
       EXPECT_EQ(r.exit_code, 1) << c.name << " " << args[0] << ": " << r.out;
-      for (const std::string& part : {std::string("run ") + c.run + ": ", std::string(" of ") + c.table + " (the first, rowid ",
-                                     std::string(c.shows), std::string("the file was edited or is damaged")})
+      const bool sum = *c.shows == 0;  // every row in range, their durations summing past int64
+      for (const std::string& part :
+           {std::string("run ") + c.run + ": ",
+            sum ? std::string("the durations of ") + c.table + " sum past 2^63"
+                : std::string(" of ") + c.table + " that no capture writes; the first (rowid ",
+            std::string(c.shows), std::string(c.why), std::string("the file was edited or is damaged")})
         EXPECT_NE(r.err.find(part), std::string::npos) << c.name << " " << args[0] << ": no '" << part << "' in " << r.err;
     }
     EXPECT_FALSE(fs::exists(capture().dir / (std::string(c.name) + ".md"))) << "nothing written";
@@ -684,15 +695,16 @@ TEST(DamagedCapture, RowsNoCaptureWritesAreRefusedNamingRunTableAndRow) {
     EXPECT_NO_THROW(hs::storage::CaptureReader(capture().db).check_rows(rec.id)) << rec.id;
 }
 
-// A sum past int64 (two byte counts of 2^63-1) names the table it read, not only SQLite's
-// "integer overflow".
-TEST(DamagedCapture, ASumPastInt64NamesTheTableItRead) {
+// Byte counts each in range but summing past int64 (two of 2^63-1) are refused before any sum,
+// naming the run and the table.
+TEST(DamagedCapture, ASumPastInt64NamesTheRunAndTable) {
   const fs::path db = edited_copy("tr-huge", "UPDATE TRANSFERS SET bytes = 9223372036854775807 WHERE runId = 1");
-  const auto r = hookscope({"stats", db.string(), "--run", "1", "--report", "transfers"});
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.err.find("TRANSFERS"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("passes 2^63 (SQLite: integer overflow)"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("edited or is damaged"), std::string::npos) << r.err;
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"stats", db.string(), "--report", "transfers"},
+                                               {"report", db.string()}}) {
+    const auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.err.find("run 1: the durations or byte counts of TRANSFERS sum past 2^63"), std::string::npos) << r.err;
+  }
 }
 
 // Results (RUNS.results) a renderer would print as nonsense are refused naming the run and the
@@ -706,6 +718,12 @@ TEST(DamagedCapture, ResultsOutsideWhatHookscopeWritesNameTheRunAndField) {
       {"json_set(results, '$.decode_ms_per_token.max', 1e308)", "field 'decode_ms_per_token.max' is 1e+308"},
       {"json_set(results, '$.new_tokens', -4)", "field 'new_tokens' is -4, where hookscope writes a count (0 or more)"},
       {"json_set(results, '$.status', 7)", "field 'status' is 7, where hookscope writes a string"},
+      {"json_set(results, '$.status', json('null'))", "field 'status' is null, where hookscope writes a string"},
+      {"json_set(results, '$.decode_ms_per_token.median', json('null'))",
+       "field 'decode_ms_per_token.median' is null, where hookscope writes a number from 0 to 1e12"},
+      {"replace(json_set(results, '$.decode_ms_per_token.min', 12345.5), '12345.5', '-0.0')",  // SQLite writes 0.0
+       "field 'decode_ms_per_token.min' is -0.0"},
+      {"json_set(results, '$.model.bytes', -5)", "field 'model.bytes' is -5, where hookscope writes a count"},
   };
   int i = 0;
   for (const auto& [edit, says] : cases) {

@@ -17,6 +17,7 @@
 
 #include "storage/capture_reader.h"
 #include "storage/schema.h"
+#include "storage/sqlite_util.h"
 #include "storage/store.h"
 #include "tests/test_util.h"
 #include "tracer/host_tracer.h"
@@ -1437,3 +1438,30 @@ TEST(CaptureReader, AReaderOfALiveCaptureResolvesStringsAddedAfterItOpened) {
 
 }  // namespace
 
+
+// SQLite's "integer overflow" (a SUM past int64) names the tables its query read and says the
+// file holds values no capture writes.
+TEST(SqliteErrors, ASumPastInt64NamesTheTablesItsQueryRead) {
+  const fs::path file = hs::test::scratch_dir("sum_overflow") / "sums.sqlite";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE T (runId INTEGER, bytes INTEGER); CREATE TABLE N (id INTEGER);"
+                         "INSERT INTO T VALUES (1, 9223372036854775807), (1, 9223372036854775807); INSERT INTO N VALUES (1);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  {
+    hs::storage::detail::Stmt q(db, file, "SELECT sum(t.bytes) FROM T t JOIN N n ON n.id = t.runId WHERE t.runId = 1");
+    try {
+      q.step();
+      ADD_FAILURE() << "the sum overflowed without an error";
+    } catch (const hs::storage::CaptureError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("capture " + file.string() + ": a sum over T, N passes 2^63 (SQLite: integer overflow)"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("edited or is damaged"), std::string::npos) << what;
+    }
+  }
+  sqlite3_close(db);
+}
