@@ -161,15 +161,19 @@ std::string stats_text(const std::vector<StatsTable>& tables) {
       for (size_t i = 0; i < row.size(); ++i)  // a name's newline or tab cannot break the table
         cells.back().push_back(shortened(terminal_text(text_cell(t.columns[i], row[i]), false), kMaxCell));
     }
+    // Widths in characters (terminal_text leaves well-formed UTF-8): "é" takes one column, not two.
+    const auto chars = [](const std::string& s) {
+      return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xc0) != 0x80; }));
+    };
     std::vector<size_t> width(t.columns.size(), 0);
     for (const auto& line : cells)
-      for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+      for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], chars(line[i]));
     // Numbers right-aligned, text left-aligned (by the first row's type).
     for (size_t l = 0; l < cells.size(); ++l) {
       std::string line = " ";
       for (size_t i = 0; i < cells[l].size(); ++i) {
         const std::string& s = cells[l][i];
-        const std::string pad(width[i] - s.size(), ' ');
+        const std::string pad(width[i] - chars(s), ' ');
         line += "  " + (t.rows[0][i].is_number() ? pad + s : s + pad);
       }
       out << line.substr(0, line.find_last_not_of(' ') + 1) << "\n";
