@@ -159,12 +159,22 @@ std::string shell_quoted(const std::string& s) {
 
 }  // namespace
 
-std::string open_hint(const std::filesystem::path& capture, size_t runs) {
+namespace {
+std::filesystem::path normal_path(const std::filesystem::path& p);
+}  // namespace
+
+std::string open_hint(const std::filesystem::path& capture, size_t runs, const std::vector<std::string>& inputs) {
   const std::string f = shell_quoted(capture.string());
   std::filesystem::path chrome = capture;
   chrome.replace_extension(runs == 1 ? ".json" : "");
   if (runs != 1) chrome += "-chrome";
-  if (chrome == capture) chrome = capture.parent_path() / (capture.stem().string() + ".trace.json");
+  const auto taken = [&](const std::filesystem::path& p) {
+    return p == capture || std::any_of(inputs.begin(), inputs.end(), [&](const std::string& in) {
+             return !in.empty() && (same_file(p, in) || normal_path(p) == normal_path(in));
+           });
+  };
+  if (taken(chrome)) chrome = capture.parent_path() / (capture.stem().string() + ".trace.json");
+  if (taken(chrome)) chrome = capture.parent_path() / (capture.stem().string() + ".export.json");
   const std::string export_line =
       runs == 1 ? "hookscope export " + f + " --format chrome -o " + shell_quoted(chrome.string()) +
                       "   (Perfetto, chrome://tracing, HTA)"

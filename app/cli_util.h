@@ -89,8 +89,10 @@ std::string json_text(const nlohmann::json& doc, int indent);
 std::string unknown_command(CLI::App& app, const std::vector<std::string>& args);
 
 /// The lines a command prints after writing `capture` (holding `runs` runs): how to open it
-/// with `report`, `view` and `export` (paths shell-quoted where they need it).
-std::string open_hint(const std::filesystem::path& capture, size_t runs);
+/// with `report`, `view` and `export` (paths shell-quoted where they need it). The export's
+/// suggested output is never the capture nor one of `inputs` (the files the capture was made
+/// from: following the hint must not replace an import's trace).
+std::string open_hint(const std::filesystem::path& capture, size_t runs, const std::vector<std::string>& inputs = {});
 /// True when both paths exist and are the same file (device and inode, links followed): how an
 /// output is checked against the inputs it must never replace.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);

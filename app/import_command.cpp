@@ -206,7 +206,7 @@ int run_import(const ImportArgs& a) {
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   for (const auto& d : summary.diagnostics) std::fprintf(stderr, "[hookscope] note: %s\n", d.c_str());
   std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n", static_cast<long long>(run), terminal_text(out.string()).c_str());
-  std::fputs(open_hint(out, a.append ? 2 : 1).c_str(), stderr);  // appended: the capture holds other runs too
+  std::fputs(open_hint(out, a.append ? 2 : 1, {a.trace, a.compile_log}).c_str(), stderr);  // appended: the capture holds other runs too
   return 0;
 }
 

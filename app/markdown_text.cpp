@@ -45,8 +45,12 @@ std::string md_text(std::string_view s) {
     if (const size_t n = control_length(s, i)) {
       line += ' ';
       i += n;
+    } else if (const size_t len = utf8_length_at(s, i); len == 0) {
+      line += "\xef\xbf\xbd";  // U+FFFD: a byte that is not UTF-8 (Markdown and HTML are UTF-8 text)
+      ++i;
     } else {
-      line += s[i++];
+      line.append(s.substr(i, len));
+      i += len;
     }
   }
   std::string out;

@@ -2,6 +2,8 @@
 // them, the settings, a table of every run, and the pictures inline — one file, no scripts.
 #include "app/report_html.h"
 
+#include "app/cli_util.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -132,9 +134,10 @@ std::string inline_html(std::string_view s) {
       const size_t close = s.find("**", i + 2);
       out += "<strong>" + inline_html(s.substr(i + 2, close - i - 2)) + "</strong>";
       i = close + 2;
-    } else {
-      out += esc(s.substr(i, 1));
-      ++i;
+    } else {  // one character (all bytes of a UTF-8 one: esc writes a lone byte as U+FFFD)
+      const size_t n = std::max<size_t>(utf8_length_at(s, i), 1);
+      out += esc(s.substr(i, n));
+      i += n;
     }
   }
   return out;

@@ -26,7 +26,15 @@ using nlohmann::json;
 std::string xml_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char c : s) switch (c) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {  // XML and HTML are UTF-8 text: a byte that is not is U+FFFD
+      const size_t n = utf8_length_at(s, i);
+      out += n ? s.substr(i, n) : std::string_view("\xef\xbf\xbd");
+      i += std::max<size_t>(n, 1) - 1;
+      continue;
+    }
+    switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
@@ -35,6 +43,7 @@ std::string xml_escape(std::string_view s) {
       default:  // XML 1.0 has no C0 controls but tab, LF and CR, nor does a name need those: spaces
         out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
     }
+  }
   return out;
 }
 

@@ -27,7 +27,8 @@ struct ReportPicture {
   std::string svg;      ///< the document: one <svg> element with its xmlns
 };
 
-/// `s` with & < > " ' replaced by entities and control characters (ESC, CR, DEL, ...) by spaces:
+/// `s` with & < > " ' replaced by entities, control characters (ESC, CR, DEL, ...) by spaces and
+/// each byte that is not UTF-8 by U+FFFD:
 /// safe as XML/HTML text and as a quoted attribute value.
 std::string xml_escape(std::string_view s);
 

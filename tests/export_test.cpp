@@ -740,6 +740,13 @@ TEST(ExportCli, ImportRefusesTextThatIsNotUtf8AndAnOutThatIsItsInput) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("an input of this import"), std::string::npos) << r.err;
   EXPECT_EQ(hs::test::read_file(trace), before);
+  // The hint import prints never suggests exporting over the trace it read (t.json -> t.sqlite
+  // would suggest `-o t.json`).
+  fs::remove(dir / "t.sqlite");
+  r = hookscope({"import", trace.string(), "-o", (dir / "t.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("-o " + trace.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-o " + (dir / "t.trace.json").string()), std::string::npos) << r.err;
   r = hookscope({"generate", "--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--prompt", "\xff x"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--prompt: not valid UTF-8"), std::string::npos) << r.err;

@@ -295,6 +295,8 @@ TEST(TerminalText, ShowsWhatIsNotPrintableUtf8ByValue) {
                           "\xf5\x80\x80\x80", "\x80", "\xe2\x82", "\xf0\x9f\x98"})
     EXPECT_EQ(utf8_length_at(bad, 0), 0u) << bad;
   EXPECT_EQ(utf8_length_at("a", 1), 0u) << "past the end";
+  // The reports are UTF-8 text too: md_text writes a byte that is not UTF-8 as U+FFFD.
+  EXPECT_EQ(hs::app::md_text("shar\xfe" "ded \xc3\xa9"), "shar\xef\xbf\xbd" "ded \xc3\xa9");
 }
 
 TEST(MarkdownText, EscapesMarkupKeepsIdentifiersAndRoundTrips) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -65,6 +66,22 @@ fs::path sample_dir() {
   if (const char* p = std::getenv("HOOKSCOPE_SAMPLE"); p && *p) return p;
   const char* home = std::getenv("HOME");
   return fs::path(home ? home : "/root") / ".cache/hookscope/SmolLM2-135M-Instruct";
+}
+
+fs::path edited_copy(const fs::path& from, const fs::path& to, const std::string& sql) {
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  sqlite3* h = nullptr;
+  if (sqlite3_open(to.c_str(), &h) != SQLITE_OK) {
+    sqlite3_close(h);
+    throw std::runtime_error("cannot open " + to.string());
+  }
+  char* err = nullptr;
+  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+  const std::string what = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  if (rc != SQLITE_OK) throw std::runtime_error(sql + ": " + what);
+  return to;
 }
 
 std::string read_file(const fs::path& p) {

@@ -58,6 +58,10 @@ const std::string& oracle_environment();
 /// Runs tests/oracles/<script> with the oracle Python; throws naming the interpreter and its
 /// stderr on a non-zero exit.
 std::string run_oracle(const std::string& script, const std::vector<std::string>& args);
+/// Copies the capture `from` to `to` (replacing it) and runs `sql` on the copy: a hand-edited or
+/// damaged capture for a test. Throws std::runtime_error with SQLite's message when `sql` fails.
+std::filesystem::path edited_copy(const std::filesystem::path& from, const std::filesystem::path& to,
+                                  const std::string& sql);
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& p);
 /// Parses a JSON file.

@@ -215,16 +215,9 @@ TEST(ViewCli, BadInputExitsNonZeroWithAClearMessageAndTouchesNothing) {
 }  // namespace
 
 namespace {
-// A copy of the view capture named `name`, edited by `sql` (a hand-edited or damaged file).
+// A copy of the capture named `name`, edited by `sql` (as a hand-edited or damaged file).
 fs::path edited_copy(const std::string& name, const std::string& sql) {
-  const fs::path db = capture().dir / (name + ".sqlite");
-  fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
-  sqlite3* h = nullptr;
-  if (sqlite3_open(db.c_str(), &h) != SQLITE_OK) throw std::runtime_error("open " + db.string());
-  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr);
-  sqlite3_close(h);
-  if (rc != SQLITE_OK) throw std::runtime_error("cannot run " + sql);
-  return db;
+  return hs::test::edited_copy(capture().db, capture().dir / (name + ".sqlite"), sql);
 }
 }  // namespace
 
