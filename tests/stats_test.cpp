@@ -548,16 +548,10 @@ TEST(StatsReport, MarkdownSaysWhereTheTimeGoes) {
 // `\x1b`, so it cannot recolour the terminal or set its title; a name's newline or tab as
 // `\x0a` / `\x09`, so it cannot fake a line of output; a bidi override as `\u202e`.
 TEST(StatsCli, EscapeSequencesReachTheTerminalAsText) {
-  const fs::path db = capture().dir / "escapes.sqlite";
-  fs::copy_file(capture().db, db, fs::copy_options::overwrite_existing);
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h,
-                         "UPDATE RUNS SET scenario = 'a' || char(27) || ']0;pwned' || char(7) || 'b' || char(10) || "
-                         "'hookscope: FAKE' || char(8238) || 'x', policy = 'p' || char(9) || 'q'",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(h);
+  const fs::path db = hs::test::edited_copy(
+      capture().db, capture().dir / "escapes.sqlite",
+      "UPDATE RUNS SET scenario = 'a' || char(27) || ']0;pwned' || char(7) || 'b' || char(10) || "
+      "'hookscope: FAKE' || char(8238) || 'x', policy = 'p' || char(9) || 'q'");
   for (const std::vector<std::string>& args : {std::vector<std::string>{"explain", db.string()},
                                                {"explain", db.string(), "--run", "1"},
                                                {"stats", db.string(), "--report", "transfers"}}) {
