@@ -67,6 +67,7 @@ json RunResult::to_json(const Cell& cell) const {
          {"error", outcome == Outcome::Ok ? json(nullptr) : json(error)},
          {"weight_devices", weight_devices},
          {"model", model},
+         {"dtype", dtype.empty() ? json(nullptr) : json(dtype)},
          {"graph_count", or_null(graph_count)},
          {"graph_break_count", or_null(graph_break_count)},
          {"captured_regions", or_null(captured_regions)},

@@ -81,6 +81,10 @@ struct RunResult {
   measurement::LatencySamples eager_latency;
   int64_t warmup = 0, repeats = 0;              ///< generates run before measuring, and measured
   int64_t new_tokens = 0;                       ///< tokens per measured decode
+  /// The weights' dtype the run ran in, as the engine found it on the loaded model (not as
+  /// requested): "f32", "bf16", "f16" (models::dtype_short_name's spelling, also `model.dtype`).
+  /// Empty when unknown (null in JSON).
+  std::string dtype;
   std::map<std::string, int64_t> peak_memory_bytes;  ///< per logical device (hooks/memory.h)
   nlohmann::json model;                         ///< {"id", "path", "dtype", "params", "bytes", "architecture"}
   /// Fields only one engine has (the torch engine: Dynamo's break reasons with gb codes,

@@ -121,6 +121,7 @@ RunResult LibTorchEngine::run(const Cell& cell, RunContext& ctx) {
   ledger.begin(*prep_->lm.model);  // MEMORY_COUNTERS: bytes resident per device (hooks/memory.h)
   RunResult r;
   r.model = model_json_;
+  r.dtype = model_json_.value("dtype", "");
   r.weight_devices = prep_->weight_devices;
   try {
     measure(cell, r, tracer, ctx.progress);

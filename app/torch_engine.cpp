@@ -230,6 +230,8 @@ RunResult TorchEngine::result_of(const json& reply) {
   if (reply.contains("weight_devices")) r.weight_devices = reply["weight_devices"].get<std::vector<std::string>>();
   if (reply.contains("diagnostics")) r.diagnostics = reply["diagnostics"].get<std::vector<std::string>>();
   if (reply.contains("model")) r.model = reply["model"];
+  // The dtype the driver found on the loaded model's parameters (docs/torch-engine.md).
+  r.dtype = opt<std::string>(reply, "dtype").value_or("");
   r.new_tokens = opt<int64_t>(reply, "new_tokens").value_or(0);
   r.latency = samples_of(reply, "latency");
   // A compiled cell also measures the eager model, interleaved with its own repeats (A B A B):
@@ -239,7 +241,7 @@ RunResult TorchEngine::result_of(const json& reply) {
   for (const char* k : {"break_reasons", "recompile_limit_hits", "frames_skipped", "unique_graphs", "compile_time_s",
                         "device_map", "hooked_modules", "cache_implementation", "scenario_note", "versions",
                         "measurement", "op_count", "compile_time_total_s", "cudagraph_skips", "skipped_frames",
-                        "tokens", "tokens_match_reference", "backend", "execution_device"})
+                        "tokens", "tokens_match_reference", "backend", "execution_device", "prefill_argmax"})
     if (reply.contains(k)) extra[k] = reply[k];
   return r;
 }

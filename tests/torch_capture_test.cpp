@@ -232,6 +232,62 @@ TEST(TorchCapture, CtrlCAtATerminalLeavesTheRunInProgressIncomplete) {
   EXPECT_EQ(runs[1].status, hs::tracer::RunStatus::Incomplete) << runs[1].error;
 }
 
+// `--dtype` reaches the torch engine: the driver loads the checkpoint through transformers'
+// from_pretrained(dtype=...) and each run records the dtype its model's parameters had. The
+// prompt is one where the tiny Llama's prefill argmax depends on the dtype (transformers: bf16
+// 98, f32 and f16 218, top-two margins above 0.1), so a run in another dtype than asked cannot
+// match transformers' own argmax, computed by an oracle that imports no hookscope code.
+const std::string kDtypePrompt = "177,26,232,211,247,204";
+
+json prefill_argmax_oracle(const std::string& dtype) {
+  const fs::path dir = hs::test::cached_oracle(
+      "hf-prefill-argmax-tiny-llama-" + dtype, "hf_prefill_argmax.py",
+      {"--model", hs::test::tiny_checkpoint("tiny-llama").string(), "--prompt-ids", kDtypePrompt, "--dtype", dtype});
+  return hs::test::read_json(dir / "result.json");
+}
+
+// The torch runs of `capture --engine torch --dtype DTYPE` on the tiny Llama, sharded, whole-hook.
+std::vector<hs::storage::RunRecord> torch_runs_in(const std::string& dtype, const std::string& modes) {
+  const fs::path dir = hs::test::scratch_dir("torch-capture-dtype-" + dtype);
+  const fs::path db = dir / "capture.sqlite";
+  auto r = hookscope({"capture", "--engine", "torch", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                      "--dtype", dtype, "--devices", "2", "--scenarios", "sharded", "--policies", "whole-hook",
+                      "--modes", modes, "--fullgraph", "off", "--backend", "eager", "--prompt-ids", kDtypePrompt,
+                      "--max-new-tokens", "2", "--repeats", "1", "--warmup", "0", "--threads", "1", "--out",
+                      db.string()});
+  if (r.exit_code != 0)
+    throw std::runtime_error("capture --dtype " + dtype + " failed (" + std::to_string(r.exit_code) + "): " + r.err);
+  return hs::storage::CaptureReader(db).runs();
+}
+
+TEST(TorchCapture, DtypeIsTheOneTheRunRanAndItsArgmaxTransformersOwn) {
+  const json bf16 = prefill_argmax_oracle("bf16"), f32 = prefill_argmax_oracle("f32");
+  const json f16 = prefill_argmax_oracle("f16");
+  ASSERT_EQ(bf16["dtype"], json("bf16"));
+  ASSERT_EQ(f16["dtype"], json("f16"));
+  // The prompt tells the dtypes apart, away from a near-tie (else pick another prompt).
+  ASSERT_NE(bf16["argmax"], f32["argmax"]) << bf16.dump() << " " << f32.dump();
+  ASSERT_NE(f16["argmax"], bf16["argmax"]) << f16.dump() << " " << bf16.dump();
+  for (const json* o : {&bf16, &f16}) EXPECT_GT((*o)["margin"].get<double>(), 0.05) << o->dump();
+
+  const auto bf16_runs = torch_runs_in("bf16", "eager,default");
+  ASSERT_EQ(bf16_runs.size(), 2u) << "eager, default";
+  for (const auto& run : bf16_runs) {
+    SCOPED_TRACE(run.mode + ": " + run.results.dump().substr(0, 600));
+    EXPECT_EQ(run.status, hs::tracer::RunStatus::Complete) << run.error;
+    EXPECT_EQ(run.results.value("status", ""), "ok");
+    EXPECT_EQ(run.results["dtype"], json("bf16")) << "the dtype found on the loaded model";
+    EXPECT_EQ(run.results["prefill_argmax"], bf16["argmax"]) << "transformers' own bf16 argmax";
+    // The reference the driver compares with is transformers' undispatched model in bf16 too.
+    EXPECT_EQ(run.results["argmax_match"], true);
+  }
+  const auto f16_runs = torch_runs_in("f16", "eager");
+  ASSERT_EQ(f16_runs.size(), 1u);
+  EXPECT_EQ(f16_runs[0].results["dtype"], json("f16")) << f16_runs[0].results.dump().substr(0, 600);
+  EXPECT_EQ(f16_runs[0].results["prefill_argmax"], f16["argmax"]);
+  EXPECT_EQ(f16_runs[0].results["argmax_match"], true);
+}
+
 // A --python that is no Python, or one without the stack, fails each run with what to change,
 // not with an empty log tail or a traceback.
 TEST(TorchCapture, APythonWithoutTheStackIsNamedWithWhatItLacks) {

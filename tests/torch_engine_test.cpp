@@ -92,5 +92,21 @@ TEST(TorchEngineReply, UnsupportedAndFailedRunsKeepDynamosMessage) {
   EXPECT_TRUE(doc["logits_max_ulp"].is_null());
 }
 
+TEST(TorchEngineReply, TheDtypeTheDriverFoundIsTheRunResultsDtype) {
+  const RunResult r = TorchEngine::result_of(
+      json{{"status", "ok"}, {"dtype", "bf16"}, {"prefill_argmax", 98}, {"argmax_match", true}});
+  EXPECT_EQ(r.dtype, "bf16");
+  const json doc = r.to_json(Cell{});
+  EXPECT_EQ(doc["dtype"], "bf16") << "the LibTorch engine's spelling (models::dtype_short_name)";
+  EXPECT_EQ(doc["prefill_argmax"], 98);
+  EXPECT_EQ(doc["argmax_match"], true);
+  // A scenario that could not be loaded has no dtype: null, not the one asked for.
+  const json failed = TorchEngine::result_of(json{{"status", "failed"}, {"error", "sharded: dispatch failed"},
+                                                  {"dtype", nullptr}})
+                          .to_json(Cell{});
+  EXPECT_TRUE(failed.contains("dtype"));
+  EXPECT_TRUE(failed["dtype"].is_null());
+}
+
 }  // namespace
 }  // namespace hs::app

@@ -135,7 +135,10 @@ class CellRun:
         progress(f"cell {self.cell.id}: explain: {ex.graph_count} graphs, {ex.graph_break_count} breaks")
 
     def _first_facts(self, first: measure.GenerateRun) -> None:
-        self.r["argmax_match"] = int(first.prefill_logits.argmax()) == self.ref.argmax
+        # The reference is the undispatched checkpoint in the same dtype: what is compared is
+        # what the dispatch changes, not what the dtype does.
+        self.r["prefill_argmax"] = int(first.prefill_logits.argmax())
+        self.r["argmax_match"] = self.r["prefill_argmax"] == self.ref.argmax
         if self.cell.scenario != "sharded":
             self.r.update(measure.compare_logits(first.prefill_logits, self.ref.logits))
         self.r["params_on_meta_after"] = self.prep.params_on_meta()

@@ -80,10 +80,12 @@ def instrumentation():
 
 
 class Reference:
-    """The undispatched checkpoint on the main device: prompt ids, prefill logits, greedy tokens."""
+    """The undispatched checkpoint on the main device, loaded in the spec's dtype as the cells'
+    models are: prompt ids, prefill logits, greedy tokens."""
 
     def __init__(self, spec: Spec, main: torch.device, sync):
-        model = scenarios.load(spec.model).to(main)
+        model = scenarios.load(spec.model, spec.dtype).to(main)
+        self.dtype = scenarios.dtype_name(scenarios.model_dtype(model))
         self.ids = prompt_ids(spec, model.config.vocab_size)
         run = measure.Generator(model, self.ids.to(main), spec.max_new_tokens, spec.cache_implementation, sync).run()
         self.logits, self.tokens = run.prefill_logits, run.tokens
@@ -127,7 +129,8 @@ class Driver:
             return None
         self.prepared, self.prepare_error = None, None
         try:
-            self.prepared = scenarios.prepare(name, self.spec.model, self.accel, self.spec.offload_dir)
+            self.prepared = scenarios.prepare(name, self.spec.model, self.accel, self.spec.offload_dir,
+                                              self.spec.dtype)
         except Exception as e:  # noqa: BLE001 - every cell of the scenario reports it
             self.prepare_error = f"{name}: dispatch failed: {type(e).__name__}: {e}"
             traceback.print_exc(file=sys.stderr)
@@ -146,15 +149,16 @@ class Driver:
         for k in ("graph_count", "graph_break_count", "op_count", "recompiles", "recompile_limit_hits",
                   "frames_skipped", "unique_graphs", "frames_compiled", "frames_total", "compile_time_s",
                   "compile_time_total_s", "cudagraph_skips", "latency", "eager_latency", "measurement",
-                  "argmax_match", "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after",
-                  "new_tokens", "tokens", "tokens_match_reference", "profiled_run", "trace_clock_offset_ns", "wall_s"):
+                  "prefill_argmax", "argmax_match", "logits_identical", "logits_max_abs_diff", "logits_max_ulp",
+                  "params_on_meta_after", "new_tokens", "tokens", "tokens_match_reference", "profiled_run",
+                  "trace_clock_offset_ns", "wall_s"):
             r[k] = None
         r.update(break_reasons=[], skipped_frames=[], cudagraph_skip_reasons=[], peak_memory_bytes={})
         if prep is not None:
             r.update(device_map=prep.device_map, weight_devices=prep.weight_devices,
-                     hooked_modules=prep.hooked_modules, scenario_note=prep.note)
+                     hooked_modules=prep.hooked_modules, scenario_note=prep.note, dtype=prep.dtype)
         else:
-            r.update(device_map=None, weight_devices=[], hooked_modules=None, scenario_note=None)
+            r.update(device_map=None, weight_devices=[], hooked_modules=None, scenario_note=None, dtype=None)
         return r
 
 
@@ -166,7 +170,8 @@ def run(spec: Spec) -> int:
     progress(f"policy {spec.policy}: torch {v['torch']}, transformers {v['transformers']}, accelerate "
              f"{v['accelerate']} ({v['accelerate_file']}), device {v['device']}")
     ref = Reference(spec, d.main, d.sync)
-    progress(f"reference: {ref.ids.shape[1]} prompt tokens, prefill argmax {ref.argmax}, tokens {ref.tokens}")
+    progress(f"reference ({ref.dtype}): {ref.ids.shape[1]} prompt tokens, prefill argmax {ref.argmax}, "
+             f"tokens {ref.tokens}")
     out = spec.out_dir / "results.jsonl"
     with open(out, "w", encoding="utf-8") as f:
         for i, cell in enumerate(spec.cells):
@@ -191,7 +196,7 @@ def serve(spec: Spec) -> int:
     progress(f"policy {spec.policy}: torch {v['torch']}, transformers {v['transformers']}, accelerate "
              f"{v['accelerate']} ({v['accelerate_file']}), device {v['device']}")
     ref = Reference(spec, d.main, d.sync)
-    progress(f"reference: {ref.ids.shape[1]} prompt tokens, prefill argmax {ref.argmax}")
+    progress(f"reference ({ref.dtype}): {ref.ids.shape[1]} prompt tokens, prefill argmax {ref.argmax}")
     with open(spec.out_dir / "results.jsonl", "a", encoding="utf-8") as f:
         for line in sys.stdin:
             if not line.strip():

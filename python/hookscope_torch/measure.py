@@ -31,7 +31,7 @@ class GenerateRun:
     prefill_ms: float
     decode_ms_per_token: Optional[float]
     wall_ms: float                    # the whole generate call
-    prefill_logits: torch.Tensor      # [vocab] float32 on cpu: the prefill's last position
+    prefill_logits: torch.Tensor      # [vocab] on cpu, in the forward's dtype: the prefill's last position
 
 
 class StepClock:
@@ -85,7 +85,7 @@ class StepClock:
             self._range.__exit__(None, None, None)
             self._range = None
         if len(self.ends) == 1:
-            self.logits = output.logits[0, -1].detach().to("cpu", torch.float32).clone()
+            self.logits = output.logits[0, -1].detach().to("cpu").clone()
 
 
 class Generator:
@@ -167,11 +167,21 @@ def stats(values: list[float]) -> Optional[dict]:
     return {"median": med, "min": v[0], "max": v[-1], "n": n}
 
 
+# The integer view of each floating dtype the logits may come in, and the mask of its magnitude bits.
+_BITS = {torch.float32: (torch.int32, 0x7FFFFFFF), torch.bfloat16: (torch.int16, 0x7FFF),
+         torch.float16: (torch.int16, 0x7FFF)}
+
+
 def compare_logits(got: torch.Tensor, ref: torch.Tensor) -> dict:
-    """identical (bit for bit), max |diff| and max ulp distance of float32 logits."""
+    """identical (bit for bit), max |diff| and max ulp distance of two logits vectors of one dtype
+    (float32, bfloat16 or float16): ulps of that dtype, as the LibTorch engine counts them."""
+    if got.dtype != ref.dtype:
+        raise ValueError(f"compare_logits: dtypes differ ({got.dtype} vs {ref.dtype})")
+    view, magnitude = _BITS[got.dtype]
+
     def ordered(t: torch.Tensor) -> torch.Tensor:
-        i = t.contiguous().view(torch.int32).to(torch.int64)
-        return torch.where(i < 0, -(i & 0x7FFFFFFF), i)
+        i = t.contiguous().view(view).to(torch.int64)
+        return torch.where(i < 0, -(i & magnitude), i)
     return {"logits_identical": bool(torch.equal(got, ref)),
-            "logits_max_abs_diff": float((got - ref).abs().max()),
+            "logits_max_abs_diff": float((got.float() - ref.float()).abs().max()),
             "logits_max_ulp": int((ordered(got) - ordered(ref)).abs().max())}

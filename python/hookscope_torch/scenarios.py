@@ -30,6 +30,22 @@ from accelerate.utils import compute_module_sizes, infer_auto_device_map
 
 Device = Union[int, str]
 
+# hookscope's dtype names (spec.DTYPES, the CLI's --dtype, the LibTorch engine's model.dtype) and torch's.
+TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """hookscope's name of a torch dtype ("bf16"); torch's own without "torch." for any other."""
+    for name, t in TORCH_DTYPES.items():
+        if t == dtype:
+            return name
+    return str(dtype).removeprefix("torch.")
+
+
+def model_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype the model's weights are in (its first parameter's: meta tensors keep theirs)."""
+    return next(model.parameters()).dtype
+
 
 @dataclasses.dataclass
 class Prepared:
@@ -39,6 +55,7 @@ class Prepared:
     device_map: dict[str, Device]       # accelerate's form: module FQN -> int | "cpu" | "disk"
     execution_device: torch.device       # where the forward runs (the main device)
     offloaded_params: list[str]          # parameters accelerate keeps off the model (on meta between forwards)
+    dtype: str                           # the weights' dtype as loaded, hookscope's name ("f32", "bf16", "f16")
     note: Optional[str] = None           # how this scenario differs from its name on this machine
 
     @property
@@ -64,9 +81,11 @@ def accelerators(requested: int) -> list[torch.device]:
     return [torch.device("cuda", i) for i in range(n)]
 
 
-def load(model_dir: Path) -> torch.nn.Module:
-    """The checkpoint in float32 from local files only, in eval mode, undispatched."""
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, local_files_only=True)
+def load(model_dir: Path, dtype: str = "f32") -> torch.nn.Module:
+    """The checkpoint in `dtype` (hookscope's name) from local files only, in eval mode, undispatched:
+    transformers' own `from_pretrained(..., dtype=...)`, so what it keeps in float32 (rotary
+    inv_freq, a model's `_keep_in_fp32_modules`) stays float32, as it does for a user."""
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=TORCH_DTYPES[dtype], local_files_only=True)
     return model.eval()
 
 
@@ -125,13 +144,14 @@ def _sharded(model, accel: list[torch.device]) -> tuple[dict[str, Device], Optio
         return ({n: _device_key(dev) for n in names},
                 f"every block on {dev} with force_hooks=True ({why}): the hooks a sharded map attaches, "
                 "without moving activations between devices")
-    sizes = compute_module_sizes(model)
+    dtype = model_dtype(model)
+    sizes = compute_module_sizes(model, dtype=dtype)
     largest = max(sizes[n] for n in names)
     total = sizes[""]
     max_memory: dict[Device, int] = {i: largest + total // len(accel) for i in range(len(accel))}
     max_memory["cpu"] = total * 4
     device_map = infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=model._no_split_modules,
-                                       dtype=torch.float32)
+                                       dtype=dtype)
     spill = [m for m, d in device_map.items() if d in ("cpu", "disk")]
     if spill:
         raise RuntimeError(f"sharded: the max_memory split leaves {spill[0]!r} on {device_map[spill[0]]}")
@@ -163,9 +183,12 @@ def _mixed(model, accel: list[torch.device]) -> tuple[dict[str, Device], Optiona
     return device_map, note
 
 
-def prepare(scenario: str, model_dir: Path, accel: list[torch.device], offload_dir: Path) -> Prepared:
-    """Loads the checkpoint and dispatches it for `scenario`; raises RuntimeError naming the scenario."""
-    model = load(model_dir)
+def prepare(scenario: str, model_dir: Path, accel: list[torch.device], offload_dir: Path,
+            dtype: str = "f32") -> Prepared:
+    """Loads the checkpoint in `dtype` and dispatches it for `scenario`; raises RuntimeError naming
+    the scenario."""
+    model = load(model_dir, dtype)
+    loaded = dtype_name(model_dtype(model))  # what transformers gave, not what was asked
     main = accel[0] if accel else torch.device("cpu")
     note = None
     if scenario == "sharded":
@@ -188,4 +211,4 @@ def prepare(scenario: str, model_dir: Path, accel: list[torch.device], offload_d
         offloaded = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     else:
         offloaded = _offloaded(model, device_map, main.type == "cpu")
-    return Prepared(scenario, model, device_map, main, offloaded, note)
+    return Prepared(scenario, model, device_map, main, offloaded, loaded, note)

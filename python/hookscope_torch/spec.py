@@ -14,6 +14,7 @@ from typing import Optional
 SCENARIOS = ("sharded", "cpu-offload", "disk-offload", "mixed")
 MODES = ("eager", "default", "reduce-overhead")
 CACHES = ("dynamic", "static")
+DTYPES = ("f32", "bf16", "f16")  # hookscope's names (--dtype); scenarios.TORCH_DTYPES maps them to torch's
 BUILTIN_POLICIES = ("whole-hook", "offload-only")
 
 
@@ -47,6 +48,7 @@ class Spec:
     repeats: int
     warmup: int
     devices: int
+    dtype: str  # the weights' dtype the checkpoint is loaded in: "f32", "bf16" or "f16"
     cache_implementation: str
     backend: Optional[str]
     cells: list[CellSpec]
@@ -153,6 +155,11 @@ def parse(d: dict, serve: bool = False) -> Spec:
         raise SpecError(f"model '{model}' is not a Hugging Face folder (no config.json)")
     policy, acc = _policy(d)
     prompt, prompt_ids = _prompt(d, model)
+    dtype = d.get("dtype", "f32")
+    if dtype is None:
+        dtype = "f32"
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise SpecError(f"'dtype' must be f32, bf16 or f16 (got {dtype!r})")
     cache = d.get("cache_implementation") or "dynamic"
     if cache not in CACHES:
         raise SpecError(f"unknown cache_implementation '{cache}' (expected dynamic or static)")
@@ -171,9 +178,9 @@ def parse(d: dict, serve: bool = False) -> Spec:
         raise SpecError(f"'threads' must be null or an integer >= 1 (got {threads!r})")
     return Spec(model=model.resolve(), policy=policy, accelerate_path=acc, prompt=prompt, prompt_ids=prompt_ids,
                 max_new_tokens=_int(d, "max_new_tokens", 4, 1), repeats=_int(d, "repeats", 2, 1),
-                warmup=_int(d, "warmup", 1, 0), devices=_int(d, "devices", 0, 0), cache_implementation=cache,
-                backend=backend, cells=_cells(d, serve), offload_dir=offload_dir, out_dir=out_dir, profile=profile,
-                threads=threads)
+                warmup=_int(d, "warmup", 1, 0), devices=_int(d, "devices", 0, 0), dtype=dtype,
+                cache_implementation=cache, backend=backend, cells=_cells(d, serve), offload_dir=offload_dir,
+                out_dir=out_dir, profile=profile, threads=threads)
 
 
 def load(path: str | os.PathLike, serve: bool = False) -> Spec:

@@ -14,8 +14,8 @@
             compiles, runs, reports compile time and what Inductor did with CUDA graphs.
   tree      policy accelerate:NAME with the installed accelerate copied to a folder: the driver
             imports that copy; a cell with an unknown backend fails alone.
-  bad-spec  a missing model, an unknown scenario/mode/policy, a bad accelerate_path, bad threads,
-            fullgraph in eager mode: each exits 2 with a message naming the problem.
+  bad-spec  a missing model, an unknown scenario/mode/policy/dtype, a bad accelerate_path, bad
+            threads, fullgraph in eager mode: each exits 2 with a message naming the problem.
 
 Fixtures (tiny checkpoints written by transformers) are made once per build under --fixtures,
 under the same lock the C++ tests use. Exits 1 listing every mismatch.
@@ -46,7 +46,8 @@ CONTRACT_KEYS = {
     "cell", "scenario", "policy", "mode", "fullgraph", "engine", "backend", "status", "error", "graph_count",
     "graph_break_count", "op_count", "break_reasons", "recompiles", "recompile_limit_hits", "frames_skipped",
     "skipped_frames", "unique_graphs", "frames_compiled", "frames_total", "compile_time_s", "compile_time_total_s",
-    "cudagraph_skips", "cudagraph_skip_reasons", "latency", "eager_latency", "measurement", "argmax_match",
+    "cudagraph_skips", "cudagraph_skip_reasons", "latency", "eager_latency", "measurement", "dtype",
+    "prefill_argmax", "argmax_match",
     "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "new_tokens", "tokens",
     "tokens_match_reference", "weight_devices", "device_map", "hooked_modules", "execution_device", "scenario_note",
     "cache_implementation", "versions", "trace", "profiled_run", "trace_clock_offset_ns", "peak_memory_bytes", "diagnostics",
@@ -391,6 +392,7 @@ def bad_spec_main(args) -> int:
         "bad accelerate_path": ({"policy": "accelerate:x", "accelerate_path": str(work)},
                                 "holds no accelerate package"),
         "threads 0": ({"threads": 0}, "'threads' must be null or an integer >= 1"),
+        "unknown dtype": ({"dtype": "fp8"}, "'dtype' must be f32, bf16 or f16 (got 'fp8')"),
         "fullgraph eager": ({"cells": [{"id": "c", "scenario": "sharded", "mode": "eager", "fullgraph": True}]},
                             "fullgraph needs a compiled mode"),
     }
