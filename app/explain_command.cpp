@@ -13,6 +13,7 @@
 #include "app/explain_command.h"
 #include "app/cli_util.h"
 #include "app/report_command.h"
+#include "facts/breaks.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 #include "storage/run_results.h"
@@ -60,7 +61,8 @@ json group_libtorch_reasons(const json& reasons) {
   return out;
 }
 
-// The run's explain document: what --json prints and the text is made from.
+// The run's explain document: what --json prints and the text is made from. Every figure is a
+// fact of facts/breaks.h under its own name (the same numbers report, stats and view show).
 json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec) {
   const json& r = rec.results;
   json doc{{"run", rec.id}, {"scenario", rec.scenario}, {"policy", rec.policy}, {"mode", rec.mode},
@@ -68,50 +70,57 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
            {"error", r.contains("error") ? r["error"] : json(nullptr)}};
   // A run that failed before it stored results (an import whose file was refused): RUNS.error.
   if (!doc["error"].is_string() && rec.status == tracer::RunStatus::Failed && !rec.error.empty()) doc["error"] = rec.error;
-  const json dyn = importers::dynamo_summary(rd, rec.id);
-  // An imported run's counts are its log's (import copies them into the run's result).
-  const bool explained = rec.engine != "import" && r.contains("graph_break_count") && r["graph_break_count"].is_number();
-  if (dyn.value("compiles", 0) > 0) {
-    doc["source"] = "dynamo";
-    // graph_count / graph_break_count are torch._dynamo.explain's of one forward: the torch
-    // engine's own explain when the run has it. The log spans the whole run (prefill and every
-    // decode step), so its graphs also count recompiles for new shapes: they are the "log" totals.
-    doc["counts_from"] = explained ? "torch._dynamo.explain" : "log";
-    for (const char* k : {"graph_count", "graph_break_count"}) doc[k] = explained ? r[k] : dyn[k];
-    doc["log"] = {{"compiles", dyn["compiles"]}, {"graphs", dyn["graph_count"]}, {"graph_breaks", dyn["graph_breaks"]}};
-    for (const char* k : {"break_reasons", "skipped_frames", "recompile_reasons", "compile_ids"}) doc[k] = dyn[k];
-    // The counts over the compiled run: Dynamo's compilation metrics as the torch engine read
-    // them (what report shows), else the log's.
-    for (const char* k : {"frames_skipped", "recompiles", "recompile_limit_hits"})
-      doc[k] = explained && r.contains(k) && r[k].is_number() ? r[k] : dyn[k];
-  } else if (explained) {
-    doc["source"] = "dynamo";
-    for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "frames_skipped", "recompiles",
-                          "recompile_limit_hits"})
-      doc[k] = r.contains(k) ? r[k] : json(nullptr);
+  json f = facts::break_facts(rd, rec);
+  const std::string source = f["breaks_source"];
+  doc["source"] = source == "log" ? "dynamo" : source == "none" ? "libtorch" : source;
+  doc["counts_from"] = source == "dynamo" ? "torch._dynamo.explain" : source == "log" ? "log" : "libtorch";
+  for (auto& [k, v] : f.items()) doc[k] = v;
+  if (source == "dynamo" || source == "log") {
+    const json dyn = importers::dynamo_summary(rd, rec.id);
+    for (const char* k : {"skipped_frames", "recompile_reasons", "compile_ids"}) doc[k] = dyn[k];
+  } else if (r.contains("break_reasons")) {
+    doc["break_reasons"] = group_libtorch_reasons(r["break_reasons"]);
   } else {
-    doc["source"] = "libtorch";
-    doc["captured_regions"] = r.value("captured_regions", json(nullptr));
-    doc["disabled_scope_entries"] = r.value("disabled_scope_entries", json(nullptr));
-    const auto recorded = rd.graph_breaks(rec.id);
-    if (r.contains("break_reasons")) {
-      doc["break_reasons"] = group_libtorch_reasons(r["break_reasons"]);
-    } else {
-      // A run without the engine's results (imported from a `hookscope export` trace): its
-      // recorded breaks over the whole run stand in for one forward's, and say so.
-      json rows = json::array();
-      for (const auto& b : recorded) rows.push_back({{"reason", b.reason}, {"function", b.function}, {"module", b.module}});
-      doc["break_reasons"] = group_libtorch_reasons(rows);
-      doc["break_reasons_from"] = "recorded";
-    }
-    doc["recorded_graph_breaks"] = recorded.size();
-    doc["recorded_disabled_scopes"] = rd.count("DISABLED_SCOPES", rec.id);
+    // A run without the engine's results (imported from a `hookscope export` trace): its
+    // recorded disabled-scope entries over the whole run stand in for one forward's, and say so.
+    json rows = json::array();
+    for (const auto& b : rd.graph_breaks(rec.id)) rows.push_back({{"reason", b.reason}, {"function", b.function}, {"module", b.module}});
+    doc["break_reasons"] = group_libtorch_reasons(rows);
+    doc["break_reasons_from"] = "recorded";
   }
+  if (doc["source"] == "libtorch") doc["recorded_disabled_scopes"] = rd.count("DISABLED_SCOPES", rec.id);
   return doc;
 }
 
 std::string num(const json& d, const char* k) {
   return d.contains(k) && d[k].is_number() ? std::to_string(d[k].get<int64_t>()) : std::string("-");
+}
+
+// One break reason as explain prints it: gb code and type, the reason indented under it, the
+// user frame, or the LibTorch engine's function and modules.
+void print_reason(const json& b, int i, std::ostream& out) {
+  const auto name = [](const json& v) { return terminal_text(v.is_string() ? v.get<std::string>() : v.dump(), false); };
+  out << "  Break Reason " << i << " (x" << b.value("count", int64_t{1}) << "):\n";
+  if (b.contains("gb_code") || b.contains("gb_type"))
+    out << "    " << name(b.value("gb_code", json(""))) << " " << name(b.value("gb_type", json(""))) << "\n";
+  // Dynamo's reasons run over several lines (explanation, hints, a link): indented under it.
+  std::string reason = b.value("reason", "");
+  for (size_t at = reason.find('\n'); at != std::string::npos; at = reason.find('\n', at + 7)) reason.replace(at, 1, "\n      ");
+  out << "    Reason: " << reason << "\n";
+  if (b.contains("user_frame") && !b["user_frame"].is_null()) out << "    User frame: " << name(b["user_frame"]) << "\n";
+  if (b.contains("function") && !b["function"].is_null()) out << "    Function: " << name(b["function"]) << "\n";
+  if (b.contains("modules") && !b["modules"].empty()) {
+    const auto& m = b["modules"];
+    out << "    Modules: " << name(m[0]);
+    if (m.size() > 1) out << " … " << name(m.back()) << " (" << m.size() << ")";
+    out << "\n";
+  }
+}
+
+void print_reasons(const std::string& title, const json& reasons, std::ostream& out) {
+  out << title << (reasons.empty() ? ": none\n" : ":\n");
+  int i = 0;
+  for (const auto& b : reasons) print_reason(b, ++i, out);
 }
 
 void print_doc(const json& d, std::ostream& out) {
@@ -121,55 +130,40 @@ void print_doc(const json& d, std::ostream& out) {
       << name(d["mode"]) << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << name(d["engine"])
       << " engine)\n";
   if (d["error"].is_string()) out << "Error: " << d["error"].get<std::string>() << "\n";
-  if (d["source"] == "dynamo") {
-    const bool one_forward = d.value("counts_from", "") == "torch._dynamo.explain";
+  const std::string from = d.value("counts_from", "");
+  if (from == "torch._dynamo.explain") {
     out << "Graph Count: " << num(d, "graph_count") << "\nGraph Break Count: " << num(d, "graph_break_count")
-        << (one_forward ? "  (torch._dynamo.explain of one forward)"
-                        : d.contains("log") ? "  (from the compile log: one forward's count only if the log holds one)" : "")
-        << "\n";
-    if (d.contains("log")) {
-      const json& l = d["log"];
-      out << "Over the whole run (TORCH_TRACE log: every compile, recompiles for new shapes included): "
-          << num(l, "graphs") << " graphs in " << num(l, "compiles") << " compiles, " << num(l, "graph_breaks")
-          << " graph-break records\n";
-    }
-    out << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
-        << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
+        << "  (torch._dynamo.explain of one forward)\n";
+    print_reasons("Break Reasons (torch._dynamo.explain of that forward, identical ones grouped)", d["break_reasons"], out);
+  } else if (from == "log") {
+    out << "Graphs − 1 in the log: " << num(d, "log_graph_break_count")
+        << "  (from the compile log: one forward's graph_break_count only if the log holds one)\n";
   } else {
     out << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
         << num(d, "disabled_scope_entries")
-        << "  (one captured forward; "
-        << (d["engine"] == "import" ? "recorded by hookscope's LibTorch engine" : "LibTorch engine")
-        << ": not Dynamo's graph_break_count; capture with --engine torch for Dynamo's)\n";
+        << "  (one captured forward; LibTorch engine: not Dynamo's graph_break_count; capture with --engine torch for "
+           "Dynamo's)\n";
     if (d.contains("recorded_disabled_scopes"))
       out << "Compiler-disabled scopes entered over the whole run (DISABLED_SCOPES, eager runs too): "
           << num(d, "recorded_disabled_scopes") << "\n";
+    print_reasons(d.contains("break_reasons_from")
+                      ? "Break Reasons (the run's recorded disabled-scope entries over the whole run, identical ones grouped)"
+                      : "Break Reasons (identical ones grouped)",
+                  d["break_reasons"], out);
+    out << "Disabled-scope entries recorded over the whole run (prefill and every decode step): "
+        << num(d, "recorded_disabled_scope_entries") << "\n";
   }
-  out << (d.contains("log") ? "Break Reasons (the log's graph-break records over the whole run, identical ones grouped):"
-          : d.contains("break_reasons_from")
-              ? "Break Reasons (the run's recorded graph breaks over the whole run, identical ones grouped):"
-              : "Break Reasons (identical ones grouped):")
-      << (d.value("break_reasons", json::array()).empty() ? " none\n" : "\n");
-  int i = 0;
-  for (const auto& b : d.value("break_reasons", json::array())) {
-    out << "  Break Reason " << ++i << " (x" << b.value("count", int64_t{1}) << "):\n";
-    if (b.contains("gb_code")) out << "    " << name(b["gb_code"]) << " " << name(b.value("gb_type", json(""))) << "\n";
-    // Dynamo's reasons run over several lines (explanation, hints, a link): indented under it.
-    std::string reason = b.value("reason", "");
-    for (size_t at = reason.find('\n'); at != std::string::npos; at = reason.find('\n', at + 7)) reason.replace(at, 1, "\n      ");
-    out << "    Reason: " << reason << "\n";
-    if (b.contains("user_frame")) out << "    User frame: " << name(b["user_frame"]) << "\n";
-    if (b.contains("function")) out << "    Function: " << name(b["function"]) << "\n";
-    if (b.contains("modules")) {
-      const auto& m = b["modules"];
-      out << "    Modules: " << name(m[0]);
-      if (m.size() > 1) out << " … " << name(m.back()) << " (" << m.size() << ")";
-      out << "\n";
+  if (from == "torch._dynamo.explain" || from == "log") {
+    out << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
+        << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
+    if (d["log_compiles"].is_number()) {
+      out << "Over the whole run (TORCH_TRACE log: every compile, recompiles for new shapes included): "
+          << num(d, "log_graphs") << " graphs in " << num(d, "log_compiles") << " compiles, "
+          << num(d, "log_graph_break_records") << " graph-break records\n";
+      print_reasons("Graph-break records in the log (every compile of the run, identical ones grouped)",
+                    d["log_break_reasons"], out);
     }
   }
-  if (d.contains("recorded_graph_breaks"))
-    out << "Disabled-scope entries recorded over the whole run (prefill and every decode step): "
-        << d["recorded_graph_breaks"] << "\n";
 }
 
 int run_explain(const ExplainArgs& a) {

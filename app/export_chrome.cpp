@@ -1,4 +1,5 @@
 #include "app/export_chrome.h"
+#include "facts/breaks.h"
 
 #include <algorithm>
 #include <limits>
@@ -583,6 +584,9 @@ std::string header(const RunRows& d, const CaptureReader& reader, int64_t base_n
   // what `report` shows for the run once the trace is imported.
   if (const auto m = d.run.results.find("model"); d.run.results.is_object() && m != d.run.results.end() && m->is_object())
     hs.raw("model_info", json_text(*m, -1));
+  // The run's break facts (facts/breaks.h), the figures report and explain show: what `import`
+  // gives the run back, so a round trip keeps Dynamo's counts and the log's records.
+  hs.raw("facts", json_text(facts::break_facts(reader, d.run), -1));
   h += "\"hookscope\": {" + hs.inner() + "},\n";
   h += "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": " + std::to_string(base_ns) + ",\n\"traceEvents\": [";
   return h;

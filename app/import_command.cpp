@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,61 @@ std::string take_exported_model(nlohmann::json& result, const nlohmann::json& ex
     return "the trace's \"hookscope\".\"model_info\" is not a model description hookscope writes (id, path, dtype, "
            "architecture as text; params, bytes as counts); the report shows the model as '?'";
   result["model"] = m;
+  return "";
+}
+
+// Whether `v` is made of what hookscope writes into a run's break facts: objects and arrays at
+// most 4 levels deep (facts → log_break_reasons → a group → its compile_ids) and 100,000 items
+// wide, strings of at most 64 KiB without control characters but newline and tab, booleans,
+// null, and integers from 0 to 2^31 − 1.
+bool plain_facts_value(const nlohmann::json& v, int depth) {
+  if (v.is_null() || v.is_boolean()) return true;
+  if (v.is_number_integer()) return v.get<int64_t>() >= 0 && v.get<int64_t>() < (int64_t{1} << 31);
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    return s.size() <= 65536 && std::none_of(s.begin(), s.end(), [](unsigned char c) {
+             return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
+           });
+  }
+  if ((!v.is_array() && !v.is_object()) || depth >= 4 || v.size() > 100000) return false;
+  return std::all_of(v.begin(), v.end(), [&](const nlohmann::json& x) { return plain_facts_value(x, depth + 1); });
+}
+
+// The break facts a `hookscope export` trace carries ("hookscope": {"engine", "facts": {...}},
+// facts/breaks.h): the run's engine back in RUNS.engine and its figures in RUNS.results, so that
+// report, explain and view show the run as it was captured (Dynamo's graph_break_count, its
+// recompiles, its log's graph-break records). Untrusted, so all or nothing: only the keys
+// facts/breaks.h writes, of the types it writes; anything else is dropped with the returned note.
+std::string take_exported_facts(storage::Store& store, int64_t run, nlohmann::json& result,
+                                const nlohmann::json& exported) {
+  if (!exported.is_object() || !exported.contains("facts")) return "";
+  static const std::set<std::string> counts = {
+      "graph_count", "graph_break_count", "recompiles", "frames_skipped", "recompile_limit_hits", "log_compiles",
+      "log_graphs", "log_graph_break_records", "log_graph_break_count", "log_recompiles", "log_frames_skipped",
+      "log_recompile_limit_hits", "disabled_scope_entries", "captured_regions", "recorded_disabled_scope_entries"};
+  static const std::set<std::string> lists = {"break_reasons", "log_break_reasons"};
+  const nlohmann::json& f = exported["facts"];
+  const nlohmann::json engine = exported.value("engine", nlohmann::json());
+  bool ok = f.is_object() && plain_facts_value(f, 0) && (engine == "torch" || engine == "libtorch");
+  for (auto it = ok ? f.begin() : f.end(); ok && it != f.end(); ++it) {
+    const std::string& k = it.key();
+    if (counts.count(k)) ok = it->is_null() || it->is_number_integer();
+    else if (lists.count(k)) ok = it->is_array() && std::all_of(it->begin(), it->end(), [](const nlohmann::json& b) { return b.is_object(); });
+    else if (k == "log_statuses") ok = it->is_null() || it->is_object();
+    else ok = k == "breaks_source" && it->is_string();
+  }
+  if (!ok)
+    return "the trace's \"hookscope\".\"facts\" are not break facts hookscope writes (or its engine is neither torch "
+           "nor libtorch); the run keeps what its events say";
+  store.set_run_engine(run, engine.get<std::string>());
+  for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
+                        "recompile_limit_hits", "disabled_scope_entries", "captured_regions"})
+    if (f.contains(k)) result[k] = f[k];
+  // The compile log's figures: its rows are not in the trace, its summary is.
+  nlohmann::json log = nlohmann::json::object();
+  for (const auto& [k, v] : f.items())
+    if (k.rfind("log_", 0) == 0) log[k] = v;
+  result["carried_log"] = log;
   return "";
 }
 
@@ -188,15 +245,18 @@ int run_import(const ImportArgs& a) {
       }
     nlohmann::json result{{"engine", "import"}, {"status", "ok"}, {"import", {{"trace", summary.trace}, {"compile_log", summary.compile_log}}}};
     if (summary.compile_log.is_object())
-      for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
-                            "recompile_limit_hits", "unique_graphs"})
+      // Dynamo's compile metrics as the log records them; the log's graphs − 1 is not
+      // explain's graph_break_count and is read from the log's rows (facts/breaks.h).
+      for (const char* k : {"recompiles", "frames_skipped", "recompile_limit_hits", "unique_graphs"})
         if (summary.compile_log.contains(k)) result[k] = summary.compile_log[k];
-    if (summary.trace.is_object())
-      if (const std::string note = take_exported_model(result, summary.trace.value("hookscope_run", nlohmann::json()));
-          !note.empty()) {
-        store.add_diagnostic(run, storage::Severity::Warning, "import", note);
-        summary.diagnostics.push_back(note);
-      }
+    if (summary.trace.is_object()) {
+      const nlohmann::json exported = summary.trace.value("hookscope_run", nlohmann::json());
+      for (const std::string& note : {take_exported_model(result, exported), take_exported_facts(store, run, result, exported)})
+        if (!note.empty()) {
+          store.add_diagnostic(run, storage::Severity::Warning, "import", note);
+          summary.diagnostics.push_back(note);
+        }
+    }
     store.set_run_result(run, result);
     store.end_run(run, tracer::RunStatus::Complete);
     store.finalize();

@@ -1,6 +1,9 @@
 #include "app/report.h"
 #include "app/markdown_text.h"
 #include "app/report_stats.h"
+#include "facts/breaks.h"
+#include "facts/catalogue.h"
+#include "facts/verdicts.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -111,18 +114,73 @@ std::string speedup_short(const json* r) {
   return c.substr(0, c.find(" ["));
 }
 
-std::string breaks_cell(const json* r) {
-  if (!r) return "–";
-  if (r->value("status", "") == "incomplete") return "incomplete";
-  std::string recompiles;
-  if (const auto it = r->find("recompiles"); it != r->end() && it->is_number() && it->get<int64_t>() > 0)
-    recompiles = " (" + std::to_string(it->get<int64_t>()) + " recompiles)";
-  if (const auto it = r->find("graph_break_count"); it != r->end() && it->is_number())
-    return std::to_string(it->get<int64_t>()) + recompiles;
-  // The LibTorch engine does not count Dynamo's breaks: its own measure, marked.
-  if (const auto it = r->find("disabled_scope_entries"); it != r->end() && it->is_number())
-    return std::to_string(it->get<int64_t>()) + "†" + recompiles;
-  return "–";
+// A compiled run's breaks, as every view writes them (facts/breaks.h).
+std::string breaks_cell(const json* r) { return r ? facts::breaks_text(*r) : "–"; }
+
+// A verdict side's figures as table cells.
+std::string side_vs_eager(const json& s) {
+  if (!s["vs_eager"].is_number()) return "–";
+  return fmt(s["vs_eager"].get<double>(), "%.2f") + "× " + (s["verdict"].is_string() ? s["verdict"].get<std::string>() : "");
+}
+std::string side_ms(const json& s, const char* key) { return s[key].is_number() ? fmt(s[key].get<double>(), "%.2f") : "–"; }
+std::string side_fullgraph(const json& s) {
+  if (!s["fullgraph"].is_string()) return "–";
+  if (s["fullgraph"] == "works") return "works";
+  return s["fullgraph_at"].is_string() ? "raises at " + md_code(s["fullgraph_at"].get<std::string>(), MdPlace::cell) : "raises";
+}
+
+// " (runs 8, 12)"; with `links`, each a link to the run's row of the HTML runs table.
+std::string runs_ref(const std::vector<int64_t>& runs, bool links) {
+  if (runs.empty()) return "";
+  std::string s = runs.size() == 1 ? " (run " : " (runs ";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string id = std::to_string(runs[i]);
+    s += (i ? ", " : "") + (links ? "[" + id + "](#run-" + id + ")" : id);
+  }
+  return s + ")";
+}
+
+std::string engine_name(const std::string& e) {
+  return e == "torch" ? "torch engine (real torch.compile)" : e == "libtorch" ? "libtorch engine (hookscope's port)" : e;
+}
+
+// The verdict blocks (facts/verdicts.h): per engine and scenario, the two policies' compiled
+// decode, their ratio, each against eager, breaks and fullgraph, and the diagnosis with the runs
+// it rests on. `verdicts` is md_safe'd: names are Markdown text already.
+void write_verdicts(std::ostringstream& md, const json& verdicts, bool links) {
+  if (!verdicts.is_array() || verdicts.empty()) return;
+  md << "### Verdict\n\n";
+  const facts::Markup markup{[](const std::string& s) { return md_code(s, MdPlace::line); },
+                             [](const std::string& s) { return s; }};
+  for (const auto& v : verdicts) {
+    const json &b = v["before"], &a = v["after"];
+    const bool libtorch = v.value("engine", "") == "libtorch";
+    md << "**" << engine_name(v.value("engine", "")) << ", " << v.value("scenario", "") << ", mode " << v.value("mode", "")
+       << "**\n\n| | " << md_code(b.value("policy", ""), MdPlace::cell) << " (before) | "
+       << md_code(a.value("policy", ""), MdPlace::cell) << " (after) |\n|---|---|---|\n";
+    md << "| " << facts::fact("decode_ms_per_token").label << ", ms/token | " << side_ms(b, "decode_ms_per_token") << " | "
+       << side_ms(a, "decode_ms_per_token") << " |\n";
+    md << "| " << facts::fact("eager_decode_ms_per_token").label << ", ms/token | "
+       << side_ms(b, "eager_decode_ms_per_token") << " | " << side_ms(a, "eager_decode_ms_per_token") << " |\n";
+    md << "| " << facts::fact("vs_eager").label << " | " << side_vs_eager(b) << " | " << side_vs_eager(a) << " |\n";
+    md << "| " << facts::fact(libtorch ? "disabled_scope_entries" : "graph_break_count").label << " | "
+       << b.value("breaks", "–") << " | " << a.value("breaks", "–") << " |\n";
+    md << "| fullgraph=True | " << side_fullgraph(b) << " | " << side_fullgraph(a) << " |\n\n";
+    const auto claims = facts::diagnosis(v, markup);
+    for (size_t i = 0; i < claims.size(); ++i) {
+      const bool headline = i == 0 && v["policy_speedup"].is_object();
+      md << "- " << (headline ? "**" : "") << claims[i].text << (headline ? "**" : "") << runs_ref(claims[i].runs, links) << "\n";
+    }
+    md << "\n";
+  }
+  md << "A run's breaks: `hookscope explain FILE --run ID`; every figure is defined under *figures* at the end.\n\n";
+}
+
+// The figures the report names, each with its one definition (facts/catalogue.h).
+void write_glossary(std::ostringstream& md) {
+  md << "\n### figures\n\n";
+  for (const facts::Fact& f : facts::catalogue())
+    md << "- **" << f.label << "** (" << f.unit << "; " << f.source << "): " << f.definition << "\n";
 }
 
 // What every table of the report reads: the runs, the devices, and the scenarios and modes in
@@ -162,7 +220,6 @@ std::string rule(size_t columns) {
 
 // The setup: model, size, devices (emulated ones marked).
 void write_setup(std::ostringstream& md, const json& model, const json& devices) {
-  md << "## hookscope: compile-mode comparison, `whole-hook` (accelerate today) vs `offload-only` (proposed)\n\n";
   md << "| model | dtype | params | size | devices |\n|---|---|---|---|---|\n";
   std::string devs;
   bool any_emulated = false;
@@ -362,39 +419,66 @@ void write_peak_memory(std::ostringstream& md, const Tables& t) {
   }
 }
 
-// Dynamo's break reasons over the compiled runs: grouped by gb code, reason and user frame.
+// Dynamo's break reasons per compiled run (explain's, one forward), then each run's compile-log
+// records by gb code (every compile of the run): two facts, each under its own name.
 void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> reasons;
+  std::ostringstream rows;
+  size_t n = 0, more = 0;
   for (const auto& r : runs)
     if (r.contains("break_reasons") && r["break_reasons"].is_array())
-      for (const auto& b : r["break_reasons"])
-        reasons[{b.value("gb_code", ""), md_shortened(b.value("reason", ""), 100), b.value("user_frame", "")}] +=
-            b.value("count", int64_t{1});
-  if (reasons.empty()) return;
-  std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> v(reasons.begin(), reasons.end());
-  std::stable_sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
-  md << "\n### Dynamo's break reasons (all compiled runs; count = breaks)\n\n| gb code | reason | user frame | count |\n"
-        "|---|---|---|---|\n";
-  for (size_t i = 0; i < v.size() && i < 12; ++i) {
-    const auto& [code, reason, frame] = v[i].first;
-    md << "| " << (code.empty() ? "–" : code) << " | " << reason << " | " << md_code(frame, MdPlace::cell) << " | " << v[i].second << " |\n";
+      for (const auto& b : r["break_reasons"]) {
+        if (++n > 12) {
+          ++more;
+          continue;
+        }
+        rows << "| " << r.value("id", json(0)).dump() << " | " << r.value("scenario", "") << " | " << r.value("policy", "")
+             << " | " << (b.value("gb_code", json()).is_string() ? b["gb_code"].get<std::string>() : "–") << " | "
+             << md_shortened(b.value("reason", ""), 100) << " | "
+             << md_code(b.value("user_frame", json()).is_string() ? b["user_frame"].get<std::string>() : "", MdPlace::cell)
+             << " | " << b.value("count", int64_t{1}) << " |\n";
+      }
+  if (n > 0)
+    md << "\n### " << facts::fact("break_reasons").label << ", per compiled run\n\n"
+       << "| run | scenario | policy | gb code | reason | user frame | count |\n|---|---|---|---|---|---|---|\n"
+       << rows.str() << (more ? "\n(" + std::to_string(more) + " more: `hookscope explain FILE --run ID`)\n" : "");
+  std::ostringstream log;
+  for (const auto& r : runs) {
+    if (!r.contains("log_break_reasons") || !r["log_break_reasons"].is_array() || r["log_break_reasons"].empty()) continue;
+    std::map<std::string, std::pair<int64_t, int64_t>> by_code;  // gb code -> records, frames skipped
+    std::vector<std::string> order;
+    for (const auto& b : r["log_break_reasons"]) {
+      const std::string code = b.value("gb_code", json()).is_string() ? b["gb_code"].get<std::string>() : "–";
+      if (!by_code.count(code)) order.push_back(code);
+      by_code[code].first += b.value("count", int64_t{0});
+      by_code[code].second += b.value("frame_skipped", int64_t{0});
+    }
+    for (const auto& code : order)
+      log << "| " << r.value("id", json(0)).dump() << " | " << r.value("scenario", "") << " | " << r.value("policy", "")
+          << " | " << r.value("mode", "") << (r.value("fullgraph", false) ? " fullgraph" : "") << " | " << code << " | "
+          << by_code[code].first << " | " << by_code[code].second << " |\n";
   }
-  if (v.size() > 12) md << "\n(" << v.size() - 12 << " more reasons: `hookscope explain FILE --run ID`)\n";
+  if (!log.str().empty())
+    md << "\n### " << facts::fact("log_graph_break_records").label << " (TORCH_TRACE: every compile of the run), by gb code\n\n"
+       << "| run | scenario | policy | mode | gb code | records | of them frames skipped |\n|---|---|---|---|---|---|---|\n"
+       << log.str();
 }
 
 // Graph breaks per compiled forward before/after, and the break sites by disabled function.
-// `imported`: the runs' counts come from their compile logs, which may hold many forwards.
-void write_breaks(std::ostringstream& md, const Tables& t, bool imported) {
+// A run's figure is Dynamo's (torch engine), its log's (an import) or the LibTorch engine's.
+void write_breaks(std::ostringstream& md, const Tables& t) {
   const json& runs = t.runs;
   const std::vector<std::string>& scenarios = t.scenarios;
   const std::vector<std::string>& modes = t.modes;
-  bool dynamo = false;
-  for (const auto& r : runs) dynamo |= r.contains("graph_break_count") && r["graph_break_count"].is_number();
-  md << (!dynamo    ? "\n### compiler-disabled scope entries per compiled forward†\n\n"
-         : imported ? "\n### graph breaks (from each run's compile log: graphs − 1 over every compile it holds, "
-                      "torch._dynamo.explain's formula; one forward's graph_break_count only if the log holds one "
-                      "forward)\n\n"
-                    : "\n### graph breaks (Dynamo's graph_break_count of one compiled forward)\n\n");
+  bool dynamo = false, logged = false;
+  for (const auto& r : runs) {
+    dynamo |= r.value("breaks_source", "") == "dynamo";
+    logged |= r.value("breaks_source", "") == "log";
+  }
+  md << (dynamo   ? "\n### " + std::string(facts::fact("graph_break_count").label) + "\n\n"
+         : logged ? "\n### " + std::string(facts::fact("log_graph_break_count").label) +
+                        " (each run's compile log: torch._dynamo.explain's formula over every compile it holds; one "
+                        "forward's graph_break_count only if the log holds one forward)\n\n"
+                  : "\n### " + std::string(facts::fact("disabled_scope_entries").label) + " per compiled forward\n\n");
   md << "| scenario | mode |" << policy_headers(t, "") << "\n" << rule(2 + t.policies.size());
   for (const auto& sc : scenarios)
     for (const auto& mode : modes) {
@@ -407,7 +491,7 @@ void write_breaks(std::ostringstream& md, const Tables& t, bool imported) {
       for (const json* r : run) md << " " << breaks_cell(r) << " |";
       md << "\n";
     }
-  if (!dynamo) md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled "
+  if (!dynamo && !logged) md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled "
         "forward — not Dynamo's `graph_break_count` (Dynamo skips a frame whose loop breaks and stops at "
         "`recompile_limit`); the torch engine reports Dynamo's own count.\n";
 
@@ -470,14 +554,15 @@ void write_dynamo_story(std::ostringstream& md, const Tables& t) {
     std::map<std::string, int64_t> by_code;
     if (r.contains("break_reasons") && r["break_reasons"].is_array())
       for (const auto& b : r["break_reasons"]) by_code[b.value("gb_code", "?")] += b.value("count", int64_t{1});
-    md << breaks_cell(&r) << " graph breaks";
+    auto num = [&](const char* k) { return r.contains(k) && r[k].is_number() ? r[k].get<int64_t>() : int64_t{-1}; };
+    md << facts::fact("graph_break_count").label << ": " << (num("graph_break_count") >= 0 ? std::to_string(num("graph_break_count")) : "–");
     if (!by_code.empty()) {
-      md << " (";
-      bool first = true;
-      for (const auto& [code, n] : by_code) md << (first ? "" : ", ") << code << " ×" << n, first = false;
+      md << " (reasons";
+      for (const auto& [code, n] : by_code) md << " " << code << " ×" << n;
       md << ")";
     }
-    auto num = [&](const char* k) { return r.contains(k) && r[k].is_number() ? r[k].get<int64_t>() : int64_t{-1}; };
+    if (num("log_graph_break_records") >= 0)
+      md << "; " << num("log_graph_break_records") << " " << facts::fact("log_graph_break_records").label;
     if (num("frames_skipped") >= 0) md << "; " << num("frames_skipped") << " frames skipped (run eagerly)";
     if (num("recompile_limit_hits") >= 0) md << "; recompile_limit hit " << num("recompile_limit_hits") << "×";
     if (num("recompiles") >= 0) md << "; " << num("recompiles") << " recompiles";
@@ -547,42 +632,74 @@ json first_lines(json report) {
 
 }  // namespace
 
-std::string render_markdown(const json& original) {
-  need(original, "runs", "report");
-  // Names and messages from the capture, each kept on its line and in its cell.
-  const json report = md_safe(first_lines(original));
-  const json& model = need(report, "model", "report");
-  const json& runs = need(report, "runs", "report");
-  const json& devices = need(report, "devices", "report");
-  // The runs of each engine, torch (the real stack) first.
+namespace {
+
+// The report's runs by engine, torch (the real stack) first.
+std::vector<std::pair<std::string, json>> runs_by_engine(const json& runs) {
   std::map<std::string, json> by_engine;
   for (const auto& r : runs) {
     json& v = by_engine[r.value("engine", "")];
     if (v.is_null()) v = json::array();
     v.push_back(r);
   }
-  std::vector<std::string> engines;
+  std::vector<std::pair<std::string, json>> out;
   for (const char* e : {"torch", "libtorch"})
-    if (by_engine.count(e)) engines.push_back(e);
+    if (by_engine.count(e)) out.emplace_back(e, by_engine[e]);
   for (const auto& [e, v] : by_engine)
-    if (std::find(engines.begin(), engines.end(), e) == engines.end()) engines.push_back(e);
+    if (e != "torch" && e != "libtorch") out.emplace_back(e, v);
+  return out;
+}
+
+}  // namespace
+
+std::string render_verdict_markdown(const json& original, bool run_links) {
+  const json report = md_safe(json{{"verdicts", original.value("verdicts", json::array())}});
   std::ostringstream md;
+  md << "## hookscope: compile-mode comparison, `whole-hook` (accelerate today) vs `offload-only` (proposed)\n\n";
+  write_verdicts(md, report["verdicts"], run_links);
+  return md.str();
+}
+
+std::string render_tables_markdown(const json& original) {
+  need(original, "runs", "report");
+  // Names and messages from the capture, each kept on its line and in its cell.
+  const json report = md_safe(first_lines(original));
+  const json& model = need(report, "model", "report");
+  const json& runs = need(report, "runs", "report");
+  const json& devices = need(report, "devices", "report");
+  const auto engines = runs_by_engine(runs);
+  std::ostringstream md;
+  md << "### setup\n\n";
   write_setup(md, model, devices);
-  if (report.contains("settings")) write_settings(md, report["settings"]);
-  if (by_engine.count("torch") && by_engine.count("libtorch"))
-    write_side_by_side(md, tables_of(by_engine["torch"], devices), tables_of(by_engine["libtorch"], devices));
-  for (const auto& e : engines) {
-    const Tables t = tables_of(by_engine[e], devices);
+  const json* torch = nullptr;
+  const json* libtorch = nullptr;
+  for (const auto& [e, v] : engines) {
+    if (e == "torch") torch = &v;
+    if (e == "libtorch") libtorch = &v;
+  }
+  if (torch && libtorch) write_side_by_side(md, tables_of(*torch, devices), tables_of(*libtorch, devices));
+  for (const auto& [e, v] : engines) {
+    const Tables t = tables_of(v, devices);
     if (engines.size() > 1 || !e.empty()) md << "\n## " << engine_title(e) << "\n\n";
     write_correctness(md, t);
     write_latency(md, t);
     if (e == "torch") write_dynamo_story(md, t);
     write_peak_memory(md, t);
-    write_breaks(md, t, e == "import");
+    write_breaks(md, t);
     write_incomplete(md, t);
   }
   md << render_where_time_goes(runs);
+  if (report.contains("settings")) {
+    md << "\n";
+    write_settings(md, report["settings"]);
+  }
+  write_glossary(md);
   return md.str();
+}
+
+std::string render_markdown(const json& report) {
+  need(report, "runs", "report");
+  return render_verdict_markdown(report, false) + render_tables_markdown(report);
 }
 
 }  // namespace hs::app

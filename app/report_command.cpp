@@ -16,8 +16,10 @@
 #include "app/report_html.h"
 #include "app/report_svg.h"
 #include "app/stats.h"
+#include "facts/breaks.h"
+#include "facts/catalogue.h"
+#include "facts/verdicts.h"
 #include "measurement/verdict.h"
-#include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 #include "storage/run_results.h"
 
@@ -32,21 +34,20 @@ json device_id_json(const std::string& name) {
   return name;
 }
 
-// Dynamo's own records of the run (a torch-engine or imported run's compile log), and the
-// counts the run result lacks taken from them.
-void add_dynamo(const storage::CaptureReader& rd, int64_t run, json& r) {
-  const json dyn = importers::dynamo_summary(rd, run);
-  if (dyn.value("compiles", 0) == 0) return;
-  // The log spans the whole run: its graphs include recompiles for new shapes, so they are not
-  // one forward's graph_count (which the torch engine's torch._dynamo.explain gives).
-  r["dynamo"] = {{"compiles", dyn["compiles"]},           {"statuses", dyn["statuses"]},
-                 {"log_graphs", dyn["graph_count"]},      {"log_graph_breaks", dyn["graph_breaks"]},
-                 {"frames_skipped", dyn["frames_skipped"]}, {"recompiles", dyn["recompiles"]},
-                 {"recompile_limit_hits", dyn["recompile_limit_hits"]}};
-  for (const char* k : {"graph_count", "graph_break_count", "frames_skipped", "recompiles", "recompile_limit_hits"})
-    if (!r.contains(k) || r[k].is_null()) r[k] = dyn[k];
-  if (!r.contains("break_reasons") || !r["break_reasons"].is_array() || r["break_reasons"].empty())
-    r["break_reasons"] = dyn["break_reasons"];
+// The run's graph-break facts (facts/breaks.h), each under its one name: Dynamo's where Dynamo
+// gave them, the log's and the LibTorch engine's under their own.
+void add_break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec, json& r) {
+  json f = facts::break_facts(rd, rec);
+  for (auto& [k, v] : f.items()) r[k] = std::move(v);  // nulls kept: not a merge patch
+  r.erase("dynamo");
+}
+
+// Every fact's label, unit, source and definition (facts/catalogue.h), keyed by its field.
+json definitions() {
+  json d = json::object();
+  for (const facts::Fact& f : facts::catalogue())
+    d[std::string(f.key)] = {{"label", f.label}, {"unit", f.unit}, {"source", f.source}, {"definition", f.definition}};
+  return d;
 }
 
 // The capture's settings (null for a file written before they were stored) with the versions
@@ -124,11 +125,10 @@ json build_report(const storage::CaptureReader& rd) {
       r["status"] = "error";
       r["error"] = rec.error;
     }
-    for (const char* k : {"error", "graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "argmax_match", "logits_identical",
+    for (const char* k : {"error", "argmax_match", "logits_identical",
                           "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "prefill_ms",
                           "decode_ms_per_token", "tokens_per_s", "speedup"})
       if (!r.contains(k)) r[k] = nullptr;
-    if (!r.contains("break_reasons")) r["break_reasons"] = json::array();
     if (!r.contains("weight_devices")) r["weight_devices"] = json::array();
     if (!r.contains("new_tokens")) r["new_tokens"] = 0;
     // Totals straight from the recorded events (what the timeline shows).
@@ -150,9 +150,8 @@ json build_report(const storage::CaptureReader& rd) {
         peaks[c.device] = std::max(peaks.value(c.device, int64_t{0}), c.bytes);
       r["peak_memory_bytes"] = peaks;
     }
-    add_dynamo(rd, rec.id, r);
-    r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb},
-                     {"graph_breaks", rd.graph_breaks(rec.id).size()}};
+    add_break_facts(rd, rec, r);
+    r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb}};
     // app/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
     static const std::vector<std::string> kReportStats = {"hook_time_by_device", "device_compute", "transfers",
                                                           "weight_swaps", "compiler_disabled", "graph_breaks"};
@@ -164,6 +163,8 @@ json build_report(const storage::CaptureReader& rd) {
                                                "); the file is damaged or was written by another program");
   }
   add_verdicts(report["runs"]);
+  report["verdicts"] = facts::scenario_verdicts(report);
+  report["definitions"] = definitions();
   if (report["model"].is_null()) {
     // Only runs without a model description (torch-engine or imported runs): the name the
     // capture was given, else the one a run was imported with.
@@ -201,7 +202,7 @@ int run_report(const ReportArgs& a) {
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<ReportPicture> pictures;
   if (!a.html.empty() || !a.assets.empty()) pictures = report_pictures(rd, report, a.timeline_runs);
-  const std::string tables_md = md;
+  const std::string tables_md = render_tables_markdown(report);  // the HTML writes its own verdict
   if (!a.assets.empty()) md += write_picture_assets(pictures, a.assets, a.markdown, a.file, models);
   if (!a.markdown.empty()) write(a.markdown, md);
   if (!a.json_out.empty()) write(a.json_out, json_text(report, 2) + "\n");

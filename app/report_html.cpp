@@ -3,6 +3,8 @@
 #include "app/report_html.h"
 
 #include "app/cli_util.h"
+#include "app/report.h"
+#include "facts/breaks.h"
 
 #include <algorithm>
 #include <cctype>
@@ -107,6 +109,18 @@ size_t closing_ticks(std::string_view s, size_t from, size_t n) {
   return std::string_view::npos;
 }
 
+// The length of "[N](#run-N)" at `at` (N digits, the same twice), else 0: the only link the
+// report's Markdown writes (capture text cannot make one: md_text escapes its brackets).
+size_t run_link_length(std::string_view s, size_t at) {
+  if (s[at] != '[') return 0;
+  size_t i = at + 1;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  const std::string_view id = s.substr(at + 1, i - at - 1);
+  const std::string tail = "](#run-" + std::string(id) + ")";
+  if (id.empty() || id.size() > 18 || s.compare(i, tail.size(), tail) != 0) return 0;
+  return i + tail.size() - at;
+}
+
 std::string inline_html(std::string_view s) {
   std::string out;
   size_t i = 0;
@@ -129,6 +143,10 @@ std::string inline_html(std::string_view s) {
         code = code.substr(1, code.size() - 2);
       out += "<code>" + esc(code) + "</code>";
       i = close + (k - i);
+    } else if (const size_t n = run_link_length(s, i); n > 0) {  // "[8](#run-8)": the verdict's evidence
+      const std::string_view id = s.substr(i + 1, s.find(']', i) - i - 1);
+      out += "<a href=\"#run-" + std::string(id) + "\">" + std::string(id) + "</a>";
+      i += n;
     } else if (s.compare(i, 2, "**") == 0 && s.find("**", i + 2) != std::string_view::npos &&
                s.find("**", i + 2) > i + 2) {
       const size_t close = s.find("**", i + 2);
@@ -390,12 +408,13 @@ std::string setting_html(const json& v) {
   return v.is_null() ? "–" : esc(v.dump());
 }
 
+// The settings, collapsed: what a reader opens to rerun the capture, after the findings.
 std::string settings_section(const json& report) {
-  std::string s = "<section id=\"settings\">\n<h2>Settings</h2>\n";
+  std::string s = "<section id=\"settings\">\n<details>\n<summary><h2>Settings</h2></summary>\n";
   if (report.contains("settings") && report["settings"].is_object() && !report["settings"].empty())
-    return s + setting_html(report["settings"]) + "\n</section>\n";
+    return s + setting_html(report["settings"]) + "\n</details>\n</section>\n";
   return s + "<p class=\"sub\">This capture does not record its settings (prompt, tokens, repeats, warm-ups, command "
-             "line, versions, machine, date): it was written before hookscope stored them.</p>\n</section>\n";
+             "line, versions, machine, date): it was written before hookscope stored them.</p>\n</details>\n</section>\n";
 }
 
 std::string stats_cell(const json& r, const char* key) {
@@ -426,13 +445,6 @@ std::string bytes_h(double b) {
   return fmt(b, i ? "%.1f" : "%.0f") + " " + u[i];
 }
 
-std::string breaks_cell(const json& r) {
-  if (r.value("graph_break_count", json()).is_number()) return std::to_string(r["graph_break_count"].get<int64_t>());
-  if (r.value("disabled_scope_entries", json()).is_number())
-    return std::to_string(r["disabled_scope_entries"].get<int64_t>()) + "†";
-  return "–";
-}
-
 // One row per run: what it was, how it ended, its numbers and checks.
 std::string runs_section(const json& runs, std::set<size_t>& explained) {
   const bool labels = std::any_of(runs.begin(), runs.end(), [](const json& r) { return r.contains("label"); });
@@ -455,14 +467,15 @@ std::string runs_section(const json& runs, std::set<size_t>& explained) {
     headers.push_back(h);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : runs) {
-    std::vector<std::string> c = {"<td class=\"num\">" + esc(r.value("id", json()).dump()) + "</td>"};
+    const std::string id = esc(r.value("id", json()).dump());
+    std::vector<std::string> c = {"<td class=\"num\" id=\"run-" + id + "\">" + id + "</td>"};
     if (labels) c.push_back(esc(r.value("label", "")));
     for (const char* k : {"engine", "scenario", "policy", "mode"}) c.push_back(esc(r.value(k, "")));
     c.push_back(r.value("fullgraph", false) ? "yes" : "no");
     const std::string st = r.value("status", "?");
     c.push_back("<td class=\"" + std::string(st == "ok" ? "ok" : "bad") + "\">" + esc(st) + "</td>");
     for (const auto& s : stats) c.push_back(stats_cell(r, s.first));
-    c.push_back("<td class=\"num\">" + esc(breaks_cell(r)) + "</td>");
+    c.push_back("<td class=\"num\">" + esc(facts::breaks_text(r)) + "</td>");
     for (const char* k : {"argmax_match", "logits_identical", "params_on_meta_after"}) c.push_back(check_cell(r, k));
     const json rec = r.value("recorded", json::object());
     c.push_back("<td class=\"num\">" + std::to_string(rec.value("transfers", int64_t{0})) + " (" +
@@ -486,6 +499,12 @@ std::string figure_html(const ReportPicture& p) {
 
 }  // namespace
 
+std::string html_document(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
+         esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n" + body + "</body>\n</html>\n";
+}
+
 std::string render_html(const json& report, const std::string& markdown, const std::vector<ReportPicture>& pictures,
                         const std::string& capture_name) {
   if (!report.contains("runs") || !report.contains("model"))
@@ -494,21 +513,21 @@ std::string render_html(const json& report, const std::string& markdown, const s
   std::set<size_t> explained;  // checks explained in full so far: later tables link to them
   const std::string model = report["model"].is_object() ? report["model"].value("id", "?") : "?";
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>hookscope report: "
-    << esc(model) << "</title>\n<style>" << kCss << "</style>\n</head>\n<body>\n";
   h << "<header>\n<h1>hookscope report: " << esc(model) << "</h1>\n<p class=\"sub\">capture <code>" << esc(capture_name)
-    << "</code> · " << runs.size() << " runs</p>\n<nav><a href=\"#settings\">settings</a><a href=\"#tables\">tables</a>"
-    << "<a href=\"#pictures\">chart and timelines</a><a href=\"#runs-section\">runs</a></nav>\n</header>\n";
-  h << settings_section(report);
-  h << "<section id=\"tables\">\n<h2>Tables</h2>\n" << markdown_html(markdown, explained) << "</section>\n";
+    << "</code> · " << runs.size() << " runs</p>\n<nav><a href=\"#verdict\">verdict</a><a href=\"#pictures\">chart and "
+    << "timelines</a><a href=\"#tables\">tables</a><a href=\"#runs-section\">runs</a><a href=\"#settings\">settings</a>"
+    << "</nav>\n</header>\n";
+  // The verdict first, its evidence one click away (each run a link to its row below).
+  h << "<section id=\"verdict\">\n" << markdown_html(render_verdict_markdown(report, true), explained) << "</section>\n";
   h << "<section id=\"pictures\">\n<h2>Chart and timelines</h2>\n";
   if (pictures.empty()) h << "<p class=\"sub\">No run has a latency or a timeline to draw.</p>\n";
   for (const auto& p : pictures) h << figure_html(p);
-  h << "</section>\n" << runs_section(runs, explained);
+  h << "</section>\n";
+  h << "<section id=\"tables\">\n<h2>Tables</h2>\n" << markdown_html(markdown, explained) << "</section>\n";
+  h << runs_section(runs, explained) << settings_section(report);
   h << "<footer>Written by <code>hookscope report --html</code>. One file: no scripts, nothing fetched; the pictures "
-       "are inline SVG, their text searchable.</footer>\n</body>\n</html>\n";
-  return h.str();
+       "are inline SVG, their text searchable.</footer>\n";
+  return html_document("hookscope report: " + model, h.str());
 }
 
 }  // namespace hs::app

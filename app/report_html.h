@@ -25,11 +25,16 @@ std::string markdown_to_html(const std::string& markdown);
 /// Matched against a table's header cells and the heading above it, by substring.
 const std::vector<std::pair<std::string, std::string>>& check_explanations();
 
-/// The page: a header (model, capture name, run count), the settings (`report["settings"]` as
-/// a definition list, whatever keys it has; a note when the capture lacks them), the Markdown's
-/// tables (`markdown`, rendered from `report` by render_markdown) with the checks explained
-/// beside them, one table row per run of `report["runs"]` (status, latency, breaks, checks,
-/// recorded transfers and onloads, the error's first line), then `pictures` as figures.
+/// A self-contained HTML page: `title` (text, escaped) as its <title>, the report's stylesheet in
+/// one <style>, `body` (HTML, as is) inside <body>. No scripts, nothing fetched.
+std::string html_document(const std::string& title, const std::string& body);
+
+/// The page: a header (model, capture name, run count), the verdict (render_verdict_markdown
+/// with each run it rests on a link to that run's row), the pictures as figures, the tables
+/// (`markdown`: render_tables_markdown of `report`) with the checks explained beside them, one
+/// table row per run of `report["runs"]` (id `run-N`: status, latency, breaks, checks, recorded
+/// transfers and onloads, the error's first line), then the settings (`report["settings"]` as
+/// a definition list, collapsed; a note when the capture lacks them).
 /// `capture_name` is shown as the source (pass the file's name, not a full local path).
 /// Throws std::invalid_argument when `report` lacks `runs` or `model`.
 std::string render_html(const nlohmann::json& report, const std::string& markdown,

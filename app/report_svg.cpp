@@ -464,6 +464,12 @@ std::string timeline_svg(const ui::RunTimeline& tl, int64_t span_ns, size_t max_
 std::vector<int64_t> default_timeline_runs(const json& report) {
   const json& runs = report.at("runs");
   if (runs.empty()) return {};
+  // The first verdict's two compiled runs (torch engine first): before above after.
+  if (report.contains("verdicts") && report["verdicts"].is_array() && !report["verdicts"].empty()) {
+    const json& v = report["verdicts"][0];
+    if (v["before"]["run"].is_number() && v["after"]["run"].is_number())
+      return {v["before"]["run"].get<int64_t>(), v["after"]["run"].get<int64_t>()};
+  }
   const std::string scenario = runs[0].value("scenario", "");
   auto compiled = [&](const json& r) {
     return r.value("scenario", "") == scenario && r.value("mode", "") != "eager" && !r.value("fullgraph", false);

@@ -50,8 +50,10 @@ std::string compare_chart_svg(const nlohmann::json& report);
 /// Device groups without any event are left out.
 std::string timeline_svg(const ui::RunTimeline& tl, int64_t span_ns, size_t max_elements = 20000);
 
-/// The runs drawn when none are named: in the first scenario, one compiled run (mode not
-/// eager, not fullgraph, preferably completed) per policy, all of the engine of the first such run.
+/// The runs drawn when none are named: the first verdict's compiled runs (report["verdicts"],
+/// facts/verdicts.h: torch engine first, the first policy above the second); without a verdict,
+/// in the first scenario one compiled run (mode not eager, not fullgraph, preferably completed)
+/// per policy, all of the engine of the first such run.
 std::vector<int64_t> default_timeline_runs(const nlohmann::json& report);
 
 /// The compare chart (when any run has a latency) and the timelines of `runs`

@@ -331,8 +331,8 @@ void break_report(const RunData& d, RunStats& s) {
   for (const auto& g : dyn.value("break_reasons", json::array())) {
     const std::string code = g["gb_code"].is_string() ? g["gb_code"].get<std::string>() : "";
     const std::string frame = g["user_frame"].is_string() ? g["user_frame"].get<std::string>() : "";
-    BreakSiteRow& r = groups[{"dynamo", code, frame}];
-    if (r.count == 0) r = {"dynamo", code, frame, g.value("gb_type", ""), 0};
+    BreakSiteRow& r = groups[{"log", code, frame}];
+    if (r.count == 0) r = {"log", code, frame, g.value("gb_type", ""), 0};
     r.count += g.value("count", int64_t{0});
   }
   for (auto& [k, r] : groups) s.graph_breaks.push_back(std::move(r));
@@ -361,8 +361,8 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
     (w.onload ? t.onload_bytes : t.offload_bytes) += w.bytes;
     (w.onload ? t.onload_ns : t.offload_ns) += w.total_ns;
   }
-  const size_t libtorch_breaks = d.rd.graph_breaks(d.run).size();
-  t.graph_breaks = static_cast<int64_t>(libtorch_breaks ? libtorch_breaks : d.rd.dynamo_graph_breaks(d.run).size());
+  t.recorded_disabled_scope_entries = d.rd.count("GRAPH_BREAKS", d.run);
+  t.log_graph_break_records = static_cast<int64_t>(d.rd.dynamo_graph_breaks(d.run).size());
 }
 
 RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
@@ -488,7 +488,11 @@ const std::vector<ReportSpec>& specs() {
            return c;
          });
        }},
-      {"graph_breaks", "Graph breaks by site", "no graph breaks recorded", {"source", "site", "where", "count", "reason"},
+      {"graph_breaks",
+       "Graph-break records of the compile log (source log: gb code, user frame) and disabled-scope entries recorded "
+       "(source libtorch: function, module), by site, over the whole run",
+       "no graph-break records (no compile log) and no disabled-scope entries recorded",
+       {"source", "site", "where", "count", "reason"},
        [](const RunStats& st) {
          return map_rows(st.graph_breaks,
                          [](const BreakSiteRow& r) { return Cells{r.source, r.site, r.where, r.count, r.reason}; });
@@ -521,7 +525,8 @@ json stats_totals_json(const StatsTotals& t) {
           {"offloads", t.offloads},
           {"offload_bytes", t.offload_bytes},
           {"offload_ns", t.offload_ns},
-          {"graph_breaks", t.graph_breaks}};
+          {"recorded_disabled_scope_entries", t.recorded_disabled_scope_entries},
+          {"log_graph_break_records", t.log_graph_break_records}};
 }
 
 std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const std::vector<std::string>& reports) {

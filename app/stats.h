@@ -26,7 +26,8 @@ namespace hs::app {
 ///   transfers            activation transfers by copy kind and device pair (src → dst)
 ///   weight_swaps         weight onloads / offloads by source and device
 ///   compiler_disabled    compiler-disabled scopes by function
-///   graph_breaks         graph breaks grouped by site
+///   graph_breaks         the compile log's graph-break records and the LibTorch engine's
+///                        disabled-scope entries recorded, grouped by site
 ///   gpu_by_caller        GPU kernels, copies and memsets by the hook call or module forward
 ///                        that launched them (CUPTI external correlation)
 const std::vector<std::string>& stats_report_names();
@@ -76,10 +77,12 @@ struct DisabledScopeRow {
   int64_t nested = 0;
   DurationStats time;
 };
-/// Graph breaks at one site. LibTorch engine (GRAPH_BREAKS): `source` "libtorch", `site` the
+/// Breaks at one site. LibTorch engine (GRAPH_BREAKS: disabled-scope entries recorded over the
+/// run): `source` "libtorch", `site` the
 /// compiler-disabled function, `where` the module FQN ("<root>"), `reason` the first one
-/// recorded. Dynamo (DYNAMO_GRAPH_BREAKS of a torch-engine or imported run, grouped through
-/// importers::dynamo_summary): `source` "dynamo", `site` the gb code ("" when Dynamo gave
+/// recorded. Dynamo's compile log (DYNAMO_GRAPH_BREAKS of a torch-engine or imported run: its
+/// graph-break records over every compile, grouped through importers::dynamo_summary): `source`
+/// "log", `site` the gb code ("" when Dynamo gave
 /// none), `where` the user frame ("file:line"), `reason` the break type.
 struct BreakSiteRow {
   std::string source, site, where, reason;
@@ -109,7 +112,9 @@ struct StatsTotals {
   int64_t transfers = 0, transfer_bytes = 0, transfer_ns = 0;
   int64_t onloads = 0, onload_bytes = 0, onload_ns = 0;
   int64_t offloads = 0, offload_bytes = 0, offload_ns = 0;
-  int64_t graph_breaks = 0;  ///< GRAPH_BREAKS rows, or DYNAMO_GRAPH_BREAKS rows when there are none
+  /// facts/catalogue.h's recorded_disabled_scope_entries (GRAPH_BREAKS rows: the LibTorch
+  /// engine's cuts) and log_graph_break_records (DYNAMO_GRAPH_BREAKS rows: the compile log's).
+  int64_t recorded_disabled_scope_entries = 0, log_graph_break_records = 0;
 };
 
 /// The statistics of one run. Only the requested reports are filled; `totals` always is.

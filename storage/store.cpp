@@ -660,6 +660,18 @@ void Store::set_run_cell(int64_t run, const std::string& scenario, const std::st
   });
 }
 
+void Store::set_run_engine(int64_t run, const std::string& engine) {
+  Impl& m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.require_open();
+  m.in_transaction([&] {
+    Stmt up(m.db, m.path, "UPDATE RUNS SET engine = ? WHERE id = ?");
+    up.bind(1, engine).bind(2, run).exec();
+    if (sqlite3_changes(m.db) == 0)
+      throw std::invalid_argument("set_run_engine: no run " + std::to_string(run) + " in capture " + m.path.string());
+  });
+}
+
 void Store::set_run_result(int64_t run, const nlohmann::json& results) {
   if (!results.is_object())
     throw std::invalid_argument("set_run_result: results must be a JSON object, got: " + results.dump());

@@ -80,6 +80,9 @@ class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
   /// an unknown run.
   void set_run_cell(int64_t run, const std::string& scenario, const std::string& policy, const std::string& mode,
                     bool fullgraph, const std::string& model);
+  /// Sets RUNS.engine of run `run`: how an import gives a `hookscope export` trace of a torch or
+  /// LibTorch run its engine back. Throws std::invalid_argument for an unknown run.
+  void set_run_engine(int64_t run, const std::string& engine);
   /// Sets META_DATA_EXPORT row `name` to `value` (added or replaced), e.g.
   /// HOOKSCOPE_CAPTURE_SETTINGS: the capture's settings as JSON. Throws std::invalid_argument
   /// for the rows the store itself owns (schema version, finalized flag, ...).

@@ -126,10 +126,10 @@ TEST(ExplainCli, AnImportedExportGivesTheRecordedBreakReasons) {
   const size_t original = hs::storage::CaptureReader(c.db).graph_breaks(rec.id).size();
   ASSERT_GT(original, 0u);
   EXPECT_EQ(grouped, static_cast<int64_t>(original));
-  EXPECT_EQ(d["recorded_graph_breaks"], original);
+  EXPECT_EQ(d["recorded_disabled_scope_entries"], original);
   const auto text = hookscope({"explain", (dir / "imported.sqlite").string(), "--run", "1"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("Break Reasons (the run's recorded graph breaks over the whole run"), std::string::npos)
+  EXPECT_NE(text.out.find("Break Reasons (the run's recorded disabled-scope entries over the whole run"), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("Function: AlignDevicesHook.pre_forward"), std::string::npos) << text.out;
 }
@@ -147,10 +147,12 @@ TEST(ExplainCli, TorchRunsCountOneForwardLikeDynamoExplain) {
     // The compiled run's counts are Dynamo's compilation metrics, as report shows them.
     for (const char* k : {"frames_skipped", "recompiles", "recompile_limit_hits"}) EXPECT_EQ(d[k], rec.results[k]) << k;
     // The log covers every forward of the profiled generate: at least one forward's graphs.
-    EXPECT_GE(d["log"]["graphs"].get<int64_t>(), d["graph_count"].get<int64_t>());
+    EXPECT_GE(d["log_graphs"].get<int64_t>(), d["graph_count"].get<int64_t>());
     int64_t grouped = 0;
-    for (const auto& b : d["break_reasons"]) grouped += b["count"].get<int64_t>();
-    EXPECT_EQ(grouped, d["log"]["graph_breaks"].get<int64_t>()) << "every record of the log is in a group";
+    for (const auto& b : d["log_break_reasons"]) grouped += b["count"].get<int64_t>();
+    EXPECT_EQ(grouped, d["log_graph_break_records"].get<int64_t>()) << "every record of the log is in a group";
+    // explain's reasons are those of the one forward the run recorded, as report shows them.
+    EXPECT_EQ(d["break_reasons"], rec.results["break_reasons"]);
     const auto text = hookscope({"explain", torch_capture().db.string(), "--run", std::to_string(rec.id)});
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.out.find("Graph Break Count: " + std::to_string(d["graph_break_count"].get<int64_t>()) +

@@ -975,7 +975,7 @@ TEST(ViewTables, AnEmptyTabSaysWhy) {
   o.run = c.runs[1].run_id;
   ASSERT_EQ(run_viewer(o), 0);
   EXPECT_EQ(test::read_json(*o.layout)["empty_message"],
-            "no graph breaks recorded in this run: each compiled forward ran as one region");
+            "no disabled-scope entries recorded in this run: each compiled forward ran as one region");
 }
 
 TEST(ViewLod, ACpuOffloadRunShowsItsSwapsAsOneGroupPerStepAtTheDefaultZoom) {

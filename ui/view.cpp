@@ -8,6 +8,7 @@
 
 #include <imgui.h>
 
+#include "facts/breaks.h"
 #include "ui/view_style.h"
 
 namespace hs::ui {
@@ -40,7 +41,8 @@ nlohmann::json FrameLayout::to_json() const {
                    {"drawn_boxes", drawn_boxes},
                    {"drawn_flows", drawn_flows},
                    {"groups", nlohmann::json::array()},
-                   {"compare_rows", nlohmann::json::array()}};
+                   {"compare_rows", nlohmann::json::array()},
+                   {"table_title", table_title}};
   for (const auto& g : groups)
     j["groups"].push_back({{"run", g.run_id},
                            {"capture", g.capture},
@@ -85,6 +87,7 @@ nlohmann::json FrameLayout::to_json() const {
                                  {"policy", r.policy},
                                  {"mode", r.mode},
                                  {"fullgraph", r.fullgraph},
+                                 {"breaks", r.breaks},
                                  {"y", {r.y0, r.y1}}});
   return j;
 }
@@ -102,6 +105,11 @@ View::View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, s
     c.reader = std::move(readers[i]);
     c.label = labels.empty() ? c.reader->path().stem().string() : labels[i];
     c.runs = c.reader->runs();
+    for (auto& r : c.runs)  // one definition of every break figure, shared with report and explain
+      if (r.results.is_object()) {
+        nlohmann::json f = facts::break_facts(*c.reader, r);
+        for (auto& [k, v] : f.items()) r.results[k] = std::move(v);
+      }
     c.diagnostics = c.reader->diagnostics();
     c.devices = c.reader->devices();
     m_captures.push_back(std::move(c));
@@ -111,14 +119,16 @@ View::View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, s
 
 View::~View() = default;
 
-/// Opens the first capture's first compiled run (regions and graph breaks to show), else its
+/// Opens the first capture's first compiled run (torch engine first: regions and graph breaks
+/// to show), else its
 /// first without fullgraph (a fullgraph run that raised has few events), else its first; with
 /// a second capture, aligns under it that capture's run of the same cell, if it has one.
 void View::OpenDefaultRuns() {
   const auto& runs = m_captures.front().runs;
   const storage::RunRecord* pick = nullptr;
-  for (const auto& r : runs)
-    if (!pick && !r.fullgraph && r.mode != "eager") pick = &r;
+  for (const char* engine : {"torch", ""})  // the real torch.compile's run first
+    for (const auto& r : runs)
+      if (!pick && !r.fullgraph && r.mode != "eager" && (!*engine || r.engine == engine)) pick = &r;
   for (const auto& r : runs)
     if (!pick && !r.fullgraph) pick = &r;
   if (!pick && !runs.empty()) pick = &runs.front();
@@ -136,6 +146,13 @@ std::optional<int64_t> View::MatchingRun(size_t capture) const {
         r.fullgraph == p.fullgraph && !(capture == m_timeline_capture[0] && r.id == p.id))
       return r.id;
   return std::nullopt;
+}
+
+const storage::RunRecord* View::primary_run() const {
+  if (!m_timeline[0]) return nullptr;
+  for (const auto& r : capture_at(m_timeline_capture[0]).runs)
+    if (r.id == m_timeline[0]->run.id) return &r;
+  return nullptr;
 }
 
 const View::Capture& View::capture_at(size_t capture) const {
@@ -229,6 +246,7 @@ void View::Frame(float width, float height) {
   m_layout.legend = {};
   m_layout.help = {};
   m_layout.empty_message.clear();
+  m_layout.table_title.clear();
   m_layout.memory_axes.clear();
   m_layout.search.highlighted = false;
   m_layout.tab = m_tab;

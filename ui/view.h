@@ -71,6 +71,7 @@ struct FrameLayout {
     int capture;  ///< index of the run's capture (0 = the first file)
     std::string scenario, policy, mode;
     bool fullgraph;
+    std::string breaks;  ///< the row's graph-breaks cell as drawn (facts::breaks_text, "*" for "†")
     float y0, y1;
   };
   struct RunRow {  ///< a row of the runs list
@@ -134,6 +135,8 @@ struct FrameLayout {
   float legend_button[4] = {0, 0, 0, 0}, help_button[4] = {0, 0, 0, 0};
   /// A table tab with no rows says why (e.g. "this run offloads nothing (...)"); "" otherwise.
   std::string empty_message;
+  /// The line above the breaks table as drawn (its figures: facts/breaks.h); "" on other tabs.
+  std::string table_title;
   struct MemoryAxis {  ///< the scale of a memory lane
     int64_t run_id;
     std::string device;
@@ -249,6 +252,7 @@ class View {
   void DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row);
   // view_tables.cpp
   void DrawBreaksTab();
+  void DrawLogBreaks(const storage::RunRecord& run);
   void DrawTransfersTab();
   void DrawSwapsTab();
 
@@ -256,11 +260,15 @@ class View {
   struct Capture {
     std::shared_ptr<const storage::CaptureReader> reader;
     std::string label;  ///< shown beside its runs when more than one capture is open
+    /// each run's results with its break facts merged in (facts/breaks.h: what every view names
+    /// graph breaks, log records, disabled-scope entries)
     std::vector<storage::RunRecord> runs;
     std::vector<storage::DiagnosticRow> diagnostics;
     std::vector<storage::DeviceRow> devices;
   };
   const Capture& capture_at(size_t capture) const;  ///< throws std::out_of_range naming the index
+  /// The run of slot 0 as its capture lists it (results with the break facts), or nullptr.
+  const storage::RunRecord* primary_run() const;
   /// "main: " when several captures are open, else "".
   std::string capture_prefix(size_t capture) const;
 

@@ -11,6 +11,7 @@
 
 #include "ui/view.h"
 #include "ui/view_style.h"
+#include "facts/breaks.h"
 #include "measurement/verdict.h"
 
 namespace hs::ui {
@@ -145,24 +146,34 @@ struct CompareMatrix {
 
 namespace {
 
-/// Graph breaks of one compiled forward, as the run's results report them.
-void graph_breaks_cell(const storage::RunRecord* m) {
-  const json* b = field(m, "graph_break_count");
-  const bool dynamo = b && b->is_number_integer();
-  if (!dynamo) b = field(m, "disabled_scope_entries");
-  if (b && b->is_number_integer()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, b->get<int64_t>() ? style::kWarn : style::kOk);
-    // "*" where the report writes "†": the viewer's font (ImGui's default) has no dagger.
-    ImGui::Text(dynamo ? "%lld" : "%lld*", static_cast<long long>(b->get<int64_t>()));
-    ImGui::PopStyleColor();
-  } else {
+/// A compiled run's breaks as every view writes them (facts::breaks_text: Dynamo's
+/// graph_break_count with its recompiles, the LibTorch engine's disabled-scope entries marked,
+/// an imported log's graphs − 1 named so).
+std::string graph_breaks_cell(const storage::RunRecord* m) {
+  const json* source = field(m, "breaks_source");
+  const std::string from = source && source->is_string() ? source->get<std::string>() : "none";
+  std::string text = m ? facts::breaks_text(m->results) : "–";
+  // "*" where the report writes "†" and "-" for "–": the viewer's font (ImGui's default) has neither.
+  for (auto [from_s, to_s] : {std::pair{"†", "*"}, std::pair{"–", "-"}, std::pair{"−", "-"}})
+    for (size_t at = text.find(from_s); at != std::string::npos; at = text.find(from_s, at))
+      text.replace(at, std::string_view(from_s).size(), to_s);
+  if (text == "-") {
     ImGui::TextDisabled("-");
+  } else {
+    const bool none = text.rfind("0", 0) == 0 && (text.size() == 1 || text[1] == '*' || text[1] == ' ');
+    ImGui::PushStyleColor(ImGuiCol_Text, none ? style::kOk : style::kWarn);
+    ImGui::TextUnformatted(text.c_str());
+    ImGui::PopStyleColor();
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip(dynamo ? "graph breaks of one compiled forward (Dynamo's graph_break_count, torch engine)"
-                             : "* LibTorch engine: compiler-disabled scopes entered inside a captured region of one "
-                               "compiled forward, not Dynamo's graph_break_count; the Graph breaks tab lists every one "
-                               "recorded over all forwards of the run");
+    ImGui::SetTooltip(from == "dynamo" ? "graph breaks of one compiled forward (Dynamo's graph_break_count from "
+                                         "torch._dynamo.explain, torch engine), with the recompiles over the run"
+                      : from == "log" ? "the compile log's graphs - 1 over every compile it holds (explain's formula "
+                                        "applied to a whole log); one forward's graph_break_count only if the log holds one"
+                                      : "* LibTorch engine: compiler-disabled scopes entered inside a captured region of "
+                                        "one compiled forward, not Dynamo's graph_break_count; the Breaks tab lists every "
+                                        "one recorded over all forwards of the run");
+  return text;
 }
 
 /// Whether torch.compile(fullgraph=True) captured the model: ok / raises (the error on hover) /
@@ -344,7 +355,7 @@ void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, con
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(key.mode.c_str());
   ImGui::TableNextColumn();
-  graph_breaks_cell(m);
+  const std::string breaks = graph_breaks_cell(m);
   ImGui::TableNextColumn();
   fullgraph_cell(row.fullgraph);
   ImGui::TableNextColumn();
@@ -363,7 +374,7 @@ void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, con
   for (const storage::RunRecord* r : {row.run, row.fullgraph})
     if (r)
       m_layout.compare_rows.push_back(
-          {r->id, static_cast<int>(matrix.capture), r->scenario, r->policy, r->mode, r->fullgraph, y0, y1});
+          {r->id, static_cast<int>(matrix.capture), r->scenario, r->policy, r->mode, r->fullgraph, breaks, y0, y1});
 }
 
 }  // namespace hs::ui

@@ -159,18 +159,18 @@ std::string no_transfers_reason(const RunTimeline& tl) {
   return "no activation transfers recorded in this run: the hooks moved no activation between devices";
 }
 
-/// Why a run has no graph breaks on its timeline.
+/// Why a LibTorch run recorded no disabled-scope entries.
 std::string no_breaks_reason(const RunTimeline& tl) {
   const auto& res = tl.run.results;
   const bool error = res.is_object() && res.value("status", nlohmann::json()) == "error";
-  if (tl.run.mode == "eager") return "no graph breaks recorded in this run: eager runs compile nothing";
+  if (tl.run.mode == "eager") return "no disabled-scope entries recorded in this run: eager runs compile nothing";
   if (tl.run.fullgraph && error)
-    return "no graph breaks recorded: fullgraph=True raised at the first one (" +
+    return "no disabled-scope entries recorded: fullgraph=True raised at the first one (" +
            (res.value("error", nlohmann::json()).is_string() ? res["error"].get<std::string>() : std::string("?")) + ")";
-  if (tl.run.fullgraph) return "no graph breaks recorded in this run: fullgraph=True compiled each forward as one graph";
+  if (tl.run.fullgraph) return "no disabled-scope entries recorded in this run: fullgraph=True compiled each forward as one graph";
   if (from_trace(tl))
-    return "no graph breaks on this run's timeline: Dynamo's breaks come from the compile log (hookscope explain)";
-  return "no graph breaks recorded in this run: each compiled forward ran as one region";
+    return "no disabled-scope entries on this run's timeline and no compile log: hookscope explain says what it holds";
+  return "no disabled-scope entries recorded in this run: each compiled forward ran as one region";
 }
 
 /// The message of a tab with no rows.
@@ -189,13 +189,84 @@ std::optional<uint32_t> selected_row(const std::optional<Pick>& p, Source s) {
 
 }  // namespace
 
+namespace {
+
+/// One group of Dynamo's graph-break records of the run's compile log
+/// (importers::dynamo_summary's break_reasons: the same groups explain prints).
+struct LogBreak {
+  std::string gb_code, gb_type, reason, user_frame;
+  int64_t count = 0, frames_skipped = 0;
+};
+
+std::vector<LogBreak> log_breaks(const nlohmann::json& results) {
+  std::vector<LogBreak> out;
+  const auto str = [](const nlohmann::json& g, const char* k) {
+    return g.contains(k) && g[k].is_string() ? g[k].get<std::string>() : std::string();
+  };
+  if (results.contains("log_break_reasons") && results["log_break_reasons"].is_array())
+    for (const auto& g : results["log_break_reasons"]) {
+      std::string reason = str(g, "reason");
+      reason = reason.substr(0, reason.find('\n'));
+      out.push_back({str(g, "gb_code"), str(g, "gb_type"), reason, str(g, "user_frame"), g.value("count", int64_t{0}),
+                     g.value("frame_skipped", int64_t{0})});
+    }
+  return out;
+}
+
+}  // namespace
+
+/// Dynamo's graph-break records of a torch run's compile log (what explain and stats list),
+/// headed by the run's graph_break_count of one forward.
+void View::DrawLogBreaks(const storage::RunRecord& run) {
+  const nlohmann::json& res = run.results;
+  const std::vector<LogBreak> rows = log_breaks(res);  // a handful of groups: made each frame
+  const auto num = [&](const char* k) {
+    return res.contains(k) && res[k].is_number() ? std::to_string(res[k].get<int64_t>()) : std::string("-");
+  };
+  m_layout.table_title = "graph breaks (Dynamo, one forward): " + num("graph_break_count") +
+                         "    graph-break records in the log: " + num("log_graph_break_records") +
+                         " (every compile of run " + std::to_string(run.id) +
+                         ": prefill, decode steps, restarts)    recompiles: " + num("recompiles") +
+                         "    frames skipped: " + num("frames_skipped");
+  text(m_layout.table_title);
+  if (rows.empty())
+    return empty_note(run.mode == "eager" ? "no graph breaks: eager runs compile nothing"
+                                          : "no graph-break records in this run's compile log: Dynamo traced every "
+                                            "frame it compiled without a break",
+                      m_layout.empty_message);
+  std::vector<Column> cols = {
+      {"gb code", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].gb_code, rows[b].gb_code); },
+       [&](uint32_t r) { text(rows[r].gb_code.empty() ? "-" : rows[r].gb_code); }},
+      {"records", [&](uint32_t a, uint32_t b) { return cmp3(rows[b].count, rows[a].count); },
+       [&](uint32_t r) { text(std::to_string(rows[r].count)); }},
+      {"frames skipped", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].frames_skipped, rows[b].frames_skipped); },
+       [&](uint32_t r) { text(std::to_string(rows[r].frames_skipped)); }},
+      {"type", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].gb_type, rows[b].gb_type); },
+       [&](uint32_t r) { text(rows[r].gb_type); }},
+      {"user frame", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].user_frame, rows[b].user_frame); },
+       [&](uint32_t r) { text(rows[r].user_frame); }},
+      {"reason", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].reason, rows[b].reason); },
+       [&](uint32_t r) { text(rows[r].reason); }},
+  };
+  bool reset = m_table_run[0] != run.id;
+  m_table_run[0] = run.id;
+  event_table("log breaks", rows.size(), m_break_order, reset, cols, std::nullopt, m_layout.table_rows,
+              m_layout.table_headers);
+}
+
 void View::DrawBreaksTab() {
   if (!m_timeline[0]) return;
   const RunTimeline& tl = *m_timeline[0];
+  if (const storage::RunRecord* run = primary_run();
+      run && run->results.is_object() && run->results.contains("breaks_source") &&
+      (run->results["breaks_source"] == "dynamo" || run->results["breaks_source"] == "log"))
+    return DrawLogBreaks(*run);
   const auto& rows = tl.breaks;
-  ImGui::Text("%zu graph breaks recorded in run %lld (every compiled forward: prefill, decode steps, warm-ups and "
-              "repeats)",
-              rows.size(), static_cast<long long>(tl.run.id));
+  m_layout.table_title = std::to_string(rows.size()) + " disabled-scope entries* recorded in run " +
+                         std::to_string(tl.run.id) +
+                         " (every compiled forward: prefill, decode steps, warm-ups and repeats; the LibTorch "
+                         "engine's region cuts, not Dynamo's graph breaks)";
+  text(m_layout.table_title);
   if (rows.empty()) return empty_note(no_breaks_reason(tl), m_layout.empty_message);
   const int64_t o = tl.origin_ns;
   std::vector<Column> cols = {

@@ -1,0 +1,84 @@
+#include "facts/catalogue.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace hs::facts {
+
+const std::vector<Fact>& catalogue() {
+  static const std::vector<Fact> facts = {
+      // Dynamo's own figures (torch engine): what torch._dynamo.explain and Dynamo's compile
+      // metrics print for the same run.
+      {"graph_count", "graphs (Dynamo, one forward)", "count", "torch._dynamo.explain",
+       "graphs torch._dynamo.explain captures from one compiled forward (the prefill) of the dispatched model"},
+      {"graph_break_count", "graph breaks (Dynamo, one forward)", "count", "torch._dynamo.explain",
+       "Dynamo's graph_break_count: torch._dynamo.explain's breaks in one compiled forward (graph_count - 1)"},
+      {"break_reasons", "break reasons (Dynamo, one forward)", "count", "torch._dynamo.explain",
+       "the break reasons torch._dynamo.explain lists for that forward, identical ones grouped with a count (a "
+       "restarted trace lists its break again, so the counts may sum past graph_break_count)"},
+      {"recompiles", "recompiles", "count", "Dynamo's compilation metrics",
+       "frame compiles Dynamo started because a guard of an earlier compile failed, over the compiled run "
+       "(every generate of the cell; an imported run: the log's recompile_reasons)"},
+      {"frames_skipped", "frames skipped", "count", "Dynamo's compilation metrics",
+       "frames Dynamo gave up compiling, which then ran eagerly (e.g. a graph break in a loop, GB7000), over the "
+       "compiled run"},
+      {"recompile_limit_hits", "recompile_limit hits", "count", "Dynamo's compilation metrics",
+       "frames that reached torch._dynamo.config.recompile_limit and run eagerly from then on (GB0039), over the "
+       "compiled run"},
+      {"hooked_modules", "hooked modules", "count", "accelerate",
+       "modules accelerate attached a hook to (an _hf_hook) in the scenario"},
+      // The compile log (TORCH_TRACE) of the run: every compile, not one forward.
+      {"log_compiles", "compiles in the log", "count", "TORCH_TRACE log",
+       "compile ids (and attempts) the run's TORCH_TRACE log records: every frame Dynamo compiled over the run"},
+      {"log_graphs", "graphs in the log", "count", "TORCH_TRACE log",
+       "graphs handed to the backend over every compile in the run's TORCH_TRACE log (recompiles for new shapes "
+       "included)"},
+      {"log_graph_break_records", "graph-break records in the log", "count", "TORCH_TRACE log",
+       "dynamo_graph_break_reason records in the run's TORCH_TRACE log: each break Dynamo logged while compiling "
+       "any frame of the run (prefill, every decode step, restarts and recompiles), as tlparse lists them"},
+      {"log_graph_break_count", "graphs − 1 in the log", "count", "TORCH_TRACE log",
+       "torch._dynamo.explain's formula applied to a whole log: its graphs − 1 over every compile; one forward's "
+       "graph_break_count only when the log holds exactly one forward"},
+      // The LibTorch engine's figures: its own names, marked †.
+      {"disabled_scope_entries", "disabled-scope entries†", "count", "LibTorch engine",
+       "compiler-disabled scopes one compiled forward entered inside a captured region, where hookscope's port cuts "
+       "its regions; not Dynamo's graph_break_count (Dynamo inlines, skips frames and stops at recompile_limit)"},
+      {"captured_regions", "captured regions†", "count", "LibTorch engine",
+       "regions the LibTorch engine cut one compiled forward into"},
+      {"recorded_disabled_scope_entries", "disabled-scope entries recorded†", "count", "LibTorch engine",
+       "disabled-scope entries recorded over the whole run (the GRAPH_BREAKS table: prefill, every decode step, "
+       "warm-ups and measured generates)"},
+      // Time and latency.
+      {"decode_ms_per_token", "compiled decode", "ms/token", "measured",
+       "median decode time per token of the measured generates: (end of the last step − end of the prefill) / "
+       "(tokens − 1)"},
+      {"eager_decode_ms_per_token", "eager decode", "ms/token", "measured",
+       "the same, of the eager generates measured in alternation with the compiled ones in the same cell"},
+      {"vs_eager", "vs eager", "ratio", "measured",
+       "eager decode ÷ compiled decode (above 1: compiling is faster), the median of the per-round ratios"},
+      {"policy_speedup", "after vs before, compiled", "ratio", "measured",
+       "the PR's headline: the first policy's compiled decode ÷ the second's (whole-hook ÷ offload-only; above 1: "
+       "the change makes the compiled model faster)"},
+      {"eager_drift", "eager drift", "ratio", "measured",
+       "how far the two policies' eager decode moved apart (slower ÷ faster) when beyond their spread: the "
+       "machine's drift during the capture, which no policy causes"},
+      {"hook_time_ns", "hook time", "ns", "recorded events",
+       "time inside at least one hook call (pre_forward, post_forward; nesting counted once)"},
+      {"compiler_disabled_ns", "compiler-disabled time", "ns", "recorded events",
+       "time inside at least one compiler-disabled scope (nesting counted once)"},
+      {"transfers", "activation transfers", "count", "recorded events",
+       "send_to_device calls that moved an activation's bytes (calls that moved nothing are counted apart)"},
+      {"transfer_bytes", "transfer bytes", "bytes", "recorded events", "bytes those transfers moved"},
+      {"weight_onloads", "weight onloads", "count", "recorded events",
+       "offloaded weights materialised on their execution device before a forward"},
+  };
+  return facts;
+}
+
+const Fact& fact(std::string_view key) {
+  for (const Fact& f : catalogue())
+    if (f.key == key) return f;
+  throw std::out_of_range("hookscope has no fact named '" + std::string(key) + "'");
+}
+
+}  // namespace hs::facts

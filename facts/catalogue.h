@@ -1,0 +1,32 @@
+// The named facts of a capture: each figure hookscope shows has one key, one label and one
+// one-line definition, declared here once. Report (Markdown, HTML, JSON), `stats`, `explain`, the
+// viewer and `export` show a fact under its label and explain it with its definition; none of
+// them defines a figure of its own.
+//
+// A name of Dynamo's (graph_count, graph_break_count, recompiles, frames skipped,
+// recompile_limit hits) holds only what Dynamo itself reports for the same run; a figure of
+// another source (the TORCH_TRACE log over a whole run, the LibTorch engine's regions) has a
+// name of its own.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace hs::facts {
+
+struct Fact {
+  std::string_view key;         ///< the report JSON's field in each run ("graph_break_count")
+  std::string_view label;       ///< how every view names it ("graph breaks (Dynamo, one forward)")
+  std::string_view unit;        ///< "count", "ms/token", "ns", "bytes", "ratio", "text"
+  std::string_view source;      ///< where it comes from ("torch._dynamo.explain", "TORCH_TRACE log", ...)
+  std::string_view definition;  ///< one line: what it counts and over what
+};
+
+/// Every fact, in the order a glossary lists them.
+const std::vector<Fact>& catalogue();
+
+/// The fact named `key`. Throws std::out_of_range naming the key when there is none (a view
+/// asking for an undeclared figure is a programming error).
+const Fact& fact(std::string_view key);
+
+}  // namespace hs::facts
