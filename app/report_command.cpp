@@ -223,7 +223,8 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   c->add_option("--json", a->json_out, "Write the report JSON (schema 2) here");
   c->add_option("--html", a->html,
                 "Write one self-contained HTML page here: the tables with each check explained, the settings, every "
-                "run, the compare chart and timelines as inline SVG (no scripts, nothing fetched)");
+                "run, the compare chart and timelines as inline SVG (no scripts, nothing fetched); with two files, the "
+                "before/after comparison as one page");
   c->add_option("--assets", a->assets, "With --markdown: write the chart and timelines as SVG files in this folder, linked from the Markdown")
       ->needs(markdown);
   c->add_option("--timeline-runs", a->timeline_runs,
@@ -232,19 +233,20 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   c->footer("Examples:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
             "  hookscope report out/demo.sqlite --html out/report.html --timeline-runs 2,6\n"
             "  hookscope report out/demo.sqlite --markdown out/report.md --assets out/report-assets\n"
-            "  hookscope report main.sqlite pr.sqlite --labels main,pr --markdown diff.md");
+            "  hookscope report main.sqlite pr.sqlite --labels main,pr --markdown diff.md --html diff.html");
   c->callback([a, diff, &run_selected] {
     run_selected = [a, diff] {
       if (diff->file_b.empty()) return run_report(*a);
-      for (const auto& [flag, set] : {std::pair{"--html", !a->html.empty()}, std::pair{"--assets", !a->assets.empty()},
+      for (const auto& [flag, set] : {std::pair{"--assets", !a->assets.empty()},
                                       std::pair{"--timeline-runs", !a->timeline_runs.empty()}})
         if (set)
           throw std::invalid_argument(std::string(flag) +
                                       " draws the report of one capture; with two files (before/after) write "
-                                      "--markdown or --json, or run `report` on each file");
+                                      "--markdown, --json or --html, or run `report` on each file");
       diff->file_a = a->file;
       diff->markdown = a->markdown;
       diff->json_out = a->json_out;
+      diff->html = a->html;
       return run_report_diff(*diff);
     };
   });

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
@@ -17,6 +19,7 @@
 #include "app/markdown_text.h"
 #include "app/cli_util.h"
 #include "app/report_command.h"
+#include "app/report_html.h"
 
 namespace hs::app {
 
@@ -24,9 +27,22 @@ using nlohmann::json;
 
 namespace {
 
-/// The latency objects a run may carry, in the order the Markdown prefers them: per token
-/// (torch engine) is comparable across token counts, the decode sum is what every engine has.
-constexpr const char* kLatencyMetrics[] = {"decode_ms_per_token", "prefill_ms"};
+/// The latency objects a run may carry: decode per token (what the tables show and judge),
+/// the prefill, and a compiled run's interleaved eager decode (what tells whether eager moved).
+constexpr const char* kLatencyMetrics[] = {"decode_ms_per_token", "prefill_ms", "eager_decode_ms_per_token"};
+
+/// What the hooks cost, compared per cell beside latency, each read where the report JSON holds
+/// it: a run's `stats.totals` (app/stats.h) for hook and compiler-disabled time and transfers, the
+/// run itself for its graph breaks (Dynamo's, or the LibTorch engine's disabled-scope entries).
+constexpr const char* kStatsTotals[] = {"hook_busy_ns",     "hook_calls", "disabled_busy_ns",
+                                        "disabled_entries", "transfers",  "transfer_bytes"};
+constexpr const char* kRunBreaks[] = {"graph_break_count", "disabled_scope_entries"};
+
+std::string fmt(double v, const char* f) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
 
 std::string text_of(const json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -133,6 +149,49 @@ std::string breaks_text(const json& s) {
   return "–";
 }
 
+/// A run's `stats.totals` as build_report stored it (null when the run has none).
+json totals_of(const json& r) {
+  const auto s = r.find("stats");
+  if (s == r.end() || !s->is_object()) return nullptr;
+  const auto t = s->find("totals");
+  return t != s->end() && t->is_object() ? *t : json(nullptr);
+}
+
+/// One figure on both sides: {"a", "b", "delta" (B − A), "delta_pct" (null when A is 0)}.
+json compare_figure(const json& a, const json& b) {
+  json d{{"a", a}, {"b", b}, {"delta", nullptr}, {"delta_pct", nullptr}};
+  if (a.is_number() && b.is_number()) {
+    if (a.is_number_integer() && b.is_number_integer())
+      d["delta"] = b.get<int64_t>() - a.get<int64_t>();
+    else
+      d["delta"] = b.get<double>() - a.get<double>();
+    if (a.get<double>() != 0) d["delta_pct"] = (b.get<double>() - a.get<double>()) / a.get<double>() * 100;
+  }
+  return d;
+}
+
+/// The cell's costs (kStatsTotals, kRunBreaks), each compared; null on a side that lacks it.
+json compare_costs(const json& ra, const json& rb) {
+  const json ta = totals_of(ra), tb = totals_of(rb);
+  json out = json::object();
+  for (const char* k : kStatsTotals)
+    out[k] = compare_figure(ta.is_object() ? number_or_null(ta, k) : json(), tb.is_object() ? number_or_null(tb, k) : json());
+  for (const char* k : kRunBreaks) out[k] = compare_figure(number_or_null(ra, k), number_or_null(rb, k));
+  return out;
+}
+
+/// B's speed-up over its own eager (the runs' `speedup_vs_eager`: eager ÷ compiled decode per
+/// measured round) against A's, by compare_latency's rule with the sense turned round: a higher
+/// speed-up is faster.
+json compare_speedup(const json& a, const json& b) {
+  json v = compare_latency(a, b);
+  if (v["verdict"] == "faster")
+    v["verdict"] = "slower";
+  else if (v["verdict"] == "slower")
+    v["verdict"] = "faster";
+  return v;
+}
+
 json matched_cell(const CellKey& k, const json& ra, const json& rb) {
   json c = cell_json(k);
   c["a"] = side_of(ra);
@@ -142,6 +201,9 @@ json matched_cell(const CellKey& k, const json& ra, const json& rb) {
     const json la = ra.value(m, json()), lb = rb.value(m, json());
     if (la.is_object() || lb.is_object()) c["latency"][m] = compare_latency(la, lb);
   }
+  if (k.mode != "eager")
+    c["speedup_vs_eager"] = compare_speedup(ra.value("speedup_vs_eager", json()), rb.value("speedup_vs_eager", json()));
+  c["costs"] = compare_costs(ra, rb);
   c["breaks_changed"] = breaks_text(c["a"]) != breaks_text(c["b"]);
   c["outcome_changed"] = c["a"]["outcome"] != c["b"]["outcome"];
   return c;
@@ -172,6 +234,112 @@ json settings_differ(const json& a, const json& b) {
     if (va != vb) out.push_back({{"setting", k}, {"a", va}, {"b", vb}});
   }
   return out;
+}
+
+/// A matched cell's comparison of its eager measurement: an eager cell's own decode latency, a
+/// compiled cell's interleaved eager; nullptr when it has none.
+const json* eager_comparison(const json& c) {
+  const char* m = c.value("mode", "") == "eager" ? "decode_ms_per_token" : "eager_decode_ms_per_token";
+  const auto it = c["latency"].find(m);
+  return it != c["latency"].end() && it->is_object() ? &*it : nullptr;
+}
+
+bool apart(const json& comparison) {
+  const json& v = comparison["verdict"];
+  return v == "faster" || v == "slower";
+}
+
+/// Per engine and scenario, where an eager measurement moved between the captures beyond its
+/// spread (compare_latency's rule: A's and B's spreads apart), the one that moved furthest: of
+/// the eager cells first, of the compiled cells' interleaved eager when no eager cell moved.
+json eager_moves(const json& cells) {
+  std::map<std::pair<std::string, std::string>, json> furthest;
+  auto rank = [](bool eager_cell, double factor) { return std::make_pair(eager_cell, std::fabs(std::log(factor))); };
+  for (const auto& c : cells) {
+    const json* e = eager_comparison(c);
+    if (!e || !apart(*e)) continue;
+    const double factor = (*e)["ratio"].get<double>();
+    const bool eager_cell = c.value("mode", "") == "eager";
+    json& f = furthest[{c.value("engine", ""), c.value("scenario", "")}];
+    if (f.is_object() &&
+        rank(f["measurement"] == "eager run", f["factor"].get<double>()) >= rank(eager_cell, factor))
+      continue;
+    f = {{"engine", c["engine"]},
+         {"scenario", c["scenario"]},
+         {"policy", c["policy"]},
+         {"mode", c["mode"]},
+         {"fullgraph", c["fullgraph"]},
+         {"measurement", eager_cell ? "eager run" : "interleaved eager"},
+         {"factor", factor},
+         {"a_ms_per_token", (*e)["a"]["median"]},
+         {"b_ms_per_token", (*e)["b"]["median"]}};
+  }
+  json out = json::array();
+  for (auto& [scope, f] : furthest) out.push_back(std::move(f));
+  return out;
+}
+
+/// How far eager moved (an entry of eager_moves) as measurement's Drift: the factor (> 1) and
+/// one sentence naming it.
+measurement::Drift drift_of(const json& move) {
+  const double f = move["factor"].get<double>();
+  return {std::max(f, 1 / f), "eager decode moved " + fmt(f, "%.2f") + "× between the captures (" +
+                                  fmt(move["a_ms_per_token"].get<double>(), "%.2f") + " → " +
+                                  fmt(move["b_ms_per_token"].get<double>(), "%.2f") +
+                                  " ms/token, beyond its spread): the machine changed"};
+}
+
+measurement::Verdict verdict_of(const json& name) {
+  using measurement::Verdict;
+  for (const Verdict v : {Verdict::Faster, Verdict::Slower, Verdict::WithinNoise})
+    if (name == measurement::verdict_name(v)) return v;
+  return Verdict::NotJudged;
+}
+
+/// A compiled cell where eager moved: B's speed-up over its own eager against A's (compare_speedup),
+/// a change standing only when it is larger than how far eager moved (measurement::against_drift).
+measurement::Judgement judge_by_speedup(const json& speedups, const json& move) {
+  measurement::Judgement j;
+  j.verdict = verdict_of(speedups["verdict"]);
+  j.speedup = speedups["ratio"].get<double>();
+  j.why = "speed-up vs eager " + fmt(speedups["a"]["median"].get<double>(), "%.2f") + "× → " +
+          fmt(speedups["b"]["median"].get<double>(), "%.2f") + "× (" + fmt(j.speedup, "%.2f") + "×)";
+  return measurement::against_drift(j, drift_of(move), "eager move between the captures");
+}
+
+/// Each cell's verdict on its decode time, and why. Where eager did not move: the absolute
+/// latency's (why null). Where it moved (the cell's engine and scenario is in `moves`): an eager
+/// cell whose latency moved reads "machine drift", a compiled cell is judged by its speed-up over
+/// its own file's eager (judge_by_speedup; "not judged" without one on a side).
+void judge_cells(json& cells, const json& moves) {
+  std::map<std::pair<std::string, std::string>, const json*> moved;
+  for (const auto& m : moves) moved[{m.value("engine", ""), m.value("scenario", "")}] = &m;
+  for (auto& c : cells) {
+    const json lat = c["latency"].value("decode_ms_per_token", json());
+    const json absolute = lat.is_object() ? lat["verdict"] : json();
+    c["judged_by"] = "absolute";
+    c["verdict"] = absolute;
+    c["why"] = nullptr;
+    const auto m = moved.find({c.value("engine", ""), c.value("scenario", "")});
+    if (m == moved.end()) continue;
+    if (c.value("mode", "") == "eager") {
+      if (lat.is_object() && apart(lat)) {
+        c["verdict"] = "machine drift";
+        c["why"] = drift_of(*m->second).why;
+      }
+      continue;
+    }
+    c["judged_by"] = "speedup_vs_eager";
+    const json& speedups = c["speedup_vs_eager"];
+    if (speedups["verdict"].is_null()) {
+      c["verdict"] = absolute.is_null() ? json() : json("not judged");
+      c["why"] = "eager moved and a side has no speed-up vs eager";
+      continue;
+    }
+    const auto j = judge_by_speedup(speedups, *m->second);
+    c["verdict"] = measurement::verdict_name(j.verdict);
+    c["why"] = j.why;
+  }
 }
 
 }  // namespace
@@ -240,22 +408,22 @@ json build_report_diff(const DiffSide& a, const DiffSide& b) {
   std::map<CellKey, const json*> index_b;
   for (const auto& [k, r] : runs_b) index_b[k] = r;
   json cells = json::array(), only_a = json::array(), only_b = json::array();
-  json counts{{"matched", 0}, {"faster", 0}, {"slower", 0}, {"within noise", 0}};
   for (const auto& [k, ra] : runs_a) {
     const auto it = index_b.find(k);
     if (it == index_b.end()) {
       only_a.push_back(only_cell(k, *ra));
       continue;
     }
-    json c = matched_cell(k, *ra, *it->second);
+    cells.push_back(matched_cell(k, *ra, *it->second));
     index_b.erase(it);
-    counts["matched"] = counts["matched"].get<int>() + 1;
-    if (c["latency"].contains("decode_ms_per_token")) {
-      const json& v = c["latency"]["decode_ms_per_token"]["verdict"];
-      if (v.is_string() && counts.contains(v.get<std::string>()))
-        counts[v.get<std::string>()] = counts[v.get<std::string>()].get<int>() + 1;
-    }
-    cells.push_back(std::move(c));
+  }
+  const json moves = eager_moves(cells);
+  judge_cells(cells, moves);
+  json counts{{"matched", cells.size()}, {"faster", 0}, {"slower", 0}, {"within noise", 0}, {"machine drift", 0}};
+  for (const auto& c : cells) {
+    const json& v = c["verdict"];
+    if (v.is_string() && counts.contains(v.get<std::string>()))
+      counts[v.get<std::string>()] = counts[v.get<std::string>()].get<int>() + 1;
   }
   for (const auto& [k, rb] : runs_b)
     if (index_b.count(k)) only_b.push_back(only_cell(k, *rb));
@@ -265,17 +433,11 @@ json build_report_diff(const DiffSide& a, const DiffSide& b) {
   };
   return {{"schema", 1},         {"kind", "report-diff"},          {"a", side(a)},
           {"b", side(b)},        {"settings_differ", settings_differ(a.settings, b.settings)},
-          {"counts", counts},    {"cells", cells},                 {"only_in_a", only_a},
-          {"only_in_b", only_b}};
+          {"eager_moved", moves}, {"counts", counts},              {"cells", cells},
+          {"only_in_a", only_a}, {"only_in_b", only_b}};
 }
 
 namespace {
-
-std::string fmt(double v, const char* f) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 /// A setting's value in a table cell (render_diff_markdown leaves them raw: text_of may dump JSON).
 std::string cell_text(const std::string& s) { return s.empty() ? "–" : md_text(s); }
@@ -296,6 +458,42 @@ std::string verdict_text(const json& v) {
   return s;
 }
 
+/// The cell's verdict, saying so when it rests on the speed-up over eager rather than on time.
+std::string cell_verdict_text(const json& c) {
+  const json& v = c.value("verdict", json());
+  if (c.value("judged_by", "") != "speedup_vs_eager") return verdict_text(v);
+  const bool side_without = c.value("speedup_vs_eager", json::object()).value("verdict", json()).is_null();
+  if (v == "not judged") return side_without ? "not judged (no speed-up vs eager on a side)" : "not judged (< 3 repeats)";
+  return v.is_string() ? verdict_text(v) + " (by speed-up vs eager)" : "–";
+}
+
+/// "1.05× (1.02–1.08)": a speed-up object's median and interquartile range.
+std::string speedup_text(const json& s) {
+  if (!s.is_object() || !s.contains("median")) return "–";
+  return fmt(s.value("median", 0.0), "%.2f") + "× (" + fmt(s.value("q1", s.value("min", 0.0)), "%.2f") + "–" +
+         fmt(s.value("q3", s.value("max", 0.0)), "%.2f") + ")";
+}
+
+/// Where eager moved between the captures (diff["eager_moved"]): the note at the top.
+void write_eager_moves(std::ostringstream& md, const json& moves, const std::string& ca, const std::string& cb) {
+  if (moves.empty()) return;
+  md << "> **The machine changed between the captures.** Eager runs nothing the compiler touches, so a change to where "
+        "the compiler is disabled leaves its time as it was; it is compared per engine and scenario, and where it moved "
+        "beyond its spread the machine's speed moved (or the change altered eager itself: capture both again on a quiet "
+        "machine to tell).\n\n";
+  for (const auto& m : moves) {
+    const std::string source = m.value("policy", "") + " " + m.value("mode", "") +
+                               (m.value("fullgraph", false) ? " fullgraph" : "") +
+                               (m.value("measurement", "") == "eager run" ? "" : "'s interleaved eager");
+    md << "- " << m.value("engine", "") << " " << m.value("scenario", "") << ": eager decode moved "
+       << fmt(m.value("factor", 0.0), "%.2f") << "× (" << source << ": " << ca << " "
+       << fmt(m.value("a_ms_per_token", 0.0), "%.2f") << " → " << cb << " " << fmt(m.value("b_ms_per_token", 0.0), "%.2f")
+       << " ms/token, beyond its spread): the machine changed between the captures; compiled cells are judged by "
+          "their ratio to their own file's eager.\n";
+  }
+  md << "\n";
+}
+
 std::string mode_text(const json& c) {
   return c.value("mode", "") + (c.value("fullgraph", false) ? " fullgraph" : "") +
          (c.contains("occurrence") ? " #" + std::to_string(c["occurrence"].get<int>() + 1) : "");
@@ -312,29 +510,102 @@ void write_settings(std::ostringstream& md, const json& diff, const std::string&
   md << "\n";
 }
 
+std::string bytes_text(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  for (; b >= 1024 && i < 4; ++i) b /= 1024;
+  return fmt(b, i ? "%.1f" : "%.0f") + " " + unit[i];
+}
+
+/// One figure of a cell's `costs` as "A → B (Δ)", or A alone when B is the same; "–" without either.
+/// `kind`: 't' a time in ns (shown in ms), 'b' bytes, 'n' a count; `mark` follows each count.
+std::string cost_text(const json& d, char kind, const std::string& mark = "") {
+  if (!d.is_object()) return "–";
+  auto one = [kind, &mark](const json& v) -> std::string {
+    if (!v.is_number()) return "–";
+    const double x = v.get<double>();
+    return kind == 't' ? fmt(x / 1e6, "%.1f") : kind == 'b' ? bytes_text(x) : fmt(x, "%.0f") + mark;
+  };
+  const json &a = d["a"], &b = d["b"];
+  if (a.is_null() && b.is_null()) return "–";
+  if (a == b) return one(a);
+  std::string t = one(a) + " → " + one(b);
+  if (kind == 'n' && d["delta"].is_number()) t += " (" + fmt(d["delta"].get<double>(), "%+.0f") + ")";
+  else if (d["delta_pct"].is_number()) t += " (" + fmt(d["delta_pct"].get<double>(), "%+.1f") + "%)";
+  return t;
+}
+
+/// The graph breaks of a cell's costs: Dynamo's count, else the LibTorch engine's (marked †).
+std::string breaks_cost_text(const json& t) {
+  const json& dynamo = t["graph_break_count"];
+  if (!dynamo["a"].is_null() || !dynamo["b"].is_null()) return cost_text(dynamo, 'n');
+  return cost_text(t["disabled_scope_entries"], 'n', "†");
+}
+
+/// What the hooks cost in each matched run of the engine (its `costs`), A → B.
+void write_engine_costs(std::ostringstream& md, const json& cells, const std::string& engine, const std::string& la,
+                        const std::string& lb) {
+  bool header = false;
+  for (const auto& c : cells) {
+    const json& t = c.value("costs", json());
+    if (c.value("engine", "") != engine || !t.is_object()) continue;
+    bool any = false;
+    for (const auto& [k, d] : t.items()) any |= !d["a"].is_null() || !d["b"].is_null();
+    if (!any) continue;
+    if (!header)
+      md << "What the hooks cost, " << la << " → " << lb << " (hook and compiler-disabled time and transfers as each "
+            "run's \"where the time goes\" sums them: a libtorch run over all its generates, a torch run over its "
+            "profiled one; times are wall-clock and move with the machine; graph breaks per compiled forward, as in "
+            "the table above):\n\n"
+            "| scenario | policy | mode | hook time, ms | hook calls | compiler-disabled, ms | disabled entries | "
+            "graph breaks | transfers | transfer bytes |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    header = true;
+    md << "| " << c.value("scenario", "") << " | " << c.value("policy", "") << " | " << mode_text(c) << " | "
+       << cost_text(t["hook_busy_ns"], 't') << " | " << cost_text(t["hook_calls"], 'n') << " | "
+       << cost_text(t["disabled_busy_ns"], 't') << " | " << cost_text(t["disabled_entries"], 'n') << " | "
+       << breaks_cost_text(t) << " | " << cost_text(t["transfers"], 'n') << " | " << cost_text(t["transfer_bytes"], 'b')
+       << " |\n";
+  }
+  if (header) md << "\n";
+}
+
+/// One matched cell's row of the latency table; `speedups`: with the speed-up over eager of both sides.
+void write_cell_row(std::ostringstream& md, const json& c, bool speedups) {
+  const json& a = c["a"];
+  const json& b = c["b"];
+  const json lat = c["latency"].value("decode_ms_per_token", json());
+  const bool has = lat.is_object();
+  const auto bold = [](const std::string& s, bool changed) { return changed ? "**" + s + "**" : s; };
+  md << "| " << c.value("scenario", "") << " | " << c.value("policy", "") << " | " << mode_text(c) << " | "
+     << breaks_text(a) << " | " << bold(breaks_text(b), c.value("breaks_changed", false)) << " | "
+     << a.value("outcome", "") << " | " << bold(b.value("outcome", ""), c.value("outcome_changed", false)) << " | "
+     << (has ? latency_text(lat["a"], lat["spread"]) : "–") << " | " << (has ? latency_text(lat["b"], lat["spread"]) : "–")
+     << " | " << (has && lat["ratio"].is_number() ? fmt(lat["ratio"].get<double>(), "%.2f") + "×" : "–") << " | "
+     << (has && lat["delta_pct"].is_number() ? fmt(lat["delta_pct"].get<double>(), "%+.1f") + "%" : "–") << " | ";
+  if (speedups) {
+    const json sv = c.value("speedup_vs_eager", json());
+    md << (sv.is_object() ? speedup_text(sv["a"]) : "–") << " | " << (sv.is_object() ? speedup_text(sv["b"]) : "–")
+       << " | ";
+  }
+  md << cell_verdict_text(c) << " |\n";
+}
+
+/// The engine's latency table; where its eager moved, with each side's speed-up over its own eager.
 void write_engine_cells(std::ostringstream& md, const json& cells, const std::string& engine, const std::string& la,
                         const std::string& lb) {
-  const std::string metric = "decode_ms_per_token", unit = "decode ms/token";
+  const std::string unit = "decode ms/token";
+  bool speedups = false;
+  for (const auto& c : cells)
+    speedups |= c.value("engine", "") == engine && c.value("judged_by", "") == "speedup_vs_eager";
   md << "### " << (engine.empty() ? "runs" : engine + " engine") << "\n\n"
      << "| scenario | policy | mode | breaks " << la << " | breaks " << lb << " | outcome " << la << " | outcome " << lb
-     << " | " << unit << " " << la << " | " << unit << " " << lb << " | " << lb << "/" << la << " | Δ | verdict |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& c : cells) {
-    if (c.value("engine", "") != engine) continue;
-    const json& a = c["a"];
-    const json& b = c["b"];
-    const json lat = c["latency"].value(metric, json());
-    const bool has = lat.is_object();
-    const auto bold = [](const std::string& s, bool changed) { return changed ? "**" + s + "**" : s; };
-    md << "| " << c.value("scenario", "") << " | " << c.value("policy", "") << " | " << mode_text(c) << " | "
-       << breaks_text(a) << " | " << bold(breaks_text(b), c.value("breaks_changed", false)) << " | "
-       << a.value("outcome", "") << " | " << bold(b.value("outcome", ""), c.value("outcome_changed", false)) << " | "
-       << (has ? latency_text(lat["a"], lat["spread"]) : "–") << " | " << (has ? latency_text(lat["b"], lat["spread"]) : "–")
-       << " | " << (has && lat["ratio"].is_number() ? fmt(lat["ratio"].get<double>(), "%.2f") + "×" : "–") << " | "
-       << (has && lat["delta_pct"].is_number() ? fmt(lat["delta_pct"].get<double>(), "%+.1f") + "%" : "–") << " | "
-       << verdict_text(has ? lat["verdict"] : json()) << " |\n";
-  }
+     << " | " << unit << " " << la << " | " << unit << " " << lb << " | " << lb << "/" << la << " | Δ | "
+     << (speedups ? "vs eager " + la + " | vs eager " + lb + " | " : "") << "verdict |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|" << (speedups ? "---|---|" : "") << "---|\n";
+  for (const auto& c : cells)
+    if (c.value("engine", "") == engine) write_cell_row(md, c, speedups);
   md << "\n";
+  write_engine_costs(md, cells, engine, la, lb);
 }
 
 void write_only_in(std::ostringstream& md, const json& only, const std::string& label) {
@@ -366,6 +637,7 @@ std::string render_diff_markdown(const json& original) {
      << ca << " = " << diff["a"].value("file", "") << " (" << text_of(diff["a"].value("runs", json())) << " runs), "
      << cb << " = " << diff["b"].value("file", "") << " (" << text_of(diff["b"].value("runs", json())) << " runs)\n\n";
   write_settings(md, diff, la, lb);
+  write_eager_moves(md, diff.value("eager_moved", json::array()), ca, cb);
   const json& cells = diff["cells"];
   if (cells.empty()) {
     md << "No cell of " << ca << " is in " << cb << ": the two captures ran different matrices.\n\n";
@@ -381,7 +653,14 @@ std::string render_diff_markdown(const json& original) {
     md << "Latency: median (spread) over the measured repeats; the spread is min–max, or q1–q3 where both captures "
           "record quartiles. **within noise**: the two spreads overlap, so the difference is no evidence of a change; "
           "faster/slower: " << cb << " against " << ca << " with disjoint spreads; " << lb << "/" << la
-       << " < 1 is faster.\n";
+       << " < 1 is faster.";
+    if (!diff.value("eager_moved", json::array()).empty())
+      md << " Where eager moved: an eager cell whose time moved reads **machine drift** (the machine, not the change); "
+            "a compiled cell is judged by its speed-up over its own file's eager (vs eager: eager ÷ compiled decode "
+            "ms/token per measured round, median (q1–q3)): **faster** when " << cb << "'s compiled gained on its eager "
+            "beyond the spread and by a factor larger than eager moved (a machine that moved that far may have slowed "
+            "compiled and eager unevenly).";
+    md << "\n";
     if (dagger)
       md << "\n† LibTorch engine: compiler-disabled scopes entered inside a captured region of one compiled forward, "
             "not Dynamo's `graph_break_count`.\n";
@@ -392,26 +671,51 @@ std::string render_diff_markdown(const json& original) {
   return md.str();
 }
 
+std::string render_diff_html(const json& diff, const std::string& markdown) {
+  const json& a = diff.at("a");
+  const json& b = diff.at("b");
+  const std::string title = "hookscope: before/after, " + a.value("label", "A") + " → " + b.value("label", "B");
+  return html_document(title, markdown_to_html(markdown) +
+                                  "<footer>Written by <code>hookscope report A B --html</code>. One file: no scripts, "
+                                  "nothing fetched.</footer>\n");
+}
+
 std::string report_diff_help() {
   return "Two files: `hookscope report A.sqlite B.sqlite [--labels main,pr]` compares the captures cell by cell "
-         "(engine, scenario, policy, mode, fullgraph); --markdown and --json then write the comparison.\n"
+         "(engine, scenario, policy, mode, fullgraph); --markdown, --json and --html then write the comparison.\n"
          "Comparison JSON (schema 1): {\"schema\": 1, \"kind\": \"report-diff\",\n"
          "  \"a\", \"b\": {\"label\", \"file\", \"runs\" (count), \"model\"},\n"
          "  \"settings_differ\": [{\"setting\", \"a\", \"b\"}] (model, devices, tokens, repeats, versions, the "
          "capture's settings; null where a side lacks it),\n"
-         "  \"counts\": {\"matched\", \"faster\", \"slower\", \"within noise\"} (verdicts of decode_ms_per_token),\n"
+         "  \"eager_moved\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", \"measurement\" (eager run|"
+         "interleaved eager), \"factor\" (B/A), \"a_ms_per_token\", \"b_ms_per_token\"}] (per engine and scenario where an "
+         "eager decode time moved beyond its spread, the one that moved furthest, an eager cell's before an interleaved "
+         "eager: the machine changed),\n"
+         "  \"counts\": {\"matched\", \"faster\", \"slower\", \"within noise\", \"machine drift\"} (the cells' verdicts),\n"
          "  \"cells\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", [\"occurrence\"],\n"
          "     \"a\", \"b\": {\"run\", \"status\", \"outcome\" (ok|error|works|raises|incomplete), \"graph_break_count\", "
          "\"disabled_scope_entries\", [\"error\"]},\n"
          "     \"breaks_changed\", \"outcome_changed\",\n"
          "     \"latency\": {METRIC: {\"a\", \"b\" (the latency objects, ms), \"ratio\" (B/A), \"delta_pct\", "
-         "\"spread\" (iqr|min-max), \"verdict\" (within noise|faster|slower|not judged|null)}}}]\n"
-         "     with METRIC decode_ms_per_token or prefill_ms,\n"
+         "\"spread\" (iqr|min-max), \"verdict\" (within noise|faster|slower|not judged|null: the absolute comparison)}}\n"
+         "       with METRIC decode_ms_per_token, prefill_ms or eager_decode_ms_per_token (a compiled run's interleaved eager),\n"
+         "     \"speedup_vs_eager\" (compiled cells): {\"a\", \"b\" (each run's speedup_vs_eager: eager ÷ compiled decode "
+         "per measured round), \"ratio\" (B/A), \"delta_pct\", \"spread\", \"verdict\" (faster: B's compiled gained on "
+         "its own eager)},\n"
+         "     \"judged_by\" (absolute|speedup_vs_eager), \"verdict\" (within noise|faster|slower|not judged|machine "
+         "drift|null: what the tables show), \"why\" (one sentence where eager moved, else null),\n"
+         "     \"costs\": {FIGURE: {\"a\", \"b\", \"delta\" (B − A), \"delta_pct\"}} with FIGURE hook_busy_ns, hook_calls, "
+         "disabled_busy_ns, disabled_entries, transfers, transfer_bytes (each run's stats.totals) and graph_break_count, "
+         "disabled_scope_entries (the run's own)}],\n"
          "  \"only_in_a\", \"only_in_b\": [{\"engine\", \"scenario\", \"policy\", \"mode\", \"fullgraph\", \"run\", "
          "\"outcome\"}]}\n"
          "Verdict (the rule of compiled vs eager): \"within noise\" when the spreads overlap (q1–q3 where both "
          "record them, else min–max), else \"faster\"/\"slower\" for B; \"not judged\" when a side measured fewer "
-         "than 3 generates.";
+         "than 3 generates. Eager is compared first, per engine and scenario: where an eager decode time (an eager "
+         "cell's, or a compiled cell's interleaved eager) moved beyond its spread, the machine changed between the "
+         "captures, its eager cells read \"machine drift\" instead of faster/slower and its compiled cells are judged by "
+         "their speed-up over their own file's eager (judged_by speedup_vs_eager), a change standing only when it is "
+         "larger than the factor eager moved by; elsewhere by absolute decode ms/token.";
 }
 
 std::pair<std::string, std::string> diff_labels(const std::string& file_a, const std::string& file_b,
@@ -454,12 +758,15 @@ int run_report_diff(const ReportDiffArgs& args) {
   const json diff = build_report_diff(a, b);
   const std::string md = render_diff_markdown(diff);
   // The captures are inputs: never written over, whatever name or link points at them.
-  for (const auto& [flag, out] : {std::pair{"--markdown", args.markdown}, std::pair{"--json", args.json_out}})
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {"--markdown", args.markdown}, {"--json", args.json_out}, {"--html", args.html}};
+  for (const auto& [flag, out] : outputs)
     for (const DiffSide* side : {&a, &b})
       if (!out.empty()) refuse_overwriting_input(flag, out, side->file, "compared", side->models);
-  refuse_shared_outputs({{"--markdown", args.markdown}, {"--json", args.json_out}});
+  refuse_shared_outputs(outputs);
   if (!args.markdown.empty()) write_output_file(args.markdown, md);
   if (!args.json_out.empty()) write_output_file(args.json_out, json_text(diff, 2) + "\n");
+  if (!args.html.empty()) write_output_file(args.html, render_diff_html(diff, md));
   std::cout << md;
   return 0;
 }

@@ -1,8 +1,16 @@
 // `hookscope report A.sqlite B.sqlite`: before/after across two captures. The cells of the
 // matrix (engine, scenario, policy, mode, fullgraph) are matched between the two report JSONs
 // (app/report_command.h `build_report`), each matched cell gets A's and B's graph breaks,
-// fullgraph outcome and decode latency, the delta B/A and a noise verdict; cells only one file
-// holds are listed, and settings that differ between the captures are warned about first.
+// fullgraph outcome and decode latency, the delta B/A and a noise verdict, and the deltas of what
+// the hooks cost (hook and compiler-disabled time and transfers from each run's `stats.totals`,
+// graph breaks from the run); cells only one file holds are listed, and settings that differ
+// between the captures are warned about first.
+//
+// Eager is compared first, per engine and scenario: eager runs nothing the compiler touches, so
+// when an eager decode time (an eager cell's, or a compiled cell's interleaved eager) moved
+// beyond its spread the machine changed between the captures. There the eager cells read
+// "machine drift" rather than faster/slower, and the compiled cells are judged by their speed-up
+// over their own file's eager (the runs' `speedup_vs_eager`) instead of by absolute time.
 #pragma once
 
 #include <filesystem>
@@ -48,14 +56,20 @@ nlohmann::json compare_latency(const nlohmann::json& a, const nlohmann::json& b)
 
 /// The diff document (`report_diff_help` describes its schema). Cells are matched by engine,
 /// scenario, policy, mode and fullgraph; a file holding the same cell several times (imports
-/// appended) matches them in run order. Throws std::invalid_argument when a report lacks
-/// `runs` (naming the side).
+/// appended) matches them in run order. `eager_moved` lists, per engine and scenario, the eager
+/// measurement that moved furthest beyond its spread; each cell's `verdict` is judged as the
+/// header says (`judged_by`). Throws std::invalid_argument when a report lacks `runs` (naming
+/// the side).
 nlohmann::json build_report_diff(const DiffSide& a, const DiffSide& b);
 
 /// The diff as Markdown a reviewer pastes into a PR: the settings that differ (a warning table
 /// at the top), the matched cells (breaks, outcome, latency A and B, B/A, Δ, verdict), then the
 /// cells only one capture holds. Throws std::invalid_argument when a field is missing.
 std::string render_diff_markdown(const nlohmann::json& diff);
+
+/// The diff as one self-contained HTML page (app/report_html.h `html_document`): `markdown`
+/// (render_diff_markdown's, of `diff`) turned into HTML by `markdown_to_html`.
+std::string render_diff_html(const nlohmann::json& diff, const std::string& markdown);
 
 /// The `report --help` text on two files: usage and the diff JSON's schema.
 std::string report_diff_help();
@@ -70,7 +84,7 @@ std::pair<std::string, std::string> diff_labels(const std::string& file_a, const
 struct ReportDiffArgs {
   std::string file_a, file_b;
   std::vector<std::string> labels;  ///< empty: the file stems
-  std::string markdown, json_out;   ///< outputs ("" = none)
+  std::string markdown, json_out, html;  ///< outputs ("" = none)
 };
 
 /// Registers on `report` what a second file needs: the positional `other_file`, `--labels A,B`

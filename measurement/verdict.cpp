@@ -129,6 +129,18 @@ std::optional<Drift> drift(const Spread& a, const std::string& label_a, const Sp
   return d;
 }
 
+Judgement against_drift(Judgement j, const Drift& d, const std::string& what) {
+  if (j.verdict != Verdict::Faster && j.verdict != Verdict::Slower) return j;
+  const double effect = j.speedup >= 1 ? j.speedup : (j.speedup > 0 ? 1 / j.speedup : 0);
+  if (effect > d.ratio) {
+    j.why += "; the " + fmt(effect) + "× effect is larger than the " + fmt(d.ratio) + "× " + what + " (" + d.why + ")";
+  } else {
+    j.verdict = Verdict::WithinNoise;
+    j.why = d.why + "; the " + fmt(effect) + "× effect is not larger than that";
+  }
+  return j;
+}
+
 std::vector<std::optional<Judgement>> judge_runs(const std::vector<const json*>& runs) {
   std::vector<std::optional<Judgement>> out(runs.size());
   const auto drifted = drifts(runs);
@@ -147,16 +159,7 @@ std::vector<std::optional<Judgement>> judge_runs(const std::vector<const json*>&
     if (!eager) continue;
     Judgement j = judge(*compiled, *eager, pairs);
     const auto d = drifted.find({r.value("engine", ""), r.value("scenario", "")});
-    if (d != drifted.end() && (j.verdict == Verdict::Faster || j.verdict == Verdict::Slower)) {
-      const double effect = j.speedup >= 1 ? j.speedup : (j.speedup > 0 ? 1 / j.speedup : 0);
-      if (effect > d->second.ratio) {
-        j.why += "; the " + fmt(effect) + "× effect is larger than the " + fmt(d->second.ratio) +
-                 "× eager drift between policies (" + d->second.why + ")";
-      } else {
-        j.verdict = Verdict::WithinNoise;
-        j.why = d->second.why + "; the " + fmt(effect) + "× effect is not larger than that";
-      }
-    }
+    if (d != drifted.end()) j = against_drift(j, d->second, "eager drift between policies");
     out[i] = j;
   }
   return out;

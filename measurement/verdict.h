@@ -51,6 +51,12 @@ struct Drift {
 /// std::nullopt when they agree or are too few to tell.
 std::optional<Drift> drift(const Spread& a, const std::string& label_a, const Spread& b, const std::string& label_b);
 
+/// How far the machine moved bounds what a measurement may claim: a faster/slower `j` stands
+/// only when its effect (`j.speedup`, or its inverse for a slow-down) is larger than `d.ratio`
+/// (its why then names the drift as `what`, e.g. "eager drift between policies"); else it is
+/// within noise, the why naming the drift. Other verdicts are returned as they are.
+Judgement against_drift(Judgement j, const Drift& d, const std::string& what);
+
 /// Judges every compiled run of a capture. `runs` are run result documents (RUNS.results, as
 /// `report` reads them: engine, scenario, policy, mode, fullgraph, status, decode_ms_per_token,
 /// eager_decode_ms_per_token, samples). Returns, per run, its judgement (std::nullopt for eager

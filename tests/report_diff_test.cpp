@@ -1,14 +1,22 @@
-// `hookscope report A B`: the noise verdict on hand-made latency objects and report JSONs, and
-// the comparison of two real captures of the tiny Llama (LibTorch engine) matched cell by cell
-// against each file's own report, with the CLI's exit codes for bad second files.
+// `hookscope report A B`: the noise verdict on hand-made latency objects and report JSONs, the
+// judging rules when eager moved between the captures, and the comparison of two real captures
+// of the tiny Llama (LibTorch engine) matched cell by cell against each file's own report — one
+// pair captured on a quiet and on a busied CPU — with the CLI's exit codes for bad second files.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cmath>
+#include <iostream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "app/report_diff.h"
+#include "measurement/spread.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
 
@@ -174,6 +182,230 @@ TEST(ReportDiff, RepeatedCellsMatchInRunOrderAndLabelsDefaultToStems) {
   EXPECT_THROW(hs::app::diff_labels("a", "b", {"one"}), std::invalid_argument);
   EXPECT_THROW(hs::app::build_report_diff(hand_side("a", a, {}), {"b", "b.sqlite", json::object(), {}, {}}),
                std::invalid_argument);
+}
+
+// ------------------------------------------------------------------ when eager moved
+
+json spread_of(const std::vector<double>& samples) { return hs::measurement::Spread::of(samples).to_json(); }
+
+std::vector<double> scaled(std::vector<double> v, double by) {
+  for (double& x : v) x *= by;
+  return v;
+}
+
+/// A run measured as the engines measure it: an eager cell's decode samples, or a compiled
+/// cell's compiled generates interleaved with eager ones (`eager`), with the spreads, samples
+/// and per-round speed-up its run result document holds.
+json timed_run(int64_t id, const std::string& scenario, const std::string& policy, const std::string& mode,
+               const std::vector<double>& decode, const std::vector<double>& eager = {}) {
+  json r = hand_run(id, policy, mode, false, "ok", mode == "eager" ? json() : json(0), spread_of(decode));
+  r["engine"] = "libtorch";
+  r["scenario"] = scenario;
+  r["samples"] = {{"decode_ms_per_token", decode}};
+  if (!eager.empty()) {
+    r["eager_decode_ms_per_token"] = spread_of(eager);
+    r["samples"]["eager_decode_ms_per_token"] = eager;
+    r["speedup_vs_eager"] = spread_of(hs::measurement::ratios(eager, decode));
+  }
+  return r;
+}
+
+const std::vector<double> kEager = {10.0, 10.1, 9.9, 10.2, 9.8};    // ms/token
+const std::vector<double> kCompiled = {8.0, 8.1, 7.9, 8.2, 7.8};    // 1.25× faster than kEager
+const std::vector<double> kSlowerCompiled = scaled(kEager, 0.95);  // 1.05×
+
+std::map<std::string, json> cells_by_name(const json& diff) {
+  std::map<std::string, json> out;
+  for (const auto& c : diff["cells"])
+    out[c["scenario"].get<std::string>() + " " + c["policy"].get<std::string>() + " " + c["mode"].get<std::string>()] = c;
+  return out;
+}
+
+// B captured on a machine 1.6× slower in the sharded scenario: its eager cell reads machine
+// drift, its compiled cells are judged by their speed-up over B's own eager — the same speed-up
+// within noise, one that doubled faster, one that fell below 1 slower, and one that moved by less
+// than eager moved (1.19× < 1.6×) within noise. The cpu-offload scenario's eager did not move:
+// its compiled cell is judged by its time, as before.
+TEST(ReportDiffEager, WhenEagerMovedCompiledCellsAreJudgedByTheirSpeedupOverTheirOwnEager) {
+  const double slow = 1.6;
+  const std::vector<double> eager_b = scaled(kEager, slow);
+  json a = json::array(), b = json::array();
+  for (auto [id, policy] : {std::pair{2, "whole-hook"}, {3, "offload-only"}, {4, "flat"}, {5, "small"}})
+    a.push_back(timed_run(id, "sharded", policy, "default", kCompiled, kEager));
+  a.push_back(timed_run(1, "sharded", "whole-hook", "eager", kEager));
+  a.push_back(timed_run(6, "cpu-offload", "whole-hook", "eager", kEager));
+  a.push_back(timed_run(7, "cpu-offload", "whole-hook", "default", kCompiled, kEager));
+  b.push_back(timed_run(2, "sharded", "whole-hook", "default", scaled(kCompiled, slow), eager_b));
+  b.push_back(timed_run(3, "sharded", "offload-only", "default", scaled(eager_b, 0.4), eager_b));  // 2.5×
+  b.push_back(timed_run(4, "sharded", "flat", "default", scaled(eager_b, 1.5), eager_b));          // 0.67×
+  b.push_back(timed_run(5, "sharded", "small", "default", scaled(eager_b, 0.95), eager_b));        // 1.05×
+  b.push_back(timed_run(1, "sharded", "whole-hook", "eager", eager_b));
+  b.push_back(timed_run(6, "cpu-offload", "whole-hook", "eager", kEager));
+  b.push_back(timed_run(7, "cpu-offload", "whole-hook", "default", kSlowerCompiled, kEager));
+  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+
+  ASSERT_EQ(diff["eager_moved"].size(), 1u) << diff["eager_moved"].dump(1);
+  const json& moved = diff["eager_moved"][0];
+  EXPECT_EQ(moved["engine"], "libtorch");
+  EXPECT_EQ(moved["scenario"], "sharded");
+  EXPECT_NEAR(moved["factor"].get<double>(), slow, 1e-9);
+  EXPECT_NEAR(moved["a_ms_per_token"].get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(moved["b_ms_per_token"].get<double>(), 16.0, 1e-9);
+
+  auto cell = cells_by_name(diff);
+  // In absolute time the sharded cells are slower: the machine, not the change.
+  for (const char* name : {"sharded whole-hook eager", "sharded whole-hook default", "sharded small default"})
+    EXPECT_EQ(cell[name]["latency"]["decode_ms_per_token"]["verdict"], "slower") << name;
+  EXPECT_EQ(cell["sharded whole-hook eager"]["verdict"], "machine drift");
+  EXPECT_EQ(cell["sharded whole-hook eager"]["judged_by"], "absolute");
+  EXPECT_EQ(cell["sharded whole-hook default"]["judged_by"], "speedup_vs_eager");
+  EXPECT_EQ(cell["sharded whole-hook default"]["verdict"], "within noise");
+  EXPECT_NEAR(cell["sharded whole-hook default"]["speedup_vs_eager"]["ratio"].get<double>(), 1.0, 1e-9);
+  EXPECT_EQ(cell["sharded offload-only default"]["verdict"], "faster");  // 1.25× → 2.50× over its eager
+  EXPECT_EQ(cell["sharded flat default"]["verdict"], "slower");          // 1.25× → 0.67×
+  EXPECT_EQ(cell["sharded small default"]["speedup_vs_eager"]["verdict"], "slower");  // 1.25× → 1.05×, apart
+  EXPECT_EQ(cell["sharded small default"]["verdict"], "within noise");               // but by less than 1.6×
+  EXPECT_NE(cell["sharded small default"]["why"].get<std::string>().find(
+                "eager decode moved 1.60× between the captures (10.00 → 16.00 ms/token, beyond its spread): the "
+                "machine changed; the 1.19× effect is not larger than that"),
+            std::string::npos)
+      << cell["sharded small default"]["why"];
+  EXPECT_NE(cell["sharded offload-only default"]["why"].get<std::string>().find(
+                "the 2.00× effect is larger than the 1.60× eager move between the captures"),
+            std::string::npos)
+      << cell["sharded offload-only default"]["why"];
+  EXPECT_EQ(cell["cpu-offload whole-hook eager"]["verdict"], "within noise");
+  EXPECT_EQ(cell["cpu-offload whole-hook default"]["judged_by"], "absolute");
+  EXPECT_EQ(cell["cpu-offload whole-hook default"]["verdict"], "slower");
+  EXPECT_TRUE(cell["cpu-offload whole-hook default"]["why"].is_null());
+  EXPECT_EQ(diff["counts"], json::parse(R"({"matched": 7, "faster": 1, "slower": 2, "within noise": 3, "machine drift": 1})"));
+
+  const std::string md = hs::app::render_diff_markdown(diff);
+  EXPECT_NE(md.find("> **The machine changed between the captures.**"), std::string::npos) << md;
+  EXPECT_NE(md.find("- libtorch sharded: eager decode moved 1.60× (whole-hook eager: `main` 10.00 → `pr` 16.00 ms/token, "
+                    "beyond its spread): the machine changed between the captures; compiled cells are judged by their "
+                    "ratio to their own file's eager."),
+            std::string::npos)
+      << md;
+  EXPECT_LT(md.find("machine changed"), md.find("### libtorch engine")) << "the note comes first";
+  EXPECT_NE(md.find("| vs eager main | vs eager pr | verdict |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sharded | whole-hook | eager | – | – | ok | ok | 10.0 (9.9–10.1) | 16.0 (15.8–16.2) | 1.60× | "
+                    "+60.0% | – | – | machine drift |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| sharded | whole-hook | default | 0 | 0 | ok | ok | 8.0 (7.9–8.1) | 12.8 (12.6–13.0) | 1.60× | "
+                    "+60.0% | 1.25× (1.25–1.25) | 1.25× (1.25–1.25) | within noise (by speed-up vs eager) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 1.25× (1.25–1.25) | 2.50× (2.50–2.50) | **faster** (by speed-up vs eager) |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| cpu-offload | whole-hook | default | 0 | 0 | ok | ok | 8.0 (7.9–8.1) | 9.5 (9.4–9.6) | 1.19× | "
+                    "+18.8% | 1.25× (1.25–1.25) | 1.05× (1.05–1.05) | **slower** |"),
+            std::string::npos)
+      << md;
+}
+
+// Eager steady (the same samples in both files): every cell is judged by its time, as before —
+// a compiled cell that got slower is slower, and no note about the machine is written.
+TEST(ReportDiffEager, WhenEagerIsSteadyCellsAreJudgedByTheirTime) {
+  json a = json::array(), b = json::array();
+  a.push_back(timed_run(1, "sharded", "whole-hook", "eager", kEager));
+  a.push_back(timed_run(2, "sharded", "whole-hook", "default", kCompiled, kEager));
+  b.push_back(timed_run(1, "sharded", "whole-hook", "eager", kEager));
+  b.push_back(timed_run(2, "sharded", "whole-hook", "default", kSlowerCompiled, kEager));
+  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  EXPECT_TRUE(diff["eager_moved"].empty()) << diff["eager_moved"].dump(1);
+  auto cell = cells_by_name(diff);
+  EXPECT_EQ(cell["sharded whole-hook eager"]["verdict"], "within noise");
+  EXPECT_EQ(cell["sharded whole-hook default"]["judged_by"], "absolute");
+  EXPECT_EQ(cell["sharded whole-hook default"]["verdict"], "slower");
+  EXPECT_EQ(cell["sharded whole-hook default"]["speedup_vs_eager"]["verdict"], "slower");  // computed, not used
+  const std::string md = hs::app::render_diff_markdown(diff);
+  EXPECT_EQ(md.find("machine changed"), std::string::npos) << md;
+  EXPECT_EQ(md.find("vs eager main"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1.19× | +18.8% | **slower** |"), std::string::npos) << md;
+}
+
+// Without eager cells, a compiled cell's interleaved eager tells that the machine moved.
+TEST(ReportDiffEager, InterleavedEagerAloneTellsThatTheMachineMoved) {
+  json a = json::array(), b = json::array();
+  a.push_back(timed_run(2, "sharded", "whole-hook", "default", kCompiled, kEager));
+  b.push_back(timed_run(2, "sharded", "whole-hook", "default", scaled(kCompiled, 0.5), scaled(kEager, 0.5)));
+  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  ASSERT_EQ(diff["eager_moved"].size(), 1u);
+  EXPECT_EQ(diff["eager_moved"][0]["measurement"], "interleaved eager");
+  EXPECT_NEAR(diff["eager_moved"][0]["factor"].get<double>(), 0.5, 1e-9);
+  EXPECT_EQ(diff["cells"][0]["latency"]["decode_ms_per_token"]["verdict"], "faster");
+  EXPECT_EQ(diff["cells"][0]["verdict"], "within noise");
+  EXPECT_NE(hs::app::render_diff_markdown(diff).find("eager decode moved 0.50× (whole-hook default's interleaved eager: "
+                                                     "`main` 10.00 → `pr` 5.00 ms/token"),
+            std::string::npos);
+}
+
+// Hook time, compiler-disabled time and transfers (each run's stats.totals) and graph breaks (the
+// run's own count), as the report JSON holds them: A, B and the delta.
+TEST(ReportDiff, CostsAreComparedFromTheReportJson) {
+  auto with_totals = [](json run, int64_t hook_ns, int64_t calls, int64_t breaks, int64_t transfers, int64_t bytes) {
+    run["stats"] = {{"totals",
+                     {{"hook_calls", calls}, {"hook_busy_ns", hook_ns}, {"disabled_entries", calls / 2},
+                      {"disabled_busy_ns", hook_ns / 2}, {"transfers", transfers}, {"transfer_bytes", bytes},
+                      {"onloads", 0}}}};
+    run["graph_break_count"] = breaks;
+    return run;
+  };
+  json a = json::array(), b = json::array();
+  a.push_back(with_totals(timed_run(2, "sharded", "whole-hook", "default", kCompiled, kEager), 12'000'000, 40, 9, 30, 3 << 20));
+  b.push_back(with_totals(timed_run(2, "sharded", "whole-hook", "default", kCompiled, kEager), 9'000'000, 20, 0, 30, 3 << 20));
+  a.push_back(timed_run(3, "sharded", "whole-hook", "eager", kEager));  // no stats, no breaks: nothing to compare
+  b.push_back(timed_run(3, "sharded", "whole-hook", "eager", kEager));
+  json libtorch_a = timed_run(4, "sharded", "offload-only", "default", kCompiled, kEager);
+  json libtorch_b = libtorch_a;
+  libtorch_a["graph_break_count"] = nullptr, libtorch_a["disabled_scope_entries"] = 58;
+  libtorch_b["graph_break_count"] = nullptr, libtorch_b["disabled_scope_entries"] = 40;
+  a.push_back(libtorch_a);
+  b.push_back(libtorch_b);
+  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  auto cell = cells_by_name(diff);
+  const json& t = cell["sharded whole-hook default"]["costs"];
+  EXPECT_EQ(t["hook_busy_ns"], json::parse(R"({"a": 12000000, "b": 9000000, "delta": -3000000, "delta_pct": -25.0})"));
+  EXPECT_EQ(t["hook_calls"]["delta"], -20);
+  EXPECT_EQ(t["disabled_busy_ns"]["delta"], -1500000);
+  EXPECT_EQ(t["graph_break_count"]["a"], 9);
+  EXPECT_EQ(t["graph_break_count"]["b"], 0);
+  EXPECT_EQ(t["graph_break_count"]["delta"], -9);
+  EXPECT_EQ(t["transfers"]["delta"], 0);
+  EXPECT_EQ(t["transfer_bytes"]["b"], 3 << 20);
+  EXPECT_EQ(cell["sharded offload-only default"]["costs"]["disabled_scope_entries"]["delta"], -18);
+  EXPECT_TRUE(cell["sharded whole-hook eager"]["costs"]["hook_busy_ns"]["a"].is_null());
+  EXPECT_TRUE(cell["sharded whole-hook eager"]["costs"]["hook_busy_ns"]["delta"].is_null());
+  const std::string md = hs::app::render_diff_markdown(diff);
+  EXPECT_NE(md.find("| scenario | policy | mode | hook time, ms | hook calls | compiler-disabled, ms | disabled entries | "
+                    "graph breaks | transfers | transfer bytes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| sharded | whole-hook | default | 12.0 → 9.0 (-25.0%) | 40 → 20 (-20) | 6.0 → 4.5 (-25.0%) | "
+                    "20 → 10 (-10) | 9 → 0 (-9) | 30 | 3.0 MiB |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| sharded | offload-only | default | – | – | – | – | 58† → 40† (-18) | – | – |"), std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("| sharded | whole-hook | eager | – | – | – |"), std::string::npos) << "a run without costs has no row\n"
+                                                                                     << md;
+}
+
+TEST(ReportDiff, TheHtmlPageIsTheMarkdownsTablesInOneFile) {
+  json a = json::array(), b = json::array();
+  a.push_back(timed_run(1, "sharded", "whole-hook", "eager", kEager));
+  b.push_back(timed_run(1, "sharded", "whole-hook", "eager", scaled(kEager, 2)));
+  const json diff = hs::app::build_report_diff(hand_side("<main>", a, {}), hand_side("pr", b, {}));
+  const std::string html = hs::app::render_diff_html(diff, hs::app::render_diff_markdown(diff));
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("<title>hookscope: before/after, &lt;main&gt; → pr</title>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<blockquote><p><strong>The machine changed between the captures.</strong>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>machine drift</td>"), std::string::npos) << html;
+  EXPECT_EQ(html.find("<main>"), std::string::npos) << "the label is escaped";
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http"), std::string::npos) << "nothing fetched";
 }
 
 // ------------------------------------------------------------------ two real captures
@@ -347,6 +579,120 @@ TEST(ReportDiffCli, ABadSecondFileOrLabelIsRefusedNamingIt) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("report-diff"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("within noise"), std::string::npos) << r.out;
+}
+
+// ------------------------------------------------------------------ a busier machine
+
+/// Pins the calling thread, and the processes it starts from now on, to one CPU until destroyed.
+class PinnedTo {
+ public:
+  explicit PinnedTo(int cpu) {
+    sched_getaffinity(0, sizeof before_, &before_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+  }
+  ~PinnedTo() { sched_setaffinity(0, sizeof before_, &before_); }
+  PinnedTo(const PinnedTo&) = delete;
+  PinnedTo& operator=(const PinnedTo&) = delete;
+
+ private:
+  cpu_set_t before_;
+};
+
+/// Threads spinning on one CPU: whatever runs beside them there gets a share of it.
+class BusyCpu {
+ public:
+  BusyCpu(int cpu, int threads) {
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this, cpu] {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        while (!stop_.load(std::memory_order_relaxed)) {
+        }
+      });
+  }
+  ~BusyCpu() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+int a_cpu_of_this_process() {
+  cpu_set_t mine;
+  sched_getaffinity(0, sizeof mine, &mine);
+  for (int c = CPU_SETSIZE - 1; c >= 0; --c)
+    if (CPU_ISSET(c, &mine)) return c;
+  return 0;
+}
+
+// The same settings captured twice on one CPU, the second time with four threads spinning
+// beside it (about a fifth of the CPU left to the capture): every cell is slower in time, and
+// the diff must say that the machine changed, call no eager cell a regression, and judge the
+// compiled cells by their speed-up over their own file's eager.
+TEST(ReportDiffCli, ACaptureOnABusierMachineIsNamedMachineDriftNotARegression) {
+  const fs::path dir = hs::test::scratch_dir("report-diff-busy-" + std::to_string(getpid()));
+  const fs::path quiet = dir / "quiet.sqlite", busy = dir / "busy.sqlite";
+  const std::string model = hs::test::tiny_checkpoint("tiny-llama").string();
+  auto capture = [&](const fs::path& out) {
+    auto r = hookscope({"capture", "--engine", "libtorch", "--model", model, "--devices", "2", "--scenarios", "sharded",
+                        "--policies", "whole-hook", "--modes", "eager,default", "--fullgraph", "off", "--prompt-ids",
+                        "5,17,99,3", "--max-new-tokens", "32", "--repeats", "5", "--warmup", "1", "--threads", "1",
+                        "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  const int cpu = a_cpu_of_this_process();
+  {
+    PinnedTo pin(cpu);
+    capture(quiet);
+  }
+  {
+    PinnedTo pin(cpu);
+    BusyCpu spinning(cpu, 4);
+    capture(busy);
+  }
+  const fs::path md = dir / "diff.md", js = dir / "diff.json", html = dir / "diff.html";
+  auto r = hookscope({"report", quiet.string(), busy.string(), "--markdown", md.string(), "--json", js.string(), "--html",
+                      html.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json diff = hs::test::read_json(js);
+  ASSERT_EQ(diff["eager_moved"].size(), 1u) << diff.dump(1);
+  const json& moved = diff["eager_moved"][0];
+  std::cout << "eager moved " << moved["factor"] << "x (" << moved["measurement"] << ", " << moved["a_ms_per_token"]
+            << " -> " << moved["b_ms_per_token"] << " ms/token)\n";
+  EXPECT_EQ(moved["scenario"], "sharded");
+  EXPECT_GT(moved["factor"].get<double>(), 1.0) << "the busier capture is the slower one";
+  ASSERT_EQ(diff["cells"].size(), 2u) << diff.dump(1);
+  for (const auto& cell : diff["cells"]) {
+    if (cell["mode"] == "eager") {
+      EXPECT_NE(cell["verdict"], "slower") << cell.dump(1);
+      EXPECT_NE(cell["verdict"], "faster") << cell.dump(1);
+      if (cell["latency"]["decode_ms_per_token"]["verdict"] == "slower") {
+        EXPECT_EQ(cell["verdict"], "machine drift");
+      }
+    } else {
+      EXPECT_EQ(cell["judged_by"], "speedup_vs_eager") << cell.dump(1);
+      EXPECT_TRUE(cell["speedup_vs_eager"]["a"].is_object()) << cell.dump(1);
+    }
+  }
+  const std::string text = hs::test::read_file(md);
+  EXPECT_EQ(r.out, text);
+  EXPECT_NE(text.find("the machine changed between the captures; compiled cells are judged by their ratio to their own "
+                      "file's eager"),
+            std::string::npos)
+      << text;
+  const std::string page = hs::test::read_file(html);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find("The machine changed between the captures."), std::string::npos);
+  EXPECT_NE(page.find("<table"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace
