@@ -208,7 +208,9 @@ RunRows read_run(const CaptureReader& r, int64_t run) {
   d.runtime_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_RUNTIME");
   d.driver_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_DRIVER");
   for (const ThreadRow& t : r.threads(run)) d.os_tid[t.thread] = t.os_tid;
-  d.devices = r.devices(run);
+  // A run from a trace: its own devices and those its events name, not the capture's others.
+  for (DeviceRow& dev : r.devices(run))
+    if (!storage::recorded_from_trace(d.run) || dev.info.run_id) d.devices.push_back(std::move(dev));
   d.gpus = r.gpus();
   return d;
 }

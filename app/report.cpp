@@ -173,7 +173,7 @@ void write_verdicts(std::ostringstream& md, const json& verdicts, bool links) {
     }
     md << "\n";
   }
-  md << "A run's breaks: `hookscope explain FILE --run ID`; every figure is defined under *figures* at the end.\n\n";
+  md << "A run's breaks: `hookscope explain FILE --run ID`; every figure is defined under \"figures\" at the end.\n\n";
 }
 
 // The figures the report names, each with its one definition (facts/catalogue.h).
@@ -419,27 +419,31 @@ void write_peak_memory(std::ostringstream& md, const Tables& t) {
   }
 }
 
-// Dynamo's break reasons per compiled run (explain's, one forward), then each run's compile-log
-// records by gb code (every compile of the run): two facts, each under its own name.
+// Dynamo's break reasons per compiled run without fullgraph (explain's, one forward), then each
+// run's compile-log records by gb code (every compile of the run): two facts, each under its
+// own name.
 void write_dynamo_reasons(std::ostringstream& md, const json& runs) {
   std::ostringstream rows;
   size_t n = 0, more = 0;
   for (const auto& r : runs)
-    if (r.contains("break_reasons") && r["break_reasons"].is_array())
+    if (!r.value("fullgraph", false) && r.contains("break_reasons") && r["break_reasons"].is_array())
       for (const auto& b : r["break_reasons"]) {
         if (++n > 12) {
           ++more;
           continue;
         }
+        const auto text = [&](const char* k) { return b.value(k, json()).is_string() ? b[k].get<std::string>() : ""; };
         rows << "| " << r.value("id", json(0)).dump() << " | " << r.value("scenario", "") << " | " << r.value("policy", "")
-             << " | " << (b.value("gb_code", json()).is_string() ? b["gb_code"].get<std::string>() : "–") << " | "
+             << " | " << (text("gb_code").empty() ? "–" : text("gb_code")) << " | "
+             << (text("function").empty() ? "–" : md_code(text("function"), MdPlace::cell)) << " | "
              << md_shortened(b.value("reason", ""), 100) << " | "
              << md_code(b.value("user_frame", json()).is_string() ? b["user_frame"].get<std::string>() : "", MdPlace::cell)
              << " | " << b.value("count", int64_t{1}) << " |\n";
       }
   if (n > 0)
     md << "\n### " << facts::fact("break_reasons").label << ", per compiled run\n\n"
-       << "| run | scenario | policy | gb code | reason | user frame | count |\n|---|---|---|---|---|---|---|\n"
+       << "| run | scenario | policy | gb code | disabled function | reason | user frame | count |\n"
+          "|---|---|---|---|---|---|---|---|\n"
        << rows.str() << (more ? "\n(" + std::to_string(more) + " more: `hookscope explain FILE --run ID`)\n" : "");
   std::ostringstream log;
   for (const auto& r : runs) {

@@ -131,17 +131,6 @@ json build_report(const storage::CaptureReader& rd) {
       if (!r.contains(k)) r[k] = nullptr;
     if (!r.contains("weight_devices")) r["weight_devices"] = json::array();
     if (!r.contains("new_tokens")) r["new_tokens"] = 0;
-    // Totals straight from the recorded events (what the timeline shows).
-    int64_t tb = 0, tn = 0, sb = 0, sn = 0;
-    for (const auto& t : rd.transfer_sums(rec.id)) {
-      tb += t.bytes;
-      tn += t.count;
-    }
-    for (const auto& w : rd.weight_swap_sums(rec.id))
-      if (w.onload) {
-        sb += w.bytes;
-        sn += w.count;
-      }
     // Peak resident bytes per device: the capture stores it with the results; a run that never
     // ended has only its recorded counters.
     if (!r.contains("peak_memory_bytes") || !r["peak_memory_bytes"].is_object()) {
@@ -151,11 +140,17 @@ json build_report(const storage::CaptureReader& rd) {
       r["peak_memory_bytes"] = peaks;
     }
     add_break_facts(rd, rec, r);
-    r["recorded"] = {{"transfers", tn}, {"transfer_bytes", tb}, {"weight_onloads", sn}, {"weight_onload_bytes", sb}};
     // app/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
     static const std::vector<std::string> kReportStats = {"hook_time_by_device", "device_compute", "transfers",
                                                           "weight_swaps", "compiler_disabled", "graph_breaks"};
-    r["stats"] = stats_json(compute_stats(rd, {kReportStats, rec.id}).front(), kReportStats);
+    const RunStats stats = compute_stats(rd, {kReportStats, rec.id}).front();
+    r["stats"] = stats_json(stats, kReportStats);
+    // The recorded totals are the stats' (one computation): transfers that moved bytes, calls
+    // that moved nothing apart, weight onloads.
+    const StatsTotals& t = stats.totals;
+    r["recorded"] = {{"transfers", t.transfers},          {"transfer_bytes", t.transfer_bytes},
+                     {"empty_transfer_calls", t.empty_transfer_calls}, {"weight_onloads", t.onloads},
+                     {"weight_onload_bytes", t.onload_bytes}};
     report["runs"].push_back(r);
   } catch (const json::exception& e) {  // a field of another type than hookscope writes
     throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(rec.id) +
@@ -173,8 +168,14 @@ json build_report(const storage::CaptureReader& rd) {
     std::string id = given;  // a folder's last component: "org/name/" is "name"
     while (id.size() > 1 && id.back() == '/') id.pop_back();
     id = std::filesystem::path(id).filename().string();
-    report["model"] = {{"id", id.empty() ? "?" : id},
-                       {"path", given}, {"dtype", report["settings"].value("dtype", "?")}, {"params", nullptr},
+    // The dtype the runs ran (each records its own), else the one the capture asked for.
+    json dtype = report["settings"].value("dtype", json("?"));
+    for (const auto& r : report["runs"])
+      if (r.contains("dtype") && r["dtype"].is_string()) {
+        dtype = r["dtype"];
+        break;
+      }
+    report["model"] = {{"id", id.empty() ? "?" : id}, {"path", given}, {"dtype", dtype}, {"params", nullptr},
                        {"bytes", nullptr}};
   }
   return report;

@@ -32,8 +32,7 @@ std::string time_cell(const json& t, const char* ns_key, const char* count_key) 
   return ms(t.value(ns_key, int64_t{0})) + " (" + std::to_string(n) + ")";
 }
 
-// "1.5 MiB in 3.2 ms (0.49 GB/s)" ("0 B in 3.2 ms": calls that moved nothing, as a torch-engine
-// send_to_device on a CPU machine); "–" when there were none.
+// "1.5 MiB in 3.2 ms (0.49 GB/s)"; "–" when there were none.
 std::string bytes_cell(const json& t, const char* count_key, const char* bytes_key, const char* ns_key) {
   if (t.value(count_key, int64_t{0}) == 0) return "–";
   const int64_t bytes = t.value(bytes_key, int64_t{0}), ns = t.value(ns_key, int64_t{0});
@@ -73,7 +72,13 @@ std::string render_where_time_goes(const json& runs) {
                         : time_cell(t, "hook_busy_ns", "hook_calls"))
        << " | "
        << time_cell(t, "disabled_busy_ns", "disabled_entries") << " | "
-       << bytes_cell(t, "transfers", "transfer_bytes", "transfer_ns") << " | "
+       << bytes_cell(t, "transfers", "transfer_bytes", "transfer_ns")
+       // Calls that moved nothing (a torch-engine send_to_device on one device) are not transfers.
+       << (t.value("empty_transfer_calls", int64_t{0}) > 0
+               ? "; " + std::to_string(t["empty_transfer_calls"].get<int64_t>()) + " calls moved nothing (" +
+                     ms(t.value("empty_transfer_ns", int64_t{0})) + " ms)"
+               : std::string())
+       << " | "
        << bytes_cell(t, "onloads", "onload_bytes", "onload_ns") << " |\n";
   }
   return md.str();

@@ -223,7 +223,8 @@ void copy_reports(const RunData& d, RunStats& s, bool transfers, bool swaps) {
   std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow> groups;
   if (transfers) {
     for (const auto& t : d.rd.transfers(d.run))
-      add_copy(groups, copy_kind_name(t.copy_kind), t.src, t.dst, t.emulated, t.bytes, t.end_ns - t.start_ns);
+      if (t.bytes > 0)  // a call that moved nothing is not a transfer (totals count it apart)
+        add_copy(groups, copy_kind_name(t.copy_kind), t.src, t.dst, t.emulated, t.bytes, t.end_ns - t.start_ns);
     s.transfers = copy_rows(groups);
     groups.clear();
   }
@@ -356,6 +357,7 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
     t.transfer_bytes += x.bytes;
     t.transfer_ns += x.total_ns;
   }
+  std::tie(t.empty_transfer_calls, t.empty_transfer_ns) = d.rd.empty_transfers(d.run);
   for (const auto& w : d.rd.weight_swap_sums(d.run)) {
     (w.onload ? t.onloads : t.offloads) += w.count;
     (w.onload ? t.onload_bytes : t.offload_bytes) += w.bytes;
@@ -447,7 +449,9 @@ std::vector<Cells> map_rows(const std::vector<Row>& rows, F cells) {
 
 const std::vector<ReportSpec>& specs() {
   static const std::vector<ReportSpec> s{
-      {"hook_time", "Hook time by hook class, phase and module", "no hook calls recorded", with_durations({"hook", "phase", "module", "device"}),
+      {"hook_time", "Hook time by hook class, phase and module",
+       "no hook calls recorded (hooks Dynamo traced into a compiled graph run inside it, without ranges of their own)",
+       with_durations({"hook", "phase", "module", "device"}),
        [](const RunStats& st) {
          return map_rows(st.hook_time, [](const HookTimeRow& r) {
            Cells c{r.hook, r.phase, r.module, r.device};
@@ -455,7 +459,8 @@ const std::vector<ReportSpec>& specs() {
            return c;
          });
        }},
-      {"hook_time_by_device", "Hook time by hook class, phase and execution device", "no hook calls recorded",
+      {"hook_time_by_device", "Hook time by hook class, phase and execution device",
+       "no hook calls recorded (hooks Dynamo traced into a compiled graph run inside it, without ranges of their own)",
        with_durations({"hook", "phase", "device", "modules"}),
        [](const RunStats& st) {
          return map_rows(st.hook_time_by_device, [](const HookDeviceRow& r) {
@@ -471,7 +476,8 @@ const std::vector<ReportSpec>& specs() {
          return map_rows(st.device_compute,
                          [](const DeviceComputeRow& r) { return Cells{r.device, r.modules, r.calls, r.busy_ns}; });
        }},
-      {"transfers", "Activation transfers by copy kind and device pair", "no activation moved between devices",
+      {"transfers", "Activation transfers by copy kind and device pair (calls that moved nothing left out)",
+       "no activation moved between devices",
        {"kind", "src", "dst", "emulated", "count", "bytes", "total_ns", "gb_per_s"},
        [](const RunStats& st) { return map_rows(st.transfers, copy_cells); }},
       {"weight_swaps", "Weight onloads and offloads by source and device",
@@ -519,6 +525,8 @@ json stats_totals_json(const StatsTotals& t) {
           {"transfers", t.transfers},
           {"transfer_bytes", t.transfer_bytes},
           {"transfer_ns", t.transfer_ns},
+          {"empty_transfer_calls", t.empty_transfer_calls},
+          {"empty_transfer_ns", t.empty_transfer_ns},
           {"onloads", t.onloads},
           {"onload_bytes", t.onload_bytes},
           {"onload_ns", t.onload_ns},

@@ -23,7 +23,8 @@ namespace hs::app {
 ///   hook_time            hook class × phase × module (with the module's execution device)
 ///   hook_time_by_device  hook class × phase × execution device (modules pooled)
 ///   device_compute       module compute per execution device
-///   transfers            activation transfers by copy kind and device pair (src → dst)
+///   transfers            activation transfers that moved bytes, by copy kind and device pair
+///                        (src → dst); calls that moved nothing are counted apart in the totals
 ///   weight_swaps         weight onloads / offloads by source and device
 ///   compiler_disabled    compiler-disabled scopes by function
 ///   graph_breaks         the compile log's graph-break records and the LibTorch engine's
@@ -109,7 +110,9 @@ struct GpuCallerRow {
 struct StatsTotals {
   int64_t hook_calls = 0, hook_busy_ns = 0;
   int64_t disabled_entries = 0, disabled_busy_ns = 0;
-  int64_t transfers = 0, transfer_bytes = 0, transfer_ns = 0;
+  int64_t transfers = 0, transfer_bytes = 0, transfer_ns = 0;  ///< transfers that moved bytes
+  /// transfer calls that moved nothing (0 bytes: a send_to_device of tensors already in place)
+  int64_t empty_transfer_calls = 0, empty_transfer_ns = 0;
   int64_t onloads = 0, onload_bytes = 0, onload_ns = 0;
   int64_t offloads = 0, offload_bytes = 0, offload_ns = 0;
   /// facts/catalogue.h's recorded_disabled_scope_entries (GRAPH_BREAKS rows: the LibTorch

@@ -50,10 +50,16 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
   f["break_reasons"] = json::array();
   add_log(rd, rec.id, res, f);
   const bool imported = rec.engine == "import";
+  // A file written before runs named their engine holds LibTorch-engine runs only, which then
+  // stored their disabled-scope entries as "graph_break_count": they are read as what they are.
+  const bool legacy = rec.engine.empty() && !res.contains("disabled_scope_entries") && res.contains("graph_break_count") &&
+                      res["graph_break_count"].is_number();
   // Dynamo's names hold Dynamo's figures: explain's of one forward, only for a run that ran
   // explain (an imported log's graphs − 1 is log_graph_break_count, never graph_break_count).
-  const bool explained = !imported && res.contains("graph_break_count") && res["graph_break_count"].is_number();
-  const bool libtorch = !explained && res.contains("disabled_scope_entries") && res["disabled_scope_entries"].is_number();
+  const bool explained =
+      !imported && !legacy && res.contains("graph_break_count") && res["graph_break_count"].is_number();
+  const bool libtorch =
+      legacy || (!explained && res.contains("disabled_scope_entries") && res["disabled_scope_entries"].is_number());
   if (explained) {
     f["graph_count"] = number_or_null(res, "graph_count");
     f["graph_break_count"] = res["graph_break_count"];
@@ -63,7 +69,7 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
   if ((!imported || explained || libtorch) && res.contains("break_reasons") && res["break_reasons"].is_array())
     f["break_reasons"] = res["break_reasons"];
   if (libtorch) {
-    f["disabled_scope_entries"] = res["disabled_scope_entries"];
+    f["disabled_scope_entries"] = legacy ? res["graph_break_count"] : res["disabled_scope_entries"];
     f["captured_regions"] = number_or_null(res, "captured_regions");
   }
   // Over the compiled run: the compile metrics the torch engine read, else the log's.
@@ -84,7 +90,7 @@ std::string breaks_text(const json& r) {
   if (r.value("status", "") == "incomplete") return "incomplete";
   std::string recompiles;
   if (const auto it = r.find("recompiles"); it != r.end() && it->is_number() && it->get<int64_t>() > 0)
-    recompiles = " (" + std::to_string(it->get<int64_t>()) + " recompiles)";
+    recompiles = " (" + std::to_string(it->get<int64_t>()) + (it->get<int64_t>() == 1 ? " recompile)" : " recompiles)");
   if (const auto it = r.find("graph_break_count"); it != r.end() && it->is_number())
     return std::to_string(it->get<int64_t>()) + recompiles;
   if (const auto it = r.find("disabled_scope_entries"); it != r.end() && it->is_number())

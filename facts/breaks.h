@@ -30,6 +30,8 @@ namespace hs::facts {
 ///     run's TORCH_TRACE log (null / [] without one);
 ///   "disabled_scope_entries", "captured_regions": the LibTorch engine's one compiled forward;
 ///   "recorded_disabled_scope_entries": GRAPH_BREAKS rows over the whole run (LibTorch engine).
+/// A run of a file written before runs named their engine is a LibTorch-engine run: its stored
+/// "graph_break_count" is read as its disabled_scope_entries.
 /// `results` is the run's RUNS.results (checked by storage::check_run_results).
 /// Throws storage::CaptureError when the capture cannot be read.
 nlohmann::json break_facts(const storage::CaptureReader& reader, const storage::RunRecord& run);

@@ -59,18 +59,17 @@ const std::vector<Fact>& catalogue() {
       {"policy_speedup", "after vs before, compiled", "ratio", "measured",
        "the PR's headline: the first policy's compiled decode ÷ the second's (whole-hook ÷ offload-only; above 1: "
        "the change makes the compiled model faster)"},
-      {"eager_drift", "eager drift", "ratio", "measured",
-       "how far the two policies' eager decode moved apart (slower ÷ faster) when beyond their spread: the "
-       "machine's drift during the capture, which no policy causes"},
-      {"hook_time_ns", "hook time", "ns", "recorded events",
-       "time inside at least one hook call (pre_forward, post_forward; nesting counted once)"},
-      {"compiler_disabled_ns", "compiler-disabled time", "ns", "recorded events",
-       "time inside at least one compiler-disabled scope (nesting counted once)"},
+      {"hook_busy_ns", "hook time", "ns", "recorded events",
+       "time inside at least one hook call (pre_forward, post_forward; nesting counted once): a run's stats.totals"},
+      {"disabled_busy_ns", "compiler-disabled time", "ns", "recorded events",
+       "time inside at least one compiler-disabled scope (nesting counted once): a run's stats.totals"},
       {"transfers", "activation transfers", "count", "recorded events",
-       "send_to_device calls that moved an activation's bytes (calls that moved nothing are counted apart)"},
+       "send_to_device copies that moved an activation's bytes (a run's recorded and stats.totals)"},
       {"transfer_bytes", "transfer bytes", "bytes", "recorded events", "bytes those transfers moved"},
+      {"empty_transfer_calls", "calls that moved nothing", "count", "recorded events",
+       "send_to_device calls whose tensors were already where they go (0 bytes): counted apart, not transfers"},
       {"weight_onloads", "weight onloads", "count", "recorded events",
-       "offloaded weights materialised on their execution device before a forward"},
+       "offloaded weights materialised on their execution device before a forward (a run's recorded)"},
   };
   return facts;
 }

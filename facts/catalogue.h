@@ -15,7 +15,8 @@
 namespace hs::facts {
 
 struct Fact {
-  std::string_view key;         ///< the report JSON's field in each run ("graph_break_count")
+  std::string_view key;         ///< its field in report.json: a run's ("graph_break_count"), its
+                                ///< stats.totals' ("hook_busy_ns") or a verdict block's ("policy_speedup")
   std::string_view label;       ///< how every view names it ("graph breaks (Dynamo, one forward)")
   std::string_view unit;        ///< "count", "ms/token", "ns", "bytes", "ratio", "text"
   std::string_view source;      ///< where it comes from ("torch._dynamo.explain", "TORCH_TRACE log", ...)

@@ -492,12 +492,20 @@ std::vector<TransferSum> CaptureReader::transfer_sums(int64_t run) const {
   std::vector<TransferSum> out;
   Query q(*db_, path_,
          "SELECT " HS_STR("src", "s") ", " HS_STR("dst", "d") ", copyKind, emulated, count(*), sum(bytes), "
-         "sum(end - start) FROM TRANSFERS WHERE runId = ? GROUP BY src, dst, copyKind, emulated ORDER BY s, d");
+         "sum(end - start) FROM TRANSFERS WHERE runId = ? AND bytes > 0 GROUP BY src, dst, copyKind, emulated "
+         "ORDER BY s, d");
   q.bind(1, run);
   while (q.step())
     out.push_back({q.text(0), q.text(1), static_cast<tracer::MemcpyKind>(q.int64(2)), q.int64(3) != 0, q.int64(4),
                    q.int64(5), q.int64(6)});
   return out;
+}
+
+std::pair<int64_t, int64_t> CaptureReader::empty_transfers(int64_t run) const {
+  Query q(*db_, path_, "SELECT count(*), coalesce(sum(end - start), 0) FROM TRANSFERS WHERE runId = ? AND bytes = 0");
+  q.bind(1, run);
+  q.step();
+  return {q.int64(0), q.int64(1)};
 }
 
 std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {

@@ -55,6 +55,12 @@ struct RunRecord {
   std::string label;       ///< the user's name for the run ("" = none)
 };
 
+/// Whether the run's events come from a trace of another process (the torch engine's driver, or
+/// an import) rather than from hookscope's own engine: then the capture-wide DEVICES rows (the
+/// LibTorch engine's accelerators, emulated or real) are not its devices — only the rows of its
+/// own and the devices its events name are.
+inline bool recorded_from_trace(const RunRecord& run) { return run.engine == "torch" || run.engine == "import"; }
+
 /// The form the reader returns: strings owned, plus the columns the store derived that mean
 /// something in a row — `thread` (host events' recording thread) and a transfer's
 /// `copy_kind`. Other derived columns (runId, globalPid, nsys-only ones) and a module's class
@@ -98,7 +104,7 @@ struct ThreadRow {
   int64_t os_tid;
 };
 
-/// Transfers of a run grouped by (src, dst, copyKind, emulated).
+/// Transfers of a run that moved bytes, grouped by (src, dst, copyKind, emulated).
 struct TransferSum {
   std::string src, dst;
   tracer::MemcpyKind copy_kind;
@@ -180,7 +186,11 @@ class CaptureReader {
   /// Throws std::invalid_argument for another table; empty when the file lacks the table.
   std::vector<int64_t> activity_pids(int64_t run, std::string_view table) const;
 
+  /// The run's transfers that moved bytes (bytes > 0), grouped by (src, dst, copyKind, emulated).
   std::vector<TransferSum> transfer_sums(int64_t run) const;
+  /// The run's transfer calls that moved nothing (bytes = 0: a torch-engine send_to_device of
+  /// tensors already where they go): how many, and their summed duration (ns). Not transfers.
+  std::pair<int64_t, int64_t> empty_transfers(int64_t run) const;
   std::vector<WeightSwapSum> weight_swap_sums(int64_t run) const;
 
   /// Compile results of one run, or of every run when `run` is empty.

@@ -5,6 +5,7 @@
 // shapes); a LibTorch run's identical reasons are grouped and their counts add up.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -103,35 +104,51 @@ TEST(ExplainCli, ListsEveryRunAndGroupsALibTorchRunsIdenticalReasons) {
   EXPECT_EQ(r.out.find("hookscope generate"), std::string::npos) << "explain's own examples, not the top level's";
 }
 
-// A run imported from its `hookscope export` trace has no engine results: its recorded graph
-// breaks (the trace's hookscope::graph_break instants, kept row for row) give the reasons, over
-// the whole run and labelled so, and their counts add up to the original run's recorded breaks.
-TEST(ExplainCli, AnImportedExportGivesTheRecordedBreakReasons) {
+// A run imported from its `hookscope export` trace comes back with its engine and its one
+// forward's reasons (the trace's hookscope.facts); a trace without them (written by an older
+// hookscope, or edited) gives the recorded disabled-scope entries over the whole run instead,
+// labelled so, their counts adding up to the original run's.
+TEST(ExplainCli, AnImportedExportGivesTheRunsReasonsOrTheRecordedOnes) {
   const Capture& c = libtorch_capture();
   const auto& rec = run_of(c, "whole-hook");
   const fs::path dir = c.db.parent_path();
   auto r = hookscope({"export", c.db.string(), "--run", std::to_string(rec.id), "--format", "chrome", "-o",
                       (dir / "whole-hook.json").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  fs::remove(dir / "imported.sqlite");
-  r = hookscope({"import", (dir / "whole-hook.json").string(), "-o", (dir / "imported.sqlite").string()});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = hookscope({"explain", (dir / "imported.sqlite").string(), "--run", "1", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json d = json::parse(r.out);
-  EXPECT_EQ(d["engine"], "import");
-  EXPECT_EQ(d["break_reasons_from"], "recorded");
-  int64_t grouped = 0;
-  for (const auto& b : d["break_reasons"]) grouped += b["count"].get<int64_t>();
   const size_t original = hs::storage::CaptureReader(c.db).graph_breaks(rec.id).size();
   ASSERT_GT(original, 0u);
-  EXPECT_EQ(grouped, static_cast<int64_t>(original));
-  EXPECT_EQ(d["recorded_disabled_scope_entries"], original);
-  const auto text = hookscope({"explain", (dir / "imported.sqlite").string(), "--run", "1"});
-  ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("Break Reasons (the run's recorded disabled-scope entries over the whole run"), std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("Function: AlignDevicesHook.pre_forward"), std::string::npos) << text.out;
+  const json first = explain_json(c, rec.id);
+  json trace = hs::test::read_json(dir / "whole-hook.json");
+  trace["hookscope"].erase("facts");
+  std::ofstream(dir / "no-facts.json") << trace.dump();
+  for (const char* name : {"whole-hook", "no-facts"}) {
+    SCOPED_TRACE(name);
+    const fs::path back = dir / (std::string(name) + ".sqlite");
+    fs::remove(back);
+    r = hookscope({"import", (dir / (std::string(name) + ".json")).string(), "-o", back.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = hookscope({"explain", back.string(), "--run", "1", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json d = json::parse(r.out);
+    EXPECT_EQ(d["recorded_disabled_scope_entries"], original);
+    const bool facts = std::string(name) == "whole-hook";
+    EXPECT_EQ(d["engine"], facts ? "libtorch" : "import");
+    if (facts) {
+      EXPECT_EQ(d["break_reasons"], first["break_reasons"]) << "the one forward's reasons, as in the capture";
+      EXPECT_EQ(d["disabled_scope_entries"], first["disabled_scope_entries"]);
+      continue;
+    }
+    EXPECT_EQ(d["break_reasons_from"], "recorded");
+    int64_t grouped = 0;
+    for (const auto& b : d["break_reasons"]) grouped += b["count"].get<int64_t>();
+    EXPECT_EQ(grouped, static_cast<int64_t>(original));
+    const auto text = hookscope({"explain", back.string(), "--run", "1"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("Break Reasons (the run's recorded disabled-scope entries over the whole run"),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("Function: AlignDevicesHook.pre_forward"), std::string::npos) << text.out;
+  }
 }
 
 TEST(ExplainCli, TorchRunsCountOneForwardLikeDynamoExplain) {

@@ -333,7 +333,7 @@ TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
     const auto before = table_counts(capture().db, run);
     const fs::path once = round_trip(capture().db, run, dir, "once-" + std::to_string(run));
     const auto after = table_counts(once, 1);
-    // The run comes back under its own cell (the trace's "hookscope" object names it).
+    // The run comes back under its own cell and engine (the trace's "hookscope" object names them).
     const auto orig = hs::storage::CaptureReader(capture().db).run(run);
     const auto back = hs::storage::CaptureReader(once).run(1);
     EXPECT_EQ(back.scenario, orig.scenario);
@@ -341,7 +341,7 @@ TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
     EXPECT_EQ(back.mode, orig.mode);
     EXPECT_EQ(back.fullgraph, orig.fullgraph);
     EXPECT_EQ(back.model, orig.model);
-    EXPECT_EQ(back.engine, "import");
+    EXPECT_EQ(back.engine, orig.engine) << "the trace's hookscope.facts give the run its engine back";
     // Each hookscope range is also kept as a CPU_OPS row by the importer (as for any trace).
     int64_t ranges = 0;
     for (const char* t : {"HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "DISABLED_SCOPES", "GENERATION_STEPS",

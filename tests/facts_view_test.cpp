@@ -83,7 +83,7 @@ std::string viewer_text(std::string s) {
   return s;
 }
 
-TEST(Facts, EveryRunHasEachBreakFactUnderOneName) {
+void EveryRunHasEachBreakFactUnderOneName() {
   const auto runs = compiled_runs();
   ASSERT_EQ(runs.size(), 4u) << "both engines, both policies, mode default";
   for (const auto& r : runs) {
@@ -107,7 +107,7 @@ TEST(Facts, EveryRunHasEachBreakFactUnderOneName) {
     EXPECT_EQ(capture().report["definitions"][std::string(f.key)]["definition"], f.definition) << f.key;
 }
 
-TEST(Facts, ExplainAndStatsShowTheReportsFigures) {
+void ExplainAndStatsShowTheReportsFigures() {
   for (const auto& r : compiled_runs()) {
     SCOPED_TRACE("run " + id_of(r));
     const json e = run_cli_json({"explain", capture().db.string(), "--run", id_of(r), "--json"});
@@ -127,7 +127,7 @@ TEST(Facts, ExplainAndStatsShowTheReportsFigures) {
   }
 }
 
-TEST(Facts, MarkdownAndHtmlShowTheSameBreaksCell) {
+void MarkdownAndHtmlShowTheSameBreaksCell() {
   const Capture& c = capture();
   std::map<std::string, std::map<std::string, std::string>> cell;  // engine -> policy -> breaks text
   for (const auto& r : compiled_runs()) {
@@ -203,7 +203,7 @@ TEST(Facts, TheChromeExportCarriesTheFactsAndImportGivesThemBack) {
   }
 }
 
-TEST(Facts, TheVerdictComesFirstWithItsEvidence) {
+void TheVerdictComesFirstWithItsEvidence() {
   const Capture& c = capture();
   const json& v = c.report["verdicts"];
   ASSERT_EQ(v.size(), 2u) << "one block per engine for the one scenario";
@@ -230,6 +230,15 @@ TEST(Facts, TheVerdictComesFirstWithItsEvidence) {
   EXPECT_NE(c.html.find("<a href=\"#run-" + wh + "\">" + wh + "</a>"), std::string::npos);
   EXPECT_LT(c.html.find("id=\"verdict\""), c.html.find("id=\"tables\""));
   EXPECT_LT(c.html.find("id=\"runs-section\""), c.html.find("<details>\n<summary><h2>Settings"));
+}
+
+// Each capture-based check makes the capture once in its process (ctest runs each TEST apart):
+// the report, explain, stats and HTML checks share one.
+TEST(Facts, ReportExplainStatsAndHtmlAgree) {
+  EveryRunHasEachBreakFactUnderOneName();
+  ExplainAndStatsShowTheReportsFigures();
+  MarkdownAndHtmlShowTheSameBreaksCell();
+  TheVerdictComesFirstWithItsEvidence();
 }
 
 // The verdict rules on made-up report runs: the ratio, each side against eager, and a result

@@ -216,9 +216,12 @@ TEST(Stats, TotalsEqualTheSql) {
     EXPECT_EQ(t.hook_busy_ns, outermost("HOOK_EVENTS", s.run)) << s.run;
     EXPECT_EQ(t.disabled_entries, sql.one("SELECT count(*) FROM DISABLED_SCOPES WHERE runId = ?", {s.run}));
     EXPECT_EQ(t.disabled_busy_ns, outermost("DISABLED_SCOPES", s.run)) << s.run;
-    EXPECT_EQ(t.transfers, sql.one("SELECT count(*) FROM TRANSFERS WHERE runId = ?", {s.run}));
+    // Transfers moved bytes; calls that moved nothing are counted apart.
+    EXPECT_EQ(t.transfers, sql.one("SELECT count(*) FROM TRANSFERS WHERE runId = ? AND bytes > 0", {s.run}));
     EXPECT_EQ(t.transfer_bytes, sql.one("SELECT sum(bytes) FROM TRANSFERS WHERE runId = ?", {s.run}));
-    EXPECT_EQ(t.transfer_ns, sql.one("SELECT sum(end - start) FROM TRANSFERS WHERE runId = ?", {s.run}));
+    EXPECT_EQ(t.transfer_ns, sql.one("SELECT sum(end - start) FROM TRANSFERS WHERE runId = ? AND bytes > 0", {s.run}));
+    EXPECT_EQ(t.empty_transfer_calls, sql.one("SELECT count(*) FROM TRANSFERS WHERE runId = ? AND bytes = 0", {s.run}));
+    EXPECT_EQ(t.empty_transfer_ns, sql.one("SELECT coalesce(sum(end - start), 0) FROM TRANSFERS WHERE runId = ? AND bytes = 0", {s.run}));
     EXPECT_EQ(t.onload_bytes, sql.one("SELECT sum(bytes) FROM WEIGHT_SWAPS WHERE runId = ? AND onload = 1", {s.run}));
     EXPECT_EQ(t.onload_ns, sql.one("SELECT sum(end - start) FROM WEIGHT_SWAPS WHERE runId = ? AND onload = 1", {s.run}));
     EXPECT_EQ(t.offloads, sql.one("SELECT count(*) FROM WEIGHT_SWAPS WHERE runId = ? AND onload = 0", {s.run}));

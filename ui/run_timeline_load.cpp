@@ -388,15 +388,16 @@ LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info,
 }
 
 /// The device groups of the run. The capture-wide DEVICES rows are the devices of the engines
-/// that captured into this file; an imported run was recorded elsewhere, so only the rows of
-/// its own (if any) and the devices its events name are shown for it.
+/// that captured into this file; a run recorded from a trace (torch engine, import) ran
+/// elsewhere, so only the rows of its own (if any) and the devices its events name are shown
+/// for it: no empty lanes of accelerators it never used.
 void add_device_groups(RunTimeline& tl, const std::vector<storage::DeviceRow>& devices,
                        const std::vector<storage::GpuInfo>& gpus, const std::vector<storage::MemoryCounterRow>& memory,
                        const std::vector<std::pair<uint32_t, uint32_t>>& annotations) {
   std::map<std::string, storage::DeviceInfo> infos;
-  const bool imported = tl.run.engine == "import";
+  const bool elsewhere = storage::recorded_from_trace(tl.run);
   for (const auto& d : devices)
-    if (!imported || d.info.run_id) infos[d.info.name] = d.info;
+    if (!elsewhere || d.info.run_id) infos[d.info.name] = d.info;
   std::map<std::string, const storage::GpuInfo*> gpu_of;
   for (const auto& g : gpus) gpu_of[std::to_string(g.id)] = &g;
   for (const auto& name : device_names(tl, infos, memory, annotations)) {

@@ -135,7 +135,8 @@ struct FrameLayout {
   float legend_button[4] = {0, 0, 0, 0}, help_button[4] = {0, 0, 0, 0};
   /// A table tab with no rows says why (e.g. "this run offloads nothing (...)"); "" otherwise.
   std::string empty_message;
-  /// The line above the breaks table as drawn (its figures: facts/breaks.h); "" on other tabs.
+  /// The line above the breaks or transfers table as drawn (its figures: facts/breaks.h, stats'
+  /// transfers that moved bytes); "" on other tabs.
   std::string table_title;
   struct MemoryAxis {  ///< the scale of a memory lane
     int64_t run_id;

@@ -257,9 +257,10 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
 void View::DrawBreaksTab() {
   if (!m_timeline[0]) return;
   const RunTimeline& tl = *m_timeline[0];
+  // A torch run, or one with a compile log: Dynamo's records. Otherwise the LibTorch engine's.
   if (const storage::RunRecord* run = primary_run();
-      run && run->results.is_object() && run->results.contains("breaks_source") &&
-      (run->results["breaks_source"] == "dynamo" || run->results["breaks_source"] == "log"))
+      run && run->results.is_object() && tl.breaks.empty() &&
+      (run->engine == "torch" || (run->results.contains("log_compiles") && !run->results["log_compiles"].is_null())))
     return DrawLogBreaks(*run);
   const auto& rows = tl.breaks;
   m_layout.table_title = std::to_string(rows.size()) + " disabled-scope entries* recorded in run " +
@@ -292,10 +293,19 @@ void View::DrawTransfersTab() {
   if (!m_timeline[0]) return;
   const RunTimeline& tl = *m_timeline[0];
   const auto& rows = tl.transfers;
-  int64_t bytes = 0;
-  for (const auto& r : rows) bytes += r.bytes;
-  ImGui::Text("%zu activation transfers in run %lld, %s", rows.size(), static_cast<long long>(tl.run.id),
-              format_bytes(static_cast<double>(bytes)).c_str());
+  int64_t bytes = 0, moved = 0;
+  for (const auto& r : rows) {
+    bytes += r.bytes;
+    moved += r.bytes > 0;
+  }
+  // A call that moved nothing (a send_to_device of tensors already in place) is listed, not counted.
+  m_layout.table_title = std::to_string(moved) + " activation transfers in run " + std::to_string(tl.run.id) + ", " +
+                         format_bytes(static_cast<double>(bytes)) +
+                         (moved < static_cast<int64_t>(rows.size())
+                              ? " (and " + std::to_string(rows.size() - static_cast<size_t>(moved)) +
+                                    " send_to_device calls that moved nothing, 0 B)"
+                              : std::string());
+  text(m_layout.table_title);
   if (rows.empty()) return empty_note(no_transfers_reason(tl), m_layout.empty_message);
   auto kind = [&](uint32_t r) {
     return std::string(copy_kind_name(rows[r].copy_kind)) + (rows[r].emulated ? " (emulated)" : "");
