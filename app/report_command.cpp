@@ -223,13 +223,15 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   auto* markdown = c->add_option("--markdown", a->markdown, "Also write the Markdown here");
   c->add_option("--json", a->json_out, "Write the report JSON (schema 2) here");
   c->add_option("--html", a->html,
-                "Write one self-contained HTML page here: the tables with each check explained, the settings, every "
-                "run, the compare chart and timelines as inline SVG (no scripts, nothing fetched); with two files, the "
+                "Write one self-contained HTML page here: the verdict first (its runs linked), the compare chart and "
+                "timelines as inline SVG, the tables with each check explained, every run, the settings (no scripts, "
+                "nothing fetched); with two files, the "
                 "before/after comparison as one page");
   c->add_option("--assets", a->assets, "With --markdown: write the chart and timelines as SVG files in this folder, linked from the Markdown")
       ->needs(markdown);
   c->add_option("--timeline-runs", a->timeline_runs,
-                "Runs drawn as timelines by --html / --assets (default: one compiled run per policy of the first scenario)")
+                "Runs drawn as timelines by --html / --assets (default: the first verdict's compiled runs, whole-hook "
+                "above offload-only; without a verdict one compiled run per policy of the first scenario)")
       ->delimiter(',');
   c->footer("Examples:\n  hookscope report out/demo.sqlite --markdown out/report.md --json out/report.json\n"
             "  hookscope report out/demo.sqlite --html out/report.html --timeline-runs 2,6\n"
