@@ -72,12 +72,14 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
   if (!doc["error"].is_string() && rec.status == tracer::RunStatus::Failed && !rec.error.empty()) doc["error"] = rec.error;
   json f = facts::break_facts(rd, rec);
   const std::string source = f["breaks_source"];
-  doc["source"] = source == "log" ? "dynamo" : source == "none" ? "libtorch" : source;
-  doc["counts_from"] = source == "dynamo" ? "torch._dynamo.explain" : source == "log" ? "log" : "libtorch";
+  doc["source"] = source == "log" ? "dynamo" : source;
+  doc["counts_from"] = source == "dynamo" ? "torch._dynamo.explain" : source;
   for (auto& [k, v] : f.items()) doc[k] = v;
   if (source == "dynamo" || source == "log") {
     const json dyn = importers::dynamo_summary(rd, rec.id);
     for (const char* k : {"skipped_frames", "recompile_reasons", "compile_ids"}) doc[k] = dyn[k];
+  } else if (source == "none") {
+    doc["break_reasons"] = json::array();
   } else if (r.contains("break_reasons")) {
     doc["break_reasons"] = group_libtorch_reasons(r["break_reasons"]);
   } else {
@@ -138,6 +140,10 @@ void print_doc(const json& d, std::ostream& out) {
   } else if (from == "log") {
     out << "Graphs − 1 in the log: " << num(d, "log_graph_break_count")
         << "  (from the compile log: one forward's graph_break_count only if the log holds one)\n";
+  } else if (from == "none") {
+    out << (d["mode"] == "eager" ? "No graph breaks: an eager run compiles nothing\n"
+                                 : "No break figures: the run holds no torch._dynamo.explain, no compile log and no "
+                                   "LibTorch-engine regions (an imported trace carries none of them)\n");
   } else {
     out << "Captured Regions: " << num(d, "captured_regions") << "\nDisabled-Scope Entries: "
         << num(d, "disabled_scope_entries")
@@ -150,7 +156,8 @@ void print_doc(const json& d, std::ostream& out) {
                       ? "Break Reasons (the run's recorded disabled-scope entries over the whole run, identical ones grouped)"
                       : "Break Reasons (identical ones grouped)",
                   d["break_reasons"], out);
-    out << "Disabled-scope entries recorded over the whole run (prefill and every decode step): "
+    out << "Disabled-scope entries inside captured regions over the whole run (GRAPH_BREAKS: prefill and every "
+           "decode step): "
         << num(d, "recorded_disabled_scope_entries") << "\n";
   }
   if (from == "torch._dynamo.explain" || from == "log") {

@@ -12,6 +12,7 @@
 #include "app/export_chrome.h"
 #include "app/export_csv.h"
 #include "storage/capture_reader.h"
+#include "storage/run_results.h"
 
 namespace hs::app {
 
@@ -77,7 +78,10 @@ std::string listing(const std::map<std::string, int64_t>& counts, const char* un
 }
 
 int export_chrome(const ExportArgs& a, const storage::CaptureReader& reader, const std::vector<int64_t>& runs) {
-  for (const int64_t run : runs) reader.check_rows(run);  // a damaged run fails before any file is written
+  for (const int64_t run : runs) {  // a damaged run fails before any file is written
+    reader.check_rows(run);
+    storage::check_run_results(reader.run(run).results, reader, run);  // its facts go into the trace
+  }
   const bool one_file = a.run != "all";
   const bool gzip = a.gzip || ends_with(a.out, ".gz");
   std::vector<std::pair<int64_t, fs::path>> files;

@@ -117,17 +117,28 @@ std::string take_exported_facts(storage::Store& store, int64_t run, nlohmann::js
   static const std::set<std::string> lists = {"break_reasons", "log_break_reasons"};
   const nlohmann::json& f = exported["facts"];
   const nlohmann::json engine = exported.value("engine", nlohmann::json());
-  bool ok = f.is_object() && plain_facts_value(f, 0) && (engine == "torch" || engine == "libtorch");
-  for (auto it = ok ? f.begin() : f.end(); ok && it != f.end(); ++it) {
+  std::string bad;  // what is not as facts/breaks.h writes it
+  if (engine != "torch" && engine != "libtorch") bad = "\"engine\" (torch or libtorch)";
+  else if (!f.is_object()) bad = "\"facts\" (an object)";
+  for (auto it = bad.empty() ? f.begin() : f.end(); bad.empty() && it != f.end(); ++it) {
     const std::string& k = it.key();
-    if (counts.count(k)) ok = it->is_null() || it->is_number_integer();
-    else if (lists.count(k)) ok = it->is_array() && std::all_of(it->begin(), it->end(), [](const nlohmann::json& b) { return b.is_object(); });
-    else if (k == "log_statuses") ok = it->is_null() || it->is_object();
-    else ok = k == "breaks_source" && it->is_string();
+    bool ok = plain_facts_value(*it, 1);
+    if (counts.count(k)) ok = ok && (it->is_null() || it->is_number_integer());
+    else if (lists.count(k)) ok = ok && it->is_array() && std::all_of(it->begin(), it->end(), [](const nlohmann::json& b) { return b.is_object(); });
+    else if (k == "log_statuses") ok = ok && (it->is_null() || it->is_object());
+    else ok = ok && k == "breaks_source" && it->is_string();
+    if (!ok) bad = "\"facts\".\"" + nlohmann::json(k).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(1);
   }
-  if (!ok)
-    return "the trace's \"hookscope\".\"facts\" are not break facts hookscope writes (or its engine is neither torch "
-           "nor libtorch); the run keeps what its events say";
+  if (!bad.empty()) {
+    if (bad.size() > 200) {  // cut between UTF-8 characters
+      size_t cut = 200;
+      while (cut > 0 && (static_cast<unsigned char>(bad[cut]) & 0xC0) == 0x80) --cut;
+      bad = bad.substr(0, cut) + "...";
+    }
+    return "the trace's \"hookscope\" " + bad +
+           " is not what hookscope writes there (counts are integers from 0 to 2^31 − 1, reasons lists of objects); its "
+           "break facts are dropped and the run keeps what its events say";
+  }
   store.set_run_engine(run, engine.get<std::string>());
   for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
                         "recompile_limit_hits", "disabled_scope_entries", "captured_regions"})

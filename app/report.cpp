@@ -156,7 +156,9 @@ void write_verdicts(std::ostringstream& md, const json& verdicts, bool links) {
     const json &b = v["before"], &a = v["after"];
     const bool libtorch = v.value("engine", "") == "libtorch";
     md << "**" << engine_name(v.value("engine", "")) << ", " << v.value("scenario", "") << ", mode " << v.value("mode", "")
-       << "**\n\n| | " << md_code(b.value("policy", ""), MdPlace::cell) << " (before) | "
+       << "**\n\n";
+    if (v["scenario_note"].is_string()) md << "> " << v["scenario_note"].get<std::string>() << "\n\n";
+    md << "| | " << md_code(b.value("policy", ""), MdPlace::cell) << " (before) | "
        << md_code(a.value("policy", ""), MdPlace::cell) << " (after) |\n|---|---|---|\n";
     md << "| " << facts::fact("decode_ms_per_token").label << ", ms/token | " << side_ms(b, "decode_ms_per_token") << " | "
        << side_ms(a, "decode_ms_per_token") << " |\n";
@@ -479,9 +481,9 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
     logged |= r.value("breaks_source", "") == "log";
   }
   md << (dynamo   ? "\n### " + std::string(facts::fact("graph_break_count").label) + "\n\n"
-         : logged ? "\n### " + std::string(facts::fact("log_graph_break_count").label) +
-                        " (each run's compile log: torch._dynamo.explain's formula over every compile it holds; one "
-                        "forward's graph_break_count only if the log holds one forward)\n\n"
+         : logged ? "\n### " + std::string(facts::fact("log_graph_break_records").label) +
+                        " (each run's compile log, every compile of the run, as tlparse lists them; not one "
+                        "forward's graph_break_count)\n\n"
                   : "\n### " + std::string(facts::fact("disabled_scope_entries").label) + " per compiled forward\n\n");
   md << "| scenario | mode |" << policy_headers(t, "") << "\n" << rule(2 + t.policies.size());
   for (const auto& sc : scenarios)
@@ -657,9 +659,21 @@ std::vector<std::pair<std::string, json>> runs_by_engine(const json& runs) {
 }  // namespace
 
 std::string render_verdict_markdown(const json& original, bool run_links) {
-  const json report = md_safe(json{{"verdicts", original.value("verdicts", json::array())}});
+  const json report = md_safe(json{{"verdicts", original.value("verdicts", json::array())},
+                                   {"runs", original.value("runs", json::array())}});
+  std::vector<std::string> policies;  // in capture order
+  for (const auto& r : report["runs"])
+    if (const std::string p = r.value("policy", "");
+        !p.empty() && std::find(policies.begin(), policies.end(), p) == policies.end())
+      policies.push_back(p);
   std::ostringstream md;
-  md << "## hookscope: compile-mode comparison, `whole-hook` (accelerate today) vs `offload-only` (proposed)\n\n";
+  if (policies == std::vector<std::string>{"whole-hook", "offload-only"}) {
+    md << "## hookscope: compile-mode comparison, `whole-hook` (accelerate today) vs `offload-only` (proposed)\n\n";
+  } else {
+    md << "## hookscope: compile-mode comparison";
+    for (size_t i = 0; i < policies.size(); ++i) md << (i ? " vs " : ", ") << md_code(policies[i], MdPlace::line);
+    md << "\n\n";
+  }
   write_verdicts(md, report["verdicts"], run_links);
   return md.str();
 }

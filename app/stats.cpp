@@ -14,6 +14,7 @@
 
 #include "app/cli_util.h"
 #include "importers/dynamo_summary.h"
+#include "storage/run_results.h"
 
 namespace hs::app {
 
@@ -369,6 +370,7 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
 
 RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
   rd.check_rows(rec.id);  // no sum or duration over rows no capture writes
+  storage::check_run_results(rec.results, rd, rec.id);
   RunStats s;
   s.run = rec.id;
   s.engine = rec.engine;

@@ -95,8 +95,10 @@ std::string breaks_text(const json& r) {
     return std::to_string(it->get<int64_t>()) + recompiles;
   if (const auto it = r.find("disabled_scope_entries"); it != r.end() && it->is_number())
     return std::to_string(it->get<int64_t>()) + "†" + recompiles;
-  if (const auto it = r.find("log_graph_break_count"); it != r.end() && it->is_number())
-    return "log: " + std::to_string(it->get<int64_t>()) + " (graphs − 1)" + recompiles;
+  // A run with only a compile log: the breaks it logged, as tlparse lists them (its graphs − 1
+  // would count every recompile's graph as a break).
+  if (const auto it = r.find("log_graph_break_records"); it != r.end() && it->is_number())
+    return "log: " + std::to_string(it->get<int64_t>()) + " records" + recompiles;
   return "–";
 }
 

@@ -38,7 +38,8 @@ nlohmann::json break_facts(const storage::CaptureReader& reader, const storage::
 
 /// A compiled run's breaks as one cell of text, the same in every view: "11 (24 recompiles)"
 /// for Dynamo's graph_break_count, "7†" for the LibTorch engine's disabled-scope entries,
-/// "log: 3 (graphs − 1)" for an imported log's figure, "–" when none is known. `run` is a
+/// "log: 3 records" for a run with only a compile log (its graph-break records, as tlparse lists
+/// them), "–" when none is known. `run` is a
 /// report run (the object break_facts' fields were merged into).
 std::string breaks_text(const nlohmann::json& run);
 

@@ -14,8 +14,9 @@ const std::vector<Fact>& catalogue() {
       {"graph_break_count", "graph breaks (Dynamo, one forward)", "count", "torch._dynamo.explain",
        "Dynamo's graph_break_count: torch._dynamo.explain's breaks in one compiled forward (graph_count - 1)"},
       {"break_reasons", "break reasons (Dynamo, one forward)", "count", "torch._dynamo.explain",
-       "the break reasons torch._dynamo.explain lists for that forward, identical ones grouped with a count (a "
-       "restarted trace lists its break again, so the counts may sum past graph_break_count)"},
+       "the break reasons torch._dynamo.explain lists for that forward, identical ones grouped with a count; their "
+       "sum may differ from graph_break_count (a restarted trace lists a break again; a graph split without a "
+       "user-visible reason lists none)"},
       {"recompiles", "recompiles", "count", "Dynamo's compilation metrics",
        "frame compiles Dynamo started because a guard of an earlier compile failed, over the compiled run "
        "(every generate of the cell; an imported run: the log's recompile_reasons)"},
@@ -45,9 +46,10 @@ const std::vector<Fact>& catalogue() {
        "its regions; not Dynamo's graph_break_count (Dynamo inlines, skips frames and stops at recompile_limit)"},
       {"captured_regions", "captured regions†", "count", "LibTorch engine",
        "regions the LibTorch engine cut one compiled forward into"},
-      {"recorded_disabled_scope_entries", "disabled-scope entries recorded†", "count", "LibTorch engine",
-       "disabled-scope entries recorded over the whole run (the GRAPH_BREAKS table: prefill, every decode step, "
-       "warm-ups and measured generates)"},
+      {"recorded_disabled_scope_entries", "disabled-scope entries over the run†", "count", "LibTorch engine",
+       "compiler-disabled scopes entered inside a captured region over the whole run (the GRAPH_BREAKS table: "
+       "prefill, every decode step, warm-ups and measured generates); every entry, in regions or not, is stats' "
+       "disabled_entries (DISABLED_SCOPES)"},
       // Time and latency.
       {"decode_ms_per_token", "compiled decode", "ms/token", "measured",
        "median decode time per token of the measured generates: (end of the last step − end of the prefill) / "
@@ -58,7 +60,8 @@ const std::vector<Fact>& catalogue() {
        "eager decode ÷ compiled decode (above 1: compiling is faster), the median of the per-round ratios"},
       {"policy_speedup", "after vs before, compiled", "ratio", "measured",
        "the PR's headline: the first policy's compiled decode ÷ the second's (whole-hook ÷ offload-only; above 1: "
-       "the change makes the compiled model faster)"},
+       "the change makes the compiled model faster); when the two cells' eager drifted apart, decided on each one's "
+       "speed-up over its own eager instead"},
       {"hook_busy_ns", "hook time", "ns", "recorded events",
        "time inside at least one hook call (pre_forward, post_forward; nesting counted once): a run's stats.totals"},
       {"disabled_busy_ns", "compiler-disabled time", "ns", "recorded events",

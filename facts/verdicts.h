@@ -19,7 +19,8 @@ namespace hs::facts {
 /// (torch first) and scenario that has a compiled mode ("default" preferred, else the first
 /// compiled mode) under at least two policies; "before" is the first policy in capture order
 /// (whole-hook, accelerate today), "after" the second (offload-only, the proposal):
-///   {"engine", "scenario", "mode",
+///   {"engine", "scenario", "scenario_note" (how the scenario differs from its name on this
+///    machine, as the engine noted it, or null), "mode",
 ///    "before"/"after": {"policy", "run", "decode_ms_per_token" (median, null if unmeasured),
 ///      "eager_decode_ms_per_token", "vs_eager", "verdict" (faster/slower/within noise/not
 ///      judged, null), "breaks" (breaks_text), "graph_break_count", "disabled_scope_entries",
@@ -27,6 +28,9 @@ namespace hs::facts {
 ///      "break_site": {"function", "gb_code", "count"} | null,
 ///      "fullgraph": "works" | "raises" | null, "fullgraph_run", "fullgraph_at" (function) | null},
 ///    "policy_speedup": {"ratio" (before ÷ after compiled decode; > 1: after is faster),
+///      "judged_by": "absolute" (the two compiled decodes' spreads) | "speedup_vs_eager" (the
+///      cells' eager drifted apart beyond their spread: each compiled run against its own
+///      eager, per round), "normalized_ratio" (after's speed-up over eager ÷ before's, or null),
 ///      "verdict", "why"} | null,
 ///    "against_hypothesis": what went against "after has fewer breaks, compiles faster and works
 ///      with fullgraph": [{"kind": "more_breaks", "before", "after"} | {"kind":

@@ -20,8 +20,8 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
   static const std::vector<Kind> kinds = {
       {"a string", [](const json& v) { return v.is_string(); }, {"status", "error", "measurement", "scenario_note"}, false},
       {"a count (0 or more)", [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; },
-       {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "new_tokens",
-        "logits_max_ulp", "warmup", "repeats"}},
+       {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "frames_skipped",
+        "recompile_limit_hits", "new_tokens", "logits_max_ulp", "warmup", "repeats"}},
       {"true or false", [](const json& v) { return v.is_boolean(); },
        {"argmax_match", "logits_identical", "params_on_meta_after"}},
       {"a number", [](const json& v) { return v.is_number(); }, {"logits_max_abs_diff", "compile_time_s"}},
@@ -29,7 +29,7 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
        {"prefill_ms", "decode_ms_per_token", "tokens_per_s", "eager_prefill_ms", "eager_decode_ms_per_token",
         "eager_tokens_per_s", "speedup_vs_eager"}},
       {"a list", [](const json& v) { return v.is_array(); }, {"break_reasons", "weight_devices", "diagnostics"}},
-      {"an object", [](const json& v) { return v.is_object(); }, {"peak_memory_bytes", "model", "samples"}}};
+      {"an object", [](const json& v) { return v.is_object(); }, {"peak_memory_bytes", "model", "samples", "carried_log"}}};
   const auto wrong = [&](const std::string& field, const json& v, const char* shape, bool null_ok = true) {
     const std::string is = v.is_number() ? v.dump() : std::string(v.type_name());  // -5, or "string"
     return CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
@@ -80,12 +80,16 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
   if (const auto it = r.find("break_reasons"); it != r.end() && it->is_array())
     for (const auto& b : *it) {
       bool ok = b.is_object();
-      for (const char* key : {"reason", "function", "module"})
+      for (const char* key : {"reason", "function", "module", "gb_code", "gb_type", "user_frame"})
         ok = ok && (!b.contains(key) || b[key].is_string() || b[key].is_null());
+      // A count (explain's grouped reasons) is a positive integer.
+      ok = ok && (!b.contains("count") || (b["count"].is_number_integer() && b["count"].get<int64_t>() > 0 &&
+                                           b["count"].get<int64_t>() < (int64_t{1} << 31)));
       if (!ok)
         throw CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(run) +
                                                    ": RUNS.results field 'break_reasons' holds " + b.dump().substr(0, 200) +
-                                                   ", where hookscope writes objects with string reason/function/module");
+                                                   ", where hookscope writes objects with string reason/function/module/"
+                                                   "gb_code/gb_type/user_frame and a positive integer count");
     }
 }
 

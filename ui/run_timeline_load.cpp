@@ -426,13 +426,15 @@ std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std
   return root_forward;
 }
 
-/// Activation transfers onto the source's "out" and the destination's "in" lane. Returns the
-/// flows between the two groups, when both are shown (their tracks are resolved later).
+/// Activation transfers that moved bytes onto the source's "out" and the destination's "in"
+/// lane. Returns the flows between the two groups, when both are shown (their tracks are
+/// resolved later).
 std::vector<Flow> place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
   std::vector<Flow> flows;
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.transfers.size(); ++i) {
     const auto& r = tl.transfers[i];
+    if (r.bytes == 0) continue;  // a send_to_device that moved nothing is not a transfer (the Transfers tab lists it)
     const uint32_t label = tl.intern(r.src + " -> " + r.dst + (r.module.empty() ? "" : " " + r.module));
     const uint8_t cat = copy_category(r.copy_kind);
     const int s = dev(r.src), d = dev(r.dst);

@@ -72,7 +72,7 @@ enum Column : int {
   kRunIds,
   kColumnCount
 };
-constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",     "graph breaks", "fullgraph",
+constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",     "graph breaks / entries*", "fullgraph",
                                                     "decode ms/token", "vs eager", "argmax",       "logits identical",
                                                     "params on meta", "runs"};
 
@@ -148,7 +148,7 @@ namespace {
 
 /// A compiled run's breaks as every view writes them (facts::breaks_text: Dynamo's
 /// graph_break_count with its recompiles, the LibTorch engine's disabled-scope entries marked,
-/// an imported log's graphs − 1 named so).
+/// a run with only a compile log its graph-break records, named so).
 std::string graph_breaks_cell(const storage::RunRecord* m) {
   const json* source = field(m, "breaks_source");
   const std::string from = source && source->is_string() ? source->get<std::string>() : "none";
@@ -168,8 +168,8 @@ std::string graph_breaks_cell(const storage::RunRecord* m) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(from == "dynamo" ? "graph breaks of one compiled forward (Dynamo's graph_break_count from "
                                          "torch._dynamo.explain, torch engine), with the recompiles over the run"
-                      : from == "log" ? "the compile log's graphs - 1 over every compile it holds (explain's formula "
-                                        "applied to a whole log); one forward's graph_break_count only if the log holds one"
+                      : from == "log" ? "graph-break records of the run's compile log over every compile it holds, as "
+                                        "tlparse lists them: not one forward's graph_break_count"
                                       : "* LibTorch engine: compiler-disabled scopes entered inside a captured region of "
                                         "one compiled forward, not Dynamo's graph_break_count; the Breaks tab lists every "
                                         "one recorded over all forwards of the run");

@@ -194,9 +194,18 @@ namespace {
 /// One group of Dynamo's graph-break records of the run's compile log
 /// (importers::dynamo_summary's break_reasons: the same groups explain prints).
 struct LogBreak {
-  std::string gb_code, gb_type, reason, user_frame;
+  std::string gb_code, function, gb_type, reason, user_frame;
   int64_t count = 0, frames_skipped = 0;
 };
+
+/// The function a break's reason names ("Skip calling function `<function
+/// AlignDevicesHook.pre_forward>`"), or "".
+std::string named_function(const std::string& reason) {
+  const size_t at = reason.find("<function ");
+  if (at == std::string::npos) return "";
+  const size_t start = at + 10, stop = reason.find_first_of(" >", start);
+  return reason.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
+}
 
 std::vector<LogBreak> log_breaks(const nlohmann::json& results) {
   std::vector<LogBreak> out;
@@ -205,10 +214,9 @@ std::vector<LogBreak> log_breaks(const nlohmann::json& results) {
   };
   if (results.contains("log_break_reasons") && results["log_break_reasons"].is_array())
     for (const auto& g : results["log_break_reasons"]) {
-      std::string reason = str(g, "reason");
-      reason = reason.substr(0, reason.find('\n'));
-      out.push_back({str(g, "gb_code"), str(g, "gb_type"), reason, str(g, "user_frame"), g.value("count", int64_t{0}),
-                     g.value("frame_skipped", int64_t{0})});
+      const std::string reason = str(g, "reason");
+      out.push_back({str(g, "gb_code"), named_function(reason), str(g, "gb_type"), reason.substr(0, reason.find('\n')),
+                     str(g, "user_frame"), g.value("count", int64_t{0}), g.value("frame_skipped", int64_t{0})});
     }
   return out;
 }
@@ -227,7 +235,8 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
                          "    graph-break records in the log: " + num("log_graph_break_records") +
                          " (every compile of run " + std::to_string(run.id) +
                          ": prefill, decode steps, restarts)    recompiles: " + num("recompiles") +
-                         "    frames skipped: " + num("frames_skipped");
+                         "    frames skipped: " + num("frames_skipped") +
+                         "    recompile_limit hits: " + num("recompile_limit_hits");
   text(m_layout.table_title);
   if (rows.empty())
     return empty_note(run.mode == "eager" ? "no graph breaks: eager runs compile nothing"
@@ -239,6 +248,8 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
        [&](uint32_t r) { text(rows[r].gb_code.empty() ? "-" : rows[r].gb_code); }},
       {"records", [&](uint32_t a, uint32_t b) { return cmp3(rows[b].count, rows[a].count); },
        [&](uint32_t r) { text(std::to_string(rows[r].count)); }},
+      {"function", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].function, rows[b].function); },
+       [&](uint32_t r) { text(rows[r].function.empty() ? "-" : rows[r].function); }},
       {"frames skipped", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].frames_skipped, rows[b].frames_skipped); },
        [&](uint32_t r) { text(std::to_string(rows[r].frames_skipped)); }},
       {"type", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].gb_type, rows[b].gb_type); },
@@ -263,10 +274,16 @@ void View::DrawBreaksTab() {
       (run->engine == "torch" || (run->results.contains("log_compiles") && !run->results["log_compiles"].is_null())))
     return DrawLogBreaks(*run);
   const auto& rows = tl.breaks;
+  const storage::RunRecord* run = primary_run();
+  const nlohmann::json* one = run && run->results.is_object() && run->results.contains("disabled_scope_entries") &&
+                                      run->results["disabled_scope_entries"].is_number()
+                                  ? &run->results["disabled_scope_entries"]
+                                  : nullptr;
   m_layout.table_title = std::to_string(rows.size()) + " disabled-scope entries* recorded in run " +
                          std::to_string(tl.run.id) +
                          " (every compiled forward: prefill, decode steps, warm-ups and repeats; the LibTorch "
-                         "engine's region cuts, not Dynamo's graph breaks)";
+                         "engine's region cuts, not Dynamo's graph breaks)" +
+                         (one ? "; one forward: " + one->dump() + "*" : std::string());
   text(m_layout.table_title);
   if (rows.empty()) return empty_note(no_breaks_reason(tl), m_layout.empty_message);
   const int64_t o = tl.origin_ns;
