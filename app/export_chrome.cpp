@@ -1,5 +1,4 @@
 #include "app/export_chrome.h"
-#include "facts/breaks.h"
 
 #include <algorithm>
 #include <limits>
@@ -11,6 +10,7 @@
 
 #include "app/cli_util.h"
 #include "app/export_file.h"
+#include "facts/breaks.h"
 #include "importers/kineto_trace.h"
 
 namespace hs::app {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "app/cli_util.h"
+#include "facts/breaks.h"
 #include "storage/capture_reader.h"
 
 namespace hs::app {
@@ -107,8 +108,22 @@ int run_stats(const StatsArgs& a) {
     std::cout << all;
     return 0;
   }
-  const std::string text =
-      a.format == "json" ? json_text(stats_document(a.file, runs, tables), 2) + "\n" : stats_text(tables);
+  std::string text;
+  if (a.format == "json") {
+    json doc = stats_document(a.file, runs, tables);
+    // Each run's break figures as every view names them (facts/breaks.h), beside its totals.
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const json f = facts::break_facts(rd, rd.run(runs[i].run));
+      json& b = doc["runs"][i]["breaks"] = json::object();
+      for (const char* k : {"breaks_source", "graph_count", "graph_break_count", "recompiles", "frames_skipped",
+                            "recompile_limit_hits", "log_graph_break_records", "disabled_scope_entries",
+                            "captured_regions", "recorded_disabled_scope_entries"})
+        b[k] = f[k];
+    }
+    text = json_text(doc, 2) + "\n";
+  } else {
+    text = stats_text(tables);
+  }
   if (a.out.empty()) {
     std::cout << (a.format == "json" ? text : terminal_text(text));  // names from the capture and its logs
     return 0;

@@ -118,6 +118,9 @@ void ExplainAndStatsShowTheReportsFigures() {
     const json s = run_cli_json({"stats", capture().db.string(), "--run", id_of(r), "--format", "json"});
     ASSERT_EQ(s["runs"].size(), 1u);
     const json& t = s["runs"][0]["totals"];
+    for (const char* k : {"graph_count", "graph_break_count", "recompiles", "frames_skipped", "recompile_limit_hits",
+                          "log_graph_break_records", "disabled_scope_entries", "recorded_disabled_scope_entries"})
+      EXPECT_EQ(s["runs"][0]["breaks"][k], r[k]) << "stats " << k;
     EXPECT_EQ(t["recorded_disabled_scope_entries"], r["recorded_disabled_scope_entries"]);
     EXPECT_EQ(t["log_graph_break_records"], r["log_graph_break_records"].is_null() ? json(0) : r["log_graph_break_records"]);
     std::map<std::string, int64_t> by_source;
