@@ -1,7 +1,6 @@
 #include "facts/verdicts.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -218,7 +217,7 @@ std::string breaks_clause(const json& s, const std::string& engine, const Markup
                                : "Dynamo traced the hooks into the compiled graph (0 graph breaks";
     if (engine != "libtorch")
       out += s["hooked_modules"].is_number()
-                 ? ", " + std::to_string(s["hooked_modules"].get<int64_t>()) + " hooked modules, no break)"
+                 ? " across " + std::to_string(s["hooked_modules"].get<int64_t>()) + " hooked modules)"
                  : ")";
   } else {
     out = engine == "libtorch" ? "one forward entered " + std::to_string(n) + " compiler-disabled scopes†"
