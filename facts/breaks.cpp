@@ -78,11 +78,10 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
     f[k] = !mine.is_null() ? mine : f["log_" + std::string(k)];
   }
   f["recorded_disabled_scope_entries"] = rd.count("GRAPH_BREAKS", rec.id);
-  const bool logged = !f["log_compiles"].is_null();
-  f["breaks_source"] = explained                                          ? "dynamo"
-                       : libtorch || f["recorded_disabled_scope_entries"] != 0 ? "libtorch"
-                       : logged                                           ? "log"
-                                                                          : "none";
+  if (explained) f["breaks_source"] = "dynamo";
+  else if (libtorch || f["recorded_disabled_scope_entries"] != 0) f["breaks_source"] = "libtorch";
+  else if (!f["log_compiles"].is_null()) f["breaks_source"] = "log";
+  else f["breaks_source"] = "none";
   return f;
 }
 
