@@ -102,6 +102,13 @@ void EveryRunHasEachBreakFactUnderOneName() {
       EXPECT_TRUE(r["disabled_scope_entries"].is_number());
     }
   }
+  // Both engines describe the model alike: transformers' parameters, counted once, and the port's.
+  hs::storage::CaptureReader rd(capture().db);
+  std::map<std::string, json> model_of;
+  for (const auto& run : rd.runs()) model_of[run.engine] = run.results.value("model", json());
+  for (const char* k : {"params", "bytes", "architecture", "dtype"})
+    EXPECT_EQ(model_of["torch"][k], model_of["libtorch"][k]) << "model." << k;
+  EXPECT_GT(model_of["torch"].value("params", 0), 0);
   // Each report run's definitions come with it.
   for (const hs::facts::Fact& f : hs::facts::catalogue())
     EXPECT_EQ(capture().report["definitions"][std::string(f.key)]["definition"], f.definition) << f.key;

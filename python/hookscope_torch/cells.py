@@ -27,6 +27,7 @@ class CellRun:
         self.d, self.ref, self.cell, self.spec = driver, ref, cell, driver.spec
         self.prep = driver.scenario(cell.scenario)
         self.r = driver.base_result(cell, self.prep)
+        self.r["model"] = ref.model_info
 
     def run(self) -> dict:
         t0 = time.perf_counter()

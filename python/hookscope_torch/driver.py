@@ -86,6 +86,13 @@ class Reference:
     def __init__(self, spec: Spec, main: torch.device, sync):
         model = scenarios.load(spec.model, spec.dtype).to(main)
         self.dtype = scenarios.dtype_name(scenarios.model_dtype(model))
+        # The model as the LibTorch engine describes it (its parameters counted once, tied ones
+        # too): what report's setup names.
+        params = list(model.parameters())
+        archs = getattr(model.config, "architectures", None) or [type(model).__name__]
+        self.model_info = {"id": spec.model.name, "path": str(spec.model), "dtype": self.dtype,
+                           "params": sum(p.numel() for p in params),
+                           "bytes": sum(p.numel() * p.element_size() for p in params), "architecture": archs[0]}
         self.ids = prompt_ids(spec, model.config.vocab_size)
         run = measure.Generator(model, self.ids.to(main), spec.max_new_tokens, spec.cache_implementation, sync).run()
         self.logits, self.tokens = run.prefill_logits, run.tokens

@@ -47,7 +47,7 @@ CONTRACT_KEYS = {
     "graph_break_count", "op_count", "break_reasons", "recompiles", "recompile_limit_hits", "frames_skipped",
     "skipped_frames", "unique_graphs", "frames_compiled", "frames_total", "compile_time_s", "compile_time_total_s",
     "cudagraph_skips", "cudagraph_skip_reasons", "latency", "eager_latency", "measurement", "dtype",
-    "prefill_argmax", "argmax_match",
+    "prefill_argmax", "argmax_match", "model",
     "logits_identical", "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "new_tokens", "tokens",
     "tokens_match_reference", "weight_devices", "device_map", "hooked_modules", "execution_device", "scenario_note",
     "cache_implementation", "versions", "trace", "profiled_run", "trace_clock_offset_ns", "peak_memory_bytes", "diagnostics",
