@@ -14,6 +14,7 @@
 #include "app/capture_output.h"
 #include "app/cli_util.h"
 #include "importers/run_import.h"
+#include "storage/capture_reader.h"
 #include "storage/store.h"
 
 namespace hs::app {
@@ -210,6 +211,17 @@ int run_import(const ImportArgs& a) {
     throw std::invalid_argument("--out: " + out.string() + " is the temporary file of a capture into " + capture->string() +
                                 " that is still running; wait for it to finish and import into that file");
   const OutputLock lock(out);  // no capture or other import writes it meanwhile
+  // --append adds to a capture every reader opens, never to anything else: a zero-byte file
+  // (SQLite would take it for an empty database and the Store make it a capture) or a foreign
+  // one is refused with the readers' own message, before anything is written.
+  if (a.append && fs::exists(out)) {
+    std::error_code ec;
+    if (fs::is_regular_file(out, ec) && fs::file_size(out, ec) == 0 && !ec)
+      throw storage::CaptureError(out, "not a hookscope capture: " + out.string() +
+                                           " (an empty file); --append adds a run to an existing capture, refusing "
+                                           "to write into it");
+    storage::CaptureReader check(out);
+  }
   // A new capture is written next to its name and renamed when finished: an interrupted import
   // leaves no file that looks like a capture.
   const fs::path target = a.append ? out : fs::path(out.string() + ".partial-" + std::to_string(::getpid()));

@@ -20,6 +20,7 @@
 #include "facts/catalogue.h"
 #include "facts/verdicts.h"
 #include "measurement/verdict.h"
+#include "storage/bounded_json.h"
 #include "storage/capture_reader.h"
 #include "storage/run_results.h"
 
@@ -55,7 +56,17 @@ json definitions() {
 json settings_of(const storage::CaptureReader& rd) {
   const auto meta = rd.metadata();
   const auto it = meta.find(kCaptureSettingsKey);
-  json settings = it == meta.end() ? json(nullptr) : json::parse(it->second, nullptr, false);
+  json settings;
+  if (it != meta.end()) {
+    const std::string where = "capture " + rd.path().string() + ": META_DATA_EXPORT." + kCaptureSettingsKey;
+    try {
+      settings = storage::parse_json_bounded(it->second, where);
+    } catch (const storage::JsonError& e) {
+      if (e.kind() != storage::JsonError::Kind::Invalid)
+        throw storage::CaptureError(rd.path(), std::string(e.what()) + "; the file is damaged");
+      settings = json(json::value_t::discarded);
+    }
+  }
   if (it != meta.end() && (settings.is_discarded() || !settings.is_object()))
     throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": META_DATA_EXPORT." + kCaptureSettingsKey +
                                                " is not the JSON object hookscope writes there; the file is damaged or "

@@ -539,17 +539,29 @@ json stats_totals_json(const StatsTotals& t) {
           {"log_graph_break_records", t.log_graph_break_records}};
 }
 
+std::string shortened_text(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max > 3 ? max - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
+  s.resize(cut);
+  return s + "...";
+}
+
 std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const std::vector<std::string>& reports) {
   std::vector<StatsTable> out;
   for (const ReportSpec& spec : specs()) {
     if (!reports.empty() && std::find(reports.begin(), reports.end(), spec.name) == reports.end()) continue;
     StatsTable t{spec.name, spec.title, spec.empty, {"run", "engine", "cell"}, {}};
     t.columns.insert(t.columns.end(), spec.columns.begin(), spec.columns.end());
-    for (const RunStats& r : runs)
+    for (const RunStats& r : runs) {
+      // Every row repeats its run's cell: a label of megabytes is cut here, once per run, not
+      // copied whole into each row (the JSON document names the whole label once, in "runs").
+      const json run = r.run, engine = shortened_text(r.engine, kMaxStatsCell), cell = shortened_text(r.cell, kMaxStatsCell);
       for (Cells& c : spec.rows(r)) {
-        c.insert(c.begin(), {json(r.run), json(r.engine), json(r.cell)});
+        c.insert(c.begin(), {run, engine, cell});
         t.rows.push_back(std::move(c));
       }
+    }
     out.push_back(std::move(t));
   }
   return out;

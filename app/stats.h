@@ -163,7 +163,15 @@ struct StatsTable {
   std::vector<std::vector<nlohmann::json>> rows;
 };
 
-/// The tables of `reports` (empty = all) over `runs`, in stats_report_names() order.
+/// The most bytes of a run's engine and cell (its label) in each row of a StatsTable: a longer
+/// one ends in "..." (the table, CSV and row forms); the JSON document's "runs" keep it whole.
+inline constexpr size_t kMaxStatsCell = 200;
+
+/// `s` cut to at most `max` bytes between UTF-8 characters, ending in "..." when cut.
+std::string shortened_text(std::string s, size_t max);
+
+/// The tables of `reports` (empty = all) over `runs`, in stats_report_names() order; each row
+/// begins with its run's id, engine and cell (cut to kMaxStatsCell bytes).
 std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const std::vector<std::string>& reports = {});
 
 /// The totals as a JSON object keyed by StatsTotals' member names.

@@ -137,13 +137,7 @@ int run_stats(const StatsArgs& a) {
 // JSON forms keep it whole): one name of megabytes must not widen every row to megabytes.
 constexpr size_t kMaxCell = 200;
 
-std::string shortened(std::string s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t cut = max - 3;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
-  s.resize(cut);
-  return s + "...";
-}
+std::string shortened(std::string s, size_t max) { return shortened_text(std::move(s), max); }
 
 }  // namespace
 
@@ -211,11 +205,14 @@ json stats_document(const std::string& file, const std::vector<RunStats>& runs, 
     doc["runs"].push_back({{"run", r.run}, {"engine", r.engine}, {"cell", r.cell}, {"scenario", r.scenario},
                            {"policy", r.policy}, {"mode", r.mode}, {"fullgraph", r.fullgraph}, {"status", r.status},
                            {"totals", stats_totals_json(r.totals)}});
+  // A row names its run by id only: the run's engine and cell (its label, whole) are in "runs",
+  // once, not repeated on every row (a label of megabytes made gigabytes of JSON).
   for (const StatsTable& t : tables) {
     json rows = json::array();
     for (const auto& row : t.rows) {
       json o = json::object();
-      for (size_t i = 0; i < row.size(); ++i) o[t.columns[i]] = row[i];
+      for (size_t i = 0; i < row.size(); ++i)
+        if (t.columns[i] != "engine" && t.columns[i] != "cell") o[t.columns[i]] = row[i];
       rows.push_back(std::move(o));
     }
     doc["reports"][t.name] = std::move(rows);

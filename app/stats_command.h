@@ -22,8 +22,9 @@ std::string stats_text(const std::vector<StatsTable>& tables);
 
 /// The JSON `hookscope stats --format json` prints: {"file", "units", "runs": [{"run", "engine",
 /// "cell", "scenario", "policy", "mode", "fullgraph", "status", "totals"}], "reports": {NAME:
-/// [row objects keyed by the table's columns]}}; the command adds each run's "breaks" (the
-/// counts of facts/breaks.h, as report and explain show them).
+/// [row objects keyed by the table's columns but "engine" and "cell": a row names its run by
+/// "run", and the run's label is written once, whole, in "runs"]}}; the command adds each run's
+/// "breaks" (the counts of facts/breaks.h, as report and explain show them).
 nlohmann::json stats_document(const std::string& file, const std::vector<RunStats>& runs,
                               const std::vector<StatsTable>& tables);
 

@@ -6,6 +6,7 @@
 
 #include "app/child_process.h"
 #include "importers/run_import.h"
+#include "storage/bounded_json.h"
 
 namespace hs::app {
 
@@ -157,7 +158,9 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
         processes_.erase(policy_label(cell));  // the policy's next cell starts a fresh one
         throw std::runtime_error(why);
       }
-      const json msg = json::parse(*line);
+      // The driver's line: bounded like every JSON hookscope did not write (a reply nested
+      // 100,000 deep would parse, then overflow the stack when copied or dumped).
+      const json msg = storage::parse_json_bounded(*line, "the torch driver's reply line");
       const std::string type = msg.value("type", "");
       if (type == "progress") {
         const std::string note = "[torch " + policy_label(cell) + "] " + msg.value("text", "");

@@ -29,12 +29,13 @@ The seeds, per target:
                           the latter's safetensors_file made relative: "data.safetensors")
   device_map_fuzz         --max-memory strings, sizes, device names, and accelerate's
                           get_max_memory / infer_auto_device_map results as JSON
-  kineto_trace_fuzz       a torch.profiler trace of a tiny op sequence (plain and gzip), and a
+  kineto_trace_fuzz       a torch.profiler trace of a tiny op sequence (plain and gzip), a
                           digest of tests/oracles/profile_trace.py's trace (the first events of
-                          every category and phase)
+                          every category and phase), and small traces nested around the
+                          importer's depth bound
   torch_trace_fuzz        tests/oracles/compile_log.py's per-cell TORCH_TRACE logs
   capture_reader_fuzz     captures written by the real Store (fuzz/make_capture_seed, the tests'
-                          synthetic writer)
+                          synthetic writer), and one with RUNS JSON nested past the readers' bound
 Each part is skipped when its output is already there (--force rewrites everything).
 """
 import argparse
@@ -297,9 +298,29 @@ def device_map_part(s):
 
 # ------------------------------------------------------------------------------ importers
 
+def kineto_deep_seeds(s):
+    """Values nested around the importer's bound (kineto::kMaxValueDepth = 256): an event's args,
+    distributedInfo and a deviceProperties entry just past it, and args just within it. Written
+    by hand (no library writes such a trace) and small; also added to a corpus written before
+    they existed."""
+    op = '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5'
+    def nested(n):
+        return "[" * n + "]" * n
+    seeds = {
+        "deep-args.json": '{"traceEvents": [%s, "args": {"Input Dims": %s}}]}' % (op, nested(300)),
+        "deep-args-at-bound.json": '{"traceEvents": [%s, "args": {"Input Dims": %s}}]}' % (op, nested(254)),
+        "deep-distributed.json": '{"distributedInfo": {"rank": %s}, "traceEvents": [%s}]}' % (nested(300), op),
+        "deep-device.json": '{"deviceProperties": [{"id": 0, "name": %s}], "traceEvents": [%s}]}' % (nested(300), op),
+    }
+    for name, text in seeds.items():
+        s.seed("kineto_trace_fuzz", name, text.encode())
+
+
 def kineto_part(s):
     if not s.fresh("kineto_trace_fuzz"):
+        kineto_deep_seeds(s)
         return {}
+    kineto_deep_seeds(s)
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
     d = os.path.join(s.work, "kineto")
@@ -444,6 +465,16 @@ def capture_part(s, tool):
         con.execute("VACUUM")
         con.close()
         s.seed("capture_reader_fuzz", os.path.basename(small), open(small, "rb").read())
+        if f == "sharded.sqlite":
+            # JSON columns nested past the readers' bound (storage::kMaxJsonDepth = 512).
+            deep = path[:-len(".sqlite")] + "-deep-json.sqlite"
+            shutil.copy(small, deep)
+            con = sqlite3.connect(deep)
+            con.execute("UPDATE RUNS SET results = ?, versions = ?", ('{"a": %s}' % ("[" * 600 + "]" * 600),
+                                                                       '{"t": %s}' % ("[" * 520 + "]" * 520)))
+            con.commit()
+            con.close()
+            s.seed("capture_reader_fuzz", os.path.basename(deep), open(deep, "rb").read())
     s.done("capture_reader_fuzz")
     return {}
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "importers/dynamo_text.h"
+#include "storage/bounded_json.h"
 
 using nlohmann::json;
 
@@ -82,7 +83,20 @@ json skipped_frame(const storage::DynamoCompileRow& c) {
           {"reason", reason},             {"gb_code", text_or_null(c.fail_gb_code)}};
 }
 
-json compile_entry(const storage::DynamoCompileRow& c) {
+// A compile's restart reasons: a JSON array the importer wrote into the capture, read back
+// bounded (storage/bounded_json.h); anything else is a damaged file, named with its run.
+json restart_reasons(const storage::CaptureReader& reader, int64_t run, const storage::DynamoCompileRow& c) {
+  if (c.restart_reasons.empty()) return json::array();
+  try {
+    return storage::parse_json_bounded(c.restart_reasons, "capture " + reader.path().string() + ": run " +
+                                                              std::to_string(run) + ": compile " + c.compile_id +
+                                                              ": DYNAMO_COMPILES.restartReasonsId");
+  } catch (const storage::JsonError& e) {
+    throw storage::CaptureError(reader.path(), std::string(e.what()) + "; the file is damaged");
+  }
+}
+
+json compile_entry(const storage::CaptureReader& reader, int64_t run, const storage::DynamoCompileRow& c) {
   return {{"compile_id", c.compile_id},
           {"attempt", c.attempt},
           {"status", c.status},
@@ -95,7 +109,7 @@ json compile_entry(const storage::DynamoCompileRow& c) {
           {"compile_time_s", c.compile_ns ? json(static_cast<double>(*c.compile_ns) / 1e9) : json(nullptr)},
           {"fail_type", text_or_null(c.fail_type)},
           {"fail_gb_code", text_or_null(c.fail_gb_code)},
-          {"restart_reasons", c.restart_reasons.empty() ? json::array() : json::parse(c.restart_reasons)}};
+          {"restart_reasons", restart_reasons(reader, run, c)}};
 }
 
 }  // namespace
@@ -113,7 +127,7 @@ json dynamo_summary(const storage::CaptureReader& reader, int64_t run) {
     if (is_recompile_limit(c.fail_gb_code, c.fail_reason))
       limit_frames.push_back({{"compile_id", c.compile_id}, {"code", text_or_null(c.code_name)},
                               {"file", text_or_null(c.file)}, {"line", opt(c.line)}});
-    ids.push_back(compile_entry(c));
+    ids.push_back(compile_entry(reader, run, c));
   }
   return {{"compiles", compiles.size()},
           {"statuses", statuses},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "importers/import_error.h"
+#include "storage/bounded_json.h"
 
 namespace hs::importers::kineto {
 
@@ -198,8 +199,10 @@ class Handler {
   bool string(json::string_t& v) { return scalar(json(std::move(v))); }
   bool binary(json::binary_t&) { return true; }
   bool key(json::string_t& k) {
-    if (capture_ != Capture::None)
+    if (capture_ != Capture::None) {
+      if (dom_.level() == 1) field_ = k;
       dom_.key(std::move(k));
+    }
     else if (depth_ == 1)
       top_key_ = std::move(k);
     return true;
@@ -265,6 +268,8 @@ class Handler {
   bool open(json&& container) {
     ++depth_;
     if (capture_ != Capture::None) {
+      // Bounded before the value is built: nlohmann copies and dumps recurse once per level.
+      if (dom_.level() >= kMaxValueDepth) too_deep();
       dom_.open(std::move(container));
       return true;
     }
@@ -278,8 +283,10 @@ class Handler {
       if (!object) not_an_object();
       event_ = RawEvent{};
       event_.offset = reader_.consumed() - 1;
+      event_.index = events_++;
       begin(Capture::Event, std::numeric_limits<size_t>::max(), std::move(container));
     } else if (in_devices_ && depth_ == 3) {
+      ++devices_;
       begin(Capture::Device, kMaxMetadataNodes, std::move(container));
     } else if (depth_ == 2 && root_object_ && top_key_ == "traceEvents" && !object) {
       enter_events();
@@ -310,6 +317,7 @@ class Handler {
   }
   void begin(Capture c, size_t limit, json&& container) {
     capture_ = c;
+    field_.clear();
     capture_depth_ = depth_;
     dom_.reset(limit);
     dom_.open(std::move(container));
@@ -327,6 +335,25 @@ class Handler {
       cb_.metadata(top_key_, dom_.overflow() ? json(nullptr) : value);
     }
   }
+  // "traceEvents[12].args: JSON nested deeper than 256 levels", at the bracket that goes past.
+  [[noreturn]] void too_deep() const {
+    std::string what = capture_ == Capture::Event    ? "traceEvents[" + std::to_string(events_ - 1) + "]"
+                       : capture_ == Capture::Device ? "deviceProperties[" + std::to_string(devices_ - 1) + "]"
+                                                     : member_name(top_key_);
+    if (!field_.empty()) what += "." + member_name(field_);
+    throw ImportError(reader_.file(), at_byte(reader_.consumed() - 1),
+                      what + ": " + storage::json_too_deep(kMaxValueDepth));
+  }
+  // A key as the message names it: printable ASCII of at most 64 bytes as it is, anything else
+  // as a JSON string (cut), so a key of control bytes or megabytes cannot garble the message.
+  static std::string member_name(const std::string& k) {
+    const bool plain = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
+      return c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+    });
+    if (plain) return k;
+    std::string q = json(k.substr(0, 64)).dump(-1, ' ', true, json::error_handler_t::replace);
+    return k.size() > 64 ? q.substr(0, q.size() - 1) + "...\"" : q;
+  }
   [[noreturn]] void not_an_object() const {
     throw ImportError(reader_.file(), at_byte(reader_.consumed() - 1), "a traceEvents entry is not a JSON object");
   }
@@ -336,6 +363,8 @@ class Handler {
   DomBuilder dom_;
   RawEvent event_;
   std::string top_key_;
+  std::string field_;  // the key directly inside the value being built (an event's "args")
+  size_t events_ = 0, devices_ = 0;  // traceEvents / deviceProperties entries begun
   Capture capture_ = Capture::None;
   size_t depth_ = 0, capture_depth_ = 0, events_depth_ = 0;
   bool root_object_ = false, in_events_ = false, in_devices_ = false, saw_events_ = false;

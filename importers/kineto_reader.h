@@ -25,6 +25,7 @@ struct RawEvent {
   std::optional<int64_t> ts_ns;   ///< `ts` in ns (the file's µs, exact); nullopt when absent
   std::optional<int64_t> dur_ns;  ///< `dur` in ns; nullopt when absent
   uint64_t offset = 0;            ///< byte offset of the event's '{' in the (decompressed) JSON text
+  uint64_t index = 0;             ///< its position in `traceEvents` (0 = the first entry)
 };
 
 struct TraceCallbacks {
@@ -41,12 +42,19 @@ struct TraceCallbacks {
 };
 
 inline constexpr size_t kMaxMetadataNodes = 100000;
+/// The deepest nesting of one value of the trace: an event (its `args` included), a
+/// `deviceProperties` entry, a top-level key's value. A deeper one is refused before it is
+/// built (nlohmann copies and dumps recurse once per level). Half storage::kMaxJsonDepth, so
+/// that a value the import keeps in RUNS.results (the `hookscope` object of an exported trace)
+/// stays readable there.
+inline constexpr size_t kMaxValueDepth = 256;
 
 /// Reads `file` (plain JSON, or gzip-compressed JSON: detected from the content).
 /// Throws ImportError naming the file and the byte offset (in the decompressed text) for a
 /// file that cannot be opened, a truncated gzip stream, text that is not JSON or ends early,
-/// a top level that is neither an object with `traceEvents` nor an array of events, and an
-/// event whose `ts` / `dur` is not a number (or does not fit int64 ns).
+/// a top level that is neither an object with `traceEvents` nor an array of events, an
+/// event whose `ts` / `dur` is not a number (or does not fit int64 ns), and a value nested
+/// deeper than kMaxValueDepth ("traceEvents[12].args: JSON nested deeper than 256 levels").
 void read_chrome_trace(const std::filesystem::path& file, const TraceCallbacks& callbacks);
 
 /// A decimal number of µs as JSON writes it ("5243847375771.562", "12", "1.5e3", "-0.25") in

@@ -7,6 +7,7 @@
 
 #include "importers/kineto_reader.h"
 #include "importers/kineto_rows.h"
+#include "storage/bounded_json.h"
 #include "tracer/cupti_decode.h"
 
 namespace hs::importers {
@@ -203,6 +204,7 @@ class Importer {
     throw ImportError(file_, "byte " + std::to_string(e.offset), message);
   }
   int64_t int_field(const RawEvent& e, const char* key) const;
+  int64_t arg_count(const RawEvent& e, const char* key) const;
   int64_t absolute(const RawEvent& e, int64_t ts) const;
   void note_time(int64_t start, int64_t end);
   void not_imported(const std::string& key) { ++s_.unknown_categories[key]; }
@@ -248,6 +250,24 @@ int64_t Importer::int_field(const RawEvent& e, const char* key) const {
     fail(e, std::string("the ") + std::string(str_field(e.obj, "cat")) + " event '" +
                 std::string(str_field(e.obj, "name")) + "' has no integer '" + key + "'");
   return it->get<int64_t>();
+}
+
+// A byte count of the event's args (`bytes`, `Total Allocated`): 0 when absent, else an integer
+// from 0 to 2^63 − 1, what a capture stores and every reader accepts. Anything else (-100, 2^70,
+// 1.5, "x") is refused naming the event and the field, never stored as 0 or as a negative count.
+int64_t Importer::arg_count(const RawEvent& e, const char* key) const {
+  const json* a = args_of(e.obj);
+  if (!a) return 0;
+  const auto it = a->find(key);
+  if (it == a->end()) return 0;
+  if (it->is_number_unsigned() && it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return it->get<int64_t>();
+  std::string text = it->dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 64) text = text.substr(0, 61) + "...";
+  const std::string_view cat = str_field(e.obj, "cat");
+  fail(e, "traceEvents[" + std::to_string(e.index) + "] (the " + (cat.empty() ? "" : std::string(cat) + " ") +
+              "event '" + std::string(str_field(e.obj, "name")).substr(0, 200) + "'): args '" + key + "' is " +
+              (it->is_number_integer() && !it->is_number_unsigned() ? "negative (" + text + ")" : text) +
+              ": not a byte count (an integer from 0 to 2^63 - 1)");
 }
 
 int64_t Importer::absolute(const RawEvent& e, int64_t ts) const {
@@ -387,7 +407,7 @@ void Importer::memcpy(const RawEvent& e, int64_t start, int64_t end) {
   m.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(arg_int(a, "inContext").value_or(0)));
   m.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
   m.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
-  m.bytes = arg_int(a, "bytes").value_or(0);
+  m.bytes = arg_count(e, "bytes");
   m.copy_kind = memcpy_kind(g.kind);
   m.src_kind = mem_kind(g.src);
   m.dst_kind = mem_kind(g.dst);
@@ -417,7 +437,7 @@ void Importer::memset(const RawEvent& e, int64_t start, int64_t end) {
   m.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
   m.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
   m.value = 0;  // Kineto does not record the value set
-  m.bytes = arg_int(a, "bytes").value_or(0);
+  m.bytes = arg_count(e, "bytes");
   m.graph_node_id = arg_int(a, "graph node id");
   if (m.graph_node_id == 0) m.graph_node_id.reset();
   m.mem_kind = mem_kind(parse_gpu_name(str_field(e.obj, "name")).src);
@@ -524,8 +544,7 @@ void Importer::memory(const RawEvent& e, int64_t t) {
   const std::string device = memory_device(arg_int(a, "Device Type").value_or(0), arg_int(a, "Device Id").value_or(-1));
   tracer::rec::MemoryCounter m{};
   m.device = rows_.str(device);
-  m.bytes = arg_int(a, "Total Allocated").value_or(0);
-  if (m.bytes < 0) fail(e, "the [memory] event's 'Total Allocated' is negative (" + std::to_string(m.bytes) + ")");
+  m.bytes = arg_count(e, "Total Allocated");
   m.time_ns = t;
   rows_.host(m, pid, tid);
   rows_.note_host_pid(pid);
@@ -706,8 +725,7 @@ void Importer::memory_counter(const RawEvent& e, int64_t t) {
   auto tid = e.obj.find("tid");
   tracer::rec::MemoryCounter m{};
   m.device = rows_.str(r.text("device"));
-  m.bytes = arg_int(args_of(e.obj), "bytes").value_or(0);
-  if (m.bytes < 0) fail(e, "the memory counter's 'bytes' is negative (" + std::to_string(m.bytes) + ")");
+  m.bytes = arg_count(e, "bytes");
   m.time_ns = t;
   rows_.host(m, int_field(e, "pid"), tid != e.obj.end() && tid->is_number_integer() ? tid->get<int64_t>() : 0);
   note_time(t, t);
@@ -746,10 +764,15 @@ void Importer::metadata(std::string_view key, const json& v) {
     else
       s_.diagnostics.push_back("baseTimeNanoseconds follows traceEvents in the file: the times are µs since the "
                                "profiler's base time, not on its clock");
-  } else if (key == "distributedInfo") {
-    s_.distributed_info = nlohmann::json::parse(v.dump());
-  } else if (key == "hookscope" && v.is_object()) {
-    s_.hookscope_run = nlohmann::json::parse(v.dump());
+  } else if (key == "distributedInfo" || (key == "hookscope" && v.is_object())) {
+    // Kept in RUNS.results: re-parsed bounded like every JSON read from a file (the reader
+    // already refused a value nested past kineto::kMaxValueDepth).
+    try {
+      (key == "hookscope" ? s_.hookscope_run : s_.distributed_info) =
+          storage::parse_json_bounded(v.dump(-1, ' ', false, json::error_handler_t::replace), key);
+    } catch (const storage::JsonError& e) {
+      throw ImportError(file_, "", e.what());
+    }
   } else if (key == "ERROR" || key == "WARNING") {
     for (const json& line : v.is_array() ? v : json::array({v}))
       if (line.is_string()) s_.diagnostics.push_back("Kineto " + std::string(key) + ": " + line.get<std::string>());

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "storage/bounded_json.h"
 #include "storage/event_tables.h"
 #include "storage/sqlite_util.h"
 
@@ -106,9 +107,18 @@ std::string file_uri(const fs::path& p) {
   return out;
 }
 
-nlohmann::json parse_json(const std::string& text, nlohmann::json fallback) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return j.is_discarded() ? fallback : j;
+/// A JSON column hookscope writes, read as written or, when it is not JSON, as `fallback`
+/// (hookscope never writes such a value). One nested past kMaxJsonDepth or longer than
+/// kMaxJsonBytes is a damaged file: CaptureError naming the file, `where` (the run or row) and
+/// `column` (TABLE.column).
+nlohmann::json parse_json(const std::string& text, nlohmann::json fallback, const fs::path& path,
+                          const std::string& where, std::string_view column) {
+  try {
+    return parse_json_bounded(text, "capture " + path.string() + ": " + where + ": " + std::string(column));
+  } catch (const JsonError& e) {
+    if (e.kind() == JsonError::Kind::Invalid) return fallback;
+    throw CaptureError(path, std::string(e.what()) + "; the file is damaged");
+  }
 }
 }  // namespace
 
@@ -187,10 +197,16 @@ constexpr std::string_view kRunColumns =
 // with its run rather than read as "no results".
 nlohmann::json results_json(const std::string& text, const fs::path& path, int64_t run) {
   if (text.empty()) return nlohmann::json::object();
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const std::string where = "capture " + path.string() + ": run " + std::to_string(run) + ": RUNS.results";
+  nlohmann::json j;
+  try {
+    j = parse_json_bounded(text, where);
+  } catch (const JsonError& e) {
+    if (e.kind() != JsonError::Kind::Invalid) throw CaptureError(path, std::string(e.what()) + "; the file is damaged");
+    j = nlohmann::json(nlohmann::json::value_t::discarded);
+  }
   if (j.is_discarded() || !j.is_object())
-    throw CaptureError(path, "capture " + path.string() + ": run " + std::to_string(run) +
-                                 ": RUNS.results is not a JSON object (" +
+    throw CaptureError(path, where + " is not a JSON object (" +
                                  (j.is_discarded() ? "not valid JSON" : std::string("a ") + j.type_name()) +
                                  "); the file is damaged");
   return j;
@@ -204,8 +220,9 @@ RunRecord read_run(const Stmt& q, const fs::path& path) {
   r.mode = q.text(3);
   r.fullgraph = q.int64(4) != 0;
   r.model = q.text(5);
-  r.device_map = parse_json(q.text(6), nlohmann::json::object());
-  r.versions = parse_json(q.text(7), nlohmann::json::object());
+  const std::string run = "run " + std::to_string(r.id);
+  r.device_map = parse_json(q.text(6), nlohmann::json::object(), path, run, "RUNS.device_map");
+  r.versions = parse_json(q.text(7), nlohmann::json::object(), path, run, "RUNS.versions");
   const int64_t status = q.int64(8);  // the ids of ENUM_RUN_STATUS
   if (status < 0 || status > static_cast<int64_t>(tracer::RunStatus::Failed))
     throw CaptureError(path, "capture " + path.string() + ": run " + std::to_string(r.id) + ": RUNS.status is " +
@@ -537,7 +554,8 @@ std::vector<CompileResultRow> CaptureReader::compile_results(std::optional<int64
     r.result.recompiles = q.int64(3);
     r.result.fullgraph_ok = q.int64(4) != 0;
     r.result.error = q.text(5);
-    r.result.break_reasons = parse_json(q.text(6), nlohmann::json::array());
+    r.result.break_reasons = parse_json(q.text(6), nlohmann::json::array(), path_, "run " + std::to_string(r.run_id),
+                                        "COMPILE_RESULTS.break_reasons");
     out.push_back(std::move(r));
   }
   return out;

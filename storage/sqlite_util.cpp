@@ -1,10 +1,9 @@
 #include "storage/sqlite_util.h"
 
+#include <cctype>
 #include <charconv>
 
 #include <strings.h>
-
-#include <cctype>
 
 namespace hs::storage::detail {
 
@@ -139,6 +138,20 @@ int check_capture(sqlite3* db, const std::filesystem::path& path) {
     throw CaptureError(path, "capture " + f + " has schema version " + std::to_string(version) +
                                  ", newer than this hookscope reads (" + std::to_string(kSchemaVersion) +
                                  "): open it with a newer hookscope");
+  // Every run is found by RUNS.id, the table's INTEGER PRIMARY KEY (the rowid). A RUNS rebuilt
+  // without it (CREATE TABLE ... AS SELECT drops every constraint) can hold two runs of one id,
+  // or a run with none: readers showed such runs twice, and a run appended to it got no id (the
+  // Store then failed with "end_run: no run N").
+  Stmt id(db, path, "SELECT type, pk FROM pragma_table_info('RUNS') WHERE name = 'id'");
+  const bool has_id = id.step();
+  std::string type = has_id ? id.text(0) : std::string();
+  for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!has_id || type != "INTEGER" || id.int64(1) != 1)
+    throw CaptureError(path, "capture " + f + ": " +
+                                 (has_id ? std::string("RUNS.id is not the table's INTEGER PRIMARY KEY (the table was "
+                                                       "rebuilt without it, so runs may share an id or have none)")
+                                         : std::string("it has no RUNS table with an id column")) +
+                                 "; the file was edited or is damaged");
   return version;
 }
 

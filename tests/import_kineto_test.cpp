@@ -712,3 +712,203 @@ TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
 }
 
 }  // namespace
+
+// ---- hardening: nesting, byte counts, what --append adopts -------------------------------
+namespace {
+std::string nested(size_t depth, const std::string& inner = "") {
+  return std::string(depth, '[') + inner + std::string(depth, ']');
+}
+const std::string kOp = R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5})";
+/// A trace of `first` then `second` (events), after `top` (top-level keys, each ending in ", ").
+std::string trace_of(const std::string& first, const std::string& second, const std::string& top = "") {
+  return "{" + top + R"("traceEvents": [)" + first + (second.empty() ? "" : ", " + second) + "]}";
+}
+/// Every file in `dir` but `keep`, by name.
+std::set<std::string> others(const fs::path& dir, const std::set<std::string>& keep) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (!keep.count(e.path().filename().string())) out.insert(e.path().filename().string());
+  return out;
+}
+}  // namespace
+
+// A value nested deeper than kineto::kMaxValueDepth (an event's args, distributedInfo, a
+// deviceProperties entry) is refused while it is read, before it is built, naming the file, the
+// byte and the value: 100,000 levels crashed the import (SIGSEGV) where the value was copied and
+// dumped. 256 levels import, and the run they make reads back.
+TEST(ImportKineto, ValuesNestedTooDeepAreRefusedNamingTheValue) {
+  ASSERT_EQ(importers::kineto::kMaxValueDepth, 256u);
+  const fs::path dir = test::scratch_dir("import_kineto_deep");
+  const std::string args_head = trace_of(kOp, R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, )"
+                                              R"("ts": 20, "dur": 1, "args": {"Input Dims": )");
+  struct Case {
+    std::string name, text, want;
+    size_t byte;
+  };
+  const std::string dist_head = R"({"distributedInfo": {"backend": "nccl", "rank": )";
+  const std::vector<Case> cases = {
+      {"args.json", args_head.substr(0, args_head.size() - 2) + nested(100000) + "}}]}",
+       "traceEvents[1].args: JSON nested deeper than 256 levels", args_head.size() - 2 + 254},
+      {"args_30000.json", args_head.substr(0, args_head.size() - 2) + nested(30000) + "}}]}",
+       "traceEvents[1].args: JSON nested deeper than 256 levels", args_head.size() - 2 + 254},
+      {"args_object.json", trace_of(R"({"ph": "X", "cat": "cpu_op", "args": )" + nested(300, "{}") + "}", ""),
+       "traceEvents[0].args: JSON nested deeper than 256 levels", 0},
+      {"distributed.json", dist_head + nested(100000) + "}, " + trace_of(kOp, "").substr(1),
+       "distributedInfo.rank: JSON nested deeper than 256 levels", dist_head.size() + 255},
+      {"distributed_top.json", R"({"distributedInfo": )" + nested(30000) + ", " + trace_of(kOp, "").substr(1),
+       "distributedInfo: JSON nested deeper than 256 levels", 0},
+      {"device.json", trace_of(kOp, "", R"("deviceProperties": [{"id": 0, "name": )" + nested(300) + "}], "),
+       "deviceProperties[0].name: JSON nested deeper than 256 levels", 0},
+      {"array_format.json", "[" + kOp + ", {\"args\": " + nested(100000) + "}]",
+       "traceEvents[1].args: JSON nested deeper than 256 levels", 0},
+  };
+  for (const Case& c : cases) {
+    const fs::path p = dir / c.name;
+    write(p, c.text);
+    const std::string msg = import_error(p);
+    EXPECT_EQ(msg.rfind(p.string() + ": byte ", 0), 0u) << c.name << ": " << msg;
+    EXPECT_TRUE(contains(msg, ": " + c.want)) << c.name << ": " << msg;
+    if (c.byte) {
+      EXPECT_TRUE(contains(msg, ": byte " + std::to_string(c.byte) + ": ")) << c.name << ": " << msg;
+    }
+  }
+  // At the bound (the event, its args and 254 arrays: 256 levels): imported whole, its args
+  // kept as written.
+  write(dir / "at_bound.json", args_head.substr(0, args_head.size() - 2) + nested(254) + "}}]}");
+  const Imported im = import_trace(dir / "at_bound.hscope", dir / "at_bound.json");
+  const auto ops = storage::CaptureReader(im.capture).cpu_ops(im.run);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[1].args, R"({"Input Dims":)" + nested(254) + "}");
+}
+
+// The CLI: a trace nested too deep fails with the message above and exit 1, leaving no file
+// (no OUT, OUT.lock, OUT.partial-PID, -wal, -shm); appended, the capture's runs are kept and the
+// new run is marked failed. A "hookscope" object at the bound is kept in RUNS.results, which
+// report reads back (a value at the importer's bound fits the readers').
+TEST(ImportKinetoCli, ADeepTraceFailsCleanlyAndOneAtTheBoundReadsBack) {
+  const fs::path dir = test::scratch_dir("import_kineto_deep_cli");
+  write(dir / "deep.json", trace_of(kOp, R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 20, )"
+                                         R"("dur": 1, "args": {"a": )" + nested(100000) + "}}"));
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const fs::path out = dir / "out.sqlite";
+  auto r = test::hookscope({"import", (dir / "deep.json").string(), "-o", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, (dir / "deep.json").string() + ": byte ")) << r.err;
+  EXPECT_TRUE(contains(r.err, ": traceEvents[1].args: JSON nested deeper than 256 levels")) << r.err;
+  EXPECT_EQ(others(dir, {"deep.json", "ok.json"}), std::set<std::string>{}) << "no output, lock or partial file";
+
+  r = test::hookscope({"import", (dir / "ok.json").string(), "-o", out.string(), "--label", "first"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::hookscope({"import", (dir / "deep.json").string(), "-o", out.string(), "--append"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "JSON nested deeper than 256 levels")) << r.err;
+  EXPECT_EQ(others(dir, {"deep.json", "ok.json", "out.sqlite"}), std::set<std::string>{});
+  const auto runs = storage::CaptureReader(out).runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, tracer::RunStatus::Complete);
+  EXPECT_EQ(runs[0].label, "first");
+  EXPECT_EQ(runs[1].status, tracer::RunStatus::Failed);
+
+  write(dir / "exported.json", R"({"hookscope": {"x": )" + nested(255) + "}, " + trace_of(kOp, "").substr(1));
+  r = test::hookscope({"import", (dir / "exported.json").string(), "-o", out.string(), "--append"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto last = storage::CaptureReader(out).runs().back();
+  EXPECT_EQ(last.results["import"]["trace"]["hookscope_run"]["x"].dump(), nested(255));
+  r = test::hookscope({"report", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A byte count a capture refuses (negative, past int64, not an integer) is refused by the
+// import, naming the event and the field: -100 was kept (stats printed it) and 2^70 stored as 0.
+TEST(ImportKineto, ByteCountsACaptureRefusesAreRefusedNamingTheEventAndField) {
+  const fs::path dir = test::scratch_dir("import_kineto_bytes");
+  const auto memcpy = [](const std::string& bytes) {
+    return R"j({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, )j"
+           R"j("ts": 20, "dur": 5, "args": {"device": 0, "stream": 7, "correlation": 1, "bytes": )j" + bytes + "}}";
+  };
+  const auto memset = [](const std::string& bytes) {
+    return R"j({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 20, "dur": 5, )j"
+           R"j("args": {"device": 0, "stream": 7, "bytes": )j" + bytes + "}}";
+  };
+  const auto memory = [](const std::string& bytes) {
+    return R"({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 20, )"
+           R"("args": {"Total Allocated": )" + bytes + ", \"Device Id\": 0, \"Device Type\": 1}}";
+  };
+  const auto counter = [](const std::string& bytes) {
+    return R"({"ph": "C", "name": "hookscope::memory device=0", "pid": 1, "tid": 1, "ts": 20, "args": {"bytes": )" +
+           bytes + "}}";
+  };
+  const std::string memcpy_name = "(the gpu_memcpy event 'Memcpy HtoD (Pageable -> Device)'): args 'bytes' is ";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"memcpy_negative", memcpy("-100"), memcpy_name + "negative (-100): not a byte count"},
+      {"memcpy_2_70", memcpy("1180591620717411303424"), memcpy_name + "1.1805916207174113e+21: not a byte count"},
+      {"memcpy_2_63", memcpy("9223372036854775808"), memcpy_name + "9223372036854775808: not a byte count"},
+      {"memcpy_fraction", memcpy("1.5"), memcpy_name + "1.5: not a byte count"},
+      {"memcpy_text", memcpy("\"12\""), memcpy_name + "\"12\": not a byte count"},
+      {"memset_negative", memset("-1"), "(the gpu_memset event 'Memset (Device)'): args 'bytes' is negative (-1)"},
+      {"memory_2_70", memory("1180591620717411303424"),
+       "(the cpu_instant_event event '[memory]'): args 'Total Allocated' is 1.1805916207174113e+21"},
+      {"counter_negative", counter("-8"), "(the event 'hookscope::memory device=0'): args 'bytes' is negative (-8)"},
+  };
+  for (const auto& [name, event, want] : cases) {
+    const fs::path p = dir / (name + ".json");
+    write(p, trace_of(kOp, event));
+    const std::string msg = import_error(p);
+    EXPECT_EQ(msg.rfind(p.string() + ": byte " + std::to_string(trace_of(kOp, "x").size() - 3) + ": ", 0), 0u)
+        << name << ": " << msg;
+    EXPECT_TRUE(contains(msg, "traceEvents[1] " + want)) << name << ": " << msg;
+    EXPECT_TRUE(contains(msg, "(an integer from 0 to 2^63 - 1)")) << name << ": " << msg;
+  }
+  // The largest count a capture holds is kept as it is.
+  write(dir / "max.json", trace_of(kOp, memcpy("9223372036854775807")));
+  const Imported im = import_trace(dir / "max.hscope", dir / "max.json");
+  RawDb raw(im.capture);
+  EXPECT_EQ(raw.one("SELECT bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY"), "9223372036854775807");
+  // The CLI: exit 1, nothing written.
+  const auto r = test::hookscope({"import", (dir / "memcpy_negative.json").string(), "-o", (dir / "out.sqlite").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "args 'bytes' is negative (-100)")) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out.sqlite"));
+}
+
+// --append adds a run to a capture every reader opens, never to anything else: a zero-byte file
+// (SQLite took it for an empty database and the Store made it a capture that every reader then
+// refused), another program's database, or a capture whose RUNS lost its primary key (appending
+// failed with "end_run: no run N" and left a run without an id). Each is refused naming the file,
+// and left as it was.
+TEST(ImportKinetoCli, AppendRefusesWhatIsNotACaptureAndLeavesItAsItWas) {
+  const fs::path dir = test::scratch_dir("import_kineto_append");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const fs::path empty = dir / "empty.sqlite", foreign = dir / "foreign.sqlite", rebuilt = dir / "rebuilt.sqlite";
+  write(empty, "");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(foreign.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes (id INTEGER, text TEXT)", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ASSERT_EQ(test::hookscope({"import", (dir / "ok.json").string(), "-o", rebuilt.string()}).exit_code, 0);
+  test::edited_copy(rebuilt, rebuilt.string() + ".tmp",
+                    "PRAGMA journal_mode=DELETE; CREATE TABLE R2 AS SELECT * FROM RUNS; INSERT INTO R2 SELECT * FROM "
+                    "RUNS; DROP TABLE RUNS; ALTER TABLE R2 RENAME TO RUNS;");
+  fs::rename(rebuilt.string() + ".tmp", rebuilt);
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {empty, "not a hookscope capture: " + empty.string() + " (an empty file)"},
+      {foreign, "not a hookscope capture: " + foreign.string()},
+      {rebuilt, "capture " + rebuilt.string() + ": RUNS.id is not the table's INTEGER PRIMARY KEY"},
+  };
+  for (const auto& [file, want] : cases) {
+    const std::string before = test::read_file(file);
+    const auto r = test::hookscope({"import", (dir / "ok.json").string(), "-o", file.string(), "--append"});
+    EXPECT_EQ(r.exit_code, 1) << file << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, want)) << file << ": " << r.err;
+    EXPECT_FALSE(contains(r.err, "end_run")) << r.err;
+    EXPECT_EQ(test::read_file(file), before) << file << " is left as it was";
+  }
+  EXPECT_EQ(others(dir, {"ok.json", "empty.sqlite", "foreign.sqlite", "rebuilt.sqlite"}), std::set<std::string>{})
+      << "no lock, -wal or -shm left";
+  // A reader refuses the rebuilt capture the same way.
+  const auto r = test::hookscope({"stats", rebuilt.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "RUNS.id is not the table's INTEGER PRIMARY KEY")) << r.err;
+}

@@ -9,6 +9,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -766,4 +767,101 @@ TEST(DamagedCapture, BytesThatAreNotUtf8AreExportedAsReplacementCharacters) {
   EXPECT_EQ(trace["hookscope"]["scenario"], "sh\xef\xbf\xbd\xef\xbf\xbd");  // one U+FFFD per byte
   const std::string text = hs::test::read_file(out);
   EXPECT_NE(text.find("ABC\\ufffd\\ufffd\\ufffd("), std::string::npos);
+}
+
+namespace {
+// A small capture of `runs` runs imported from a generated trace (no LibTorch): per run, a
+// pre_forward and a post_forward range of each of `modules` modules on device 0, so that
+// hook_time has 2 × modules rows per run.
+fs::path imported_capture(const fs::path& dir, int runs, int modules) {
+  std::string events;
+  for (int m = 0; m < modules; ++m)
+    for (const char* phase : {"pre_forward", "post_forward"}) {
+      const int64_t ts = 10 + 10 * (2 * m + (std::string(phase) == "post_forward"));
+      events += std::string(events.empty() ? "" : ", ") + R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::)" +
+                phase + " hook=AlignDevicesHook module=layers." + std::to_string(m) +
+                R"( device=0", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts) + R"(, "dur": 5})";
+    }
+  const fs::path trace = dir / "trace.json";
+  std::ofstream(trace) << R"({"traceEvents": [)" << events << "]}";
+  const fs::path db = dir / "capture.sqlite";
+  for (int i = 0; i < runs; ++i) {
+    std::vector<std::string> args{"import", trace.string(), "-o", db.string()};
+    if (i > 0) args.push_back("--append");
+    const auto r = hookscope(args);
+    if (r.exit_code != 0) throw std::runtime_error("import failed: " + r.err);
+  }
+  return db;
+}
+}  // namespace
+
+// A run's label is written once per run, whole, in the JSON's "runs"; rows name their run by
+// id. Labels of 10 MB on 12 runs took 22 GB and 1 MB ones wrote 742 MB of JSON (the label
+// repeated on every row). The text table and CSV rows cut it to 200 bytes.
+TEST(StatsCli, ALongLabelIsWrittenOncePerRunNotOncePerRow) {
+  const fs::path dir = hs::test::scratch_dir("stats-long-labels");
+  const fs::path db = hs::test::edited_copy(
+      imported_capture(dir, 3, 40), dir / "labels.sqlite",
+      "UPDATE RUNS SET label = replace(hex(zeroblob(500000)), '0', char(96 + id))");  // 1,000,000 × 'a', 'b', 'c'
+  const size_t label = 1000000;
+  auto r = hookscope({"stats", db.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.out.size(), 3 * label + 200000) << "O(label × runs), not × rows";
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["runs"].size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(doc["runs"][i]["cell"], std::string(label, static_cast<char>('a' + i))) << "whole, once per run";
+  ASSERT_EQ(doc["reports"]["hook_time"].size(), 3u * 80u);
+  for (const auto& [name, rows] : doc["reports"].items())
+    for (const auto& row : rows) {
+      EXPECT_TRUE(row.contains("run")) << name;
+      EXPECT_FALSE(row.contains("cell")) << name << ": the run's label is in \"runs\"";
+      EXPECT_FALSE(row.contains("engine")) << name;
+    }
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"stats", db.string(), "--report", "hook_time"},
+                                               {"stats", db.string(), "--report", "hook_time", "--format", "csv"}}) {
+    r = hookscope(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_LT(r.out.size(), 250000u) << args.back();
+    EXPECT_NE(r.out.find(std::string(197, 'b') + "..."), std::string::npos) << args.back();
+    EXPECT_EQ(r.out.find(std::string(198, 'b')), std::string::npos) << args.back();
+  }
+}
+
+// JSON nested 30,000 and 100,000 deep in RUNS.results, .versions, .device_map or the capture's
+// settings (META_DATA_EXPORT) is refused by every reader, naming the file, the run and the
+// column: report and view crashed (SIGSEGV) on it. Nothing is written.
+TEST(DamagedCapture, JsonNestedTooDeepIsRefusedNamingTheColumn) {
+  const fs::path dir = hs::test::scratch_dir("stats-deep-json");
+  const fs::path db = imported_capture(dir, 1, 2);
+  const std::pair<std::string, std::string> columns[] = {
+      {"UPDATE RUNS SET results = '{\"a\": ' || @DEEP || '}'", "run 1: RUNS.results"},
+      {"UPDATE RUNS SET versions = @DEEP", "run 1: RUNS.versions"},
+      {"UPDATE RUNS SET device_map = @DEEP", "run 1: RUNS.device_map"},
+      {"INSERT INTO META_DATA_EXPORT VALUES ('HOOKSCOPE_CAPTURE_SETTINGS', @DEEP)",
+       "META_DATA_EXPORT.HOOKSCOPE_CAPTURE_SETTINGS"},
+  };
+  for (int depth : {30000, 100000}) {
+    const std::string deep = "'" + std::string(depth, '[') + std::string(depth, ']') + "'";
+    for (const auto& [sql, column] : columns) {
+      std::string edit = sql;
+      edit.replace(edit.find("@DEEP"), 5, deep);
+      const fs::path bad = hs::test::edited_copy(db, dir / "deep.sqlite", edit);
+      const fs::path out = dir / "out";
+      for (const std::vector<std::string>& args :
+           {std::vector<std::string>{"report", bad.string(), "--markdown", out.string() + ".md"},
+            {"stats", bad.string(), "--format", "json"},
+            {"explain", bad.string(), "--run", "1"},
+            {"export", bad.string(), "--format", "chrome", "-o", out.string() + ".json"},
+            {"view", bad.string(), "--screenshot", out.string() + ".png"}}) {
+        if (column.rfind("META", 0) == 0 && args[0] != "report") continue;  // only report reads the settings
+        const auto r = hookscope(args);
+        EXPECT_EQ(r.exit_code, 1) << args[0] << " " << column << ": " << r.err;
+        EXPECT_NE(r.err.find("capture " + bad.string() + ": " + column + ": JSON nested deeper than 512 levels (byte "),
+                  std::string::npos)
+            << args[0] << ": " << r.err;
+      }
+      for (const char* ext : {".md", ".json", ".png"}) EXPECT_FALSE(fs::exists(out.string() + ext)) << ext;
+    }
+  }
 }

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "importers/dynamo_summary.h"
+#include "storage/bounded_json.h"
 #include "storage/capture_reader.h"
 #include "storage/schema.h"
 #include "storage/sqlite_util.h"
@@ -1464,4 +1466,119 @@ TEST(SqliteErrors, ASumPastInt64NamesTheTablesItsQueryRead) {
     }
   }
   sqlite3_close(db);
+}
+
+// ---- untrusted JSON (storage/bounded_json.h) ---------------------------------------------
+namespace {
+std::string nested(size_t depth, const std::string& inner = "") {
+  return std::string(depth, '[') + inner + std::string(depth, ']');
+}
+storage::JsonError json_error(std::string_view text, const storage::JsonLimits& limits = {}) {
+  try {
+    (void)storage::parse_json_bounded(text, "THE VALUE", limits);
+  } catch (const storage::JsonError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "parsed: " << text.substr(0, 80);
+  return storage::JsonError(storage::JsonError::Kind::Invalid, "");
+}
+}  // namespace
+
+// The bound is checked on the text, before nlohmann builds anything: a value nested 100,000
+// deep parsed fine and then overflowed the stack where it was copied or dumped.
+TEST(BoundedJson, DepthAndSizeAreRefusedBeforeParsingNamingTheValue) {
+  EXPECT_EQ(storage::parse_json_bounded(nested(storage::kMaxJsonDepth), "v").dump(), nested(storage::kMaxJsonDepth));
+  for (size_t depth : {storage::kMaxJsonDepth + 1, size_t{30000}, size_t{100000}}) {
+    const storage::JsonError e = json_error(nested(depth));
+    EXPECT_EQ(e.kind(), storage::JsonError::Kind::TooDeep);
+    EXPECT_EQ(std::string(e.what()), "THE VALUE: JSON nested deeper than 512 levels (byte 512)");
+  }
+  // Objects count as arrays do; brackets inside strings (escaped quotes included) do not.
+  EXPECT_EQ(json_error(R"({"a":)" + nested(600) + "}").kind(), storage::JsonError::Kind::TooDeep);
+  const std::string in_string = "{\"s\": \"\\\"" + std::string(1000, '[') + std::string(1000, '{') + "\", \"t\": [1]}";
+  EXPECT_EQ(storage::parse_json_bounded(in_string, "v")["t"][0], 1);
+  EXPECT_EQ(storage::parse_ordered_json_bounded(R"({"b": 1, "a": 2})", "v").begin().key(), "b");
+
+  const storage::JsonError big = json_error("[1, 2, 3]", {.max_depth = 512, .max_bytes = 8});
+  EXPECT_EQ(big.kind(), storage::JsonError::Kind::TooLarge);
+  EXPECT_EQ(std::string(big.what()), "THE VALUE: JSON text of 9 bytes, more than the 8 bytes hookscope reads in one value");
+  const storage::JsonError bad = json_error("{\"a\": ");
+  EXPECT_EQ(bad.kind(), storage::JsonError::Kind::Invalid);
+  EXPECT_EQ(std::string(bad.what()).rfind("THE VALUE: not valid JSON: parse error", 0), 0u) << bad.what();
+  EXPECT_EQ(json_error("1e999").kind(), storage::JsonError::Kind::Invalid) << "a number past a double";
+}
+
+// Every JSON column a reader parses — RUNS.results, .versions, .device_map,
+// COMPILE_RESULTS.break_reasons, DYNAMO_COMPILES' restart reasons — nested past the bound is a
+// CaptureError naming the file, the run and the column: report and view crashed (SIGSEGV) on
+// such a file.
+TEST(CaptureReader, JsonColumnsNestedTooDeepNameTheRunAndColumn) {
+  ActivityFile f("storage_deep_json");
+  {
+    Store store(f.file);
+    store.add_compile_result(f.run, {});
+  }
+  const tracer::DynamoCompile compile{.compile_id = "0/0", .status = "compiled", .restart_reasons = "[]", .log_line = 1};
+  f.write([&](tracer::ActivityBatch& b) { b.dynamo_compiles = {&compile, 1}; });
+  EXPECT_NO_THROW(importers::dynamo_summary(CaptureReader(f.file), f.run));
+  const fs::path copy = f.file.parent_path() / "edited.hscope";
+  const std::pair<std::string, std::string> columns[] = {
+      {"UPDATE RUNS SET results = ?", "RUNS.results"},
+      {"UPDATE RUNS SET versions = ?", "RUNS.versions"},
+      {"UPDATE RUNS SET device_map = ?", "RUNS.device_map"},
+      {"UPDATE COMPILE_RESULTS SET break_reasons = ?", "COMPILE_RESULTS.break_reasons"},
+      {"UPDATE StringIds SET value = ? WHERE id = (SELECT restartReasonsId FROM DYNAMO_COMPILES)",
+       "compile 0/0: DYNAMO_COMPILES.restartReasonsId"},
+  };
+  for (size_t depth : {size_t{30000}, size_t{100000}}) {
+    for (const auto& [sql, column] : columns) {
+      fs::copy_file(f.file, copy, fs::copy_options::overwrite_existing);
+      {
+        RawDb raw(copy, SQLITE_OPEN_READWRITE);
+        raw.exec("PRAGMA journal_mode=DELETE");
+        sqlite3_stmt* s = nullptr;
+        ASSERT_EQ(sqlite3_prepare_v2(raw.db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+        const std::string text = "{\"a\": " + nested(depth) + "}";
+        sqlite3_bind_text(s, 1, text.c_str(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+        ASSERT_EQ(sqlite3_step(s), SQLITE_DONE) << sql;
+        sqlite3_finalize(s);
+      }
+      const std::string msg = capture_error([&] {
+        CaptureReader rd(copy);
+        for (const auto& run : rd.runs()) (void)run.results.dump();
+        (void)rd.compile_results(std::nullopt);
+        (void)importers::dynamo_summary(rd, f.run);
+      });
+      EXPECT_NE(msg.find("capture " + copy.string() + ": run " + std::to_string(f.run) + ": " + column +
+                         ": JSON nested deeper than 512 levels (byte "),
+                std::string::npos)
+          << depth << " " << column << ": " << msg;
+      EXPECT_NE(msg.find("the file is damaged"), std::string::npos) << msg;
+    }
+  }
+}
+
+// A RUNS table rebuilt without its INTEGER PRIMARY KEY (CREATE TABLE ... AS SELECT keeps no
+// constraint) may hold one run twice: readers showed it twice, and appending gave the new run
+// no id ("end_run: no run 25"). Readers and the Store refuse it, naming the file, and leave it
+// as it was.
+TEST(CaptureReader, ARunsTableRebuiltWithoutItsPrimaryKeyIsRefused) {
+  const fs::path file = test::scratch_dir("storage_runs_no_pk") / "capture.sqlite";
+  {
+    Store store(file);
+    store.end_run(store.add_run(run_info("a")), RunStatus::Complete);
+  }
+  {
+    RawDb raw(file, SQLITE_OPEN_READWRITE);
+    raw.exec("PRAGMA journal_mode=DELETE");
+    raw.exec("CREATE TABLE R2 AS SELECT * FROM RUNS; INSERT INTO R2 SELECT * FROM RUNS; DROP TABLE RUNS; "
+             "ALTER TABLE R2 RENAME TO RUNS;");
+  }
+  const FileState before = file_state(file);
+  const std::string want = "capture " + file.string() + ": RUNS.id is not the table's INTEGER PRIMARY KEY";
+  std::string msg = capture_error([&] { CaptureReader rd(file); });
+  EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  msg = capture_error([&] { Store store(file); });
+  EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  EXPECT_TRUE(file_state(file) == before) << "nothing written";
 }
