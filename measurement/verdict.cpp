@@ -37,14 +37,15 @@ std::vector<double> samples_at(const json& r, const char* key) {
   return out;
 }
 
-// The eager run of the same engine, scenario and policy.
-const json* eager_of(const std::vector<const json*>& runs, const json& r) {
+// The first ok eager run of each engine, scenario and policy (one pass; a run's eager is
+// looked up, not searched for).
+using EagerKey = std::tuple<std::string, std::string, std::string>;
+std::map<EagerKey, const json*> eager_runs(const std::vector<const json*>& runs) {
+  std::map<EagerKey, const json*> out;
   for (const json* e : runs)
-    if (e->value("engine", "") == r.value("engine", "") && e->value("scenario", "") == r.value("scenario", "") &&
-        e->value("policy", "") == r.value("policy", "") && e->value("mode", "") == "eager" &&
-        e->value("status", "") == "ok")
-      return e;
-  return nullptr;
+    if (e->value("mode", "") == "eager" && e->value("status", "") == "ok")
+      out.emplace(EagerKey{e->value("engine", ""), e->value("scenario", ""), e->value("policy", "")}, e);
+  return out;
 }
 
 // The eager figure a run's baseline rests on: its interleaved eager, or the eager cell itself.
@@ -55,26 +56,109 @@ std::optional<Spread> eager_side(const json& r) {
 
 // Drift between policies within one engine and scenario: the eager figures of the same mode
 // (eager cells, or interleaved eager of the same compiled mode and fullgraph) compared pairwise.
+// Per scope the pair with the largest ratio wins, the first one in (i, j) order (i < j, run
+// order) on a tie: what a loop over every pair finds, in O(n log n) per policy instead of
+// O(n^2). A pair drifts (drift()) when both sides have >= kMinRepeats samples and a positive
+// median and their interquartile ranges are apart: a.q3 < b.q1 (a below b) or b.q3 < a.q1. For
+// one run b, ratio(a, b) = max(ma, mb) / min(ma, mb) falls and then rises with ma, so its largest
+// value over the runs below b (or above b) of another policy is at their smallest or largest
+// median: prefix minima / maxima over those runs sorted by q3 (by q1 for "above") answer it, and
+// among equal medians the smallest run index, which is the pair that comes first.
 std::map<std::pair<std::string, std::string>, Drift> drifts(const std::vector<const json*>& runs) {
-  std::map<std::pair<std::string, std::string>, Drift> out;
-  for (size_t i = 0; i < runs.size(); ++i)
-    for (size_t j = i + 1; j < runs.size(); ++j) {
-      const json &a = *runs[i], &b = *runs[j];
-      auto key = [](const json& r) {
-        return std::make_tuple(r.value("engine", ""), r.value("scenario", ""), r.value("mode", ""),
-                               r.value("fullgraph", false));
-      };
-      if (key(a) != key(b) || a.value("policy", "") == b.value("policy", "")) continue;
-      if (a.value("status", "") != "ok" || b.value("status", "") != "ok") continue;
-      const auto ea = eager_side(a), eb = eager_side(b);
-      if (!ea || !eb) continue;
-      const std::pair<std::string, std::string> scope{a.value("engine", ""), a.value("scenario", "")};
-      const std::string what = a.value("mode", "") == "eager" ? "eager" : "interleaved eager (" + a.value("mode", "") + ")";
-      auto d = drift(*ea, a.value("policy", "") + " " + what, *eb, b.value("policy", "") + " " + what);
-      if (!d) continue;
-      const auto it = out.find(scope);
-      if (it == out.end() || it->second.ratio < d->ratio) out[scope] = *d;
+  struct Cand {
+    size_t index;
+    Spread e;
+  };
+  // key (engine, scenario, mode, fullgraph) -> policy -> the runs that can drift
+  using Key = std::tuple<std::string, std::string, std::string, bool>;
+  std::map<Key, std::map<std::string, std::vector<Cand>>> groups;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const json& r = *runs[i];
+    if (r.value("status", "") != "ok") continue;
+    const auto e = eager_side(r);
+    if (!e || e->n < kMinRepeats || e->median <= 0) continue;
+    groups[Key{r.value("engine", ""), r.value("scenario", ""), r.value("mode", ""), r.value("fullgraph", false)}]
+          [r.value("policy", "")]
+              .push_back({i, *e});
+  }
+  // Prefix extremes over runs sorted by a bound: the smallest / largest median so far, each with
+  // the smallest run index among the runs that have it.
+  struct Extremes {
+    double bound;
+    double lo, hi;
+    size_t lo_index, hi_index;
+  };
+  auto build = [](std::vector<const Cand*> cs, bool by_q3) {
+    std::sort(cs.begin(), cs.end(), [by_q3](const Cand* x, const Cand* y) {
+      return by_q3 ? x->e.q3 < y->e.q3 : x->e.q1 > y->e.q1;  // below: q3 ascending; above: q1 descending
+    });
+    std::vector<Extremes> out;
+    out.reserve(cs.size());
+    for (const Cand* c : cs) {
+      Extremes x{by_q3 ? c->e.q3 : c->e.q1, c->e.median, c->e.median, c->index, c->index};
+      if (!out.empty()) {
+        const Extremes& p = out.back();
+        if (p.lo < x.lo || (p.lo == x.lo && p.lo_index < x.lo_index)) x.lo = p.lo, x.lo_index = p.lo_index;
+        if (p.hi > x.hi || (p.hi == x.hi && p.hi_index < x.hi_index)) x.hi = p.hi, x.hi_index = p.hi_index;
+      }
+      out.push_back(x);
     }
+    return out;
+  };
+  struct Best {
+    double ratio = 0;
+    size_t i = 0, j = 0;  // i < j
+  };
+  std::map<std::pair<std::string, std::string>, Best> best;
+  for (const auto& [key, by_policy] : groups) {
+    if (by_policy.size() < 2) continue;
+    Best& scope_best = best[{std::get<0>(key), std::get<1>(key)}];
+    std::map<std::string, std::pair<std::vector<Extremes>, std::vector<Extremes>>> index;  // policy -> (below, above)
+    for (const auto& [policy, cs] : by_policy) {
+      std::vector<const Cand*> ptrs;
+      for (const Cand& c : cs) ptrs.push_back(&c);
+      index[policy] = {build(ptrs, true), build(ptrs, false)};
+    }
+    auto consider = [&](const Cand& b, double median, size_t a_index) {
+      const double r = std::max(median, b.e.median) / std::min(median, b.e.median);
+      const size_t i = std::min(a_index, b.index), j = std::max(a_index, b.index);
+      if (r > scope_best.ratio || (r == scope_best.ratio && scope_best.ratio > 0 &&
+                                   std::pair{i, j} < std::pair{scope_best.i, scope_best.j}))
+        scope_best = {r, i, j};
+    };
+    for (const auto& [policy_b, cs] : by_policy)
+      for (const Cand& b : cs)
+        for (const auto& [policy_a, sides] : index) {
+          if (policy_a == policy_b) continue;
+          const auto& [below, above] = sides;
+          // Runs a with a.q3 < b.q1: a prefix of `below`.
+          auto n_below = std::lower_bound(below.begin(), below.end(), b.e.q1,
+                                          [](const Extremes& x, double v) { return x.bound < v; }) -
+                         below.begin();
+          if (n_below > 0) {
+            const Extremes& x = below[static_cast<size_t>(n_below - 1)];
+            consider(b, x.lo, x.lo_index);
+            consider(b, x.hi, x.hi_index);
+          }
+          // Runs a with a.q1 > b.q3: a prefix of `above`.
+          auto n_above = std::lower_bound(above.begin(), above.end(), b.e.q3,
+                                          [](const Extremes& x, double v) { return x.bound > v; }) -
+                         above.begin();
+          if (n_above > 0) {
+            const Extremes& x = above[static_cast<size_t>(n_above - 1)];
+            consider(b, x.lo, x.lo_index);
+            consider(b, x.hi, x.hi_index);
+          }
+        }
+  }
+  std::map<std::pair<std::string, std::string>, Drift> out;
+  for (const auto& [scope, b] : best) {
+    if (b.ratio <= 0) continue;
+    const json &a = *runs[b.i], &c = *runs[b.j];
+    const std::string what = a.value("mode", "") == "eager" ? "eager" : "interleaved eager (" + a.value("mode", "") + ")";
+    if (auto d = drift(*eager_side(a), a.value("policy", "") + " " + what, *eager_side(c), c.value("policy", "") + " " + what))
+      out[scope] = *d;
+  }
   return out;
 }
 
@@ -144,6 +228,7 @@ Judgement against_drift(Judgement j, const Drift& d, const std::string& what) {
 std::vector<std::optional<Judgement>> judge_runs(const std::vector<const json*>& runs) {
   std::vector<std::optional<Judgement>> out(runs.size());
   const auto drifted = drifts(runs);
+  const auto eagers = eager_runs(runs);
   for (size_t i = 0; i < runs.size(); ++i) {
     const json& r = *runs[i];
     if (r.value("mode", "") == "eager" || r.value("status", "") != "ok") continue;
@@ -153,8 +238,9 @@ std::vector<std::optional<Judgement>> judge_runs(const std::vector<const json*>&
     std::vector<double> pairs;
     if (eager) {
       pairs = ratios(samples_at(r, "eager_decode_ms_per_token"), samples_at(r, "decode_ms_per_token"));
-    } else if (const json* e = eager_of(runs, r)) {
-      eager = spread_at(*e, "decode_ms_per_token");
+    } else if (const auto e = eagers.find({r.value("engine", ""), r.value("scenario", ""), r.value("policy", "")});
+               e != eagers.end()) {
+      eager = spread_at(*e->second, "decode_ms_per_token");
     }
     if (!eager) continue;
     Judgement j = judge(*compiled, *eager, pairs);

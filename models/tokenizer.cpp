@@ -1048,6 +1048,7 @@ class Bpe {
     // vocab
     const json& v = require(o, m, path, "vocab");
     if (!v.is_object()) o.fail("model.vocab", "expected an object of token -> id");
+    if (v.empty()) o.fail("model.vocab", "is empty: the tokenizer has no tokens to encode any text with");
     vocab_.reserve(v.size());
     vocab_r_.reserve(v.size());
     for (auto it = v.begin(); it != v.end(); ++it) {
@@ -1218,9 +1219,14 @@ class Bpe {
     auto worse = [](const Cand& x, const Cand& y) {  // min-heap on (rank, pos)
       return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos;
     };
-    std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> queue(worse);
+    // A priority queue of candidate merges over the linked list of symbols; entries made stale
+    // by a neighbour's merge are skipped when popped: O(n log n) in the word's length. The
+    // initial candidates are heapified at once (O(n)); (rank, pos) orders them totally.
+    std::vector<Cand> initial;
+    initial.reserve(syms.size());
     for (size_t i = 0; i + 1 < syms.size(); ++i)
-      if (const Merge* m = find_merge(syms[i].c, syms[i + 1].c)) queue.push({i, m->rank, m->new_id});
+      if (const Merge* m = find_merge(syms[i].c, syms[i + 1].c)) initial.push_back({i, m->rank, m->new_id});
+    std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> queue(worse, std::move(initial));
 
     while (!queue.empty()) {
       Cand top = queue.top();
@@ -1561,6 +1567,9 @@ void Tokenizer::Impl::split_added(const std::string& sentence, const MatchTrie& 
     return;
   }
   size_t start_offset = 0;
+  // [ws_run_begin, ws_run_end): whitespace up to the end of its run (the last rstrip walk), so
+  // a run of whitespace tokens with rstrip is walked once, not once per token.
+  size_t ws_run_begin = 0, ws_run_end = 0;
   for (const auto& mat : trie.find_all(sentence)) {
     size_t start = mat.begin, stop = mat.end;
     const AddedToken& tok = added[mat.token_index];
@@ -1570,8 +1579,10 @@ void Tokenizer::Impl::split_added(const std::string& sentence, const MatchTrie& 
       if (!start_space || !stop_space) continue;
     }
     if (tok.lstrip) {
+      // Whitespace before start_offset is clamped off below: not walking past it keeps a run of
+      // whitespace matches (an lstrip token that is itself whitespace) linear.
       size_t newstart = start;
-      while (newstart > 0) {
+      while (newstart > start_offset) {
         size_t p = newstart - 1;
         while (p > 0 && (static_cast<unsigned char>(sentence[p]) & 0xC0) == 0x80) --p;
         if (!is_rust_whitespace(decode_at(sentence, p, nullptr))) break;
@@ -1580,17 +1591,27 @@ void Tokenizer::Impl::split_added(const std::string& sentence, const MatchTrie& 
       start = std::max(newstart, start_offset);
     }
     if (tok.rstrip) {
-      while (stop < sentence.size()) {
-        size_t n = 0;
-        char32_t c = decode_at(sentence, stop, &n);
-        if (!is_rust_whitespace(c)) break;
-        stop += n;
+      if (stop >= ws_run_begin && stop < ws_run_end) {
+        stop = ws_run_end;  // inside the whitespace run an earlier rstrip walked to its end
+      } else {
+        const size_t from = stop;
+        while (stop < sentence.size()) {
+          size_t n = 0;
+          char32_t c = decode_at(sentence, stop, &n);
+          if (!is_rust_whitespace(c)) break;
+          stop += n;
+        }
+        ws_run_begin = from;
+        ws_run_end = stop;
       }
     }
     if (start_offset < start) push_text(start_offset, start);
-    // A piece carrying a token is kept even if it would be empty.
-    out.push_back({sentence.substr(start, stop > start ? stop - start : 0), static_cast<int64_t>(tok.id)});
-    start_offset = std::max(start_offset, stop);
+    // As HF: a token whose span came out empty (an earlier rstrip swallowed it) is dropped with
+    // the other empty pieces (PreTokenizedString::split), and the next text starts at this
+    // token's stop even when an earlier rstrip reached further (that whitespace is encoded
+    // again). HF panics ("AddedVocabulary bad split") where start > stop; here it is dropped.
+    if (stop > start) out.push_back({sentence.substr(start, stop - start), static_cast<int64_t>(tok.id)});
+    start_offset = stop;
   }
   if (start_offset < sentence.size()) push_text(start_offset, sentence.size());
 }

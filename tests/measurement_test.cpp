@@ -1,6 +1,10 @@
 // measurement/: spreads against numpy, the verdict rules, and a capture whose eager cell is
 // slowed on purpose: the report must call its comparisons noise, never a speed-up.
 #include <chrono>
+#include <map>
+#include <optional>
+#include <random>
+#include <tuple>
 #include <string>
 #include <thread>
 
@@ -99,6 +103,110 @@ TEST(Verdict, EagerThatDriftsBetweenPoliciesTurnsEveryDecisionIntoNoise) {
   const json a2 = run_doc("whole-hook", "eager", {10.1, 10.2, 10.0, 10.3});
   judged = hs::measurement::judge_runs({&a2, &b, &c});
   EXPECT_EQ(judged[2]->verdict, Verdict::Faster) << judged[2]->why;
+}
+
+// The O(n^2) pair loop judge_runs used before its O(n log n) drift search (every pair of runs,
+// the first largest ratio per engine and scenario; a linear search for a run's eager cell):
+// the reference the randomized test below holds judge_runs to.
+std::vector<std::optional<hs::measurement::Judgement>> judge_runs_reference(const std::vector<const json*>& runs) {
+  using hs::measurement::Drift;
+  auto spread_at = [](const json& r, const char* key) -> std::optional<Spread> {
+    const auto it = r.find(key);
+    return it == r.end() ? std::nullopt : Spread::from_json(*it);
+  };
+  auto eager_side = [&](const json& r) {
+    return r.value("mode", "") == "eager" ? spread_at(r, "decode_ms_per_token")
+                                         : spread_at(r, "eager_decode_ms_per_token");
+  };
+  std::map<std::pair<std::string, std::string>, Drift> drifted;
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t j = i + 1; j < runs.size(); ++j) {
+      const json &a = *runs[i], &b = *runs[j];
+      auto key = [](const json& r) {
+        return std::make_tuple(r.value("engine", ""), r.value("scenario", ""), r.value("mode", ""),
+                               r.value("fullgraph", false));
+      };
+      if (key(a) != key(b) || a.value("policy", "") == b.value("policy", "")) continue;
+      if (a.value("status", "") != "ok" || b.value("status", "") != "ok") continue;
+      const auto ea = eager_side(a), eb = eager_side(b);
+      if (!ea || !eb) continue;
+      const std::pair<std::string, std::string> scope{a.value("engine", ""), a.value("scenario", "")};
+      const std::string what = a.value("mode", "") == "eager" ? "eager" : "interleaved eager (" + a.value("mode", "") + ")";
+      auto d = hs::measurement::drift(*ea, a.value("policy", "") + " " + what, *eb, b.value("policy", "") + " " + what);
+      if (!d) continue;
+      const auto it = drifted.find(scope);
+      if (it == drifted.end() || it->second.ratio < d->ratio) drifted[scope] = *d;
+    }
+  std::vector<std::optional<hs::measurement::Judgement>> out(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const json& r = *runs[i];
+    if (r.value("mode", "") == "eager" || r.value("status", "") != "ok") continue;
+    const auto compiled = spread_at(r, "decode_ms_per_token");
+    if (!compiled) continue;
+    std::optional<Spread> eager = spread_at(r, "eager_decode_ms_per_token");
+    std::vector<double> pairs;
+    if (eager) {
+      pairs = hs::measurement::ratios(r["samples"]["eager_decode_ms_per_token"].get<std::vector<double>>(),
+                                      r["samples"]["decode_ms_per_token"].get<std::vector<double>>());
+    } else {
+      for (const json* e : runs)
+        if (e->value("engine", "") == r.value("engine", "") && e->value("scenario", "") == r.value("scenario", "") &&
+            e->value("policy", "") == r.value("policy", "") && e->value("mode", "") == "eager" &&
+            e->value("status", "") == "ok") {
+          eager = spread_at(*e, "decode_ms_per_token");
+          break;
+        }
+    }
+    if (!eager) continue;
+    auto j = judge(*compiled, *eager, pairs);
+    const auto d = drifted.find({r.value("engine", ""), r.value("scenario", "")});
+    if (d != drifted.end()) j = hs::measurement::against_drift(j, d->second, "eager drift between policies");
+    out[i] = j;
+  }
+  return out;
+}
+
+// judge_runs finds each scope's drift without comparing every pair of runs (O(n log n)); on
+// random captures (three policies, two scenarios and modes, few distinct timings so ratios
+// tie, some runs failed or with too few repeats) its judgements, texts included, equal the
+// pair loop's.
+TEST(Verdict, DriftSearchEqualsThePairLoop) {
+  std::mt19937 rng(34);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const char* policies[] = {"whole-hook", "offload-only", "patched"};
+  const char* modes[] = {"eager", "default", "reduce-overhead"};
+  auto samples = [&] {
+    std::vector<double> v;
+    const int n = 2 + pick(4);  // 2 (too few to judge) .. 5
+    const double base = 5.0 * (1 + pick(4));
+    for (int k = 0; k < n; ++k) v.push_back(base + 0.5 * pick(3));
+    return v;
+  };
+  size_t drifting = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<json> docs;
+    const int n = 1 + pick(40);
+    for (int k = 0; k < n; ++k) {
+      const std::string mode = modes[pick(3)];
+      json r = run_doc(policies[pick(3)], mode, samples(), mode != "eager" && pick(3) > 0 ? samples() : std::vector<double>{});
+      r["scenario"] = pick(2) ? "sharded" : "cpu-offload";
+      r["fullgraph"] = pick(5) == 0;
+      if (pick(10) == 0) r["status"] = "error";
+      docs.push_back(std::move(r));
+    }
+    std::vector<const json*> ptrs;
+    for (const json& d : docs) ptrs.push_back(&d);
+    const auto got = hs::measurement::judge_runs(ptrs), want = judge_runs_reference(ptrs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].has_value(), want[k].has_value()) << "trial " << trial << " run " << k;
+      if (!got[k]) continue;
+      EXPECT_EQ(got[k]->verdict, want[k]->verdict) << "trial " << trial << " run " << k;
+      EXPECT_EQ(got[k]->why, want[k]->why) << "trial " << trial << " run " << k;
+      if (want[k]->why.find("changed during the capture") != std::string::npos) ++drifting;
+    }
+  }
+  EXPECT_GT(drifting, 50u) << "the random captures should drift often";
 }
 
 // A real capture (tiny Llama, LibTorch engine) whose whole-hook eager cell is slowed by a sleep

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -302,6 +303,14 @@ TEST(Tokenizer, BadInputNamesFileAndField) {
   variant("unigram", [](json& j) { j["model"]["type"] = "Unigram"; }, {"model.type", "Unigram"});
   variant("no_model", [](json& j) { j.erase("model"); }, {"model"});
   variant("no_vocab", [](json& j) { j["model"].erase("vocab"); }, {"model.vocab"});
+  // An empty vocab encodes every prompt to nothing: the tokenizer is named, not the prompt.
+  variant("empty_vocab",
+          [](json& j) {
+            j["model"]["vocab"] = json::object();
+            j["model"]["merges"] = json::array();
+            j["added_tokens"] = json::array();
+          },
+          {"model.vocab", "is empty"});
   variant("metaspace", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; },
           {"pre_tokenizer.type", "Metaspace"});
   variant("nested_pretok",
@@ -368,5 +377,35 @@ TEST(Tokenizer, RegexMatchLimitNamesFileAndField) {
     for (const std::string& part : std::vector<std::string>{(dir / "catastrophic.json").string(),
                                                             "pre_tokenizer.pattern.Regex", "(a+)+$", "limit"})
       EXPECT_NE(msg.find(part), std::string::npos) << part << " in " << msg;
+  }
+}
+
+// Long single words (tens of thousands of characters in one pre-token: 20,000 x U+A66E, a random
+// Latin word, a random mixed-script word, 20,000 digits, 20,000 spaces; 50,000 x 'a' with a
+// merge-less byte-level tokenizer and with cascading merges a+a, aa+aa, ...; 5,000 whitespace
+// added tokens with lstrip + rstrip in one run), and short cases where an rstrip token swallows
+// later matches: the same ids as `tokenizers` (BPE runs a priority queue over a linked list of
+// symbols, O(n log n) per word; bench/tokenizer_long_word.py measures the growth).
+TEST(Tokenizer, LongWordsMatchHuggingFace) {
+  fs::path tj = hs::test::sample_dir() / "tokenizer.json";
+  ASSERT_TRUE(fs::exists(tj)) << "sample tokenizer not found: " << tj;
+  fs::path dir = hs::test::scratch_dir("tokenizer_long_words");
+  hs::test::run_oracle("tokenizer_oracle.py", {"long_words", "--tokenizer", tj.string(), "--out", dir.string()});
+  const json cases = hs::test::read_json(dir / "long_words.json");
+  ASSERT_GE(cases.size(), 16u);
+  std::map<std::string, Tokenizer> toks;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string key = cases[i].at("tokenizer").get<std::string>();
+    if (!toks.count(key)) toks.emplace(key, Tokenizer::from_file(key == "given" ? tj : dir / key));
+    const std::string text = cases[i].at("text").get<std::string>();
+    const auto want = cases[i].at("ids").get<std::vector<int64_t>>();
+    std::vector<int64_t> got;
+    ASSERT_NO_THROW(got = toks.at(key).encode(text, false)) << "case " << i;
+    if (got == want) continue;
+    size_t k = 0;
+    while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+    ADD_FAILURE() << "case " << i << " (" << key << ", " << text.size() << " bytes starting "
+                  << quote(text.substr(0, 12)) << "): " << got.size() << " ids, HF " << want.size()
+                  << "; first difference at id #" << k;
   }
 }

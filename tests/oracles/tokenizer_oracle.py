@@ -9,6 +9,12 @@ Usage:
       the built-in corpus where needed), writes DIR/tokenizer.json and DIR/expected.json.
   tokenizer_oracle.py list
       Prints the variant names.
+  tokenizer_oracle.py long_words --tokenizer PATH --out DIR
+      Long single words (one pre-token each, tens of thousands of characters) and their ids:
+      with the tokenizer.json at PATH, a merge-less byte-level tokenizer, one whose merges
+      cascade (a, aa, aaaa, ...) and that one with whitespace added tokens (lstrip / rstrip;
+      short cases too, where an rstrip swallows later matches), all written to DIR; DIR/long_words.json lists
+      {tokenizer: "given" | FILE, text, ids} (add_special_tokens=False).
 
 expected.json holds: strings, ids (add_special_tokens=True), ids_no_special,
 decode / decode_skip (decode of `ids` with skip_special_tokens False / True), decode_no_special
@@ -437,6 +443,106 @@ def expected(tok, extra=()):
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# Long words (BPE must stay O(n log n) in a word's length and give the same ids)
+
+
+def byte_vocab():
+    return {ch: i for i, ch in enumerate(pre_tokenizers.ByteLevel.alphabet())}
+
+
+def byte_level_bpe(vocab, merges):
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def mergeless_tokenizer():
+    return byte_level_bpe(byte_vocab(), [])
+
+
+def cascade_tokenizer():
+    """Merges a+a, aa+a, aa+aa, aaa+aaa, aaaa+aaaa, ... and b+a, ab+... so long runs merge in
+    many overlapping rounds (stale queue entries everywhere)."""
+    vocab = byte_vocab()
+    merges = []
+
+    def add(a, b):
+        if a + b not in vocab:
+            vocab[a + b] = len(vocab)
+        merges.append((a, b))
+
+    add("a", "a")
+    add("aa", "a")
+    add("b", "a")
+    add("aa", "aa")
+    add("ba", "aa")
+    add("aaa", "aaa")
+    n = 4
+    while n <= 512:
+        add("a" * n, "a" * n)
+        n *= 2
+    add("a", "b")
+    add("ab", "ab")
+    return byte_level_bpe(vocab, merges)
+
+
+def added_whitespace_tokenizer():
+    tok = cascade_tokenizer()
+    tok.add_tokens([AddedToken("\t", lstrip=True, rstrip=True, normalized=False)])
+    return tok
+
+
+def added_edges_tokenizer():
+    """An rstrip token that swallows later matches (HF then drops their empty pieces and
+    encodes the swallowed whitespace again after a later token's stop)."""
+    tok = cascade_tokenizer()
+    tok.add_tokens([AddedToken("A", rstrip=True, normalized=False), AddedToken("\t", normalized=False),
+                    AddedToken("B", lstrip=True, normalized=False)])
+    return tok
+
+
+def long_word_cases(rng, scale=1):
+    """(tokenizer key, text) pairs; one pre-token each under the GPT-2 regex unless noted."""
+    latin = "abcdefghijklmnopqrstuvwxyz"
+    mixed = latin + "ÄéøßЖжлЛλΣ中文日本한국ꙮ"  # letters (\p{L}) of several scripts
+    return [
+        ("given", "\ua66e" * (20000 * scale)),
+        ("given", "".join(rng.choice(latin) for _ in range(20000 * scale))),
+        ("given", "".join(rng.choice(mixed) for _ in range(20000 * scale))),
+        ("given", "1" * (20000 * scale)),
+        ("given", " " * (20000 * scale) + "x"),  # \s+(?!\S) then ' x'
+        ("mergeless", "a" * (50000 * scale)),
+        ("cascade", "a" * (50000 * scale)),
+        ("cascade", "".join(rng.choice("aaab") for _ in range(50000 * scale))),
+        # a whitespace added token with lstrip + rstrip in a long run of whitespace
+        ("added_ws", "x" + "\t " * (5000 * scale) + "y"),
+        ("added_ws", "\t\t"),
+        ("added_edges", "A \t x"),
+        ("added_edges", "A \t \t x"),
+        ("added_edges", "A \t B x"),
+        ("added_edges", "x\t \t y"),
+        ("added_edges", "A \tB"),
+        ("added_edges", "A " + "\t " * (2000 * scale) + "B"),
+    ]
+
+
+def long_words(tokenizer_path, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    toks = {"given": Tokenizer.from_file(tokenizer_path)}
+    for name, make in (("mergeless", mergeless_tokenizer), ("cascade", cascade_tokenizer),
+                       ("added_ws", added_whitespace_tokenizer), ("added_edges", added_edges_tokenizer)):
+        path = os.path.join(out_dir, name + ".json")
+        make().save(path)
+        toks[name] = Tokenizer.from_file(path)  # the oracle answers for exactly the written file
+    cases = []
+    for key, text in long_word_cases(random.Random(34)):
+        cases.append({"tokenizer": key if key == "given" else key + ".json", "text": text,
+                      "ids": toks[key].encode(text, add_special_tokens=False).ids})
+    dump(cases, os.path.join(out_dir, "long_words.json"))
+
+
 def dump(obj, path):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, ensure_ascii=True)
@@ -452,9 +558,14 @@ def main():
     v.add_argument("name")
     v.add_argument("--out", required=True)
     sub.add_parser("list")
+    lw = sub.add_parser("long_words")
+    lw.add_argument("--tokenizer", required=True)
+    lw.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.cmd == "list":
         print("\n".join(VARIANTS))
+    elif args.cmd == "long_words":
+        long_words(args.tokenizer, args.out)
     elif args.cmd == "expect":
         dump(expected(Tokenizer.from_file(args.tokenizer)), args.out)
     else:
