@@ -11,6 +11,7 @@
 #include "app/cli_util.h"
 #include "app/export_file.h"
 #include "facts/breaks.h"
+#include "importers/dynamo_text.h"
 #include "importers/kineto_trace.h"
 
 namespace hs::app {
@@ -166,6 +167,7 @@ struct RunRows {
   std::vector<ModuleComputeRow> compute;
   std::vector<RegionRow> regions;
   std::vector<GraphBreakRow> breaks;
+  std::vector<storage::DynamoGraphBreakRow> dynamo_breaks;  // those with a time
   std::vector<GenerationStepRow> steps;
   std::vector<MemoryCounterRow> memory;
   std::vector<KernelRow> kernels;
@@ -194,6 +196,8 @@ RunRows read_run(const CaptureReader& r, int64_t run) {
   d.compute = r.module_compute(run);
   d.regions = r.regions(run);
   d.breaks = r.graph_breaks(run);
+  for (storage::DynamoGraphBreakRow& b : r.dynamo_graph_breaks(run))
+    if (b.time_ns) d.dynamo_breaks.push_back(std::move(b));
   d.steps = r.generation_steps(run);
   d.memory = r.memory_counters(run);
   d.kernels = r.kernels(run);
@@ -227,6 +231,7 @@ int64_t base_time(const RunRows& d) {
   take(d.hooks), take(d.swaps), take(d.transfers), take(d.scopes), take(d.compute), take(d.regions);
   take(d.breaks), take(d.steps), take(d.memory), take(d.kernels), take(d.memcpys), take(d.memsets);
   take(d.syncs), take(d.runtime), take(d.driver), take(d.cpu_ops);
+  for (const auto& b : d.dynamo_breaks) t = std::min(t, *b.time_ns);
   if (t == std::numeric_limits<int64_t>::max()) t = d.run.start_ns;
   return t >= 0 ? t / 1000 * 1000 : -((-t + 999) / 1000 * 1000);
 }
@@ -278,6 +283,7 @@ class ChromeExporter {
 
   void host_events();
   void regions_and_breaks();
+  void dynamo_breaks();
   void device_lanes();
   void gpu_records();
   void api_calls();
@@ -435,6 +441,33 @@ void ChromeExporter::regions_and_breaks() {
     args.str("reason", b.reason).str("module_stack", b.module_stack);
     w_.instant("cpu_instant_event", RangeName("graph_break").kv("function", b.function).module(b.module).str(), host_pid_,
                host_tid(b.thread), b.time_ns, args);
+  }
+  dynamo_breaks();
+}
+
+// Dynamo's graph-break records of the run's compile log, at the time Dynamo logged each, on the
+// thread that compiled: the one that ran the generation steps (else the one with the most CPU
+// ops). Most precede the recorded generate: Dynamo compiles during the first one.
+void ChromeExporter::dynamo_breaks() {
+  if (d_.dynamo_breaks.empty()) return;
+  int64_t pid = host_pid_, tid = 0;
+  if (!d_.steps.empty()) {
+    tid = host_tid(d_.steps.front().thread);
+  } else if (!d_.cpu_ops.empty()) {
+    std::map<std::pair<int64_t, int64_t>, int64_t> ops;
+    for (size_t i = 0; i < d_.cpu_ops.size(); ++i) ++ops[{d_.cpu_op_pids.at(i), d_.cpu_ops[i].os_tid & kTidBits}];
+    const auto most = std::max_element(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    std::tie(pid, tid) = most->first;
+  } else {
+    tid = host_tid(0);
+  }
+  for (const auto& b : d_.dynamo_breaks) {
+    Fields args;
+    args.str("gb_code", b.gb_code).str("gb_type", b.gb_type).str("reason", b.reason).str("user_frame", b.user_frame);
+    args.str("compile_id", b.compile_id).num("attempt", b.attempt).raw("frame_skipped", b.frame_skipped ? "true" : "false");
+    args.num("log_line", b.log_line);
+    w_.instant("cpu_instant_event", RangeName("dynamo_graph_break").kv("gb_code", b.gb_code).kv("function", importers::named_function(b.reason)).str(), pid, tid,
+               *b.time_ns, args);
   }
 }
 

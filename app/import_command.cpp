@@ -87,7 +87,7 @@ std::string take_exported_model(nlohmann::json& result, const nlohmann::json& ex
 }
 
 // Whether `v` is made of what hookscope writes into a run's break facts: objects and arrays at
-// most 4 levels deep (facts → log_break_reasons → a group → its compile_ids) and 100,000 items
+// most 5 levels deep (facts → log_break_reasons → a group → its module_calls → a call) and 100,000 items
 // wide, strings of at most 64 KiB without control characters but newline and tab, booleans,
 // null, and integers from 0 to 2^31 − 1.
 bool plain_facts_value(const nlohmann::json& v, int depth) {
@@ -99,7 +99,7 @@ bool plain_facts_value(const nlohmann::json& v, int depth) {
              return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
            });
   }
-  if ((!v.is_array() && !v.is_object()) || depth >= 4 || v.size() > 100000) return false;
+  if ((!v.is_array() && !v.is_object()) || depth >= 5 || v.size() > 100000) return false;
   return std::all_of(v.begin(), v.end(), [&](const nlohmann::json& x) { return plain_facts_value(x, depth + 1); });
 }
 

@@ -25,6 +25,17 @@ void sort_by_count(json& groups) {
                    [](const json& a, const json& b) { return a["count"].get<int64_t>() > b["count"].get<int64_t>(); });
 }
 
+/// Counts `c` into `calls` ([{"callee", "site", "count"}], in order of first appearance).
+void add_module_call(json& calls, const ModuleCall& c) {
+  if (c.empty()) return;
+  for (json& m : calls)
+    if (m["callee"] == c.callee && m["site"] == c.site) {
+      m["count"] = m["count"].get<int64_t>() + 1;
+      return;
+    }
+  calls.push_back({{"callee", c.callee}, {"site", c.site}, {"count", 1}});
+}
+
 json break_reasons(const std::vector<storage::DynamoGraphBreakRow>& breaks) {
   using Key = std::tuple<std::string, std::string, std::string, std::string>;
   std::map<Key, size_t> index;
@@ -36,9 +47,11 @@ json break_reasons(const std::vector<storage::DynamoGraphBreakRow>& breaks) {
     if (fresh)
       groups.push_back({{"reason", reason}, {"gb_type", b.gb_type}, {"gb_code", text_or_null(b.gb_code)},
                         {"user_frame", text_or_null(b.user_frame)}, {"count", 0}, {"frame_skipped", 0},
-                        {"chained_gb_codes", json::array()}, {"compile_ids", json::array()}});
+                        {"chained_gb_codes", json::array()}, {"compile_ids", json::array()},
+                        {"module_calls", json::array()}});
     json& g = groups[it->second];
     g["count"] = g["count"].get<int64_t>() + 1;
+    add_module_call(g["module_calls"], module_call(b.user_stack));
     g["frame_skipped"] = g["frame_skipped"].get<int64_t>() + (b.frame_skipped ? 1 : 0);
     g["compile_ids"].push_back(b.compile_id);
     if (!b.chained_gb_codes.empty() && std::find(g["chained_gb_codes"].begin(), g["chained_gb_codes"].end(),

@@ -20,7 +20,8 @@ namespace hs::importers {
 ///   "graph_breaks": break records (one per `dynamo_graph_break_reason`, restarts included),
 ///   "break_reasons": [{"reason", "gb_type", "gb_code", "user_frame", "count", "frame_skipped"
 ///     (how many of them made Dynamo skip the frame), "chained_gb_codes": [...],
-///     "compile_ids": [...]}]: breaks grouped by code, type, reason and user frame, hexadecimal
+///     "compile_ids": [...], "module_calls": [{"callee", "site", "count"}] (the hooked module
+///     call each break happened under, importers::module_call)}]: breaks grouped by code, type, reason and user frame, hexadecimal
 ///     addresses in reasons written "0x…" so that the same break on another function object
 ///     groups with it; most frequent first, then in log order,
 ///   "frames_skipped": n, "skipped_frames": [{"compile_id", "attempt", "code", "file", "line",

@@ -171,3 +171,82 @@ std::string without_addresses(std::string_view text) {
 }
 
 }  // namespace hs::importers
+
+namespace hs::importers {
+
+namespace {
+struct StackFrame {
+  std::string_view file, line, function, source;
+};
+
+/// The frames of a traceback text: `  File "F", line N, in FN` then, indented deeper, its source.
+std::vector<StackFrame> stack_frames(std::string_view text) {
+  std::vector<StackFrame> frames;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view l = text.substr(at, nl - at);
+    at = nl + 1;
+    const size_t lead = l.find_first_not_of(' ');
+    if (lead == std::string_view::npos) continue;
+    l.remove_prefix(lead);
+    if (l.rfind("File \"", 0) == 0) {
+      const size_t q = l.find("\", line ", 6);
+      if (q == std::string_view::npos) continue;
+      StackFrame f;
+      f.file = l.substr(6, q - 6);
+      const size_t in = l.find(", in ", q + 8);
+      f.line = l.substr(q + 8, (in == std::string_view::npos ? l.size() : in) - (q + 8));
+      if (in != std::string_view::npos) f.function = l.substr(in + 5);
+      frames.push_back(f);
+    } else if (!frames.empty() && frames.back().source.empty()) {
+      frames.back().source = l;
+    }
+  }
+  return frames;
+}
+
+/// "decoder_layer" of "hidden_states = decoder_layer(", "self" of "return self(**inputs)".
+std::string_view callee_of(std::string_view source) {
+  const size_t paren = source.find('(');
+  std::string_view head = source.substr(0, paren == std::string_view::npos ? source.size() : paren);
+  if (const size_t eq = head.rfind('='); eq != std::string_view::npos) head.remove_prefix(eq + 1);
+  if (const size_t r = head.find("return "); r != std::string_view::npos) head.remove_prefix(r + 7);
+  const size_t a = head.find_first_not_of(' '), b = head.find_last_not_of(' ');
+  return a == std::string_view::npos ? std::string_view() : head.substr(a, b - a + 1);
+}
+}  // namespace
+
+std::string named_function(std::string_view reason) {
+  const size_t at = reason.find("<function ");
+  if (at == std::string_view::npos) return "";
+  const size_t start = at + 10, stop = reason.find_first_of(" >", start);
+  return std::string(reason.substr(start, stop == std::string_view::npos ? std::string_view::npos : stop - start));
+}
+
+std::string break_label(std::string_view gb_code, std::string_view gb_type, std::string_view reason) {
+  std::string what = named_function(reason);
+  if (what.empty()) what = std::string(gb_type);
+  return gb_code.empty() ? what : std::string(gb_code) + " " + what;
+}
+
+ModuleCall module_call(std::string_view user_stack) {
+  const std::vector<StackFrame> frames = stack_frames(user_stack);
+  auto in_module_py = [](std::string_view file) {
+    return file.ends_with("torch/nn/modules/module.py");
+  };
+  for (size_t i = frames.size(); i-- > 1;) {
+    if (!in_module_py(frames[i].file) || in_module_py(frames[i - 1].file)) continue;
+    const StackFrame& f = frames[i - 1];
+    const size_t slash = f.file.find_last_of('/');
+    ModuleCall c;
+    c.callee = std::string(callee_of(f.source));
+    c.site = std::string(slash == std::string_view::npos ? f.file : f.file.substr(slash + 1)) + ":" +
+             std::string(f.line) + (f.function.empty() ? "" : " in " + std::string(f.function));
+    return c;
+  }
+  return {};
+}
+
+}  // namespace hs::importers

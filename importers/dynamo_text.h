@@ -62,6 +62,25 @@ std::vector<GraphBreakMessage> parse_graph_break_messages(std::string_view reaso
 /// The graph-break codes in a text ("GB0098" for each ".../gb/gb0098.html"), in order.
 std::vector<std::string> graph_break_codes(std::string_view text);
 
+/// The module call a graph break happened under: the innermost frame of a break's user stack
+/// (GraphBreakReport::user_stack) whose next frame is torch.nn.Module's call machinery
+/// (torch/nn/modules/module.py) — for a hook's break, the call of the hooked module.
+struct ModuleCall {
+  std::string callee;  ///< the called expression of its source line: "decoder_layer", "self.mlp", "self"
+  std::string site;    ///< "modeling_llama.py:393 in forward" (the file's base name)
+  bool empty() const { return callee.empty() && site.empty(); }
+};
+/// Never throws; an empty ModuleCall when the stack calls no module.
+ModuleCall module_call(std::string_view user_stack);
+
+/// The function a break's reason names: "AlignDevicesHook.pre_forward" of "Skip calling function
+/// `<function AlignDevicesHook.pre_forward at 0x7f...>`"; "" when it names none.
+std::string named_function(std::string_view reason);
+
+/// A break as one short line: its code and the function its reason names, else its type
+/// ("GB0098 AlignDevicesHook.pre_forward").
+std::string break_label(std::string_view gb_code, std::string_view gb_type, std::string_view reason);
+
 /// One recompile reason as Dynamo logs it (`recompile_reasons` artifact): "0/7: <guard>  #
 /// <source line>  # <file:line> in <fn> ...\nUser stack trace: ...". `guard_compile_id` is the
 /// cached compile whose guard failed; `guard` the guard expression up to its "  # " comment or

@@ -21,6 +21,9 @@ namespace {
 constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
 constexpr std::string_view kHookscopePrefix = "hookscope::";
 constexpr std::string_view kGraphBreakPrefix = "hookscope::graph_break";
+// hookscope export's instants of Dynamo's graph-break records: skipped, the trace's
+// "hookscope"."facts" carries the log's records (app/import_command.cpp takes them).
+constexpr std::string_view kDynamoBreakPrefix = "hookscope::dynamo_graph_break";
 constexpr std::string_view kMemoryPrefix = "hookscope::memory";
 constexpr std::string_view kModuleComputePrefix = "hookscope::module_compute";
 
@@ -313,6 +316,8 @@ void Importer::event(const RawEvent& e) {
     memory_counter(e, t);
   } else if ((ph == "s" || ph == "f") && cat == "ac2g") {
     flow(e, ph[0], t);
+  } else if ((ph == "i" || ph == "I") && starts_with(str_field(o, "name"), kDynamoBreakPrefix)) {
+    // skipped (kDynamoBreakPrefix)
   } else if (!(cat.empty() && (ph == "i" || ph == "I")) && cat != "fwdbwd" && cat != "hookscope_transfer") {
     not_imported(key);  // (global instants without a category mark the profiling window)
   }

@@ -48,6 +48,7 @@ RunImportSummary import_run_files(storage::Store& store, int64_t run_id, const R
   if (files.compile_log) {
     TorchTraceOptions to;
     to.cell = files.cell;
+    to.shift_ns = options.trace_shift_ns;  // graph breaks go onto the trace's clock too
     const TorchTraceSummary t = import_torch_trace(*files.compile_log, store, run_id, to);
     s.compile_log = log_json(t);  // its diagnostics are stored by import_torch_trace itself
   }

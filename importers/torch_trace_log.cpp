@@ -22,6 +22,7 @@
 #include "importers/dynamo_text.h"
 #include "importers/import_error.h"
 #include "importers/md5.h"
+#include "storage/bounded_json.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -137,6 +138,29 @@ size_t json_start(std::string_view line) {
   return std::string_view::npos;
 }
 
+/// The glog prefix's time of day ("V1201 04:54:56.531000 ..."), µs since local midnight; none
+/// when the line has no such prefix. (The prefix has no year and no time zone: a time is dated
+/// by the start_time of its compile, see LogReader::place_breaks.)
+std::optional<int64_t> glog_time_of_day_us(std::string_view line) {
+  size_t i = 0;
+  if (!line.empty() && line[0] == '[') {
+    const size_t close = line.find("]:");
+    if (close == std::string_view::npos) return std::nullopt;
+    i = close + 2;
+  }
+  // "V" "MMDD" " " then HH:MM:SS.ffffff at i + 6 (json_start has checked the digits)
+  if (line.size() < i + 21) return std::nullopt;
+  auto num = [&](size_t at, size_t n) {
+    int64_t v = 0;
+    for (size_t k = 0; k < n; ++k) v = v * 10 + (line[at + k] - '0');
+    return v;
+  };
+  const size_t t = i + 6;
+  const int64_t h = num(t, 2), m = num(t + 3, 2), sec = num(t + 6, 2), us = num(t + 9, 6);
+  if (h > 23 || m > 59 || sec > 60) return std::nullopt;
+  return ((h * 60 + m) * 60 + sec) * 1'000'000 + us;
+}
+
 // ---- record types ---------------------------------------------------------------------------
 
 /// Keys of a record that are not its type (tlparse's Envelope fields besides the types).
@@ -199,11 +223,13 @@ struct CompileState {
   std::string base;   ///< "<segment>|<compile id>": the compile, whatever its attempt
   std::string frame;  ///< "<segment>|[!A/]F": its code object
   bool started = false, has_metrics = false, nothing_traced = false;
+  std::optional<int64_t> start_tod_us;  ///< glog time of day of its dynamo_start (else first) record
 };
 
 /// A record whose payload lines are being read.
 struct Pending {
   int64_t line = 0;
+  std::optional<int64_t> tod_us;  ///< the glog prefix's time of day
   json meta;
   std::string type;
   std::string expect_md5;  ///< "" = no payload
@@ -239,6 +265,7 @@ class LogReader {
   void on_recompile_reasons(const CompileKey& key, const Pending& r);
   void settle_statuses();
   void fill_code_names();
+  void place_breaks();
   ImportError error(int64_t line, const std::string& message) const {
     return ImportError(file_, "line " + std::to_string(line), message);
   }
@@ -255,6 +282,9 @@ class LogReader {
   std::unordered_map<std::string, size_t> current_;   // map_key -> the latest row of that compile
   TorchTraceLog out_;
   std::vector<CompileState> state_;  // parallel to out_.compiles
+  /// Parallel to out_.graph_breaks: the compile row it broke in (none: no compile id) and the
+  /// glog time of day of its artifact.
+  std::vector<std::pair<std::optional<size_t>, std::optional<int64_t>>> break_at_;
 };
 
 void LogReader::read_file(const fs::path& file) {
@@ -264,9 +294,15 @@ void LogReader::read_file(const fs::path& file) {
   ++segment_;
   LineReader lines(file, opt_.max_line_bytes);
   std::string line;
+  // A log converted to CRLF line endings (copied through Windows): its first line (a glog record,
+  // never ending in \r itself) says so, and then every line's final \r is the conversion's,
+  // dropped before the record is read and its payload checked against its MD5.
+  std::optional<bool> crlf;
   while (lines.next(line)) {
     ++sum_.lines;
     line_ = lines.number();
+    if (!crlf && !line.empty()) crlf = line.back() == '\r';
+    if (crlf.value_or(false) && !line.empty() && line.back() == '\r') line.pop_back();
     on_line(line);
   }
   end_record();
@@ -302,9 +338,10 @@ void LogReader::on_line(const std::string& line) {
 void LogReader::start_record(const std::string& line, size_t at) {
   Pending p;
   p.line = line_;
-  try {
-    p.meta = json::parse(std::string_view(line).substr(at));
-  } catch (const json::exception& e) {  // parse errors, and numbers past a double (out_of_range.406)
+  p.tod_us = glog_time_of_day_us(line);
+  try {  // bounded: a log from anyone may nest a record 100,000 deep (storage/bounded_json.h)
+    p.meta = storage::parse_json_bounded(std::string_view(line).substr(at), "the record");
+  } catch (const storage::JsonError& e) {  // parse errors, too deep, numbers past a double
     throw error(p.line, std::string("not a JSON object after the glog prefix: ") + e.what());
   }
   if (!p.meta.is_object()) throw error(p.line, "not a JSON object after the glog prefix");
@@ -360,6 +397,7 @@ void LogReader::dispatch(Pending& r) {
   if (!key.any()) key.attempt = 0;
   if (key.any()) {
     const size_t row = compile_row(key, r.type, r.line);
+    if (!state_[row].start_tod_us || r.type == "dynamo_start") state_[row].start_tod_us = r.tod_us;
     if (r.type == "dynamo_start") on_dynamo_start(row, r.meta["dynamo_start"]);
     if (r.type == "compilation_metrics") on_metrics(row, r.meta["compilation_metrics"], r.line);
     if (r.type == "dynamo_output_graph") ++out_.compiles[row].graphs;
@@ -386,8 +424,8 @@ std::optional<int64_t> LogReader::envelope_id(const Pending& r, const char* key)
 void LogReader::on_cell_marker(const Pending& r) {
   json payload;
   try {
-    payload = json::parse(r.payload);
-  } catch (const json::exception&) {  // parse errors, and numbers past a double
+    payload = storage::parse_json_bounded(r.payload, "the hookscope_cell payload");
+  } catch (const storage::JsonError&) {  // parse errors, too deep, numbers past a double
     throw error(r.line, "a hookscope_cell marker whose payload is not JSON");
   }
   if (!payload.is_object() || !payload.contains("cell") || !payload["cell"].is_string())
@@ -431,7 +469,9 @@ size_t LogReader::compile_row(const CompileKey& key, std::string_view type, int6
   row.log_line = line;
   const std::string seg = std::to_string(segment_) + "|";
   const std::string frame = key.autograd ? "!" + std::to_string(*key.autograd) + "/" : "";
-  state_.push_back({seg + row.compile_id, seg + frame + (key.frame ? std::to_string(*key.frame) : "-")});
+  CompileState& st = state_.emplace_back();
+  st.base = seg + row.compile_id;
+  st.frame = seg + frame + (key.frame ? std::to_string(*key.frame) : "-");
   return current_[k] = out_.compiles.size() - 1;
 }
 
@@ -516,6 +556,42 @@ void LogReader::on_graph_break(const CompileKey& key, const Pending& r) {
       b.chained_gb_codes += (b.chained_gb_codes.empty() ? "" : ",") + report.messages[i].gb_code;
   b.frame_skipped = report.frame_skipped;
   b.log_line = r.line;
+  const auto row = key.any() ? current_.find(key.map_key()) : current_.end();
+  break_at_.emplace_back(row == current_.end() ? std::nullopt : std::optional<size_t>(row->second), r.tod_us);
+}
+
+// A break's time: its compile's start_time (ns since the epoch) plus how far the break's glog
+// time of day is from the compile's dynamo_start record's (across midnight: the nearer day),
+// shifted onto the capture's clock as the run's trace is (TorchTraceOptions::shift_ns). A
+// compile Dynamo restarted writes one compilation_metrics, on its last attempt, and one
+// dynamo_start, on its first: the anchor pairs the two across the attempts of a compile id.
+void LogReader::place_breaks() {
+  constexpr int64_t kDayUs = int64_t{86'400} * 1'000'000;
+  struct Anchor {
+    std::optional<int64_t> utc_ns, tod_us;
+    bool from_start = false;  // tod_us is a dynamo_start record's
+  };
+  std::unordered_map<std::string, Anchor> anchors;  // by CompileState::base
+  for (size_t r = 0; r < out_.compiles.size(); ++r) {
+    Anchor& a = anchors[state_[r].base];
+    if (out_.compiles[r].start_utc_ns && !a.utc_ns) a.utc_ns = out_.compiles[r].start_utc_ns;
+    if (state_[r].start_tod_us && (!a.tod_us || (state_[r].started && !a.from_start))) {
+      a.tod_us = state_[r].start_tod_us;
+      a.from_start = state_[r].started;
+    }
+  }
+  for (size_t i = 0; i < out_.graph_breaks.size(); ++i) {
+    const auto& [row, tod] = break_at_[i];
+    if (!row || !tod) continue;
+    const Anchor& a = anchors[state_[*row].base];
+    if (!a.utc_ns || !a.tod_us) continue;
+    int64_t d = (*tod - *a.tod_us) % kDayUs;
+    if (d > kDayUs / 2) d -= kDayUs;
+    if (d < -kDayUs / 2) d += kDayUs;
+    int64_t t = 0;
+    if (__builtin_add_overflow(*a.utc_ns, d * 1000, &t) || __builtin_add_overflow(t, opt_.shift_ns, &t)) continue;
+    out_.graph_breaks[i].time_ns = t;
+  }
 }
 
 void LogReader::on_recompile_reasons(const CompileKey& key, const Pending& r) {
@@ -524,8 +600,8 @@ void LogReader::on_recompile_reasons(const CompileKey& key, const Pending& r) {
   if (!r.payload.empty() && r.payload.front() == '[') {
     json list;
     try {
-      list = json::parse(r.payload);
-    } catch (const json::exception&) {  // parse errors, and numbers past a double
+      list = storage::parse_json_bounded(r.payload, "the recompile_reasons payload");
+    } catch (const storage::JsonError&) {  // parse errors, too deep, numbers past a double
       throw error(r.line, "a recompile_reasons payload that starts like a JSON list but is not one");
     }
     for (const json& s : list) {
@@ -593,6 +669,7 @@ TorchTraceLog LogReader::finish() {
   }
   settle_statuses();
   fill_code_names();
+  place_breaks();
   sum_.compiles = static_cast<int64_t>(out_.compiles.size());
   sum_.graph_breaks = static_cast<int64_t>(out_.graph_breaks.size());
   sum_.recompile_guards = static_cast<int64_t>(out_.recompiles.size());
@@ -636,9 +713,17 @@ std::vector<fs::path> torch_trace_files(const fs::path& dir_or_file) {
   if (!fs::is_directory(st)) return {dir_or_file};
   std::vector<fs::path> ranked0, unranked;
   bool any_ranked = false;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir_or_file)) {
+  // Only the logs matter: anything else in the folder (a loop of links, a file we cannot stat)
+  // is skipped, never a reason to refuse the import.
+  fs::directory_iterator it(dir_or_file, ec);
+  if (ec) throw ImportError(dir_or_file, "", "cannot list the folder: " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) throw ImportError(dir_or_file, "", "cannot list the folder: " + ec.message());
+    const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.rfind(kLogPrefix, 0) != 0 || e.path().extension() != ".log") continue;
+    if (name.rfind(kLogPrefix, 0) != 0 || e.path().extension() != ".log") continue;
+    std::error_code fec;
+    if (!e.is_regular_file(fec)) continue;
     const std::string rest = name.substr(kLogPrefix.size());
     if (rest.rfind("rank_", 0) == 0) {
       any_ranked = true;

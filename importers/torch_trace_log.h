@@ -49,6 +49,9 @@ namespace hs::importers {
 struct TorchTraceOptions {
   /// The cell to import ("" = every record of the log).
   std::string cell;
+  /// Added to a graph break's wall-clock time (ns since the epoch) to put it on the capture's
+  /// clock: the run's trace shift (RunImportOptions::trace_shift_ns); 0 keeps wall-clock time.
+  int64_t shift_ns = 0;
   size_t max_line_bytes = size_t{64} << 20;     ///< bytes of one line (a record header or a payload line)
   size_t max_payload_bytes = size_t{64} << 20;  ///< bytes of one kept payload (break reason, recompile reasons)
 };

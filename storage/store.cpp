@@ -6,6 +6,8 @@
 #include <chrono>
 #include <ctime>
 #include <mutex>
+#include <set>
+#include <string>
 #include <system_error>
 #include <type_traits>
 #include <unordered_map>
@@ -181,18 +183,31 @@ struct Store::Impl {
   }
 
   // A capture written before an event kind existed lacks its table: add it (empty), so runs
-  // appended now can record that kind.
+  // appended now can record that kind. One written before a nullable column was added (e.g.
+  // DYNAMO_GRAPH_BREAKS.timeNs) gets the column: its old rows read NULL there.
   void add_missing_event_tables() {
     bool missing = false;
+    std::string add_columns;
     detail::for_each_kind([&](auto kind) {
-      Stmt q(db, path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-      q.bind(1, decltype(kind)::type::table);
-      missing = missing || !q.step();
+      using K = typename decltype(kind)::type;
+      Stmt q(db, path, "SELECT name FROM pragma_table_info(?)");
+      q.bind(1, K::table);
+      std::set<std::string, std::less<>> present;
+      while (q.step()) present.insert(q.text(0));
+      missing = missing || present.empty();
+      if (present.empty()) return;
+      K::columns([&](auto tag, std::string_view column, std::string_view, auto) {
+        using Tag = typename decltype(tag)::type;
+        if constexpr (kinds::has_column<Tag>)
+          if (!present.count(column) && detail::column_type<Tag>() == std::string_view("INTEGER"))
+            add_columns += "ALTER TABLE " + std::string(K::table) + " ADD COLUMN " + std::string(column) + " INTEGER;\n";
+      });
     });
-    if (!missing) return;
+    if (!missing && add_columns.empty()) return;
     detail::exec(db, path, "BEGIN IMMEDIATE", "upgrading");
     try {
-      detail::exec(db, path, event_tables_sql(), "adding event tables to");
+      if (missing) detail::exec(db, path, event_tables_sql(), "adding event tables to");
+      if (!add_columns.empty()) detail::exec(db, path, add_columns, "adding columns to");
       detail::exec(db, path, "COMMIT", "upgrading");
     } catch (...) {
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);

@@ -16,6 +16,7 @@
 #include "facts/verdicts.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
+#include "ui/run_timeline.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -175,6 +176,7 @@ TEST(Facts, TheViewerShowsTheReportsFigures) {
       }
   EXPECT_EQ(checked, compiled_runs().size());
   // The Breaks tab of a torch run lists Dynamo's records under the report's figures.
+  int with_records = 0;
   for (const auto& run : compiled_runs()) {
     if (run["engine"] != "torch") continue;
     const fs::path breaks = c.dir / ("breaks-" + id_of(run) + ".json");
@@ -188,7 +190,20 @@ TEST(Facts, TheViewerShowsTheReportsFigures) {
     EXPECT_NE(title.find("graph-break records in the log: " + std::to_string(run["log_graph_break_records"].get<int64_t>())),
               std::string::npos)
         << title;
+    const json headers = hs::test::read_json(breaks)["table_headers"];
+    if (run["log_graph_break_records"].get<int64_t>() > 0) {
+      ++with_records;
+      EXPECT_NE(headers.dump().find("hooked module call"), std::string::npos) << headers.dump();
+    }
+    // Each of the log's records is an instant on the timeline, where Dynamo logged it.
+    const hs::ui::RunTimeline tl = hs::ui::load_run_timeline(hs::storage::CaptureReader(c.db), run["id"].get<int64_t>());
+    size_t instants = 0;
+    for (const auto& g : tl.groups)
+      for (const auto& t : g.tracks)
+        if (t.lane == hs::ui::Lane::DynamoBreaks) instants += t.instants.size();
+    EXPECT_EQ(static_cast<int64_t>(instants), run["log_graph_break_records"].get<int64_t>()) << id_of(run);
   }
+  EXPECT_GT(with_records, 0) << "the whole-hook torch runs broke";
 }
 
 TEST(Facts, TheChromeExportCarriesTheFactsAndImportGivesThemBack) {

@@ -475,6 +475,30 @@ TEST(ImportTorchTrace, ADirectoryMeansItsRankZeroLogs) {
   EXPECT_EQ(sum.records, summary_of(log_with("ranks_x", x)).records);
 }
 
+// A log converted to CRLF line endings (copied through Windows) reads as the original: every
+// payload still matches its MD5. A folder's other entries are never read, so a loop of links
+// beside the log (or one named like a log) is skipped, not a reason to refuse the import.
+TEST(ImportTorchTrace, ACrlfLogReadsAsTheOriginalAndOtherEntriesAreSkipped) {
+  const std::string x = read_text(compile_log().cell_log("nohooks"));
+  std::string crlf;
+  for (const char c : x) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  const TorchTraceSummary want = summary_of(log_with("crlf_original", x));
+  const fs::path dir = log_with("crlf", crlf);
+  fs::create_symlink("loop-b", dir / "loop-a");
+  fs::create_symlink("loop-a", dir / "loop-b");
+  fs::create_symlink("dedicated_log_torch_trace_loop.log", dir / "dedicated_log_torch_trace_loop.log");
+  const TorchTraceSummary got = summary_of(dir);
+  ASSERT_EQ(got.files.size(), 1u);
+  EXPECT_EQ(got.files[0].filename(), "dedicated_log_torch_trace_test.log");
+  EXPECT_EQ(got.records, want.records);
+  EXPECT_EQ(got.record_types, want.record_types);
+  const TorchTraceLog a = importers::read_torch_trace(log_with("crlf_original_rows", x), {});
+  const TorchTraceLog b = importers::read_torch_trace(dir, {});
+  EXPECT_EQ(a.compiles.size(), b.compiles.size());
+  ASSERT_EQ(a.graph_breaks.size(), b.graph_breaks.size());
+  for (size_t i = 0; i < a.graph_breaks.size(); ++i) EXPECT_EQ(a.graph_breaks[i].reason, b.graph_breaks[i].reason);
+}
+
 TEST(ImportTorchTrace, TruncatedPayloadNamesTheRecordLine) {
   const std::vector<std::string> lines = lines_of(read_text(compile_log().cell_log("nohooks")));
   const size_t rec = record_with_long_payload(lines);
@@ -727,4 +751,120 @@ TEST(DynamoText, ParsesAChainedBreakAndARecompileReason) {
   EXPECT_TRUE(importers::is_recompile_limit("GB0039", ""));
   EXPECT_TRUE(importers::is_recompile_limit("", "cache_size_limit reached"));
   EXPECT_FALSE(importers::is_recompile_limit("GB0098", "Skip calling"));
+}
+
+// ---- when a break happened ----------------------------------------------------------------------
+namespace {
+/// `text` with every glog prefix's time of day moved by `by_us` (modulo a day): what the same
+/// log looks like written in another time zone, or started just before midnight.
+std::string with_times_moved(const std::string& text, int64_t by_us) {
+  constexpr int64_t kDay = int64_t{86'400} * 1'000'000;
+  std::string out;
+  for (std::string line : lines_of(text)) {
+    if (!line.empty() && line[0] != '\t' && line.size() > 21 && line[5] == ' ' && line[8] == ':') {
+      const int64_t tod = ((std::stoll(line.substr(6, 2)) * 60 + std::stoll(line.substr(9, 2))) * 60 +
+                           std::stoll(line.substr(12, 2))) * 1'000'000 + std::stoll(line.substr(15, 6));
+      const int64_t t = ((tod + by_us) % kDay + kDay) % kDay;
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld.%06lld", static_cast<long long>(t / 3'600'000'000),
+                    static_cast<long long>(t / 60'000'000 % 60), static_cast<long long>(t / 1'000'000 % 60),
+                    static_cast<long long>(t % 1'000'000));
+      line.replace(6, 15, buf);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+}  // namespace
+
+// Every graph break of the real log has a time: its artifact's glog time, dated by its compile's
+// start_time, inside that compile (start_time .. + entire_frame_compile_time_s); the same log
+// written in another time zone, or across midnight, gives the same times; the run's trace shift
+// moves them with the trace.
+TEST(ImportTorchTrace, AGraphBreakIsPlacedInsideItsCompile) {
+  const TorchTraceLog log = read_cell("hooks");
+  ASSERT_FALSE(log.graph_breaks.empty());
+  // A restarted compile's metrics (start_time) are on its last attempt; its breaks on any.
+  std::map<std::string, const storage::DynamoCompileRow*> compiles;
+  for (const auto& c : log.compiles)
+    if (c.start_utc_ns) compiles[c.compile_id] = &c;
+  int64_t placed = 0;
+  for (const auto& b : log.graph_breaks) {
+    const storage::DynamoCompileRow* c = compiles[b.compile_id];
+    if (!c) continue;
+    ASSERT_TRUE(b.time_ns.has_value()) << b.compile_id << " line " << b.log_line;
+    ++placed;
+    // glog's µs against compilation_metrics' start_time: a few ms of slack either side.
+    EXPECT_GE(*b.time_ns, *c->start_utc_ns - 5'000'000) << b.compile_id;
+    EXPECT_LE(*b.time_ns, *c->start_utc_ns + c->compile_ns.value_or(0) + 5'000'000) << b.compile_id;
+  }
+  EXPECT_EQ(placed, static_cast<int64_t>(log.graph_breaks.size())) << "every break's compile has a start_time";
+
+  const std::string text = read_text(compile_log().cell_log("hooks"));
+  const int64_t first_tod = [&] {
+    const std::string l = lines_of(text).front();
+    return ((std::stoll(l.substr(6, 2)) * 60 + std::stoll(l.substr(9, 2))) * 60 + std::stoll(l.substr(12, 2))) *
+               1'000'000 + std::stoll(l.substr(15, 6));
+  }();
+  constexpr int64_t kDay = int64_t{86'400} * 1'000'000;
+  // 23:59:59.990 at the first record: the compiles run over midnight.
+  for (const int64_t by : {int64_t{3'600'000'000} * 5, kDay - 10'000 - first_tod}) {
+    const fs::path dir = log_with("tz_" + std::to_string(by), with_times_moved(text, by));
+    TorchTraceOptions o;
+    o.shift_ns = -1'000;
+    const TorchTraceLog moved = importers::read_torch_trace(dir, o);
+    ASSERT_EQ(moved.graph_breaks.size(), log.graph_breaks.size());
+    for (size_t i = 0; i < log.graph_breaks.size(); ++i) {
+      ASSERT_EQ(moved.graph_breaks[i].time_ns.has_value(), log.graph_breaks[i].time_ns.has_value());
+      if (log.graph_breaks[i].time_ns) {
+        EXPECT_EQ(*moved.graph_breaks[i].time_ns, *log.graph_breaks[i].time_ns - 1'000);
+      }
+    }
+  }
+}
+
+// The hooked module a break happened under: the innermost call into torch.nn.Module's call
+// machinery in the break's user stack, by its call expression and site.
+TEST(ImportTorchTrace, ABreaksHookedModuleCallIsTheInnermostModuleCall) {
+  const std::string stack =
+      "  File \"/x/transformers/generation/utils.py\", line 4319, in _prefill\n"
+      "    return self(**model_inputs, return_dict=True)\n"
+      "  File \"/x/torch/nn/modules/module.py\", line 1779, in _wrapped_call_impl\n"
+      "    return self._call_impl(*args, **kwargs)\n"
+      "  File \"/x/transformers/models/llama/modeling_llama.py\", line 370, in forward\n"
+      "    inputs_embeds: torch.Tensor = self.embed_tokens(input_ids)\n"
+      "  File \"/x/torch/nn/modules/module.py\", line 1779, in _wrapped_call_impl\n"
+      "    return self._call_impl(*args, **kwargs)\n"
+      "  File \"/x/torch/nn/modules/module.py\", line 1790, in _call_impl\n"
+      "    return forward_call(*args, **kwargs)\n"
+      "  File \"/x/accelerate/hooks.py\", line 187, in new_forward\n"
+      "    args, kwargs = module._hf_hook.pre_forward(module, *args, **kwargs)\n";
+  const importers::ModuleCall c = importers::module_call(stack);
+  EXPECT_EQ(c.callee, "self.embed_tokens");
+  EXPECT_EQ(c.site, "modeling_llama.py:370 in forward");
+  EXPECT_EQ(importers::module_call(stack.substr(0, stack.find("  File \"/x/transformers/models"))).callee, "self");
+  EXPECT_TRUE(importers::module_call("  File \"/x/a.py\", line 1, in f\n    g()\n").empty());
+  EXPECT_EQ(importers::break_label("GB0098", "Skip calling", "function `<function AlignDevicesHook.pre_forward at 0x1>`"),
+            "GB0098 AlignDevicesHook.pre_forward");
+
+  // In the real log, every hook break (GB0098) happened under a module call of the model.
+  int64_t hook_breaks = 0;
+  for (const auto& b : read_cell("hooks").graph_breaks)
+    if (b.gb_code == "GB0098") {
+      ++hook_breaks;
+      EXPECT_FALSE(importers::module_call(b.user_stack).empty()) << b.user_stack;
+    }
+  EXPECT_GT(hook_breaks, 0);
+}
+
+// A record nested 100,000 arrays deep (a log from anyone) is refused naming its line, before
+// anything recurses over it.
+TEST(ImportTorchTrace, ARecordNestedTooDeepIsRefusedNamingItsLine) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  const fs::path dir = log_with("deep", "V1201 04:54:56.531000 1 /x/convert_frame.py:1] {\"dynamo_start\": {\"stack\": " +
+                                            deep + "}, \"frame_id\": 0, \"frame_compile_id\": 0, \"attempt\": 0}\n");
+  const std::string e = import_error(dir);
+  EXPECT_NE(e.find(": line 1: not a JSON object after the glog prefix: the record: JSON nested deeper than 512 levels"),
+            std::string::npos)
+      << e;
 }

@@ -346,3 +346,29 @@ SyntheticTrace write_large_trace_run(Store& store, int64_t launches) {
 }
 
 }  // namespace hs::storage
+
+namespace hs::storage {
+
+void write_dynamo_breaks(Store& store, int64_t run) {
+  tracer::DynamoGraphBreak b[2]{};
+  for (auto& r : b) {
+    r.compile_id = "1/0";
+    r.gb_code = "GB0098";
+    r.gb_type = "Skip calling `torch.compiler.disable()`d function";
+    r.reason = "Skip calling `torch.compiler.disable()`d function\n  Explanation: Skip calling function "
+               "`<function AlignDevicesHook.pre_forward at 0x7f0000000000>` since it was wrapped with "
+               "`torch.compiler.disable`";
+    r.user_frame = "/site-packages/accelerate/hooks.py:50";
+  }
+  b[0].time_ns = SyntheticTrace::kTraceBase - kDynamoBreakBefore;
+  b[0].log_line = 61;
+  b[1].compile_id = "2/1";
+  b[1].time_ns = SyntheticTrace::kTraceBase + kDynamoBreakAt;
+  b[1].log_line = 935;
+  tracer::ActivityBatch batch;
+  batch.run_id = run;
+  batch.dynamo_graph_breaks = b;
+  store.write_activity(batch);
+}
+
+}  // namespace hs::storage

@@ -88,6 +88,12 @@ struct SyntheticTrace {
 };
 SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label = "gpu-trace.json");
 
+/// Two Dynamo graph-break records in run `run`, as an import of its compile log writes them
+/// (GB0098, `AlignDevicesHook.pre_forward`): the first logged kDynamoBreakBefore ns before
+/// kTraceBase (while Dynamo compiled, before the trace), the second kDynamoBreakAt ns after it.
+inline constexpr int64_t kDynamoBreakBefore = 5'000'000'000, kDynamoBreakAt = 45'000;
+void write_dynamo_breaks(Store& store, int64_t run);
+
 /// A large imported trace run for LOD tests and benchmarks: `launches` times, every 2 us from
 /// kTraceBase, an 'aten::mm' CPU op [0, 1500 ns] on tid 4243 holding a cudaLaunchKernel
 /// [100, 600] whose kernel runs on GPU 0, stream 7 [800, 1700] (3 rows per launch).

@@ -712,6 +712,48 @@ TEST(TraceTimeline, HostThreadsNestTheirCpuOpsByTime) {
   EXPECT_EQ(lanes(other), (std::vector<Lane>{Lane::CpuOps, Lane::CudaApi}));
 }
 
+// Dynamo's graph-break records (a compile log's, with the time Dynamo logged each) are instants
+// on the thread that compiled, under the regions lane: one logged while compiling, before the
+// trace, sits at a negative time — the run's origin stays its first recorded event — and the
+// lane says how many lie there; they are described, searched and counted in a range.
+TEST(TraceTimeline, DynamoGraphBreaksAreInstantsOnTheThreadThatCompiled) {
+  TraceCapture c;
+  c.file = test::scratch_dir("trace_dynamo_breaks") / "trace.sqlite";
+  {
+    storage::Store store(c.file);
+    c.trace = storage::write_synthetic_trace_run(store);
+    storage::write_dynamo_breaks(store, c.trace.run_id);
+    store.finalize();
+    store.close();
+  }
+  storage::CaptureReader rd(c.file);
+  const auto tl = load_run_timeline(rd, c.trace.run_id);
+  EXPECT_EQ(tl.origin_ns, storage::SyntheticTrace::kTraceBase);
+  EXPECT_EQ(tl.duration_ns, 100500);
+  const LaneGroup& main = tl.groups[1];
+  EXPECT_EQ(main.os_tid, 4243);
+  EXPECT_EQ(lanes(main), (std::vector<Lane>{Lane::Hooks, Lane::Regions, Lane::DynamoBreaks, Lane::CpuOps,
+                                            Lane::PythonStack, Lane::CudaApi}));
+  const Track& breaks = track(main, "Dynamo graph breaks (1 before 0 s: zoom out)");
+  ASSERT_EQ(breaks.instants.size(), 2u);
+  EXPECT_EQ(breaks.instants[0].start_ns, -storage::kDynamoBreakBefore);
+  EXPECT_EQ(breaks.instants[1].start_ns, storage::kDynamoBreakAt);
+  EXPECT_EQ(tl.strings[breaks.instants[1].label], "GB0098 AlignDevicesHook.pre_forward");
+  EXPECT_EQ(slice_source(breaks, breaks.instants[1]), Source::DynamoBreak);
+  const auto d = describe(tl, Source::DynamoBreak, breaks.instants[1].row);
+  EXPECT_EQ(d.at(0), (std::pair<std::string, std::string>{"Dynamo graph break",
+                                                          "GB0098 Skip calling `torch.compiler.disable()`d function"}));
+  EXPECT_NE(std::find(d.begin(), d.end(), std::pair<std::string, std::string>{"compile id", "2/1"}), d.end());
+  EXPECT_NE(std::find(d.begin(), d.end(), std::pair<std::string, std::string>{"time", "45.0 us"}), d.end()) << d.back().second;
+  const auto found = find_events(tl, "pre_forward");
+  EXPECT_EQ(std::count_if(found.begin(), found.end(), [](const SearchMatch& m) { return m.source == Source::DynamoBreak; }), 2);
+  EXPECT_EQ(range_stats(tl, 0, tl.duration_ns).dynamo_break_records, 1);
+  EXPECT_EQ(range_stats(tl, 0, tl.duration_ns).graph_breaks, 0);
+  // Without a compile log's times the lane is not there (an empty one would say "none").
+  EXPECT_EQ(lanes(load_run_timeline(storage::CaptureReader(make_trace_capture("trace_no_dynamo").file), 1).groups[1]),
+            (std::vector<Lane>{Lane::Hooks, Lane::Regions, Lane::CpuOps, Lane::PythonStack, Lane::CudaApi}));
+}
+
 TEST(TraceTimeline, LaunchesFlowFromTheirCudaApiCallToTheGpuRecord) {
   auto c = make_trace_capture("trace_flows");
   storage::CaptureReader rd(c.file);

@@ -413,8 +413,9 @@ using rebind_t = typename rebind<K, Rep>::type;
 
 // torch.compile's structured log (TORCH_TRACE), imported by importers/torch_trace_log.h: one
 // row per compile id and attempt (tlparse's "[F/C]" / "[F/C_A]"), per graph break (its
-// `dynamo_graph_break_reason` artifact) and per failing guard of a recompile. No times on
-// the capture's clock: the log's are wall-clock, kept as ns since the Unix epoch.
+// `dynamo_graph_break_reason` artifact) and per failing guard of a recompile. The log's times
+// are wall-clock, kept as ns since the Unix epoch; a graph break's is also put on the
+// capture's clock (the run's trace shift applied), so the views can mark it as an instant.
 #define HS_DYNAMO_COMPILE_FIELDS(F, T, C)                                                          \
   C(RunId, run_id, "runId", "RUNS.id")                                                             \
   F(Text, compile_id, "compileId", "Dynamo's compile id 'F/C' ('Torch-Compiled Region: F/C'); '!A/F/C' under compiled autograd") \
@@ -462,6 +463,9 @@ using rebind_t = typename rebind<K, Rep>::type;
   F(TextOrNull, user_stack, "userStackId", "the user code traceback")                              \
   F(TextOrNull, chained_gb_codes, "chainedGbCodesId", "codes of breaks raised while handling this one, e.g. 'GB7000' (graph break in loop)") \
   F(bool, frame_skipped, "frameSkipped", "1: Dynamo gave up on the frame, which runs eagerly")    \
+  F(Optional<int64_t>, time_ns, "timeNs",                                                          \
+    "when Dynamo logged the break, on the capture's clock (ns): the record's glog time of day, "   \
+    "dated by its compile's start_time; null when the compile has none")                          \
   F(int64_t, log_line, "logLine", "line of the artifact in the log")
 
 #define HS_DYNAMO_RECOMPILE_FIELDS(F, T, C)                                                        \

@@ -9,6 +9,8 @@
 #include <tuple>
 #include <string_view>
 
+#include "storage/bounded_json.h"
+
 namespace hs::ui {
 
 const char* category_name(uint8_t c) {
@@ -30,7 +32,7 @@ size_t Track::slice_count() const {
 
 size_t RunTimeline::event_count() const {
   return compute.size() + transfers.size() + swaps.size() + hooks.size() + disabled.size() + regions.size() +
-         steps.size() + breaks.size() + cpu_ops.size() + kernels.size() + memcpys.size() + memsets.size() +
+         steps.size() + breaks.size() + dynamo_breaks.size() + cpu_ops.size() + kernels.size() + memcpys.size() + memsets.size() +
          runtime_calls.size() + driver_calls.size();
 }
 
@@ -66,6 +68,7 @@ const char* lane_name(Lane lane) {
     case Lane::CompilerDisabled: return "compiler-disabled";
     case Lane::Regions: return "compiled regions";
     case Lane::GraphBreaks: return "graph breaks";
+    case Lane::DynamoBreaks: return "Dynamo graph breaks";
     case Lane::Steps: return "generation steps";
     case Lane::CpuOps: return "CPU ops";
     case Lane::PythonStack: return "Python stack";
@@ -90,6 +93,7 @@ Source lane_source(Lane lane) {
     case Lane::CompilerDisabled: return Source::Disabled;
     case Lane::Regions: return Source::Region;
     case Lane::GraphBreaks: return Source::Break;
+    case Lane::DynamoBreaks: return Source::DynamoBreak;
     case Lane::Steps: return Source::Step;
     case Lane::CpuOps: return Source::CpuOp;
     case Lane::PythonStack: return Source::CpuOp;
@@ -254,6 +258,16 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       f.emplace_back("module stack", r.module_stack);
       break;
     }
+    case Source::DynamoBreak: {
+      const auto& r = tl.dynamo_breaks.at(row);
+      f.emplace_back("Dynamo graph break", (r.gb_code.empty() ? "" : r.gb_code + " ") + r.gb_type);
+      f.emplace_back("reason", r.reason.substr(0, r.reason.find('\n')));
+      f.emplace_back("user frame", r.user_frame);
+      f.emplace_back("compile id", r.compile_id + (r.attempt ? " (attempt " + std::to_string(r.attempt) + ")" : ""));
+      f.emplace_back("frame skipped", r.frame_skipped ? "yes: Dynamo gave up on the frame, which runs eagerly" : "no");
+      f.emplace_back("log line", std::to_string(r.log_line));
+      break;
+    }
     case Source::Phase: {
       const auto& p = tl.phases.at(row);
       f.emplace_back("run phase", p.name);
@@ -270,7 +284,12 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
 /// long values cut.
 void describe_args(const std::string& args, Fields& f) {
   if (args.empty()) return;
-  const nlohmann::json j = nlohmann::json::parse(args, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j;
+  try {  // a capture's column: bounded (storage/bounded_json.h)
+    j = storage::parse_json_bounded(args, "CPU_OPS.argsId");
+  } catch (const storage::JsonError&) {
+    j = nullptr;  // shown as text
+  }
   if (!j.is_object()) {
     f.emplace_back("args", args.substr(0, 200));
     return;
@@ -368,6 +387,10 @@ std::pair<int64_t, int64_t> extent(const RunTimeline& tl, Source source, uint32_
     case Source::Region: return span_of(tl.regions, row, o);
     case Source::Step: return span_of(tl.steps, row, o);
     case Source::Break: return {tl.breaks.at(row).time_ns - o, tl.breaks.at(row).time_ns - o};
+    case Source::DynamoBreak: {
+      const int64_t t = tl.dynamo_breaks.at(row).time_ns.value_or(o) - o;
+      return {t, t};
+    }
     case Source::CpuOp: return span_of(tl.cpu_ops, row, o);
     case Source::Kernel: return span_of(tl.kernels, row, o);
     case Source::Memcpy: return span_of(tl.memcpys, row, o);
@@ -392,7 +415,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl,
     case Source::Driver: describe_activity(tl, source, row, f); break;
     default: describe_hookscope(tl, source, row, f); break;
   }
-  if (source == Source::Break) {
+  if (source == Source::Break || source == Source::DynamoBreak) {
     f.emplace_back("time", format_duration(static_cast<double>(a)));
   } else if (source != Source::Residency) {
     f.emplace_back("start", format_duration(static_cast<double>(a)));
@@ -496,13 +519,13 @@ RangeStats range_stats(const RunTimeline& tl, int64_t t0, int64_t t1) {
           }
         }
       }
-      if (t.source == Source::Break) {
+      if (t.source == Source::Break || t.source == Source::DynamoBreak) {
         auto lo = std::lower_bound(t.instants.begin(), t.instants.end(), t0,
                                    [](const Slice& x, int64_t v) { return x.start_ns < v; });
         auto hi = std::upper_bound(t.instants.begin(), t.instants.end(), t1,
                                    [](int64_t v, const Slice& x) { return v < x.start_ns; });
         s.count[kBreak] += hi - lo;
-        st.graph_breaks += hi - lo;
+        (t.source == Source::Break ? st.graph_breaks : st.dynamo_break_records) += hi - lo;
       }
     }
     st.groups.push_back(s);

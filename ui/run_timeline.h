@@ -35,6 +35,7 @@ enum class Source : uint8_t {
   Memset,   ///< memsets
   Runtime,  ///< runtime_calls (CUDA runtime API)
   Driver,   ///< driver_calls (CUDA driver API)
+  DynamoBreak,  ///< dynamo_breaks: Dynamo's graph-break records of the run's compile log
   Phase,      ///< phases: parts of the run that are not a generation step (before step 0)
   SwapGroup,  ///< swap_groups: a generation step's weight swaps on one device, as one block
 };
@@ -78,15 +79,16 @@ const char* category_name(uint8_t c);
 /// (only when something was ever resident), GPU annotations (only when any), then one lane per
 /// CUDA stream by stream id; its residency lanes are kept apart (LaneGroup::residency_summary
 /// and LaneGroup::residency). A host group's: model forward (only on the thread that ran the
-/// root module), hooks, compiler-disabled, compiled regions, graph breaks, generation steps,
-/// then CPU ops, Python stack and CUDA API (each only when any).
+/// root module), hooks, compiler-disabled, compiled regions, graph breaks, Dynamo graph breaks
+/// (only when any), generation steps, then CPU ops, Python stack and CUDA API (each only when any).
 ///
 /// Empty lanes: in a run the LibTorch engine recorded (RunRecord::engine "libtorch", or "" in
 /// an older file) the compute and transfer lanes of a device, and the hooks, compiler-disabled,
 /// regions, graph-breaks and steps lanes of a thread with hookscope events, are kept even when
 /// empty (an empty graph-breaks lane says there were none). A run from a trace ("torch",
-/// "import") shows only the lanes its rows fill: its graph breaks have no time on the trace's
-/// clock, so an empty lane would say something false. A thread with only CPU ops or CUDA API
+/// "import") shows only the lanes its rows fill: its Dynamo graph breaks are where Dynamo logged
+/// them (most while compiling, before the profiled generate), so an empty lane would say
+/// something false. A thread with only CPU ops or CUDA API
 /// calls has only those lanes.
 enum class Lane : uint8_t {
   // device groups
@@ -103,6 +105,7 @@ enum class Lane : uint8_t {
   CompilerDisabled,  ///< torch.compiler.disable scopes
   Regions,           ///< compiled regions
   GraphBreaks,       ///< instants where one region ends and the next begins
+  DynamoBreaks,      ///< Dynamo's graph-break records (a compile log's), when Dynamo logged each
   Steps,             ///< generation steps
   CpuOps,            ///< torch.profiler's cpu_op and user_annotation slices, nested by time
   PythonStack,       ///< python_function slices (torch.profiler with_stack), nested by time
@@ -216,6 +219,13 @@ struct RunTimeline {
   std::vector<storage::RegionRow> regions;
   std::vector<storage::GenerationStepRow> steps;
   std::vector<storage::GraphBreakRow> breaks;
+  /// The run's Dynamo graph-break records that have a time (DynamoGraphBreakRow::time_ns), in
+  /// log order: instants on the thread that ran the generation steps (Dynamo compiles on the
+  /// thread that calls the model), most of them in the first generate, before the trace.
+  std::vector<storage::DynamoGraphBreakRow> dynamo_breaks;
+  /// How many of them were logged before the recording's first event (negative relative time:
+  /// the run's origin is its recorded events', not the compile log's).
+  int64_t dynamo_breaks_before = 0;
   std::vector<storage::CpuOpRow> cpu_ops;
   std::vector<storage::KernelRow> kernels;
   std::vector<storage::MemcpyRow> memcpys;
@@ -297,6 +307,7 @@ struct RangeStats {
   int64_t t0_ns = 0, t1_ns = 0;  ///< relative
   std::vector<GroupRangeStats> groups;
   int64_t graph_breaks = 0;
+  int64_t dynamo_break_records = 0;  ///< Dynamo's graph-break records logged in the range
 };
 RangeStats range_stats(const RunTimeline& tl, int64_t t0_ns, int64_t t1_ns);
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "importers/dynamo_text.h"
 #include "ui/run_timeline.h"
 
 namespace hs::ui {
@@ -73,15 +74,18 @@ RunPhase pre_step_phase(const RunTimeline& tl, int64_t end, int64_t events) {
   RunPhase p;
   p.end_ns = end;
   p.events = events;
-  int64_t regions = 0, breaks = 0;
+  int64_t regions = 0, breaks = 0, dynamo = 0;
   for (const auto& r : tl.regions) regions += r.start_ns - tl.origin_ns < end;
   for (const auto& r : tl.breaks) breaks += r.time_ns - tl.origin_ns < end;
+  for (const auto& r : tl.dynamo_breaks) dynamo += *r.time_ns >= tl.origin_ns && *r.time_ns - tl.origin_ns < end;
   const std::string counts = std::to_string(events) + " events" +
                              (regions ? ", " + std::to_string(regions) + " compiled regions" : "") +
-                             (breaks ? ", " + std::to_string(breaks) + " graph breaks" : "");
+                             (breaks ? ", " + std::to_string(breaks) + " graph breaks" : "") +
+                             (dynamo ? ", " + std::to_string(dynamo) + " Dynamo graph-break records" : "");
   if (!keeps_empty_lanes(tl.run)) {
     p.name = "before step 0 (not a generation step)";
     p.what = "what the trace recorded before its first hookscope::step range (" + counts + ")";
+
   } else if (tl.run.mode == "eager") {
     p.name = "before step 0: first forward, checked against the reference";
     p.what = "the run's first forward, its prefill argmax and logits compared with the undispatched single-device "
@@ -204,7 +208,8 @@ struct DeviceLanes {
 
 /// The slices of one host thread while loading, one vector per lane.
 struct HostLanes {
-  std::vector<Slice> model_forward, hooks, disabled, regions, breaks, steps;
+  std::vector<Slice> model_forward, hooks, disabled, regions, breaks, dynamo_breaks, steps;
+  std::string dynamo_name;  ///< the Dynamo lane's title
   std::vector<Slice> cpu_ops, python, cuda_api;
   bool hookscope = false;  ///< the tracer recorded hookscope events on this thread
 };
@@ -263,6 +268,8 @@ std::vector<storage::MemoryCounterRow> read_rows(const storage::CaptureReader& r
   tl.regions = rd.regions(run_id);
   tl.steps = rd.generation_steps(run_id);
   tl.breaks = rd.graph_breaks(run_id);
+  for (storage::DynamoGraphBreakRow& b : rd.dynamo_graph_breaks(run_id))
+    if (b.time_ns) tl.dynamo_breaks.push_back(std::move(b));
   tl.cpu_ops = rd.cpu_ops(run_id);
   tl.kernels = rd.kernels(run_id);
   tl.memcpys = rd.memcpys(run_id);
@@ -767,6 +774,35 @@ void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
   }
 }
 
+/// Dynamo's graph-break records onto the thread that compiled: the one that ran the generation
+/// steps (Dynamo compiles on the thread calling the model), else the thread with the most CPU
+/// ops. Kept as a lane only when something was logged.
+void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
+  if (tl.dynamo_breaks.empty()) return;
+  HostLanes* lanes = nullptr;
+  if (!tl.steps.empty()) {
+    lanes = &host[hi.thread(tl.steps.front().thread)];
+    lanes->hookscope = true;
+  } else {
+    std::map<int64_t, int64_t> ops;
+    for (const auto& r : tl.cpu_ops) ++ops[r.os_tid];
+    if (ops.empty()) return;  // nothing on the run's timeline to place them beside
+    const auto most = std::max_element(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    lanes = &host[hi.tid(most->first)];
+  }
+  const int64_t o = tl.origin_ns;
+  for (uint32_t i = 0; i < tl.dynamo_breaks.size(); ++i) {
+    const int64_t t = *tl.dynamo_breaks[i].time_ns - o;
+    lanes->dynamo_breaks.push_back({t, t, tl.intern(importers::break_label(tl.dynamo_breaks[i].gb_code, tl.dynamo_breaks[i].gb_type, tl.dynamo_breaks[i].reason)), i, kBreak});
+    tl.dynamo_breaks_before += t < 0;
+  }
+  // Most are logged while Dynamo compiles (the first generate), before the recorded one: at
+  // negative times, left of where the view opens.
+  lanes->dynamo_name = lane_name(Lane::DynamoBreaks);
+  if (tl.dynamo_breaks_before)
+    lanes->dynamo_name += " (" + std::to_string(tl.dynamo_breaks_before) + " before 0 s: zoom out)";
+}
+
 /// The host rows sorted onto their threads' lanes; `root_forward` are the root module's
 /// compute rows.
 std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& hi,
@@ -810,8 +846,21 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
     on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, tl.intern(r.function), i, kBreak});
   }
   if (!tl.steps.empty()) place_phases(tl, on(tl.steps.front().thread).steps);
+  place_dynamo_breaks(tl, hi, host);
   place_host_activity(tl, hi, host);
   return host;
+}
+
+/// An instants lane of `g` (sorted by time), when it has any.
+void add_instants(LaneGroup& g, Lane lane, std::vector<Slice> instants, const std::string& name) {
+  if (instants.empty()) return;
+  Track t;
+  t.name = name;
+  t.lane = lane;
+  t.source = lane_source(lane);
+  t.instants = std::move(instants);
+  std::stable_sort(t.instants.begin(), t.instants.end(), by_start);
+  g.tracks.push_back(std::move(t));
 }
 
 /// The group of a host thread (`key`, OS thread id `os_tid` when known).
@@ -843,7 +892,10 @@ LaneGroup host_group(const HostKey& key, std::optional<int64_t> os_tid, HostLane
       std::sort(breaks.instants.begin(), breaks.instants.end(), by_start);
       g.tracks.push_back(std::move(breaks));
     }
+    add_instants(g, Lane::DynamoBreaks, std::move(lanes.dynamo_breaks), lanes.dynamo_name);
     add(Lane::Steps, lanes.steps, always);
+  } else {
+    add_instants(g, Lane::DynamoBreaks, std::move(lanes.dynamo_breaks), lanes.dynamo_name);
   }
   add(Lane::CpuOps, lanes.cpu_ops, false);
   add(Lane::PythonStack, lanes.python, false);

@@ -360,7 +360,8 @@ void View::DrawTrack(LanePass& p, const Track& t, const std::string* label) {
   p.y += h;
 }
 
-/// Graph-break markers; markers closer than 3 px merge into one (the first is hovered).
+/// Graph-break markers (the LibTorch engine's, or Dynamo's records); markers closer than 3 px
+/// merge into one (the first is hovered).
 void View::DrawInstants(LanePass& p, const Track& t, float h) {
   const TimeView& v = m_time;
   const auto& in = t.instants;
@@ -373,8 +374,8 @@ void View::DrawInstants(LanePass& p, const Track& t, float h) {
     p.dl->AddTriangleFilled(ImVec2(x - hw, y + 2), ImVec2(x + hw, y + 2), ImVec2(x, y + h - 2), style::kBreakMark);
     p.break_xs.push_back(x);
     if (p.mouse_in && std::fabs(p.mouse.x - x) <= hw && p.mouse.y >= y && p.mouse.y < y + h)
-      m_hover = Pick{p.slot, Source::Break, it->row};
-    if (m_selected && m_selected->run == p.slot && m_selected->source == Source::Break) {
+      m_hover = Pick{p.slot, t.source, it->row};
+    if (m_selected && m_selected->run == p.slot && m_selected->source == t.source) {
       for (auto s = it; s != next; ++s)
         if (s->row == m_selected->row)
           p.dl->AddRect(ImVec2(x - hw - 2, y), ImVec2(x + hw + 2, y + h), style::kSelect, 0, 0, 2);

@@ -8,6 +8,7 @@
 
 #include <imgui.h>
 
+#include "importers/dynamo_text.h"
 #include "ui/view.h"
 #include "ui/view_style.h"
 
@@ -195,16 +196,25 @@ namespace {
 /// (importers::dynamo_summary's break_reasons: the same groups explain prints).
 struct LogBreak {
   std::string gb_code, function, gb_type, reason, user_frame;
+  std::string module_calls;  ///< "self.embed_tokens ×8 (modeling_llama.py:370 in forward), ..., +4 more"
   int64_t count = 0, frames_skipped = 0;
 };
 
-/// The function a break's reason names ("Skip calling function `<function
-/// AlignDevicesHook.pre_forward>`"), or "".
-std::string named_function(const std::string& reason) {
-  const size_t at = reason.find("<function ");
-  if (at == std::string::npos) return "";
-  const size_t start = at + 10, stop = reason.find_first_of(" >", start);
-  return reason.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
+/// A group's hooked module calls (importers::module_call), most first.
+std::string module_calls_text(const nlohmann::json& g) {
+  if (!g.contains("module_calls") || !g["module_calls"].is_array()) return "";
+  std::vector<std::pair<int64_t, std::string>> calls;
+  for (const auto& m : g["module_calls"]) {
+    if (!m.is_object()) continue;
+    const auto str = [&](const char* k) { return m.contains(k) && m[k].is_string() ? m[k].get<std::string>() : ""; };
+    const int64_t n = m.contains("count") && m["count"].is_number_integer() ? m["count"].get<int64_t>() : 0;
+    calls.emplace_back(n, str("callee") + " \u00d7" + std::to_string(n) + " (" + str("site") + ")");
+  }
+  std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;  // the three most frequent; the rest counted
+  for (size_t i = 0; i < calls.size() && i < 3; ++i) out += (out.empty() ? "" : ", ") + calls[i].second;
+  if (calls.size() > 3) out += ", +" + std::to_string(calls.size() - 3) + " more";
+  return out;
 }
 
 std::vector<LogBreak> log_breaks(const nlohmann::json& results) {
@@ -215,8 +225,9 @@ std::vector<LogBreak> log_breaks(const nlohmann::json& results) {
   if (results.contains("log_break_reasons") && results["log_break_reasons"].is_array())
     for (const auto& g : results["log_break_reasons"]) {
       const std::string reason = str(g, "reason");
-      out.push_back({str(g, "gb_code"), named_function(reason), str(g, "gb_type"), reason.substr(0, reason.find('\n')),
-                     str(g, "user_frame"), g.value("count", int64_t{0}), g.value("frame_skipped", int64_t{0})});
+      out.push_back({str(g, "gb_code"), importers::named_function(reason), str(g, "gb_type"), reason.substr(0, reason.find('\n')),
+                     str(g, "user_frame"), module_calls_text(g), g.value("count", int64_t{0}),
+                     g.value("frame_skipped", int64_t{0})});
     }
   return out;
 }
@@ -250,6 +261,8 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
        [&](uint32_t r) { text(std::to_string(rows[r].count)); }},
       {"function", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].function, rows[b].function); },
        [&](uint32_t r) { text(rows[r].function.empty() ? "-" : rows[r].function); }},
+      {"hooked module call", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].module_calls, rows[b].module_calls); },
+       [&](uint32_t r) { text(rows[r].module_calls.empty() ? "-" : rows[r].module_calls); }},
       {"frames skipped", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].frames_skipped, rows[b].frames_skipped); },
        [&](uint32_t r) { text(std::to_string(rows[r].frames_skipped)); }},
       {"type", [&](uint32_t a, uint32_t b) { return cmp3(rows[a].gb_type, rows[b].gb_type); },
@@ -261,8 +274,18 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
   };
   bool reset = m_table_run[0] != run.id;
   m_table_run[0] = run.id;
-  event_table("log breaks", rows.size(), m_break_order, reset, cols, std::nullopt, m_layout.table_rows,
-              m_layout.table_headers);
+  const auto clicked = event_table("log breaks", rows.size(), m_break_order, reset, cols, std::nullopt,
+                                   m_layout.table_rows, m_layout.table_headers);
+  if (!clicked || !m_timeline[0]) return;
+  // A group's first record with a time: the timeline, centred on that instant.
+  const LogBreak& g = rows[*clicked];
+  const auto& records = m_timeline[0]->dynamo_breaks;
+  for (uint32_t i = 0; i < records.size(); ++i)
+    if (records[i].gb_code == g.gb_code && records[i].user_frame == g.user_frame &&
+        records[i].gb_type == g.gb_type) {
+      Focus(0, Source::DynamoBreak, i);
+      return;
+    }
 }
 
 void View::DrawBreaksTab() {
