@@ -158,16 +158,27 @@ void write_verdicts(std::ostringstream& md, const json& verdicts, bool links) {
     md << "**" << engine_name(v.value("engine", "")) << ", " << v.value("scenario", "") << ", mode " << v.value("mode", "")
        << "**\n\n";
     if (v["scenario_note"].is_string()) md << "> " << v["scenario_note"].get<std::string>() << "\n\n";
-    md << "| | " << md_code(b.value("policy", ""), MdPlace::cell) << " (before) | "
-       << md_code(a.value("policy", ""), MdPlace::cell) << " (after) |\n|---|---|---|\n";
-    md << "| " << facts::fact("decode_ms_per_token").label << ", ms/token | " << side_ms(b, "decode_ms_per_token") << " | "
-       << side_ms(a, "decode_ms_per_token") << " |\n";
-    md << "| " << facts::fact("eager_decode_ms_per_token").label << ", ms/token | "
-       << side_ms(b, "eager_decode_ms_per_token") << " | " << side_ms(a, "eager_decode_ms_per_token") << " |\n";
-    md << "| " << facts::fact("vs_eager").label << " | " << side_vs_eager(b) << " | " << side_vs_eager(a) << " |\n";
-    md << "| " << facts::fact(libtorch ? "disabled_scope_entries" : "graph_break_count").label << " | "
-       << b.value("breaks", "–") << " | " << a.value("breaks", "–") << " |\n";
-    md << "| fullgraph=True | " << side_fullgraph(b) << " | " << side_fullgraph(a) << " |\n\n";
+    // One column per policy captured (a one-policy capture has no "after").
+    std::vector<const json*> sides{&b};
+    if (a.is_object()) sides.push_back(&a);
+    auto row = [&](std::string_view label, const std::function<std::string(const json&)>& cell) {
+      md << "| " << label << " |";
+      for (const json* s : sides) md << " " << cell(*s) << " |";
+      md << "\n";
+    };
+    md << "| |";
+    for (size_t i = 0; i < sides.size(); ++i)
+      md << " " << md_code(sides[i]->value("policy", ""), MdPlace::cell) << (sides.size() > 1 ? i ? " (after)" : " (before)" : "")
+         << " |";
+    md << "\n|---|" << (sides.size() > 1 ? "---|---|" : "---|") << "\n";
+    row(std::string(facts::fact("decode_ms_per_token").label) + ", ms/token", [&](const json& s) { return side_ms(s, "decode_ms_per_token"); });
+    row(std::string(facts::fact("eager_decode_ms_per_token").label) + ", ms/token",
+        [&](const json& s) { return side_ms(s, "eager_decode_ms_per_token"); });
+    row(facts::fact("vs_eager").label, [&](const json& s) { return side_vs_eager(s); });
+    row(facts::fact(libtorch ? "disabled_scope_entries" : "graph_break_count").label,
+        [&](const json& s) { return s.value("breaks", "–"); });
+    row("fullgraph=True", [&](const json& s) { return side_fullgraph(s); });
+    md << "\n";
     const auto claims = facts::diagnosis(v, markup);
     for (size_t i = 0; i < claims.size(); ++i) {
       const bool headline = i == 0 && v["policy_speedup"].is_object();

@@ -176,20 +176,21 @@ json scenario_verdicts(const json& report) {
           const std::string m = r.value("mode", "");
           if (m != "eager" && (mode.empty() || m == "default")) mode = m;
         }
-      if (policies.size() < 2 || mode.empty()) continue;
+      if (policies.empty() || mode.empty()) continue;
       const json* before = find_run(runs, engine, sc, policies[0], mode, false);
-      const json* after = find_run(runs, engine, sc, policies[1], mode, false);
-      if (!before || !after) continue;
+      const json* after = policies.size() > 1 ? find_run(runs, engine, sc, policies[1], mode, false) : nullptr;
+      if (!before || (policies.size() > 1 && !after)) continue;
       // How the scenario differs from its name on this machine (the torch engine's "sharded"
       // without accelerators keeps every block on the cpu), as the engine noted it.
       const json note = before->contains("scenario_note") && (*before)["scenario_note"].is_string()
                             ? (*before)["scenario_note"]
                             : json(nullptr);
+      // One policy captured: its block says what it did and that the comparison needs the other.
       json v{{"engine", engine}, {"scenario", sc}, {"scenario_note", note}, {"mode", mode},
              {"before", side(runs, *before, engine, sc, mode)},
-             {"after", side(runs, *after, engine, sc, mode)},
-             {"policy_speedup", policy_speedup(*before, *after, policies[0], policies[1])}};
-      v["against_hypothesis"] = against_hypothesis(v);
+             {"after", after ? side(runs, *after, engine, sc, mode) : json(nullptr)},
+             {"policy_speedup", after ? policy_speedup(*before, *after, policies[0], policies[1]) : json(nullptr)}};
+      v["against_hypothesis"] = after ? against_hypothesis(v) : json::array();
       out.push_back(v);
     }
   return out;
@@ -237,9 +238,38 @@ std::string breaks_clause(const json& s, const std::string& engine, const Markup
   return out;
 }
 
+// A capture of one policy: what its compiled run did, and what the comparison needs.
+std::vector<Claim> one_policy_diagnosis(const json& v, const Markup& m) {
+  std::vector<Claim> claims;
+  const json& b = v["before"];
+  const std::string engine = v.value("engine", "");
+  const std::string policy = b["policy"].get<std::string>();
+  const std::vector<int64_t> runs =
+      b["run"].is_number() ? std::vector<int64_t>{b["run"].get<int64_t>()} : std::vector<int64_t>{};
+  const std::string vs = against_eager(b), why = breaks_clause(b, engine, m);
+  if (!vs.empty() || !why.empty())
+    claims.push_back({m.code(policy) + " compile" + (vs.empty() ? "" : " is " + vs) + (why.empty() ? "" : ": " + why),
+                      runs});
+  if (b["fullgraph"].is_string()) {
+    std::string t = b["fullgraph"].get<std::string>();
+    if (t == "raises" && b["fullgraph_at"].is_string()) t += " at " + m.code(b["fullgraph_at"].get<std::string>());
+    std::vector<int64_t> fg;
+    if (b["fullgraph_run"].is_number()) fg.push_back(b["fullgraph_run"].get<int64_t>());
+    claims.push_back({"fullgraph=True " + t + " under " + m.code(policy), fg});
+  }
+  const std::string other = policy == "offload-only" ? "whole-hook" : "offload-only";
+  claims.push_back({"only " + m.code(policy) + " was captured: " + m.code("hookscope capture --policies " +
+                                                                          (other == "whole-hook" ? other + "," + policy
+                                                                                                 : policy + "," + other)) +
+                        " runs the comparison",
+                    {}});
+  return claims;
+}
+
 }  // namespace
 
 std::vector<Claim> diagnosis(const json& v, const Markup& m) {
+  if (!v["after"].is_object()) return one_policy_diagnosis(v, m);
   std::vector<Claim> claims;
   const json &b = v["before"], &a = v["after"];
   const std::string engine = v.value("engine", "");

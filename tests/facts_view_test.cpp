@@ -308,4 +308,25 @@ TEST(Facts, AResultAgainstTheHypothesisIsSaid) {
       << claims.back().text;
 }
 
+// A capture of one policy still opens with a verdict: what its compiled run did against eager,
+// its breaks, and the command that runs the comparison.
+TEST(Facts, OnePolicyGetsItsVerdictAndTheCommandForTheComparison) {
+  json report{{"runs", json::array()}};
+  report["runs"].push_back(made_up_run(1, "whole-hook", "eager", {10, 10.1, 10.2, 10.3}, std::nullopt));
+  report["runs"].push_back(made_up_run(2, "whole-hook", "default", {12, 12.1, 12.2, 12.3}, 22));
+  const json v = hs::facts::scenario_verdicts(report);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0]["before"]["run"], 2);
+  EXPECT_TRUE(v[0]["after"].is_null());
+  EXPECT_TRUE(v[0]["policy_speedup"].is_null());
+  const hs::facts::Markup plain{[](const std::string& s) { return "`" + s + "`"; }, [](const std::string& s) { return s; }};
+  const auto claims = hs::facts::diagnosis(v[0], plain);
+  ASSERT_EQ(claims.size(), 2u);
+  EXPECT_EQ(claims[0].text.rfind("`whole-hook` compile is 1.25× slower than eager: Dynamo broke the forward 22 times", 0), 0u)
+      << claims[0].text;
+  EXPECT_EQ(claims[0].runs, (std::vector<int64_t>{2}));
+  EXPECT_EQ(claims[1].text,
+            "only `whole-hook` was captured: `hookscope capture --policies whole-hook,offload-only` runs the comparison");
+}
+
 }  // namespace
