@@ -155,12 +155,18 @@ int main(int argc, char** argv) {
     const char* name;
     const char* args;  // after "hookscope CAPTURE"; the output path follows
   };
-  const std::vector<Command> commands = {
+  std::vector<Command> commands = {
       {"report --json", "report --json"},
       {"stats", "stats --format json -o"},
       {"export chrome", "export --run all --format chrome -o"},  // a folder of run-ID.json files
       {"export csv", "export --run all --format csv -o"},        // a folder of TABLE.csv files
   };
+  // The viewer, headless: open the capture and render its timeline and its compare matrix
+  // (only with an X display: xvfb-run -a or tools/with_display.sh).
+  if (std::getenv("DISPLAY")) {
+    commands.push_back({"view timeline", "view --screenshot"});
+    commands.push_back({"view compare", "view --view compare --screenshot"});
+  }
   std::vector<std::vector<double>> seconds(commands.size());
   for (int n : sizes) {
     const fs::path capture = dir / ("runs-" + std::to_string(n) + ".sqlite");
@@ -172,7 +178,8 @@ int main(int argc, char** argv) {
                   fs::file_size(capture) / 1e6);
     }
     for (size_t c = 0; c < commands.size(); ++c) {
-      const fs::path out = dir / ("out-" + std::to_string(n) + "-" + std::to_string(c));
+      const bool png = std::strstr(commands[c].args, "--screenshot") != nullptr;
+      const fs::path out = dir / ("out-" + std::to_string(n) + "-" + std::to_string(c) + (png ? ".png" : ""));
       fs::remove_all(out);
       const std::string verb = commands[c].args;
       const std::string cmd = quoted(hookscope) + " " + verb.substr(0, verb.find(' ')) + " " + quoted(capture) +
