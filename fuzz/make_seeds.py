@@ -152,6 +152,10 @@ def tokenizer_part(s):
         # The C++ target sorts the paths the same way (byte order), so byte 0 = index in `files`.
         for i, text in enumerate(to.make_strings()):
             s.seed("tokenizer_encode_fuzz", f"text-{i:03d}", bytes([i % len(files), i % 4]) + text.encode("utf-8"))
+        # Long pre-tokenized words (one BPE merge queue over thousands of symbols), kept under
+        # 4 KiB so that libFuzzer's max_len stays its default.
+        for i, word in enumerate(["\ua66e" * 1300, "a" * 4000, "1" * 4000, " " * 4000, "\t " * 2000]):
+            s.seed("tokenizer_encode_fuzz", f"long-word-{i}", bytes([i % len(files), 0]) + word.encode("utf-8"))
         s.done("tokenizer_encode_fuzz")
     return {"HOOKSCOPE_FUZZ_TOKENIZERS": tok_dir}
 
@@ -438,6 +442,11 @@ def torch_trace_part(s):
     cells = os.path.join(d, "cells")
     for f in sorted(os.listdir(cells)):
         s.seed("torch_trace_fuzz", f, torch_trace_digest(os.path.join(cells, f)))
+    # A record nested past the readers' bound (storage::kMaxJsonDepth = 512), and one at it.
+    for name, n in (("deep-record.log", 600), ("deep-record-at-bound.log", 510)):
+        s.seed("torch_trace_fuzz", name,
+               ('V1201 04:54:56.531000 1 /x/convert_frame.py:1] {"dynamo_start": {"stack": %s}, "frame_id": 0, '
+                '"frame_compile_id": 0, "attempt": 0}\n' % ("[" * n + "]" * n)).encode())
     s.done("torch_trace_fuzz")
     return {}
 
