@@ -52,25 +52,39 @@ int run_generate(const GenerateArgs& a) {
   std::vector<int64_t> prompt_ids = tok.encode(a.prompt, /*add_special_tokens=*/true);
   if (prompt_ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens; give a non-empty prompt");
 
+  // As transformers' generate: past the model's trained context the output is not what it
+  // was trained for (RoPE positions it never saw); said, not refused.
+  if (const int64_t limit = lm.config.max_position_embeddings;
+      limit > 0 && static_cast<int64_t>(prompt_ids.size()) + a.max_new_tokens > limit)
+    std::fprintf(stderr,
+                 "[hookscope] warning: %zu prompt tokens + --max-new-tokens %lld exceed the model's "
+                 "max_position_embeddings (%lld, config.json): positions past it are outside what the model was "
+                 "trained on\n",
+                 prompt_ids.size(), static_cast<long long>(a.max_new_tokens), static_cast<long long>(limit));
   GenerateOptions go;
   go.max_new_tokens = a.max_new_tokens;
   go.static_cache = a.static_cache;
   if (!a.ignore_eos) go.eos_token_ids = lm.generation.eos_token_ids;
 
   const bool stream = !a.json && isatty(STDOUT_FILENO);
-  std::string printed;
+  // Streaming as text-generation-inference does it: decode only the tokens since the last
+  // printed boundary (`prefix` .. end) and print what they add to the text of `prefix` ..
+  // `read`, so each new token costs a few tokens' decode, not the whole generation's.
   std::vector<int64_t> so_far;
+  size_t prefix = 0, read = 0;
   TokenCallback cb;
   if (stream) {
     std::cout << a.prompt << std::flush;
     cb = [&](int64_t, int64_t t) {
       so_far.push_back(t);
-      std::string text = tok.decode(so_far, true);
+      const std::vector<int64_t> head(so_far.begin() + prefix, so_far.begin() + read), all(so_far.begin() + prefix, so_far.end());
+      const std::string before = tok.decode(head, true), text = tok.decode(all, true);
       // Print only complete UTF-8: hold back while the decode ends in a replacement char.
       if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
-      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0) {
-        std::cout << text.substr(printed.size()) << std::flush;
-        printed = text;
+      if (text.size() > before.size() && text.compare(0, before.size(), before) == 0) {
+        std::cout << text.substr(before.size()) << std::flush;
+        prefix = read;
+        read = so_far.size();
       }
     };
   }
@@ -82,7 +96,10 @@ int run_generate(const GenerateArgs& a) {
     return 0;
   }
   if (stream) {
-    if (text.size() > printed.size()) std::cout << text.substr(printed.size());
+    // What the stream held back (an incomplete character at the end).
+    const std::vector<int64_t> head(so_far.begin() + prefix, so_far.begin() + read), all(so_far.begin() + prefix, so_far.end());
+    const std::string before = tok.decode(head, true), rest = tok.decode(all, true);
+    if (rest.size() > before.size() && rest.compare(0, before.size(), before) == 0) std::cout << rest.substr(before.size());
     std::cout << "\n";
   } else {
     std::cout << a.prompt << text << "\n";

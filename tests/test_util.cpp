@@ -39,7 +39,6 @@ std::string python() {
   return HOOKSCOPE_DEFAULT_PYTHON;
 }
 
-std::string cli() { return overridable("HOOKSCOPE_CLI", HOOKSCOPE_CLI).string(); }
 
 fs::path scratch_dir(const std::string& name) {
   // ctest runs every test in a process of its own, several at once: a folder of the running
@@ -264,6 +263,8 @@ fs::path cached_oracle(const std::string& name, const std::string& script, const
   });
   return dir;
 }
+
+std::string cli() { return overridable("HOOKSCOPE_CLI", HOOKSCOPE_CLI).string(); }
 
 ProcResult hookscope(std::vector<std::string> args) {
   args.insert(args.begin(), cli());

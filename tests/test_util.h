@@ -51,6 +51,8 @@ bool wait_while_running(pid_t pid, const std::function<bool()>& ready, int timeo
 void with_fixture_lock(const std::function<void()>& fn);
 /// Runs the built `hookscope` CLI with `args`.
 ProcResult hookscope(std::vector<std::string> args);
+/// The built `hookscope` CLI's path ($HOOKSCOPE_CLI when set).
+std::string cli();
 /// The interpreter the oracles run under and the versions of torch, transformers, accelerate,
 /// tokenizers and safetensors it imports: the key of every cached oracle result. Throws
 /// std::runtime_error naming the interpreter (and its stderr) when it cannot run.
