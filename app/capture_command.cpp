@@ -1,5 +1,6 @@
 #include "app/capture_command.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -332,13 +333,24 @@ void check_driver_files_folder(const fs::path& dir, const fs::path& model_dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw std::invalid_argument("--keep-driver-files: " + dir.string() + " exists and is not a folder");
-  if (path_inside(dir, model_dir) || path_inside(model_dir, dir))
-    throw std::invalid_argument("--keep-driver-files: " + dir.string() + " is, holds or lies inside the model's folder " +
-                                model_dir.string() + "; name another folder");
+  refuse_output_in_model_folder("--keep-driver-files", dir, {model_dir}, "--model", /*holds_too=*/true);
   if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec))
     throw std::invalid_argument("--keep-driver-files: " + dir.string() +
                                 " is not empty (an earlier capture's logs there would be read with this one's); "
                                 "name a new or empty folder");
+  // The drivers write there: a folder that cannot be written (read-only, another user's) is
+  // refused now, naming the flag, not as each run's failure.
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw std::invalid_argument("--keep-driver-files: cannot create " + dir.string() + " (" + ec.message() +
+                                "); name a folder you can write");
+  const fs::path probe = dir / ".hookscope-write-check";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw std::invalid_argument("--keep-driver-files: " + dir.string() + " cannot be written (" +
+                                std::strerror(errno) + "); name a folder you can write");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 int run_capture(const CaptureArgs& a) {
@@ -346,7 +358,12 @@ int run_capture(const CaptureArgs& a) {
   const fs::path out(a.out);
   const auto [use_libtorch, use_torch] = engines_of(a);
   if (!a.accelerate.empty() && !use_torch) throw std::invalid_argument("--accelerate needs the torch engine (--engine torch or both)");
-  for (const auto& t : a.accelerate) matrix.accelerate_trees.push_back(t.substr(0, t.find('=')));
+  for (const auto& t : a.accelerate) {
+    const std::string name = t.substr(0, t.find('='));  // a policy's name: a table cell, a line of the reports
+    refuse_invalid_utf8("--accelerate", name);
+    refuse_control_characters("--accelerate", name);
+    matrix.accelerate_trees.push_back(name);
+  }
   LibTorchEngineOptions options = engine_options(a, out);
   options.log = [](const std::string& level, const std::string& msg) {
     if (level == "WARNING" && msg.find("offloaded to the") == std::string::npos)

@@ -45,9 +45,7 @@ void check_existing_out(const fs::path& out, const CaptureOutputOptions& opt) {
   if (!exists && !link_exists) return;
   const std::string o = out.string();
   if (exists && S_ISDIR(st.st_mode)) throw std::invalid_argument("--out: " + o + " is a folder; name a file such as " + (out / "capture.sqlite").string());
-  if (exists && !opt.model_dir.empty())
-    if (auto f = model_file_at(out, opt.model_dir))
-      throw std::invalid_argument("--out: " + o + " is (or links to) the model's file " + f->string() + "; name another file");
+  if (exists && !opt.model_dir.empty()) refuse_output_in_model_folder("--out", out, {opt.model_dir}, "--model");
   if (!opt.force_overwrite)
     throw std::invalid_argument("--out: " + o + " already exists; pass --force-overwrite to replace it once the new capture has finished, or name another file");
   if (exists && !S_ISREG(st.st_mode)) throw std::invalid_argument("--out: " + o + " is not a regular file");
@@ -143,11 +141,11 @@ CaptureOutput::CaptureOutput(fs::path out, CaptureOutputOptions options) : out_(
   const fs::path dir = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
   if (!fs::is_directory(dir)) throw std::invalid_argument("--out: folder " + dir.string() + " does not exist");
   check_existing_out(out_, opt_);
-  if (!opt_.offload_dir.empty() && !opt_.model_dir.empty() &&
-      (path_inside(opt_.model_dir, opt_.offload_dir) || path_inside(opt_.offload_dir, opt_.model_dir) ||
-       same_file(opt_.model_dir, opt_.offload_dir)))
-    throw std::invalid_argument("--keep-offload-dir: " + opt_.offload_dir.string() + " is, holds or lies inside the model's folder " +
-                                opt_.model_dir.string() + " (a capture writes and replaces offload folders there); name another folder");
+  if (!opt_.model_dir.empty()) {
+    refuse_output_in_model_folder("--out", out_, {opt_.model_dir}, "--model");
+    refuse_output_in_model_folder("--keep-offload-dir", opt_.offload_dir, {opt_.model_dir},
+                                  "--model; a capture writes and replaces offload folders there", /*holds_too=*/true);
+  }
   if (!opt_.offload_dir.empty() && path_inside(out_, opt_.offload_dir))
     throw std::invalid_argument("--out: " + o + " lies inside --keep-offload-dir " + opt_.offload_dir.string() +
                                 " (a later capture with that folder replaces the offload folders there); write the "

@@ -97,7 +97,8 @@ class Progress {
     return "ETA ~" + duration(mean * static_cast<double>(total_ - done_) - seconds(cell_t0_));
   }
   void print_line(const std::string& line) {
-    std::fprintf(stderr, "%s%s\n", live_ && drawn_ ? "\r\033[K" : "", line.c_str());
+    // Run errors and notes quote the drivers' and libraries' text: shown, never acted on.
+    std::fprintf(stderr, "%s%s\n", live_ && drawn_ ? "\r\033[K" : "", terminal_text(line).c_str());
     drawn_ = false;
     redraw(true);
   }
@@ -107,7 +108,7 @@ class Progress {
     if (!now && t - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = t;
     std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s | %s elapsed, %s", done_ + 1, total_, label_.c_str(),
-                 state_.c_str(), duration(seconds(t0_)).c_str(), eta().c_str());
+                 terminal_text(state_, false).c_str(), duration(seconds(t0_)).c_str(), eta().c_str());
     std::fflush(stderr);
     drawn_ = true;
   }

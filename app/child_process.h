@@ -40,6 +40,8 @@ class ChildProcess {
   /// "exit status N" / "killed by signal N" once exited, "" while running.
   std::string exit_description();
   pid_t pid() const { return pid_; }
+  /// The file its stdout and stderr go to.
+  const std::filesystem::path& log_path() const { return log_; }
   /// The last `n` lines of the log file (for an error message).
   std::string log_tail(size_t n = 20) const;
 

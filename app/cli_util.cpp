@@ -310,15 +310,28 @@ std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& c
   return out;
 }
 
+void refuse_output_in_model_folder(const std::string& flag, const std::filesystem::path& out,
+                                   const std::vector<std::filesystem::path>& models, const std::string& why,
+                                   bool holds_too) {
+  if (out.empty()) return;
+  const std::string tail = " (" + why + "); hookscope never writes into a model's folder: name a place outside it";
+  for (const auto& m : models) {
+    if (m.empty()) continue;
+    if (const auto f = model_file_at(out, m))
+      throw std::invalid_argument(flag + ": " + out.string() + " is (or links to) the model's file " + f->string() + tail);
+    if (path_inside(out, m) || same_file(out, m))
+      throw std::invalid_argument(flag + ": " + out.string() + " is or lies inside the model's folder " + m.string() + tail);
+    if (holds_too && path_inside(m, out))
+      throw std::invalid_argument(flag + ": " + out.string() + " holds the model's folder " + m.string() + tail);
+  }
+}
+
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
                               const std::filesystem::path& input, const std::string& role,
                               const std::vector<std::filesystem::path>& models) {
   const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
-  for (const auto& m : models)
-    if (const auto f = model_file_at(out, m))
-      throw std::invalid_argument(flag + ": " + out.string() + " is (or links to) the model's file " + f->string() +
-                                  " (a run of " + input.string() + " was made from it); name another file");
+  refuse_output_in_model_folder(flag, out, models, "a run of " + input.string() + " was made from it");
 }
 
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

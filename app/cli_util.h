@@ -109,11 +109,26 @@ std::optional<std::filesystem::path> model_file_at(const std::filesystem::path& 
 /// config.json (imports name none).
 std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& capture);
 
+/// The one rule for where hookscope writes, checked by every flag that names an output (files,
+/// folders, the capture's --out, --keep-offload-dir, --keep-driver-files): never into a model's
+/// folder. Throws std::invalid_argument
+///   "FLAG: OUT is (or links to) the model's file F (WHY); hookscope never writes into a model's folder: name a place outside it"
+/// when `out` is one of the files of a folder of `models` under any name (a link, a hard link), and
+///   "FLAG: OUT is or lies inside the model's folder M (WHY); hookscope never writes ..."
+/// when it is the folder or lies inside it (links followed, `out` need not exist). With
+/// `holds_too` (a folder whose contents the command replaces), "... holds the model's folder M
+/// ..." when a model's folder lies inside `out`. `why` says where the folder comes from ("a run
+/// of C was made from it", "--model").
+void refuse_output_in_model_folder(const std::string& flag, const std::filesystem::path& out,
+                                   const std::vector<std::filesystem::path>& models, const std::string& why,
+                                   bool holds_too = false);
+
 /// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when
 /// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet),
-/// and "FLAG: OUT is (or links to) the model's file F ..." when it is a file of one of `models`
-/// (model_folders of that capture). How every command keeps its outputs off the captures it reads
-/// and the checkpoints they were made from (`role`: "reported", "exported", "read", ...).
+/// and refuse_output_in_model_folder's message when it is a file of, or lies inside, one of
+/// `models` (model_folders of that capture). How every command keeps its outputs off the
+/// captures it reads and the checkpoints they were made from (`role`: "reported", "exported",
+/// "read", ...).
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
                               const std::filesystem::path& input, const std::string& role,
                               const std::vector<std::filesystem::path>& models = {});

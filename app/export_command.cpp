@@ -134,11 +134,13 @@ int export_csv_tables(const ExportArgs& a, const storage::CaptureReader& reader,
 }
 
 int run_export(const ExportArgs& a) {
-  if (!fs::exists(a.file)) throw std::invalid_argument("FILE: " + a.file + " does not exist");
+  std::error_code ec;
+  if (!fs::exists(a.file, ec) && !ec) throw std::invalid_argument("FILE: " + a.file + " does not exist");
   if (a.out.empty()) throw std::invalid_argument("-o: empty path");
   if (a.format == "chrome" && !a.tables.empty())
     throw std::invalid_argument("--tables selects CSV tables; a chrome trace holds every kind (use --format csv)");
   const storage::CaptureReader reader(a.file);
+  refuse_output_in_model_folder("-o", a.out, model_folders(reader), "a run of " + a.file + " was made from it");
   const std::vector<int64_t> runs = select_runs(reader, a.run);
   return a.format == "chrome" ? export_chrome(a, reader, runs) : export_csv_tables(a, reader, runs);
 }

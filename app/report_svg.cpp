@@ -467,7 +467,7 @@ std::vector<int64_t> default_timeline_runs(const json& report) {
   // The first verdict's two compiled runs (torch engine first): before above after.
   if (report.contains("verdicts") && report["verdicts"].is_array() && !report["verdicts"].empty()) {
     const json& v = report["verdicts"][0];
-    if (v["before"]["run"].is_number() && v["after"]["run"].is_number())
+    if (v["before"]["run"].is_number() && v["after"].is_object() && v["after"]["run"].is_number())
       return {v["before"]["run"].get<int64_t>(), v["after"]["run"].get<int64_t>()};
   }
   const std::string scenario = runs[0].value("scenario", "");
@@ -538,6 +538,7 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
   namespace fs = std::filesystem;
   if (fs::exists(dir) && !fs::is_directory(dir))
     throw std::invalid_argument("--assets: " + dir + " exists and is not a folder");
+  refuse_output_in_model_folder("--assets", dir, models, "a run of " + capture_path + " was made from it");
   for (const auto& p : pictures) {
     const fs::path f = fs::path(dir) / p.file;
     refuse_overwriting_input("--assets", f, capture_path, "reported", models);

@@ -91,6 +91,7 @@ int run_stats(const StatsArgs& a) {
   if (runs.empty()) throw std::invalid_argument(a.file + ": the capture holds no complete run (pick one with --run ID)");
   const std::vector<StatsTable> tables = stats_tables(runs, reports);
   const auto models = model_folders(rd);
+  refuse_output_in_model_folder("-o", a.out, models, "a run of " + a.file + " was made from it");
   if (a.format == "csv") {
     std::string all;
     for (const auto& t : tables) {

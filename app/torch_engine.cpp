@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "app/child_process.h"
+#include "app/cli_util.h"
 #include "importers/run_import.h"
 #include "storage/bounded_json.h"
 
@@ -40,21 +41,50 @@ measurement::LatencySamples samples_of(const json& reply, const char* key) {
   return out;
 }
 
-// Why the policy's driver ended before replying: the last lines of its log, or, where it printed
-// nothing or could not import a module, what the user has to change.
-std::string driver_ended(const std::string& policy, ChildProcess& p, const fs::path& python) {
-  const std::string head = "the torch driver (" + policy + ") ended, " + p.exit_description();
+// The driver as an error names it: its policy, the --python that runs it and its log.
+std::string driver_named(const std::string& policy, const fs::path& python, const fs::path& log) {
+  return "the torch driver (" + policy + "; --python " + python.string() + ", log " + log.string() + ")";
+}
+
+// Text the driver printed, as a message quotes it: cut to `max` bytes, every control character,
+// escape sequence and bidi override shown as text (it reaches a terminal).
+std::string shown(std::string_view s, size_t max = 200) {
+  const std::string cut = terminal_text(s.substr(0, max), /*keep_lines=*/false);
+  return "'" + cut + "'" + (s.size() > max ? " (cut; " + std::to_string(s.size()) + " bytes)" : "");
+}
+
+// What the driver said on its reply pipe during one cell, for the message when it ends or
+// breaks the protocol.
+struct Replies {
+  size_t lines = 0;
+  std::string last;        ///< the last line
+  std::string other_cell;  ///< the id of a result for another cell, if one came
+};
+
+// Why the policy's driver ended before replying: what it replied (when it did), the last lines
+// of its log, or, where it printed nothing or could not import a module, what the user has to
+// change.
+std::string driver_ended(const std::string& policy, ChildProcess& p, const fs::path& python, const std::string& id,
+                         const Replies& replies) {
+  const std::string head = driver_named(policy, python, p.log_path()) + " ended, " + p.exit_description();
   const std::string need =
       "the torch engine runs a Python with torch, transformers and accelerate (--python, or $HOOKSCOPE_PYTHON)";
-  const std::string tail = p.log_tail();
+  const std::string tail = terminal_text(p.log_tail());
+  const bool log_empty = tail.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (replies.lines > 0) {
+    std::string why = head + " after " + std::to_string(replies.lines) + " reply line" + (replies.lines == 1 ? "" : "s") +
+                      " without the result for cell " + id;
+    if (!replies.other_cell.empty()) why += " (it replied for cell " + shown(replies.other_cell, 40) + " instead)";
+    why += "; its last line: " + shown(replies.last);
+    return why + (log_empty ? "; its log is empty" : "; its log ends:\n" + tail);
+  }
   const std::string tag = "ModuleNotFoundError: No module named '";
   if (const size_t at = tail.rfind(tag); at != std::string::npos) {
     const size_t from = at + tag.size();
     const std::string module = tail.substr(from, tail.find('\'', from) - from);
     return head + ": " + python.string() + " cannot import '" + module + "'; " + need;
   }
-  if (tail.find_first_not_of(" \t\r\n") == std::string::npos)
-    return head + " before printing anything: is " + python.string() + " a Python? " + need;
+  if (log_empty) return head + " before printing anything: is " + python.string() + " a Python? " + need;
   return head + ":\n" + tail;
 }
 
@@ -150,32 +180,69 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
     } catch (const std::runtime_error&) {
       sent = false;
     }
+    Replies replies;
+    size_t notes = 0;  // progress lines shown: a driver printing thousands is cut short
+    // A reply hookscope cannot use ends the driver (the policy's next cell starts a fresh one).
+    auto broken = [&](const std::string& what) {
+      const std::string why = driver_named(policy_label(cell), opt_.python, p.log_path()) + " " + what + ": " +
+                              shown(replies.last) + "; see its log";
+      processes_.erase(policy_label(cell));
+      return std::runtime_error(why);
+    };
     for (;;) {
       const std::optional<std::string> line = sent ? p.read_line() : std::nullopt;
       if (!line) {
         p.wait();
-        const std::string why = driver_ended(policy_label(cell), p, opt_.python);
+        const std::string why = driver_ended(policy_label(cell), p, opt_.python, id, replies);
         processes_.erase(policy_label(cell));  // the policy's next cell starts a fresh one
         throw std::runtime_error(why);
       }
+      ++replies.lines;
+      replies.last = *line;
       // The driver's line: bounded like every JSON hookscope did not write (a reply nested
       // 100,000 deep would parse, then overflow the stack when copied or dumped).
-      const json msg = storage::parse_json_bounded(*line, "the torch driver's reply line");
-      const std::string type = msg.value("type", "");
+      json msg;
+      try {
+        msg = storage::parse_json_bounded(*line, "the torch driver's reply line");
+      } catch (const std::exception&) {
+        throw broken("printed a reply line that is not a JSON object of its protocol");
+      }
+      if (!msg.is_object()) throw broken("printed a reply line that is not a JSON object of its protocol");
+      const auto text = [&](const char* key) {
+        const auto it = msg.find(key);
+        return it != msg.end() && it->is_string() ? it->get<std::string>() : std::string();
+      };
+      const std::string type = text("type");
       if (type == "progress") {
-        const std::string note = "[torch " + policy_label(cell) + "] " + msg.value("text", "");
+        if (++notes > 200) continue;
+        const std::string note = "[torch " + policy_label(cell) + "] " +
+                                 (notes == 200 ? std::string("(further progress lines of this run not shown)")
+                                               : terminal_text(text("text"), /*keep_lines=*/false));
         if (ctx.progress) ctx.progress({{}, 0, 0, note});
         else std::fprintf(stderr, "  %s\n", note.c_str());
         continue;
       }
       if (type == "tick") {  // which generate and step the driver is in
-        if (ctx.progress)
-          ctx.progress({msg.value("phase", ""), msg.value("step", int64_t{0}), msg.value("steps", int64_t{0}), {}});
+        const auto number = [&](const char* key) {
+          const auto it = msg.find(key);
+          return it != msg.end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{0};
+        };
+        if (ctx.progress) ctx.progress({terminal_text(text("phase"), false), number("step"), number("steps"), {}});
         continue;
       }
-      if (type == "fatal") throw std::runtime_error("the torch driver failed: " + msg.value("error", "?"));
-      if (type != "result" || msg.value("id", "") != id) continue;
-      r = result_of(msg);
+      if (type == "fatal")
+        throw std::runtime_error(driver_named(policy_label(cell), opt_.python, p.log_path()) +
+                                 " failed: " + terminal_text(text("error").empty() ? "?" : text("error")));
+      if (type != "result") continue;
+      if (text("id") != id) {
+        replies.other_cell = text("id");
+        continue;
+      }
+      try {
+        r = result_of(msg);
+      } catch (const nlohmann::json::exception&) {
+        throw broken("sent a result whose fields have the wrong types");
+      }
       r.warmup = opt_.warmup;
       r.repeats = opt_.repeats;
       if (versions_.is_null() && msg.contains("versions")) versions_ = msg["versions"];

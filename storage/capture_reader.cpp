@@ -124,7 +124,11 @@ nlohmann::json parse_json(const std::string& text, nlohmann::json fallback, cons
 
 CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::move(path)), db_(std::make_unique<Db>()) {
   std::error_code ec;
-  if (!fs::exists(path_, ec)) throw CaptureError(path_, "cannot open capture " + path_.string() + ": no such file");
+  if (!fs::exists(path_, ec))  // "no such file" only when there is none: a loop of links or a folder we cannot search says so
+    throw CaptureError(path_, "cannot open capture " + path_.string() + ": " +
+                                  (!ec ? std::string("no such file")
+                                   : ec == std::errc::too_many_symbolic_link_levels ? std::string("a loop of symbolic links")
+                                                                                    : ec.message()));
   if (!fs::is_regular_file(path_, ec))
     throw CaptureError(path_, "not a hookscope capture: " + path_.string() + " (not a regular file)");
   // A closed capture is one rollback-journal file: opened read-only, nothing is written. A

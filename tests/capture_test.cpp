@@ -650,6 +650,8 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
                                          {(dir / "old.sqlite").string(), false, "--force-overwrite"},
                                          {(dir / "old.sqlite").string(), true, "not a hookscope capture"},
                                          {index.string(), true, "the model's file"},
+                                         {(model / "new.sqlite").string(), false,
+                                          "--out: " + (model / "new.sqlite").string() + " is or lies inside the model's folder"},
                                          {(dir / "link.sqlite").string(), true, "the model's file"}}) {
     SCOPED_TRACE(c.out);
     auto r = capture_to(c.out, c.force);

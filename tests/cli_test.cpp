@@ -1,6 +1,7 @@
 // `hookscope generate` end to end, against transformers' greedy generate on the real sample.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <fstream>
@@ -31,6 +32,24 @@ TEST(SmolLM2, GreedyTokensMatchTransformers) {
   EXPECT_EQ(got["new_ids"], want["new_ids"]);
   EXPECT_EQ(got["text"], want["text"]);
   EXPECT_EQ(got["new_ids"].size(), 16u);
+}
+
+// On a terminal `generate` streams each token's text as it comes (decoding only the tokens since
+// the last printed boundary); what it prints is what the whole decode prints. The terminal is
+// util-linux's `script` (Debian's essential bsdutils).
+TEST(SmolLM2, StreamedTextIsTheWholeDecode) {
+  const fs::path sample = hs::test::sample_dir();
+  const std::string prompt = "Write a haiku about caf\u00e9, na\u00efve \u65e5\u672c\u8a9e:";
+  auto whole = hookscope({"generate", "--model", sample.string(), "--prompt", prompt, "--max-new-tokens", "40"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  // script runs its -c text with sh: the paths single-quoted (the test's own, no quotes in them).
+  std::string cmd = "'";
+  cmd.append(hs::test::cli()).append("' generate --model '").append(sample.string()).append("' --prompt '");
+  cmd.append(prompt).append("' --max-new-tokens 40 2>/dev/null");
+  auto tty = hs::test::run({"script", "-qec", cmd, "/dev/null"});
+  ASSERT_EQ(tty.exit_code, 0) << tty.err;
+  tty.out.erase(std::remove(tty.out.begin(), tty.out.end(), '\r'), tty.out.end());
+  EXPECT_EQ(tty.out, whole.out);
 }
 
 // `generate --dtype bf16|f16` against transformers loading the same weights in that dtype:
@@ -355,4 +374,148 @@ TEST(Cli, ModelIdsAreFoundInTheHfCacheWhereHuggingfaceHubFindsThem) {
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find("model folder '" + path + "' does not exist"), std::string::npos) << r.err;
   }
+}
+
+// ---- errors name the file, flag or driver at fault (issue 34) ---------------------------------
+
+namespace {
+
+// A fake torch driver: a shell script given as --python (the engine runs it as PYTHON -m
+// hookscope_torch serve --spec FILE, which it ignores) that reads the cell's request and then
+// runs `body`, whose replies go to file descriptor 3.
+fs::path fake_driver(const fs::path& dir, const std::string& name, const std::string& body) {
+  const fs::path p = dir / name;
+  std::ofstream(p) << "#!/bin/sh\nread request\n" << body << "\n";
+  fs::permissions(p, fs::perms::owner_all);
+  return p;
+}
+
+hs::test::ProcResult torch_capture(const fs::path& python, const fs::path& db) {
+  return hookscope({"capture", "--engine", "torch", "--python", python.string(), "--model",
+                    hs::test::tiny_checkpoint("tiny-llama").string(), "--devices", "2", "--scenarios", "sharded",
+                    "--policies", "whole-hook", "--modes", "eager", "--prompt-ids", "5", "--max-new-tokens", "1",
+                    "--repeats", "1", "--warmup", "0", "--out", db.string()});
+}
+
+bool has_terminal_controls(const std::string& s) {
+  return s.find('\x1b') != std::string::npos || s.find('\x07') != std::string::npos ||
+         s.find("\xe2\x80\xae") != std::string::npos;  // U+202E
+}
+
+}  // namespace
+
+// A driver that breaks its protocol is named (its --python, its log) with what it printed, cut
+// and made safe for a terminal: never a JSON library's message, never "before printing
+// anything" when it did print, never its escape sequences acting on the terminal.
+TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
+  const fs::path dir = hs::test::scratch_dir("fake-drivers");
+  // ESC [31m, an OSC title (ESC ] 0 ; ... BEL) and U+202E, raw in the driver's text.
+  const std::string nasty = "\\033[31mred\\033]0;title\\007 \\342\\200\\256gnp.exe";
+  struct Case {
+    std::string name, body;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"not-json", "printf 'hello " + nasty + "\\n' >&3; cat >/dev/null",
+       {"printed a reply line that is not a JSON object of its protocol: 'hello \\x1b[31mred", "\\u202e"}},
+      {"wrong-cell", "echo '{\"type\":\"result\",\"id\":\"elsewhere\",\"status\":\"ok\"}' >&3",
+       {"ended, exit status 0 after 1 reply line without the result for cell c0",
+        "(it replied for cell 'elsewhere' instead)", "its log is empty"}},
+      {"flood", "yes '{\"type\":\"progress\",\"text\":\"p\"}' | head -n 200000 >&3",
+       {"ended, exit status 0 after 200000 reply lines without the result for cell c0",
+        "its last line: '{\"type\":\"progress\",\"text\":\"p\"}'", "(further progress lines of this run not shown)"}},
+      {"nasty-text",
+       "printf '{\"type\":\"progress\",\"text\":\"\\\\u001b]0;pwned\\\\u0007 \\\\u202e\"}\\n' >&3; printf 'log " + nasty +
+           "\\n'; printf '{\"type\":\"fatal\",\"error\":\"boom \\\\u001b[2J\"}\\n' >&3",
+       {"failed: boom \\x1b[2J", "\\x1b]0;pwned\\x07 \\u202e"}},
+      {"log-only", "printf 'Traceback " + nasty + "\\n' >&2; exit 3", {"ended, exit status 3:", "Traceback \\x1b[31mred"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path python = fake_driver(dir, c.name, c.body);
+    const auto r = torch_capture(python, dir / (c.name + ".sqlite"));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("the torch driver (whole-hook; --python " + python.string() + ", log "), std::string::npos)
+        << r.err;
+    for (const auto& s : c.says) EXPECT_NE(r.err.find(s), std::string::npos) << "lacks " << s << ":\n" << r.err.substr(0, 3000);
+    EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("before printing anything"), std::string::npos) << r.err;
+    EXPECT_FALSE(has_terminal_controls(r.err)) << r.err.substr(0, 3000);
+    EXPECT_LT(r.err.size(), 100'000u) << "a flood of progress lines is cut short";
+  }
+}
+
+// A tokenizer.json with an empty vocab is named as the fault, not the prompt.
+TEST(CliErrors, AnEmptyVocabNamesTheTokenizerNotThePrompt) {
+  const fs::path dir = hs::test::scratch_dir("empty-vocab");
+  const fs::path model = dir / "model";
+  fs::copy(hs::test::tiny_checkpoint("tiny-llama"), model, fs::copy_options::recursive);
+  std::ofstream(model / "tokenizer.json") << R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    "post_processor": null, "decoder": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "vocab": {}, "merges": []}})";
+  const auto r = hookscope({"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2",
+                            "--scenarios", "sharded", "--modes", "eager", "--prompt", "hi", "--max-new-tokens", "1",
+                            "--repeats", "1", "--warmup", "0", "--out", (dir / "c.sqlite").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("tokenizer.json: model.vocab: is empty"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("encodes to no tokens"), std::string::npos) << r.err;
+}
+
+// A loop of symbolic links is called one, by report and export alike: never "no such file",
+// never the C++ library's "filesystem error".
+TEST(CliErrors, ALoopOfLinksIsNamedAsOne) {
+  const fs::path dir = hs::test::scratch_dir("link-loop");
+  fs::create_symlink(dir / "b.sqlite", dir / "a.sqlite");
+  fs::create_symlink(dir / "a.sqlite", dir / "b.sqlite");
+  const std::string loop = (dir / "a.sqlite").string();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"report", loop}, {"export", loop, "-o", (dir / "t.json").string()}, {"stats", loop}}) {
+    SCOPED_TRACE(args[0]);
+    const auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(loop + ": a loop of symbolic links"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("no such file"), std::string::npos) << r.err;
+  }
+}
+
+// Flags checked before a capture starts: an --accelerate name with a control character (the
+// name is a table cell and a line of the reports), a --keep-driver-files folder that cannot be
+// written. Each names its flag.
+TEST(CliErrors, CaptureFlagsAreCheckedNamingTheFlag) {
+  const fs::path dir = hs::test::scratch_dir("capture-flags");
+  const std::vector<std::string> base{"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
+                                      "--devices", "2", "--scenarios", "sharded", "--modes", "eager",
+                                      "--prompt-ids", "5", "--max-new-tokens", "1", "--repeats", "1",
+                                      "--warmup", "0", "--out", (dir / "c.sqlite").string()};
+  auto with = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return hookscope(args);
+  };
+  auto r = with({"--engine", "torch", "--accelerate", "a\nb=" + dir.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--accelerate: holds a control character (a newline)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "c.sqlite"));
+
+  const fs::path ro = dir / "read-only";
+  fs::create_directories(ro);
+  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                          fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  std::vector<fs::path> unwritable;
+  if (!std::ofstream(ro / "probe")) unwritable.push_back(ro);  // root writes there anyway
+  fs::remove(ro / "probe");
+  if (fs::is_directory("/sys") && !std::ofstream("/sys/hookscope-probe")) unwritable.push_back("/sys/hookscope-driver-files");
+  if (unwritable.empty()) GTEST_SKIP() << "no folder here is unwritable for this user";
+  for (const fs::path& folder : unwritable) {
+    SCOPED_TRACE(folder.string());
+    r = with({"--engine", "libtorch", "--keep-driver-files", folder.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("--keep-driver-files: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("name a folder you can write"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+  }
+  fs::permissions(ro, fs::perms::owner_all);
 }

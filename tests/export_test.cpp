@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -627,6 +628,49 @@ TEST(ExportCli, NoOutputReplacesAFileOfTheCapturedModel) {
   }
   EXPECT_EQ(hs::test::read_file(config), before);
   EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+}
+
+// The one output rule: no command writes into the folder a capture's runs were made from, under
+// any name (the folder itself, a new file in it, a link to it), and every refusal reads the same,
+// naming the flag, before anything is written.
+TEST(ExportCli, NoCommandWritesIntoTheCapturedModelsFolder) {
+  const std::string db = capture().db.string();
+  const fs::path model = hs::test::tiny_checkpoint("tiny-llama");
+  auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(model)) names.push_back(e.path().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> before = listing();
+  const fs::path dir = hs::test::scratch_dir("model-folder-outputs");
+  fs::create_directory_symlink(model, dir / "model-link");
+  const std::string run = std::to_string(capture().runs.front());
+  const std::vector<std::vector<std::string>> commands = {
+      {"report", db, "--markdown", (dir / "r.md").string(), "--assets", model.string()},
+      {"report", db, "--markdown", (dir / "r.md").string(), "--assets", (model / "assets").string()},
+      {"report", db, "--markdown", (dir / "r.md").string(), "--assets", (dir / "model-link" / "assets").string()},
+      {"report", db, "--markdown", (model / "report.md").string()},
+      {"report", db, "--html", (dir / "model-link" / "report.html").string()},
+      {"stats", db, "-o", (model / "s").string()},
+      {"stats", db, "--format", "csv", "-o", (model / "s").string()},
+      {"export", db, "--run", "all", "-o", model.string()},
+      {"export", db, "--run", run, "-o", (model / "trace.json").string()},
+      {"export", db, "--format", "csv", "-o", (model / "csv").string()},
+      {"view", db, "--screenshot", (model / "v.png").string()},
+      {"view", db, "--screenshot", (dir / "v.png").string(), "--layout", (dir / "model-link" / "layout.json").string()},
+  };
+  for (const auto& args : commands) {
+    SCOPED_TRACE(args[0] + " " + args[args.size() - 2] + " " + args.back());
+    const auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(args[args.size() - 2] + ": " + args.back() + " is or lies inside the model's folder " +
+                         model.string() + " (a run of " + db + " was made from it); hookscope never writes into a "
+                         "model's folder"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(listing(), before) << "nothing was written into the model's folder";
 }
 
 // A capture made with --model given relative to its folder keeps the model's files safe too,
