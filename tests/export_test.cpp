@@ -17,6 +17,8 @@
 
 #include "app/export_csv.h"
 #include "storage/capture_reader.h"
+#include "storage/store.h"
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -197,6 +199,44 @@ TEST(Export, ChromeTraceIsKinetoShapedEventByEvent) {
       EXPECT_GT(n("GRAPH_BREAKS"), 0);
     }
   }
+}
+
+// Dynamo's graph-break records are instants where Dynamo logged them, on the thread that
+// compiled (the one with the run's CPU ops); the trace's base time is the earliest of them, so a
+// record logged while compiling, before the profiled generate, is at ts 0, not negative.
+TEST(Export, DynamoGraphBreaksAreInstantsOnTheThreadThatCompiled) {
+  const fs::path dir = hs::test::scratch_dir("export-dynamo-breaks");
+  const fs::path db = dir / "trace.sqlite";
+  int64_t run = 0;
+  {
+    hs::storage::Store store(db);
+    run = hs::storage::write_synthetic_trace_run(store).run_id;
+    hs::storage::write_dynamo_breaks(store, run);
+    store.finalize();
+    store.close();
+  }
+  const fs::path out = dir / "trace.json";
+  auto r = hookscope({"export", db.string(), "--run", std::to_string(run), "--format", "chrome", "-o", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(hs::test::read_file(out));
+  constexpr int64_t base = hs::storage::SyntheticTrace::kTraceBase - hs::storage::kDynamoBreakBefore;
+  EXPECT_EQ(doc["baseTimeNanoseconds"], base);
+  std::vector<json> marks;
+  for (const json& e : doc["traceEvents"])
+    if (e.value("name", "").rfind("hookscope::dynamo_graph_break", 0) == 0) marks.push_back(e);
+  ASSERT_EQ(marks.size(), 2u);
+  for (const json& m : marks) {
+    EXPECT_EQ(m["ph"], "i");
+    EXPECT_EQ(m["cat"], "cpu_instant_event");
+    EXPECT_EQ(m["name"], "hookscope::dynamo_graph_break gb_code=GB0098 function=AlignDevicesHook.pre_forward");
+    EXPECT_EQ(m["pid"], 4242);
+    EXPECT_EQ(m["tid"], 4243);
+    EXPECT_EQ(m["args"]["gb_code"], "GB0098");
+    EXPECT_EQ(m["args"]["user_frame"], "/site-packages/accelerate/hooks.py:50");
+  }
+  EXPECT_DOUBLE_EQ(marks[0]["ts"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(marks[1]["ts"].get<double>(), (hs::storage::kDynamoBreakBefore + hs::storage::kDynamoBreakAt) / 1000.0);
+  EXPECT_EQ(marks[1]["args"]["compile_id"], "2/1");
 }
 
 TEST(Export, HtaLoadsTheTraceAndCountsWhatSqlCounts) {
