@@ -111,12 +111,17 @@ void ChildProcess::send_line(const std::string& line) {
 }
 
 std::optional<std::string> ChildProcess::read_line() {
+  size_t scanned = 0;  // bytes of buffer_ known to hold no newline: each byte is looked at once
   for (;;) {
-    if (const size_t nl = buffer_.find('\n'); nl != std::string::npos) {
+    if (const size_t nl = buffer_.find('\n', scanned); nl != std::string::npos) {
       std::string line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
       return line;
     }
+    scanned = buffer_.size();
+    if (buffer_.size() > kMaxLineBytes)
+      throw std::length_error("a reply line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                              " MiB without a newline");
     char chunk[65536];
     const ssize_t n = ::read(reply_fd_, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;

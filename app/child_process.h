@@ -32,8 +32,11 @@ class ChildProcess {
   /// Writes `line` and a newline to the child's stdin. Throws std::runtime_error when the
   /// child has gone.
   void send_line(const std::string& line);
+  /// The longest reply line read_line takes (the bound of one untrusted JSON value, 64 MiB).
+  static constexpr size_t kMaxLineBytes = size_t{64} << 20;
   /// The next line from the reply pipe (without the newline); nullopt when the child closed it
-  /// (exited). Blocks.
+  /// (exited). Blocks. Throws std::length_error when more than kMaxLineBytes arrive without a
+  /// newline (a child printing without end must not take the memory).
   std::optional<std::string> read_line();
   /// Waits for the child to exit; returns its exit status (128 + signal when killed).
   int wait();

@@ -42,6 +42,22 @@ measurement::LatencySamples samples_of(const json& reply, const char* key) {
 }
 
 // The driver as an error names it: its policy, the --python that runs it and its log.
+/// The profiler trace a driver's result names when it is not on disk, as "its trace 'PATH'";
+/// "" when it is there or none is named. (A missing TORCH_TRACE folder stays a diagnostic of the
+/// import: torch writes the log lazily, a run without compiles may have none.)
+std::string missing_recording(const json& reply) {
+  const auto text = [&](const char* key) {
+    const auto it = reply.find(key);
+    return it != reply.end() && it->is_string() ? std::optional<std::string>(it->get<std::string>()) : std::nullopt;
+  };
+  std::error_code ec;
+  if (const auto t = text("trace")) {
+    const fs::path trace = fs::path(text("out_dir").value_or("")) / *t;
+    if (!fs::exists(trace, ec)) return "its trace '" + terminal_text(trace.string(), false) + "'";
+  }
+  return "";
+}
+
 std::string driver_named(const std::string& policy, const fs::path& python, const fs::path& log) {
   return "the torch driver (" + policy + "; --python " + python.string() + ", log " + log.string() + ")";
 }
@@ -190,7 +206,12 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
       return std::runtime_error(why);
     };
     for (;;) {
-      const std::optional<std::string> line = sent ? p.read_line() : std::nullopt;
+      std::optional<std::string> line;
+      try {
+        if (sent) line = p.read_line();
+      } catch (const std::length_error& e) {
+        throw broken(std::string("printed ") + e.what() + " after its last line");
+      }
       if (!line) {
         p.wait();
         const std::string why = driver_ended(policy_label(cell), p, opt_.python, id, replies);
@@ -246,6 +267,9 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
       r.warmup = opt_.warmup;
       r.repeats = opt_.repeats;
       if (versions_.is_null() && msg.contains("versions")) versions_ = msg["versions"];
+      // A result naming recordings that are not there is a broken driver, not a complete run.
+      if (const std::string missing = missing_recording(msg); !missing.empty())
+        throw broken("sent a result for " + id + " naming " + missing + ", which does not exist");
       import_recordings(msg, id, ctx, r);
       return r;
     }

@@ -57,9 +57,18 @@ class ChunkReader {
       if (escape_) escape_ = false;
       else if (c == '\\') escape_ = true;
       else if (c == '"') in_string_ = false;
+      // The lexer keeps a string whole (and the parser copies it): a bound on one string bounds
+      // the memory a small .json.gz inflating to one huge string can take.
+      if (in_string_ && ++string_bytes_ > kMaxStringBytes)
+        throw ImportError(file_, at_byte(consumed_ - string_bytes_),
+                          "a string longer than " + std::to_string(kMaxStringBytes >> 20) +
+                              " MiB: not a trace torch.profiler writes (hookscope reads strings up to that size)");
       return;
     }
-    if (c == '"') in_string_ = true;
+    if (c == '"') {
+      in_string_ = true;
+      string_bytes_ = 0;
+    }
     if (!is_blank(c)) return;
     while (!at_end() && is_blank(current())) {
       ++pos_;
@@ -98,6 +107,7 @@ class ChunkReader {
   std::function<void(uint64_t, uint64_t)> progress_;
   gzFile gz_ = nullptr;
   bool in_string_ = false, escape_ = false;  // where the bytes handed on so far end
+  uint64_t string_bytes_ = 0;                 // of the string being handed on
   std::vector<char> buf_;
   size_t pos_ = 0, len_ = 0;
   uint64_t consumed_ = 0, total_ = 0;

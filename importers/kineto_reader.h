@@ -48,13 +48,18 @@ inline constexpr size_t kMaxMetadataNodes = 100000;
 /// that a value the import keeps in RUNS.results (the `hookscope` object of an exported trace)
 /// stays readable there.
 inline constexpr size_t kMaxValueDepth = 256;
+/// The longest string of the trace, bytes (of its JSON text): nlohmann's lexer holds a string
+/// whole and the parser copies it, so a small .json.gz inflating to one huge string would take
+/// gigabytes. torch.profiler's longest (a Python stack, an op's args) are far below it.
+inline constexpr uint64_t kMaxStringBytes = uint64_t{64} << 20;
 
 /// Reads `file` (plain JSON, or gzip-compressed JSON: detected from the content).
 /// Throws ImportError naming the file and the byte offset (in the decompressed text) for a
 /// file that cannot be opened, a truncated gzip stream, text that is not JSON or ends early,
 /// a top level that is neither an object with `traceEvents` nor an array of events, an
 /// event whose `ts` / `dur` is not a number (or does not fit int64 ns), and a value nested
-/// deeper than kMaxValueDepth ("traceEvents[12].args: JSON nested deeper than 256 levels").
+/// deeper than kMaxValueDepth ("traceEvents[12].args: JSON nested deeper than 256 levels") or
+/// a string longer than kMaxStringBytes.
 void read_chrome_trace(const std::filesystem::path& file, const TraceCallbacks& callbacks);
 
 /// A decimal number of µs as JSON writes it ("5243847375771.562", "12", "1.5e3", "-0.25") in

@@ -429,6 +429,12 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
            "\\n'; printf '{\"type\":\"fatal\",\"error\":\"boom \\\\u001b[2J\"}\\n' >&3",
        {"failed: boom \\x1b[2J", "\\x1b]0;pwned\\x07 \\u202e"}},
       {"log-only", "printf 'Traceback " + nasty + "\\n' >&2; exit 3", {"ended, exit status 3:", "Traceback \\x1b[31mred"}},
+      {"endless-line", "head -c 70000000 /dev/zero | tr '\\0' x >&3; cat >/dev/null",
+       {"printed a reply line longer than 64 MiB without a newline"}},
+      {"missing-trace",
+       "echo '{\"type\":\"result\",\"id\":\"c0\",\"status\":\"ok\",\"out_dir\":\"/nonexistent/dir\","
+       "\"trace\":\"trace-c0.json\"}' >&3; cat >/dev/null",
+       {"sent a result for c0 naming its trace '/nonexistent/dir/trace-c0.json', which does not exist"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

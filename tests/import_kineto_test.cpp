@@ -818,6 +818,22 @@ TEST(ImportKinetoCli, ADeepTraceFailsCleanlyAndOneAtTheBoundReadsBack) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// One string longer than the importer reads (a small .json.gz can inflate to a gigabyte of one
+// string, which the JSON lexer would hold whole): refused naming the byte it starts at, exit 1,
+// nothing left behind.
+TEST(ImportKinetoCli, AStringPastTheBoundIsRefusedNamingWhereItStarts) {
+  const fs::path dir = test::scratch_dir("import_kineto_long_string");
+  const std::string head = R"({"ph": "X", "cat": "cpu_op", "name": ")";
+  write(dir / "long.json", trace_of(kOp, head + std::string(importers::kineto::kMaxStringBytes + 1, 'a') +
+                                             R"(", "pid": 1, "tid": 1, "ts": 20, "dur": 1})"));
+  const fs::path out = dir / "out.sqlite";
+  auto r = test::hookscope({"import", (dir / "long.json").string(), "-o", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, (dir / "long.json").string() + ": byte ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "a string longer than 64 MiB")) << r.err;
+  EXPECT_EQ(others(dir, {"long.json"}), std::set<std::string>{}) << "no output, lock or partial file";
+}
+
 // A byte count a capture refuses (negative, past int64, not an integer) is refused by the
 // import, naming the event and the field: -100 was kept (stats printed it) and 2^70 stored as 0.
 TEST(ImportKineto, ByteCountsACaptureRefusesAreRefusedNamingTheEventAndField) {
