@@ -279,9 +279,23 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+namespace {
+/// `p` with a final symbolic link followed even when what it points to does not exist yet
+/// (weakly_canonical stops at a dangling link, and writing through it creates its target).
+std::filesystem::path through_links(std::filesystem::path p) {
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec)); ++hops) {
+    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p;
+}
+}  // namespace
+
 bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer) {
   std::error_code ec;
-  const std::string i = std::filesystem::weakly_canonical(inner, ec).string();
+  const std::string i = std::filesystem::weakly_canonical(through_links(inner), ec).string();
   const std::string o = std::filesystem::weakly_canonical(outer, ec).string();
   if (o.empty() || i.size() < o.size() || i.compare(0, o.size(), o) != 0) return false;
   return i.size() == o.size() || o.back() == '/' || i[o.size()] == '/';

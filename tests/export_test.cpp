@@ -685,6 +685,7 @@ TEST(ExportCli, NoCommandWritesIntoTheCapturedModelsFolder) {
   const std::vector<std::string> before = listing();
   const fs::path dir = hs::test::scratch_dir("model-folder-outputs");
   fs::create_directory_symlink(model, dir / "model-link");
+  fs::create_symlink(model / "not-yet.md", dir / "dangling.md");  // writing through it would create the target
   const std::string run = std::to_string(capture().runs.front());
   const std::vector<std::vector<std::string>> commands = {
       {"report", db, "--markdown", (dir / "r.md").string(), "--assets", model.string()},
@@ -692,6 +693,7 @@ TEST(ExportCli, NoCommandWritesIntoTheCapturedModelsFolder) {
       {"report", db, "--markdown", (dir / "r.md").string(), "--assets", (dir / "model-link" / "assets").string()},
       {"report", db, "--markdown", (model / "report.md").string()},
       {"report", db, "--html", (dir / "model-link" / "report.html").string()},
+      {"report", db, "--markdown", (dir / "dangling.md").string()},
       {"stats", db, "-o", (model / "s").string()},
       {"stats", db, "--format", "csv", "-o", (model / "s").string()},
       {"export", db, "--run", "all", "-o", model.string()},
