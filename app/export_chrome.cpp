@@ -466,8 +466,10 @@ void ChromeExporter::dynamo_breaks() {
     args.str("gb_code", b.gb_code).str("gb_type", b.gb_type).str("reason", b.reason).str("user_frame", b.user_frame);
     args.str("compile_id", b.compile_id).num("attempt", b.attempt).raw("frame_skipped", b.frame_skipped ? "true" : "false");
     args.num("log_line", b.log_line);
-    w_.instant("cpu_instant_event", RangeName("dynamo_graph_break").kv("gb_code", b.gb_code).kv("function", importers::named_function(b.reason)).str(), pid, tid,
-               *b.time_ns, args);
+    RangeName name("dynamo_graph_break");
+    name.kv("gb_code", b.gb_code.empty() ? std::string_view("-") : std::string_view(b.gb_code));
+    if (const std::string f = importers::named_function(b.reason); !f.empty()) name.kv("function", f);
+    w_.instant("cpu_instant_event", name.str(), pid, tid, *b.time_ns, args);
   }
 }
 

@@ -336,6 +336,9 @@ std::vector<TlRow> plan_rows(const ui::RunTimeline& tl, const ui::TimeView& view
         for (const auto& b : r.levels.back()) elements += 2 + (b.x1 - b.x0 >= 30 ? 1 : 0);
       }
       for (const auto& s : t.instants) {
+        // An instant outside the drawn time range (a Dynamo break logged before the profiled
+        // generate) is not drawn: a static picture cannot be zoomed out to it.
+        if (s.start_ns < view.start_ns || s.start_ns > view.end_ns()) continue;
         const float x = view.x_of(static_cast<double>(s.start_ns));
         if (!r.marks.empty() && x - r.marks.back().first < min_px) ++r.marks.back().second;
         else r.marks.push_back({x, 1});

@@ -127,6 +127,16 @@ json policy_speedup(const json& before_run, const json& after_run, const std::st
       j.why = d->why + "; without per-round speed-ups the policies' compiled decode cannot be told from that drift";
     }
   }
+  // Too few rounds to judge drift, but eager plainly moved between the two cells: said, since
+  // the raw ratio then reflects the machine as much as the policies.
+  if (!d && eb && ea && eb->median > 0 && ea->median > 0) {
+    const double moved = ea->median / eb->median;
+    if (moved > 1.5 || moved < 1 / 1.5)
+      j.why += (j.why.empty() ? "" : "; ") + std::string("eager itself moved ") +
+               fmt(moved >= 1 ? moved : 1 / moved, "%.1f") + "× between the two cells (" + before + " " +
+               fmt(eb->median, "%.2f") + ", " + after + " " + fmt(ea->median, "%.2f") +
+               " ms/token): the raw ratio reflects the machine as much as the policies";
+  }
   out["verdict"] = measurement::verdict_name(j.verdict);
   out["why"] = j.why;
   return out;
@@ -258,7 +268,8 @@ std::vector<Claim> one_policy_diagnosis(const json& v, const Markup& m) {
     claims.push_back({"fullgraph=True " + t + " under " + m.code(policy), fg});
   }
   const std::string other = policy == "offload-only" ? "whole-hook" : "offload-only";
-  claims.push_back({"only " + m.code(policy) + " was captured: " + m.code("hookscope capture --policies " +
+  claims.push_back({"no " + m.code(other) + " run of this scenario and mode in the capture (not captured, or failed): " +
+                        m.code("hookscope capture --policies " +
                                                                           (other == "whole-hook" ? other + "," + policy
                                                                                                  : policy + "," + other)) +
                         " runs the comparison",

@@ -308,6 +308,24 @@ TEST(Facts, AResultAgainstTheHypothesisIsSaid) {
       << claims.back().text;
 }
 
+// One round per cell cannot judge eager's drift, but eager moving 3× between the two cells is
+// said beside the raw ratio.
+TEST(Facts, EagerMovingBetweenTheCellsIsSaidEvenWhenNotJudged) {
+  json report{{"runs", json::array()}};
+  json b = made_up_run(2, "whole-hook", "default", {12}, 22), a = made_up_run(4, "offload-only", "default", {30}, 0);
+  b["eager_decode_ms_per_token"] = b["decode_ms_per_token"];
+  b["eager_decode_ms_per_token"]["median"] = 10.0;
+  a["eager_decode_ms_per_token"] = a["decode_ms_per_token"];
+  a["eager_decode_ms_per_token"]["median"] = 30.0;
+  report["runs"] = {b, a};
+  const json v = hs::facts::scenario_verdicts(report);
+  ASSERT_EQ(v.size(), 1u);
+  const std::string why = v[0]["policy_speedup"]["why"];
+  EXPECT_NE(why.find("eager itself moved 3.0× between the two cells (whole-hook 10.00, offload-only 30.00 ms/token)"),
+            std::string::npos)
+      << why;
+}
+
 // A capture of one policy still opens with a verdict: what its compiled run did against eager,
 // its breaks, and the command that runs the comparison.
 TEST(Facts, OnePolicyGetsItsVerdictAndTheCommandForTheComparison) {
@@ -326,7 +344,8 @@ TEST(Facts, OnePolicyGetsItsVerdictAndTheCommandForTheComparison) {
       << claims[0].text;
   EXPECT_EQ(claims[0].runs, (std::vector<int64_t>{2}));
   EXPECT_EQ(claims[1].text,
-            "only `whole-hook` was captured: `hookscope capture --policies whole-hook,offload-only` runs the comparison");
+            "no `offload-only` run of this scenario and mode in the capture (not captured, or failed): `hookscope "
+            "capture --policies whole-hook,offload-only` runs the comparison");
 }
 
 }  // namespace

@@ -734,7 +734,7 @@ TEST(TraceTimeline, DynamoGraphBreaksAreInstantsOnTheThreadThatCompiled) {
   EXPECT_EQ(main.os_tid, 4243);
   EXPECT_EQ(lanes(main), (std::vector<Lane>{Lane::Hooks, Lane::Regions, Lane::DynamoBreaks, Lane::CpuOps,
                                             Lane::PythonStack, Lane::CudaApi}));
-  const Track& breaks = track(main, "Dynamo graph breaks (1 before 0 s: zoom out)");
+  const Track& breaks = track(main, "Dynamo breaks (1 < 0 s)");
   ASSERT_EQ(breaks.instants.size(), 2u);
   EXPECT_EQ(breaks.instants[0].start_ns, -storage::kDynamoBreakBefore);
   EXPECT_EQ(breaks.instants[1].start_ns, storage::kDynamoBreakAt);

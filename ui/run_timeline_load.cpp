@@ -800,7 +800,7 @@ void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
   // negative times, left of where the view opens.
   lanes->dynamo_name = lane_name(Lane::DynamoBreaks);
   if (tl.dynamo_breaks_before)
-    lanes->dynamo_name += " (" + std::to_string(tl.dynamo_breaks_before) + " before 0 s: zoom out)";
+    lanes->dynamo_name = "Dynamo breaks (" + std::to_string(tl.dynamo_breaks_before) + " < 0 s)";
 }
 
 /// The host rows sorted onto their threads' lanes; `root_forward` are the root module's

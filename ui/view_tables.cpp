@@ -196,6 +196,7 @@ namespace {
 /// (importers::dynamo_summary's break_reasons: the same groups explain prints).
 struct LogBreak {
   std::string gb_code, function, gb_type, reason, user_frame;
+  std::string group_reason;  ///< the group's whole reason (addresses written "0x…"): its key
   std::string module_calls;  ///< "self.embed_tokens ×8 (modeling_llama.py:370 in forward), ..., +4 more"
   int64_t count = 0, frames_skipped = 0;
 };
@@ -226,7 +227,7 @@ std::vector<LogBreak> log_breaks(const nlohmann::json& results) {
     for (const auto& g : results["log_break_reasons"]) {
       const std::string reason = str(g, "reason");
       out.push_back({str(g, "gb_code"), importers::named_function(reason), str(g, "gb_type"), reason.substr(0, reason.find('\n')),
-                     str(g, "user_frame"), module_calls_text(g), g.value("count", int64_t{0}),
+                     str(g, "user_frame"), reason, module_calls_text(g), g.value("count", int64_t{0}),
                      g.value("frame_skipped", int64_t{0})});
     }
   return out;
@@ -281,8 +282,8 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
   const LogBreak& g = rows[*clicked];
   const auto& records = m_timeline[0]->dynamo_breaks;
   for (uint32_t i = 0; i < records.size(); ++i)
-    if (records[i].gb_code == g.gb_code && records[i].user_frame == g.user_frame &&
-        records[i].gb_type == g.gb_type) {
+    if (records[i].gb_code == g.gb_code && records[i].user_frame == g.user_frame && records[i].gb_type == g.gb_type &&
+        importers::without_addresses(records[i].reason) == g.group_reason) {
       Focus(0, Source::DynamoBreak, i);
       return;
     }
