@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "app/cli_util.h"
+#include "facts/breaks.h"
 #include "importers/dynamo_summary.h"
 #include "storage/run_results.h"
 
@@ -365,7 +366,10 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
     (w.onload ? t.onload_ns : t.offload_ns) += w.total_ns;
   }
   t.recorded_disabled_scope_entries = d.rd.count("GRAPH_BREAKS", d.run);
-  t.log_graph_break_records = static_cast<int64_t>(d.rd.dynamo_graph_breaks(d.run).size());
+  // The run's break facts' figure (facts/breaks.h): the log's rows, or for an imported export
+  // the count its trace carried — what report and explain say for the same run.
+  const nlohmann::json f = facts::break_facts(d.rd, d.rd.run(d.run));
+  t.log_graph_break_records = f["log_graph_break_records"].is_number() ? f["log_graph_break_records"].get<int64_t>() : 0;
 }
 
 RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
@@ -499,7 +503,8 @@ const std::vector<ReportSpec>& specs() {
       {"graph_breaks",
        "Graph-break records of the compile log (source log: gb code, user frame) and disabled-scope entries recorded "
        "(source libtorch: function, module), by site, over the whole run",
-       "no graph-break records (no compile log) and no disabled-scope entries recorded",
+       "no graph-break records in this file (no compile log; an imported hookscope export carries only their "
+       "grouped summary, which report and explain list) and no disabled-scope entries recorded",
        {"source", "site", "where", "count", "reason"},
        [](const RunStats& st) {
          return map_rows(st.graph_breaks,

@@ -225,6 +225,14 @@ TEST(Facts, TheChromeExportCarriesTheFactsAndImportGivesThemBack) {
     for (const char* k : kBreakFacts) EXPECT_EQ(b[k], run[k]) << "after the round trip: " << k;
     EXPECT_EQ(b["break_reasons"], run["break_reasons"]);
     EXPECT_EQ(b["log_break_reasons"], run["log_break_reasons"]);
+    // stats' totals say the same as the run's facts, the log's rows being left behind.
+    const fs::path st = c.dir / ("back-stats-" + id_of(run) + ".json");
+    r = hookscope({"stats", back.string(), "--format", "json", "-o", st.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json sr = hs::test::read_json(st)["runs"].at(0);
+    EXPECT_EQ(sr["totals"]["log_graph_break_records"], sr["breaks"]["log_graph_break_records"].is_null()
+                                                           ? json(0)
+                                                           : sr["breaks"]["log_graph_break_records"]);
   }
 }
 
