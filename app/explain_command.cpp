@@ -161,8 +161,13 @@ void print_doc(const json& d, std::ostream& out) {
         << num(d, "recorded_disabled_scope_entries") << "\n";
   }
   if (from == "torch._dynamo.explain" || from == "log") {
-    out << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
-        << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
+    if (d["recompiles"].is_number() || d["frames_skipped"].is_number())
+      out << "Frames Skipped (ran eagerly): " << num(d, "frames_skipped") << "\nRecompiles: " << num(d, "recompiles")
+          << "\nRecompile Limit Hits: " << num(d, "recompile_limit_hits") << "\n";
+    else  // an imported log: its own counts, under its own names
+      out << "In the log: " << num(d, "log_frames_skipped") << " compiles skipped or failed (ran eagerly), "
+          << num(d, "log_recompiles") << " recompile_reasons, " << num(d, "log_recompile_limit_hits")
+          << " recompile-limit failures (Dynamo's own counters are not in a log)\n";
     if (d["log_compiles"].is_number()) {
       out << "Over the whole run (TORCH_TRACE log: every compile, recompiles for new shapes included): "
           << num(d, "log_graphs") << " graphs in " << num(d, "log_compiles") << " compiles, "

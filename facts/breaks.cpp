@@ -72,10 +72,13 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
     f["disabled_scope_entries"] = legacy ? res["graph_break_count"] : res["disabled_scope_entries"];
     f["captured_regions"] = number_or_null(res, "captured_regions");
   }
-  // Over the compiled run: the compile metrics the torch engine read, else the log's.
+  // Over the compiled run: the compile metrics the torch engine read (else, for a torch run
+  // recorded before it read them, the log's). An imported log's counts stay under log_*: they
+  // count a recompile-limit failure as a recompile and a skipped frame, which Dynamo's counters
+  // do not, so Dynamo's names would read differently for the same run.
   for (const char* k : {"recompiles", "frames_skipped", "recompile_limit_hits"}) {
     const json mine = imported ? json(nullptr) : number_or_null(res, k);
-    f[k] = !mine.is_null() ? mine : f["log_" + std::string(k)];
+    f[k] = !mine.is_null() || imported ? mine : f["log_" + std::string(k)];
   }
   f["recorded_disabled_scope_entries"] = rd.count("GRAPH_BREAKS", rec.id);
   if (explained) f["breaks_source"] = "dynamo";

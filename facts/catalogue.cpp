@@ -19,7 +19,7 @@ const std::vector<Fact>& catalogue() {
        "user-visible reason lists none)"},
       {"recompiles", "recompiles", "count", "Dynamo's compilation metrics",
        "frame compiles Dynamo started because a guard of an earlier compile failed, over the compiled run "
-       "(every generate of the cell; an imported run: the log's recompile_reasons)"},
+       "(every generate of the cell; none for an imported log, whose recompile_reasons are log_recompiles)"},
       {"frames_skipped", "frames skipped", "count", "Dynamo's compilation metrics",
        "frames Dynamo gave up compiling, which then ran eagerly (e.g. a graph break in a loop, GB7000), over the "
        "compiled run"},
