@@ -41,7 +41,6 @@ measurement::LatencySamples samples_of(const json& reply, const char* key) {
   return out;
 }
 
-// The driver as an error names it: its policy, the --python that runs it and its log.
 /// The profiler trace a driver's result names when it is not on disk, as "its trace 'PATH'";
 /// "" when it is there or none is named. (A missing TORCH_TRACE folder stays a diagnostic of the
 /// import: torch writes the log lazily, a run without compiles may have none.)
@@ -58,6 +57,7 @@ std::string missing_recording(const json& reply) {
   return "";
 }
 
+// The driver as an error names it: its policy, the --python that runs it and its log.
 std::string driver_named(const std::string& policy, const fs::path& python, const fs::path& log) {
   return "the torch driver (" + policy + "; --python " + python.string() + ", log " + log.string() + ")";
 }
