@@ -212,9 +212,9 @@ std::string module_calls_text(const nlohmann::json& g) {
     calls.emplace_back(n, str("callee") + " \u00d7" + std::to_string(n) + " (" + str("site") + ")");
   }
   std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string out;  // the three most frequent; the rest counted
-  for (size_t i = 0; i < calls.size() && i < 3; ++i) out += (out.empty() ? "" : ", ") + calls[i].second;
-  if (calls.size() > 3) out += ", +" + std::to_string(calls.size() - 3) + " more";
+  std::string out;  // the two most frequent (the column stays narrow enough for the reason); the rest counted
+  for (size_t i = 0; i < calls.size() && i < 2; ++i) out += (out.empty() ? "" : ", ") + calls[i].second;
+  if (calls.size() > 2) out += ", +" + std::to_string(calls.size() - 2) + " more";
   return out;
 }
 
