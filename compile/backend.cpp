@@ -1,28 +1,13 @@
 #include "compile/backend.h"
 
-#include <mutex>
 #include <stdexcept>
 
 #include "compile/guards.h"
 
 namespace hs::compile {
 
-namespace {
-std::mutex g_factory_mu;
-CudaGraphsBackendFactory g_cudagraphs_factory;
-}  // namespace
-
-void set_cudagraphs_backend_factory(CudaGraphsBackendFactory factory) {
-  std::lock_guard<std::mutex> lock(g_factory_mu);
-  g_cudagraphs_factory = std::move(factory);
-}
-
-bool has_cudagraphs_backend() {
-  std::lock_guard<std::mutex> lock(g_factory_mu);
-  return static_cast<bool>(g_cudagraphs_factory);
-}
-
-BackendChoice select_backend(const std::string& requested, const std::vector<c10::IValue>& inputs) {
+BackendChoice select_backend(const std::string& requested, const std::vector<c10::IValue>& inputs,
+                             const CudaGraphsBackendFactory& cudagraphs) {
   BackendChoice out;
   if (requested == "eager") {
     out.backend = std::make_shared<EagerRegionBackend>();
@@ -46,21 +31,16 @@ BackendChoice select_backend(const std::string& requested, const std::vector<c10
   if (out.diagnostics.empty() && !any_tensor && !torch::cuda::is_available())
     out.diagnostics.push_back("skipping cudagraphs due to cpu device (no CUDA device in this process)");
   if (out.diagnostics.empty()) {
-    CudaGraphsBackendFactory factory;
-    {
-      std::lock_guard<std::mutex> lock(g_factory_mu);
-      factory = g_cudagraphs_factory;
-    }
-    if (factory) {
-      if (auto backend = factory(inputs)) {
+    if (cudagraphs) {
+      if (auto backend = cudagraphs(inputs)) {
         out.backend = std::shared_ptr<RegionBackend>(std::move(backend));
         return out;
       }
-      out.diagnostics.push_back("skipping cudagraphs: the registered CUDA-graph backend declined these inputs");
+      out.diagnostics.push_back("skipping cudagraphs: the given CUDA-graph backend declined these inputs");
     } else {
       out.diagnostics.push_back(
-          "skipping cudagraphs: no CUDA-graph region backend is registered in this build "
-          "(hs::compile::set_cudagraphs_backend_factory); regions run on the eager backend");
+          "skipping cudagraphs: no CUDA-graph region backend was given "
+          "(hs::compile::CompileOptions::cudagraphs_backend); regions run on the eager backend");
     }
   }
   out.backend = std::make_shared<EagerRegionBackend>();

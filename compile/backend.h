@@ -12,9 +12,10 @@
 //  - `cudagraphs` (NOT implemented here: this header is its seam). On a GPU each region would
 //    be recorded once with `at::cuda::CUDAGraph` and replayed afterwards, with the disabled
 //    scopes replayed eagerly between graphs and inputs copied into static buffers (Inductor's
-//    cudagraph trees for `mode="reduce-overhead"`). A GPU build registers its implementation
-//    with `set_cudagraphs_backend_factory`; whether replay can skip the region's host code is
-//    that implementation's design question. Until one is registered, or whenever a region's
+//    cudagraph trees for `mode="reduce-overhead"`). A GPU build hands its implementation to
+//    each compiled function that should use it (`CompileOptions::cudagraphs_backend`, a
+//    factory: nothing is registered process-wide); whether replay can skip the region's host
+//    code is that implementation's design question. Without one, or whenever a region's
 //    inputs live on the CPU (emulated accelerators included), the engine falls back to the
 //    eager backend and records why, with Inductor's words:
 //        skipping cudagraphs due to cpu device (args[0])
@@ -67,22 +68,23 @@ inline constexpr std::string_view kEagerBackendNote =
     "backend 'eager': regions run as plain ATen calls; capture records graph structure and timing only "
     "- nothing is fused or sped up (LibTorch has no CPU fuser)";
 
-/// Builds a CUDA-graph region backend for a new cache entry whose tensor inputs are `inputs`.
+/// The GPU implementation of `cudagraphs`: builds a CUDA-graph region backend for a new cache
+/// entry whose tensor inputs are `inputs` (or returns null to decline them). Called on the
+/// thread of the compiled call that creates the entry.
 using CudaGraphsBackendFactory =
     std::function<std::unique_ptr<RegionBackend>(const std::vector<c10::IValue>& inputs)>;
-/// Registers (or, with an empty function, removes) the GPU implementation of `cudagraphs`.
-void set_cudagraphs_backend_factory(CudaGraphsBackendFactory factory);
-bool has_cudagraphs_backend();
 
 /// The backend for a new cache entry. `requested` is "eager" or "cudagraphs" (anything else
 /// throws std::invalid_argument naming it). For "cudagraphs" with a tensor input on the CPU
 /// the result is the eager backend plus the diagnostic
-/// "skipping cudagraphs due to cpu device (<arg>)"; with no GPU implementation registered it
-/// is the eager backend plus a diagnostic saying so.
+/// "skipping cudagraphs due to cpu device (<arg>)" (`cudagraphs` is then never called); with
+/// no GPU implementation given (`cudagraphs` empty), or one that declines the inputs, it is the
+/// eager backend plus a diagnostic saying so.
 struct BackendChoice {
   std::shared_ptr<RegionBackend> backend;
   std::vector<std::string> diagnostics;
 };
-BackendChoice select_backend(const std::string& requested, const std::vector<c10::IValue>& inputs);
+BackendChoice select_backend(const std::string& requested, const std::vector<c10::IValue>& inputs,
+                             const CudaGraphsBackendFactory& cudagraphs = {});
 
 }  // namespace hs::compile

@@ -2,7 +2,6 @@
 
 #include <ATen/record_function.h>
 
-#include <atomic>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -137,11 +136,6 @@ std::string ExplainOutput::str() const {
 
 namespace {
 
-// Captures run one at a time: a CompiledFunction's cache is shared by every thread that calls
-// it. Frame ids number compiled functions in creation order, as Dynamo numbers frames.
-std::mutex g_capture_mu;
-std::atomic<int> g_next_frame{0};
-
 // Receives scope entries/exits and ATen op starts for one compiled call; writes into `result`.
 // While the call runs it is the runtime's scope observer, which is how the ATen callbacks
 // (plain function pointers) find it.
@@ -206,7 +200,8 @@ class Capture final : public hooks::DisabledScopeObserver {
 
  private:
   void record_enter(std::string_view function, std::string_view module, int depth) {
-    // The observer is process-wide: scopes on other threads are not part of this capture.
+    // A runtime is driven by one thread at a time: a scope another thread opens in it is not
+    // part of this capture.
     if (std::this_thread::get_id() != thread_ || depth != 1 || !open_) return;
     const int64_t t = now_ns();
     BreakRecord b;
@@ -305,9 +300,12 @@ struct CompiledFunction::State {
     std::shared_ptr<RegionBackend> backend;
     std::vector<std::string> backend_diagnostics;
   };
+  // Held for the whole of a captured call (and by reset()): the copies of one compiled
+  // function, on any thread, share what follows, including each entry's region backend.
+  std::mutex mu;
   Function fn;
   CompileOptions options;
-  int frame_id = 0;
+  int frame_id = -1;  // from the runtime of the first compile (Runtime::next_compile_frame)
   std::vector<Entry> entries;
   std::vector<RecompileRecord> recompiles;
   std::vector<std::string> diagnostics;
@@ -327,7 +325,6 @@ CompiledFunction::CompiledFunction(Function fn, CompileOptions options) : state_
     throw std::invalid_argument("cache_size_limit must be >= 1, got " + std::to_string(options.cache_size_limit));
   state_->fn = std::move(fn);
   state_->options = std::move(options);
-  state_->frame_id = g_next_frame.fetch_add(1);
 }
 
 c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs) {
@@ -365,7 +362,7 @@ c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs)
     return run_plain();
   }
 
-  std::unique_lock<std::mutex> lock(g_capture_mu);
+  std::lock_guard<std::mutex> lock(st.mu);
 
   // Guards: newest entry first, as Dynamo's cache lookup.
   const InputSignature sig = signature_of(inputs);
@@ -403,7 +400,8 @@ c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs)
       st.diagnostics.push_back(warning);
       return run_plain();
     }
-    BackendChoice choice = select_backend(st.requested_backend(), inputs);
+    if (st.frame_id < 0) st.frame_id = rt.next_compile_frame();
+    BackendChoice choice = select_backend(st.requested_backend(), inputs, st.options.cudagraphs_backend);
     st.entries.push_back({sig, choice.backend, choice.diagnostics});
     for (const auto& d : choice.diagnostics) st.diagnostics.push_back(d);
     entry = static_cast<int>(st.entries.size()) - 1;
@@ -476,7 +474,7 @@ const std::vector<RecompileRecord>& CompiledFunction::recompile_log() const { re
 const std::vector<std::string>& CompiledFunction::diagnostics() const { return state_->diagnostics; }
 
 void CompiledFunction::reset() {
-  std::lock_guard<std::mutex> lock(g_capture_mu);
+  std::lock_guard<std::mutex> lock(state_->mu);
   state_->entries.clear();
   state_->recompiles.clear();
   state_->diagnostics.clear();

@@ -51,10 +51,16 @@
 //  - A call made while the thread is inside a compiler-disabled scope runs eagerly
 //    (torch.compiler.disable is recursive); a compiled call made from inside another compiled
 //    call on the same thread is inlined into the outer capture (as Dynamo inlines).
-//  - One capture at a time per process: compiled calls on different threads are serialised.
-//    Scope entries from other threads are ignored. The engine's observer replaces the
-//    runtime's `scopes().observer` only for the call and forwards every entry and exit to the
-//    one it replaced (chained), then restores it.
+//  - Threads: a capture lives in the calling thread's runtime (its `scopes().observer`) and in
+//    a thread-local ATen callback, so threads that each drive their own runtime capture at the
+//    same time. What is shared is the compiled function (its copies share one cache, the
+//    entries' region backends, the recompile log and the last result): its captured calls are
+//    serialised by the function's own lock, held for the whole call. A runtime is driven by
+//    one thread at a time; scope entries from another thread are not part of the capture.
+//    The engine's observer replaces the runtime's `scopes().observer` only for the call and
+//    forwards every entry and exit to the one it replaced (chained), then restores it.
+//  - Frame ids ("0" of "0/1") number compiled functions in the order they first compile in a
+//    runtime (`Runtime::next_compile_frame`), as Dynamo numbers frames at their first compile.
 #pragma once
 
 #include <cstdint>
@@ -91,6 +97,10 @@ struct CompileOptions {
   int cache_size_limit = 8;
   /// The function's name in messages ("Recompiling function forward", "function: 'forward'").
   std::string name = "fn";
+  /// The GPU implementation of backend "cudagraphs" for this function's cache entries (see
+  /// compile/backend.h); empty: none (this build has none), so cudagraphs requests fall back to
+  /// the eager backend and say why.
+  CudaGraphsBackendFactory cudagraphs_backend = {};
 };
 
 /// Dynamo's graph-break type for a call into a compiler-disabled function (registry GB0098).
@@ -207,7 +217,10 @@ class FailOnRecompileLimitHit : public std::runtime_error {
 using Function = std::function<c10::IValue(const std::vector<c10::IValue>& inputs)>;
 
 /// A compiled function (copies share one cache, as one torch.compile'd callable would).
-/// Not thread-safe on its own; calls are serialised process-wide while capturing.
+/// Its captured calls (modes default and reduce-overhead), from any thread and any copy, are
+/// serialised by the function's own lock; calls that capture nothing (mode eager, a call
+/// inlined into an enclosing capture or made inside a disabled scope) take no lock, so make
+/// those from one thread at a time.
 class CompiledFunction {
  public:
   CompiledFunction(Function fn, CompileOptions options);
@@ -231,8 +244,9 @@ class CompiledFunction {
   /// Every diagnostic emitted so far, once per occurrence (backend fallbacks at compile time,
   /// recompile-limit hits, eager runs inside disabled scopes).
   const std::vector<std::string>& diagnostics() const;
-  /// Drops the cache, counters and diagnostics (torch._dynamo.reset for this function).
-  /// Must not be called from inside a compiled call (it waits for the capture lock).
+  /// Drops the cache, counters and diagnostics (torch._dynamo.reset for this function; its
+  /// frame id stays). Must not be called from inside a call of this function (it waits for the
+  /// function's lock).
   void reset();
 
   struct State;

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -169,19 +168,35 @@ void fsync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
+/// Creates a new temporary file in `dir` for writing (O_EXCL: never an existing one) and sets
+/// `tmp` to its path: ".hs-offload-<pid>-<tid>.tmp", or "...-<tid>-<k>.tmp" for k = 1, 2, ...
+/// past names taken. A thread writes one file at a time and removes or renames its temporary
+/// before it returns, so pid and thread id make the name unique among the live writers of this
+/// process (thread ids are unique on the host, too); k only steps past a stray temporary that a
+/// crashed process with the same ids left behind, or a writer in another pid namespace sharing
+/// the folder. No counter is kept anywhere.
+int create_temporary(const fs::path& dir, fs::path& tmp, const std::string& what) {
+  const std::string stem = ".hs-offload-" + std::to_string(::getpid()) + "-" + std::to_string(::gettid());
+  constexpr int kAttempts = 1000;
+  int err = 0;
+  for (int k = 0; k < kAttempts; ++k) {
+    tmp = dir / (stem + (k ? "-" + std::to_string(k) : std::string()) + ".tmp");
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) return fd;
+    err = errno;
+    if (err != EEXIST) break;
+  }
+  fail("cannot write " + what + ": creating a temporary file in " + dir.string() + " failed: " +
+       (err == EEXIST ? std::to_string(kAttempts) + " names " + stem + "*.tmp are taken" : errno_str(err)));
+}
+
 /// Writes `data` to `target` through a temporary file in the same folder: write, fsync, rename.
 /// A crash leaves either the old file, the complete new file, or a stray temporary.
 void write_file_atomic(const fs::path& target, const void* data, size_t n, const std::string& what) {
-  static std::atomic<uint64_t> counter{0};
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
-  fs::path tmp = dir / (".hs-offload-" + std::to_string(::getpid()) + "-" +
-                        std::to_string(counter.fetch_add(1)) + ".tmp");
-  int raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (raw < 0)
-    fail("cannot write " + what + ": creating a temporary file in " + dir.string() + " failed: " +
-         errno_str(errno));
-  Fd fd(raw);
+  fs::path tmp;
+  Fd fd(create_temporary(dir, tmp, what));
   auto cleanup_fail = [&](const std::string& msg) {
     int err = errno;
     ::close(fd.release());

@@ -13,16 +13,24 @@
 //   - the compile policy and the compiler-disabled scopes' depth and observer
 //     (`scopes()`, hooks/compiler_disable.h);
 //   - the logger for accelerate's warnings and info lines;
-//   - the move guards `dispatch_model` sets.
+//   - the move guards `dispatch_model` sets;
+//   - the emulated compiler's frame counter (`next_compile_frame`, compile/compile.h).
 // `hookscope capture` and `hookscope plan` build one from their arguments; every test fixture
 // builds a fresh one.
 //
 // The one seam: the hooks cannot take the runtime as an argument, so a runtime is installed on
 // a thread for a scope (`RuntimeScope`) and found with `Runtime::current()`. The per-thread
 // pointer lives in `models::CallContext` (models/module.h), which Runtime extends so that module
-// calls keep their stack in the runtime too. Nothing else in models/, hooks/ or compile/ is
-// global or thread-local. A runtime is driven by one thread at a time: its execution-device
-// stack, scope depth and module call stack describe that thread's calls.
+// calls keep their stack in the runtime too. That pointer is the only mutable global or
+// thread-local state of models/, hooks/ and compile/; the rest is owned by a runtime or by an
+// object passed explicitly: a compiled function owns its cache and the lock that serialises
+// its captured calls, and takes its CUDA-graph backend in its CompileOptions; the offload
+// store's temporary files are named from the process and thread ids, with no counter. What is
+// process-wide besides is constant (the tokenizer's Unicode tables, built once on first use)
+// or torch's own (the ATen op callback a capture adds is thread-local in torch). A runtime is
+// driven by one thread at a time: its execution-device stack, scope depth, module call stack
+// and frame counter describe that thread's calls, so threads that capture at the same time
+// each drive their own runtime.
 //
 // Around an AlignDevicesHook's forward the runtime keeps the device bookkeeping the emulated
 // accelerators need (it decides `device_of`, so it is behaviour, not instrumentation): when the
@@ -141,6 +149,11 @@ class Runtime final : public models::CallContext {
   void set_move_guard(const models::HookableModule& module, bool on);
   bool has_move_guard(const models::HookableModule& module) const;
 
+  /// Dynamo's frame counter, for the emulated compiler (compile/compile.h): 0, 1, 2, ... — each
+  /// compiled function takes the next one when it first compiles in this runtime (the "0" of
+  /// its "0/1" ids).
+  int next_compile_frame() { return next_compile_frame_++; }
+
  private:
   friend class RuntimeScope;
   void unsubscribe(RuntimeSubscriber* s);
@@ -148,6 +161,7 @@ class Runtime final : public models::CallContext {
   // Declared before what subscribes, so it outlives every Subscription member.
   std::vector<RuntimeSubscriber*> subscribers_;
   uint64_t last_external_id_ = 0;  // HookCall::id / compute_id: 1, 2, ... per runtime
+  int next_compile_frame_ = 0;
   DisabledScopes scopes_;
   events::EventSink* sink_ = nullptr;
   std::unique_ptr<DeviceManager> devices_;

@@ -48,8 +48,8 @@ class HookableModule;
 /// runtime on a thread (`hooks::RuntimeScope`) makes it that thread's context. That per-thread
 /// pointer is the only seam between the ported code — whose call signatures mirror Python and
 /// cannot take the run as an argument — and the state of a run; nothing else in models/,
-/// hooks/ or compile/ is global or thread-local. Module calls made with no context installed
-/// keep no stack.
+/// hooks/ or compile/ is mutable global or thread-local state (hooks/runtime.h says what is
+/// process-wide). Module calls made with no context installed keep no stack.
 class CallContext {
  public:
   CallContext(const CallContext&) = delete;

@@ -6,8 +6,12 @@
 // weights are offloaded. Logits must be identical to eager in every mode.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "compile/compile.h"
 #include "hooks/big_modeling.h"
@@ -468,6 +472,136 @@ TEST_F(CompileGuards, CacheSizeLimitFallsBackToEagerOrFailsUnderFullgraph) {
   }
 }
 
+TEST_F(CompileGuards, FrameIdsNumberFunctionsInTheOrderTheyFirstCompileInTheRuntime) {
+  auto body = [](const std::vector<c10::IValue>& in) -> c10::IValue { return at::neg(in.at(0).toTensor()); };
+  auto made_first = compile(body);
+  auto made_second = compile(body);
+  made_second({torch::ones({1})});
+  made_first({torch::ones({1})});
+  EXPECT_EQ(made_second.last_result().frame, "0/0");
+  EXPECT_EQ(made_first.last_result().frame, "1/0");
+  made_first({torch::ones({2})});
+  EXPECT_EQ(made_first.last_result().frame, "1/1");
+  made_first.reset();
+  made_first({torch::ones({2})});
+  EXPECT_EQ(made_first.last_result().frame, "1/0") << "reset drops the entries, not the frame id";
+  auto eager = compile(body, {.mode = Mode::Eager});
+  eager({torch::ones({1})});
+  EXPECT_EQ(eager.last_result().frame, "") << "eager mode compiles nothing and takes no frame id";
+  {
+    hooks::Runtime other{hooks::RuntimeOptions{.log = [](const std::string&, const std::string&) {}}};
+    hooks::RuntimeScope in_other{other};
+    auto f = compile(body);
+    f({torch::ones({1})});
+    EXPECT_EQ(f.last_result().frame, "0/0") << "each runtime counts its own frames";
+  }
+  auto third = compile(body);
+  third({torch::ones({1})});
+  EXPECT_EQ(third.last_result().frame, "2/0");
+}
+
+// ------------------------------------------------------------------ threads
+
+namespace {
+hooks::RuntimeOptions quiet_runtime() {
+  return {.accelerators = 2, .prefer_real = false, .log = [](const std::string&, const std::string&) {}};
+}
+}  // namespace
+
+// Two threads, each driving its own runtime and compiled function, have their captures open at
+// the same time (each function waits inside its capture until the other has begun): nothing
+// process-wide serialises them, and neither counts the other's ops, scopes or events.
+TEST(CompileThreads, CapturesInTheirOwnRuntimesOverlapAndStaySeparate) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0;
+  std::vector<int> met(2, 0);
+  std::vector<CompileResult> results(2);
+  std::vector<std::string> errors(2);
+  std::vector<Sink> sinks(2);
+  auto work = [&](int t) {
+    try {
+      hooks::Runtime rt{quiet_runtime()};
+      hooks::RuntimeScope installed{rt};
+      SinkScope recording(rt, &sinks[t]);
+      auto cf = compile(
+          [&](const std::vector<c10::IValue>& in) -> c10::IValue {
+            {
+              std::unique_lock<std::mutex> lock(mu);
+              ++inside;
+              cv.notify_all();
+              met[t] = cv.wait_for(lock, std::chrono::seconds(30), [&] { return inside == 2; });
+            }
+            return three_regions(in);
+          },
+          {.name = "f" + std::to_string(t)});
+      cf({t23()});
+      results[t] = cf.last_result();
+    } catch (const std::exception& e) {
+      errors[t] = e.what();
+    }
+  };
+  std::thread a(work, 0), b(work, 1);
+  a.join();
+  b.join();
+  for (int t = 0; t < 2; ++t) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    ASSERT_EQ(errors[t], "");
+    EXPECT_TRUE(met[t]) << "the other capture never began while this one was open";
+    const CompileResult& r = results[t];
+    EXPECT_TRUE(r.captured);
+    EXPECT_EQ(r.frame, "0/0") << "each runtime numbers its own frames";
+    EXPECT_EQ(r.region_count(), 3);
+    EXPECT_EQ(r.graph_break_count(), 2);
+    EXPECT_EQ(r.op_count(), 3);
+    EXPECT_EQ(r.ops_outside_regions, 3);
+    EXPECT_EQ(sinks[t].regions.size(), 3u);
+    EXPECT_EQ(sinks[t].breaks.size(), 2u);
+  }
+}
+
+// One compiled function called from several threads (each with its own runtime): its captured
+// calls are serialised by its own lock, so its cache stays one consistent cache.
+TEST(CompileThreads, OneFunctionSharedByThreadsKeepsOneCache) {
+  auto cf = compile(three_regions, {.name = "shared"});
+  const torch::Tensor x33 = torch::arange(9, torch::kFloat).reshape({3, 3});
+  torch::Tensor want23, want33;
+  {
+    hooks::Runtime eager_rt{quiet_runtime()};
+    hooks::RuntimeScope installed{eager_rt};
+    want23 = three_regions({t23()}).toTensor();
+    want33 = three_regions({x33}).toTensor();
+  }
+  constexpr int kThreads = 4, kCalls = 10;
+  std::vector<std::string> errors(kThreads);
+  std::vector<Sink> sinks(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        hooks::Runtime rt{quiet_runtime()};
+        hooks::RuntimeScope installed{rt};
+        SinkScope recording(rt, &sinks[t]);
+        for (int i = 0; i < kCalls; ++i) {
+          const bool small = (i + t) % 2 == 0;
+          torch::Tensor out = cf.call_tensor({small ? t23() : x33});
+          if (!torch::equal(out, small ? want23 : want33)) throw std::runtime_error("wrong output");
+        }
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(errors[t], "") << "thread " << t;
+    EXPECT_EQ(sinks[t].regions.size(), 3u * kCalls) << "thread " << t;
+    EXPECT_EQ(sinks[t].breaks.size(), 2u * kCalls) << "thread " << t;
+  }
+  EXPECT_EQ(cf.cache_entries(), 2);
+  EXPECT_EQ(cf.recompiles(), 1);
+  EXPECT_EQ(cf.last_result().frame.substr(0, 2), "0/");
+}
+
 // ------------------------------------------------------------------ backends
 
 TEST_F(CompileBackends, ReduceOverheadOnCpuSkipsCudagraphs) {
@@ -519,20 +653,15 @@ struct FakeGraphs final : RegionBackend {
   void begin_region(int) override { ++*begun; }
   void end_region(const RegionRecord&) noexcept override {}
 };
-struct FactoryScope {
-  explicit FactoryScope(CudaGraphsBackendFactory f) { set_cudagraphs_backend_factory(std::move(f)); }
-  ~FactoryScope() { set_cudagraphs_backend_factory(nullptr); }
-};
 }  // namespace
 
-TEST_F(CompileBackends, CpuInputsNeverReachARegisteredCudaGraphsBackend) {
+TEST_F(CompileBackends, CpuInputsNeverReachAGivenCudaGraphsBackend) {
   int made = 0, begun = 0;
-  FactoryScope f([&](const std::vector<c10::IValue>&) {
+  CudaGraphsBackendFactory f = [&](const std::vector<c10::IValue>&) {
     ++made;
     return std::make_unique<FakeGraphs>(&begun);
-  });
-  EXPECT_TRUE(has_cudagraphs_backend());
-  auto cf = compile(three_regions, {.mode = Mode::ReduceOverhead});
+  };
+  auto cf = compile(three_regions, {.mode = Mode::ReduceOverhead, .cudagraphs_backend = f});
   cf({t23()});
   EXPECT_EQ(made, 0);
   EXPECT_EQ(begun, 0);
@@ -540,21 +669,21 @@ TEST_F(CompileBackends, CpuInputsNeverReachARegisteredCudaGraphsBackend) {
   EXPECT_EQ(cf.last_result().diagnostics, std::vector<std::string>{"skipping cudagraphs due to cpu device (args[0])"});
 }
 
-TEST_F(CompileBackends, CudaInputsUseTheRegisteredBackendOrSayThereIsNone) {
+TEST_F(CompileBackends, CudaInputsUseTheGivenBackendOrSayThereIsNone) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
   const torch::Tensor x = t23().to(torch::kCUDA);
   auto none = compile(three_regions, {.mode = Mode::ReduceOverhead});
   none({x});
   EXPECT_EQ(none.last_result().backend, "eager");
   ASSERT_EQ(none.last_result().diagnostics.size(), 1u);
-  EXPECT_TRUE(contains(none.last_result().diagnostics[0], "no CUDA-graph region backend is registered"));
+  EXPECT_TRUE(contains(none.last_result().diagnostics[0], "no CUDA-graph region backend was given"));
 
   int made = 0, begun = 0;
-  FactoryScope f([&](const std::vector<c10::IValue>&) {
+  CudaGraphsBackendFactory f = [&](const std::vector<c10::IValue>&) {
     ++made;
     return std::make_unique<FakeGraphs>(&begun);
-  });
-  auto cf = compile(three_regions, {.mode = Mode::ReduceOverhead});
+  };
+  auto cf = compile(three_regions, {.mode = Mode::ReduceOverhead, .cudagraphs_backend = f});
   cf({x});
   EXPECT_EQ(made, 1);
   EXPECT_EQ(begun, 3) << "one begin_region per region";

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <thread>
 
@@ -449,6 +451,26 @@ TEST(OffloadWrite, FormatAtomicityAndRefusals) {
   EXPECT_HAS(msg, (dir / "nope").string());
   EXPECT_FALSE(index.contains("c") || index.contains("x") || index.contains("m.w"));
   EXPECT_FALSE(fs::exists(dir.parent_path() / "evil.dat"));
+}
+
+// The temporary file's name comes from the process and the writing thread (no counter is kept
+// anywhere; ConcurrentWritersIntoOneFolder has threads writing at once): a stray temporary that a
+// crashed writer left under this thread's name is stepped past and left alone.
+TEST(OffloadWrite, AStrayTemporaryWithThisThreadsNameIsSteppedPast) {
+  fs::path dir = hs::test::scratch_dir("offload_tmp_names");
+  std::string stray = ".hs-offload-";
+  stray += std::to_string(::getpid());
+  stray += '-';
+  stray += std::to_string(::gettid());
+  stray += ".tmp";
+  write_text(dir / stray, "left by a crash");
+  OffloadIndex index;
+  offload_weight(torch::ones({3}), "a", dir, index);
+  offload_weight(torch::ones({2}), "b", dir, index);
+  EXPECT_EQ(fs::file_size(dir / "a.dat"), 12u);
+  EXPECT_EQ(fs::file_size(dir / "b.dat"), 8u);
+  EXPECT_EQ(read_text(dir / stray), "left by a crash");
+  EXPECT_EQ(list_dir(dir).size(), 3u) << "a.dat, b.dat and the stray: no other temporary is left";
 }
 
 TEST(OffloadWrite, ConcurrentWritersIntoOneFolder) {
