@@ -11,6 +11,9 @@ C++ CLI). Modules:
 - dynamo_facts: what Dynamo did (``torch._dynamo.explain``, counters, compile metrics) and the
   TORCH_TRACE cell markers;
 - driver: one process, one policy, every cell of the spec, results.jsonl;
+- process: what the process holds for its cells (the policy applied, the devices, the reference,
+  the dispatched scenario);
+- cells: one cell's measurements (imports process, never driver: no module imports back);
 - offload_only: the offload-only policy (accelerate's hooks with only the offload work disabled);
 - instrument: record_function ranges around accelerate's hook entry points.
 """

@@ -1,19 +1,17 @@
-"""One matrix cell: the measurements of a mode on a dispatched scenario (see driver.py)."""
+"""One matrix cell: the measurements of a mode on a dispatched scenario (see driver.py), from what
+the process holds for its cells (process.py)."""
 from __future__ import annotations
 
 import contextlib
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING
 
 import torch
 
 from hookscope_torch import dynamo_facts, measure, progress
+from hookscope_torch.process import Driver, Reference
 from hookscope_torch.spec import CellSpec
-
-if TYPE_CHECKING:
-    from hookscope_torch.driver import Driver, Reference
 
 
 def _latency(runs: list[measure.GenerateRun]) -> dict:
@@ -23,7 +21,7 @@ def _latency(runs: list[measure.GenerateRun]) -> dict:
 
 
 class CellRun:
-    def __init__(self, driver: "Driver", ref: "Reference", cell: CellSpec):
+    def __init__(self, driver: Driver, ref: Reference, cell: CellSpec):
         self.d, self.ref, self.cell, self.spec = driver, ref, cell, driver.spec
         self.prep = driver.scenario(cell.scenario)
         self.r = driver.base_result(cell, self.prep)
@@ -191,5 +189,5 @@ class CellRun:
         self.r["peak_memory_bytes"] = {str(d.index): int(torch.cuda.max_memory_allocated(d)) for d in self.d.accel}
 
 
-def run_cell(driver: "Driver", ref: "Reference", cell: CellSpec) -> dict:
+def run_cell(driver: Driver, ref: Reference, cell: CellSpec) -> dict:
     return CellRun(driver, ref, cell).run()
