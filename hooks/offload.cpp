@@ -180,7 +180,9 @@ int create_temporary(const fs::path& dir, fs::path& tmp, const std::string& what
   constexpr int kAttempts = 1000;
   int err = 0;
   for (int k = 0; k < kAttempts; ++k) {
-    tmp = dir / (stem + (k ? "-" + std::to_string(k) : std::string()) + ".tmp");
+    std::string name = stem;  // appended, not `a + b`: GCC 12 warns (-Wstringop-overflow) on that form here
+    if (k) name.append("-").append(std::to_string(k));
+    tmp = dir / name.append(".tmp");
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) return fd;
     err = errno;
