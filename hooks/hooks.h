@@ -31,6 +31,8 @@
 
 #include "hooks/compiler_disable.h"
 #include "hooks/device.h"
+#include "hooks/modeling.h"
+#include "hooks/operations.h"
 #include "hooks/runtime.h"
 #include "models/module.h"
 
@@ -40,10 +42,6 @@ using models::CallArgs;
 using models::HookableModule;
 
 class WeightsMap;  // hooks/offload.h
-
-/// `tied_params_map`: data pointer of a tied parameter -> {device -> tensor already
-/// materialised there}. Shared by all hooks of one dispatch.
-using TiedParamsMap = std::unordered_map<const void*, std::map<DeviceId, torch::Tensor>>;
 
 /// The base hook: identity callbacks.
 class ModelHook : public models::ModuleHookInterface, public std::enable_shared_from_this<ModelHook> {
@@ -210,51 +208,5 @@ std::shared_ptr<ModelHook> get_hook(const HookableModule& module);
 /// Calls `fn` for every AlignDevicesHook in `hook`: the hook itself, or the hooks of a
 /// SequentialHook, recursively (insertion order). `hook` may be null.
 void for_each_align_hook(const std::shared_ptr<ModelHook>& hook, const std::function<void(AlignDevicesHook&)>& fn);
-
-// ------------------------------------------------------------------ tensors and devices
-
-/// accelerate's `set_module_tensor_to_device`: replaces `module`'s tensor `tensor_name`
-/// (dotted path allowed) with `value` (or the current tensor) on `device`, cast to `dtype`
-/// if given, else to the current dtype; integer/bool values are never cast.
-/// Throws std::invalid_argument with accelerate's ValueError texts: unknown name ("{module}
-/// does not have a parameter or a buffer named {name}."), meta without value ("{name} is on
-/// the meta device, we need a `value` to put in on {device}."), shape mismatch ("Trying to set
-/// a tensor of shape torch.Size([2, 2]) in "weight" (which has shape torch.Size([4, 3])),
-/// this looks incorrect.").
-void set_module_tensor_to_device(HookableModule& module, const std::string& tensor_name, const DeviceId& device,
-                                 const torch::Tensor& value = {}, std::optional<c10::ScalarType> dtype = std::nullopt,
-                                 TiedParamsMap* tied_params_map = nullptr);
-
-/// accelerate's `send_to_device`: tensors (and lists, tuples, string-keyed dicts of them,
-/// recursively) moved to `device`; keys in `skip_keys` of any nested dict are left alone;
-/// anything else (ints, None, custom objects such as the KV cache) is returned unchanged.
-c10::IValue send_to_device(const c10::IValue& v, const DeviceId& device, const std::vector<std::string>& skip_keys = {});
-/// Moves positional args (no skip_keys) and kwargs (with skip_keys at every level).
-void send_call_to_device(CallArgs& call, const DeviceId& device, const std::vector<std::string>& skip_keys);
-/// accelerate's `find_device`: first tensor's logical device in a depth-first walk.
-std::optional<DeviceId> find_device(const CallArgs& call);
-std::optional<DeviceId> find_device(const c10::IValue& v);
-
-/// `module.to(device)` over all tensors of the subtree (dispatch's move guard applies:
-/// throws std::runtime_error "You can't move a model that has some modules offloaded to cpu
-/// or disk." when dispatched with offloaded parameters; warns otherwise).
-void module_to(HookableModule& module, const DeviceId& device);
-/// Casts the floating-point tensors of the subtree (or only direct ones) to `dtype`.
-void module_to_dtype(HookableModule& module, c10::ScalarType dtype, bool recurse = true);
-/// Logical device of the module's first parameter (nullopt when it has none).
-std::optional<DeviceId> first_param_device(HookableModule& module);
-
-/// `model.state_dict()`: parameters (tied ones under every name) and persistent buffers,
-/// in module order.
-std::vector<std::pair<std::string, torch::Tensor>> state_dict(const HookableModule& module);
-
-/// Marks `module` as dispatched (accelerate's `.to`/`.cuda` guard wrappers) in the current
-/// runtime; cleared by remove_hook_from_module.
-void set_move_guard(HookableModule& module, bool on);
-bool has_move_guard(const HookableModule& module);
-
-/// accelerate's warnings and info lines: the current runtime's logger (`Runtime::log`); stderr
-/// ("[accelerate LEVEL] message") when no runtime is installed.
-void log(const std::string& level, const std::string& message);
 
 }  // namespace hs::hooks

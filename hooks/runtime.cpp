@@ -169,4 +169,11 @@ WeightSwapScope::~WeightSwapScope() {
       WeightSwapRecord{kind_ == Kind::Onload, hook_, module_, tensor_, value_, device_, start_ns_, events::now_ns()});
 }
 
+void log(const std::string& level, const std::string& message) {
+  if (const Runtime* r = Runtime::current_or_null())
+    r->log(level, message);
+  else
+    std::cerr << "[accelerate " << level << "] " << message << "\n";
+}
+
 }  // namespace hs::hooks

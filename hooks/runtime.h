@@ -105,7 +105,7 @@ class Runtime final : public models::CallContext {
 
   /// The run's event sink (the tracer), or nullptr: recording off. Not owned: keep it alive
   /// until it is replaced. Setting one subscribes the event adapter (hooks/event_adapter.h);
-  /// the memory ledger and the compile engine write to it directly.
+  /// the memory ledger and the emulated compiler write to it directly.
   events::EventSink* sink() const { return sink_; }
   void set_sink(events::EventSink* sink);
 
@@ -218,5 +218,9 @@ class WeightSwapScope {
   int uncaught_;
   torch::Tensor value_;
 };
+
+/// accelerate's warnings and info lines: the current runtime's logger (`Runtime::log`); stderr
+/// ("[accelerate LEVEL] message") when no runtime is installed.
+void log(const std::string& level, const std::string& message);
 
 }  // namespace hs::hooks
