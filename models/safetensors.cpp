@@ -367,6 +367,135 @@ c10::ScalarType scalar_type_of(const std::string& dtype, const std::string& tens
 
 // ---- SafetensorsFile -------------------------------------------------------------------------
 
+namespace {
+
+// The header's text (`n` bytes after the length field) checked and parsed: UTF-8, no NUL, a
+// JSON object. A length field larger than the JSON is named as such.
+json parse_header(std::string_view header, uint64_t n, const std::string& file) {
+  // A length field larger than the JSON makes the header run into the tensor data: say so,
+  // rather than what the data bytes look like.
+  auto past_json = [&](size_t at, const std::string& what_follows) {
+    const size_t end = json_object_end(header.substr(0, at));
+    if (end != std::string_view::npos)
+      fail("header length ", n, " of ", file, " runs past its JSON header, which ends at header byte ", end,
+           " (", what_follows, "): the length field is wrong or the header was cut");
+  };
+  if (size_t bad = invalid_utf8_at(header); bad != std::string_view::npos) {
+    past_json(bad, "bytes that are not UTF-8 follow at header byte " + std::to_string(bad));
+    fail("header of ", file, " is not valid UTF-8 (at header byte ", bad, ")");
+  }
+  // nlohmann treats a NUL byte as the end of input and would ignore what follows; JSON never
+  // holds a raw NUL (not even inside strings), so refuse it outright.
+  if (size_t nul = header.find('\0'); nul != std::string_view::npos) {
+    past_json(nul, "a NUL byte at header byte " + std::to_string(nul) + " follows");
+    fail("header of ", file, " contains a NUL byte at header byte ", nul, " (not valid JSON)");
+  }
+  if (header.empty() || header.front() != '{')
+    fail("header of ", file, " does not start with '{' (a safetensors header is a JSON object)");
+  const std::string what = "header of " + file;
+  json root = parse_json_strict(header, what);
+  if (!root.is_object()) fail(what, " is not a JSON object");
+  return root;
+
+}
+
+// One tensor's entry of the header: dtype, shape and data_offsets checked against each other
+// and against the data section (`data_size` bytes).
+TensorInfo parse_tensor_entry(const std::string& name, const json& v, const std::string& file, uint64_t data_size) {
+  const std::string t = "tensor " + show(name) + " in " + file;
+  if (!v.is_object()) fail(t, ": entry must be a JSON object, got ", describe_json(v));
+
+  TensorInfo info;
+  info.name = name;
+
+  // dtype
+  auto dt = v.find("dtype");
+  if (dt == v.end()) fail(t, ": missing field \"dtype\"");
+  if (!dt->is_string()) fail(t, ": field \"dtype\" must be a string, got ", describe_json(*dt));
+  info.dtype = dt->get<std::string>();
+  const uint64_t bits = require_dtype(info.dtype, t).bits;
+
+  // shape
+  auto sh = v.find("shape");
+  if (sh == v.end()) fail(t, ": missing field \"shape\"");
+  if (!sh->is_array())
+    fail(t, ": field \"shape\" must be an array of non-negative integers, got ",
+         describe_json(*sh));
+  uint64_t numel = 1, nonzero_numel = 1;
+  for (size_t i = 0; i < sh->size(); ++i) {
+    uint64_t d = 0;
+    if (!as_u64((*sh)[i], d))
+      fail(t, ": shape element ", i, " must be a non-negative integer, got ",
+           describe_json((*sh)[i]));
+    if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(t, ": shape element ", i, " (", d, ") is too large");
+    info.shape.push_back(static_cast<int64_t>(d));
+    if (mul_overflows(numel, d, numel))
+      fail(t, ": the element count of shape ", describe_json(*sh), " overflows");
+    // Also bound the product of the non-zero dims, so that even an empty tensor has strides
+    // that fit in int64 (stricter than upstream only for absurd shapes).
+    if (d != 0 && (mul_overflows(nonzero_numel, d, nonzero_numel) ||
+                   nonzero_numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+      fail(t, ": the element count of shape ", describe_json(*sh), " overflows");
+  }
+
+  // data_offsets
+  auto off = v.find("data_offsets");
+  if (off == v.end()) fail(t, ": missing field \"data_offsets\"");
+  if (!off->is_array() || off->size() != 2 || !as_u64((*off)[0], info.begin) ||
+      !as_u64((*off)[1], info.end))
+    fail(t, ": field \"data_offsets\" must be [BEGIN, END] with non-negative integers, got ",
+         describe_json(*off));
+  if (info.begin > info.end)
+    fail(t, ": data_offsets [", info.begin, ", ", info.end, "] have BEGIN > END");
+  if (info.end > data_size)
+    fail(t, ": data_offsets [", info.begin, ", ", info.end,
+         "] run past the end of the data section (", data_size, " bytes)");
+
+  // byte count
+  uint64_t nbits = 0;
+  if (mul_overflows(numel, bits, nbits))
+    fail(t, ": the byte count of shape ", show_shape(info.shape), " dtype ", info.dtype,
+         " overflows");
+  if (nbits % 8 != 0)
+    fail(t, ": shape ", show_shape(info.shape), " dtype ", info.dtype, " needs ", nbits,
+         " bits, not a whole number of bytes");
+  if (nbits / 8 != info.nbytes())
+    fail(t, ": shape ", show_shape(info.shape), " dtype ", info.dtype, " needs ", nbits / 8,
+         " bytes but data_offsets cover ", info.nbytes());
+
+  return info;
+}
+
+// The tensors, sorted by offset, must tile the data section: no overlaps, no holes, no
+// trailing bytes.
+void check_tiling(std::vector<TensorInfo>& ts, const std::string& file, uint64_t data_size) {
+  std::sort(ts.begin(), ts.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  uint64_t pos = 0;
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo& cur : ts) {
+    if (cur.begin < pos)
+      fail("tensors ", show(prev->name), " and ", show(cur.name), " overlap in ", file, " (",
+           show(prev->name), ": data_offsets [", prev->begin, ", ", prev->end, "], ",
+           show(cur.name), ": [", cur.begin, ", ", cur.end, "])");
+    if (cur.begin > pos)
+      fail("bytes [", pos, ", ", cur.begin, ") of the data section of ", file,
+           " are not covered by any tensor (a hole ",
+           prev ? "between " + show(prev->name) + " and " : std::string("before "), show(cur.name),
+           "); safetensors data must be contiguous");
+    pos = cur.end;
+    prev = &cur;
+  }
+  if (pos != data_size)
+    fail(file, " has ", data_size, " bytes of tensor data but its tensors end at byte ", pos,
+         ": ", data_size - pos, " trailing bytes are not covered by any tensor (incomplete metadata)");
+
+}
+
+}  // namespace
+
 struct SafetensorsFile::Mapping {
   void* base = nullptr;
   size_t size = 0;
@@ -414,30 +543,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   const uint64_t data_size = size - 8 - n;
   std::string_view header(reinterpret_cast<const char*>(bytes + 8), static_cast<size_t>(n));
 
-  // -- header text ---------------------------------------------------------------------------
-  // A length field larger than the JSON makes the header run into the tensor data: say so,
-  // rather than what the data bytes look like.
-  auto past_json = [&](size_t at, const std::string& what_follows) {
-    const size_t end = json_object_end(header.substr(0, at));
-    if (end != std::string_view::npos)
-      fail("header length ", n, " of ", file, " runs past its JSON header, which ends at header byte ", end,
-           " (", what_follows, "): the length field is wrong or the header was cut");
-  };
-  if (size_t bad = invalid_utf8_at(header); bad != std::string_view::npos) {
-    past_json(bad, "bytes that are not UTF-8 follow at header byte " + std::to_string(bad));
-    fail("header of ", file, " is not valid UTF-8 (at header byte ", bad, ")");
-  }
-  // nlohmann treats a NUL byte as the end of input and would ignore what follows; JSON never
-  // holds a raw NUL (not even inside strings), so refuse it outright.
-  if (size_t nul = header.find('\0'); nul != std::string_view::npos) {
-    past_json(nul, "a NUL byte at header byte " + std::to_string(nul) + " follows");
-    fail("header of ", file, " contains a NUL byte at header byte ", nul, " (not valid JSON)");
-  }
-  if (header.empty() || header.front() != '{')
-    fail("header of ", file, " does not start with '{' (a safetensors header is a JSON object)");
+  const json root = parse_header(header, n, file);
   const std::string what = "header of " + file;
-  json root = parse_json_strict(header, what);
-  if (!root.is_object()) fail(what, " is not a JSON object");
 
   // -- entries -------------------------------------------------------------------------------
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -455,96 +562,12 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
       }
       continue;
     }
-    const std::string t = "tensor " + show(name) + " in " + file;
-    if (!v.is_object()) fail(t, ": entry must be a JSON object, got ", describe_json(v));
-
-    TensorInfo info;
-    info.name = name;
-
-    // dtype
-    auto dt = v.find("dtype");
-    if (dt == v.end()) fail(t, ": missing field \"dtype\"");
-    if (!dt->is_string()) fail(t, ": field \"dtype\" must be a string, got ", describe_json(*dt));
-    info.dtype = dt->get<std::string>();
-    const uint64_t bits = require_dtype(info.dtype, t).bits;
-
-    // shape
-    auto sh = v.find("shape");
-    if (sh == v.end()) fail(t, ": missing field \"shape\"");
-    if (!sh->is_array())
-      fail(t, ": field \"shape\" must be an array of non-negative integers, got ",
-           describe_json(*sh));
-    uint64_t numel = 1, nonzero_numel = 1;
-    for (size_t i = 0; i < sh->size(); ++i) {
-      uint64_t d = 0;
-      if (!as_u64((*sh)[i], d))
-        fail(t, ": shape element ", i, " must be a non-negative integer, got ",
-             describe_json((*sh)[i]));
-      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail(t, ": shape element ", i, " (", d, ") is too large");
-      info.shape.push_back(static_cast<int64_t>(d));
-      if (mul_overflows(numel, d, numel))
-        fail(t, ": the element count of shape ", describe_json(*sh), " overflows");
-      // Also bound the product of the non-zero dims, so that even an empty tensor has strides
-      // that fit in int64 (stricter than upstream only for absurd shapes).
-      if (d != 0 && (mul_overflows(nonzero_numel, d, nonzero_numel) ||
-                     nonzero_numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-        fail(t, ": the element count of shape ", describe_json(*sh), " overflows");
-    }
-
-    // data_offsets
-    auto off = v.find("data_offsets");
-    if (off == v.end()) fail(t, ": missing field \"data_offsets\"");
-    if (!off->is_array() || off->size() != 2 || !as_u64((*off)[0], info.begin) ||
-        !as_u64((*off)[1], info.end))
-      fail(t, ": field \"data_offsets\" must be [BEGIN, END] with non-negative integers, got ",
-           describe_json(*off));
-    if (info.begin > info.end)
-      fail(t, ": data_offsets [", info.begin, ", ", info.end, "] have BEGIN > END");
-    if (info.end > data_size)
-      fail(t, ": data_offsets [", info.begin, ", ", info.end,
-           "] run past the end of the data section (", data_size, " bytes)");
-
-    // byte count
-    uint64_t nbits = 0;
-    if (mul_overflows(numel, bits, nbits))
-      fail(t, ": the byte count of shape ", show_shape(info.shape), " dtype ", info.dtype,
-           " overflows");
-    if (nbits % 8 != 0)
-      fail(t, ": shape ", show_shape(info.shape), " dtype ", info.dtype, " needs ", nbits,
-           " bits, not a whole number of bytes");
-    if (nbits / 8 != info.nbytes())
-      fail(t, ": shape ", show_shape(info.shape), " dtype ", info.dtype, " needs ", nbits / 8,
-           " bytes but data_offsets cover ", info.nbytes());
-
-    self->tensors_.push_back(std::move(info));
+    self->tensors_.push_back(parse_tensor_entry(name, v, file, data_size));
   }
 
-  // -- tiling: no overlaps, no holes, no trailing bytes ----------------------------------------
-  auto& ts = self->tensors_;
-  std::sort(ts.begin(), ts.end(), [](const TensorInfo& a, const TensorInfo& b) {
-    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
-  });
-  uint64_t pos = 0;
-  const TensorInfo* prev = nullptr;
-  for (const TensorInfo& cur : ts) {
-    if (cur.begin < pos)
-      fail("tensors ", show(prev->name), " and ", show(cur.name), " overlap in ", file, " (",
-           show(prev->name), ": data_offsets [", prev->begin, ", ", prev->end, "], ",
-           show(cur.name), ": [", cur.begin, ", ", cur.end, "])");
-    if (cur.begin > pos)
-      fail("bytes [", pos, ", ", cur.begin, ") of the data section of ", file,
-           " are not covered by any tensor (a hole ",
-           prev ? "between " + show(prev->name) + " and " : std::string("before "), show(cur.name),
-           "); safetensors data must be contiguous");
-    pos = cur.end;
-    prev = &cur;
-  }
-  if (pos != data_size)
-    fail(file, " has ", data_size, " bytes of tensor data but its tensors end at byte ", pos,
-         ": ", data_size - pos, " trailing bytes are not covered by any tensor (incomplete metadata)");
+  check_tiling(self->tensors_, file, data_size);
 
-  for (size_t i = 0; i < ts.size(); ++i) self->index_.emplace(ts[i].name, i);
+  for (size_t i = 0; i < self->tensors_.size(); ++i) self->index_.emplace(self->tensors_[i].name, i);
   return self;
 }
 
