@@ -1,4 +1,4 @@
-// The capture engine: hookscope's honest stand-in for torch.compile / Dynamo.
+// The emulated compiler: hookscope's honest stand-in for torch.compile / Dynamo.
 //
 //   auto cf = hs::compile::compile(fn, {.mode = Mode::Default});
 //   c10::IValue out = cf({input_ids});          // runs fn, traced as regions

@@ -29,7 +29,7 @@ std::string policy_name(CompilePolicy p);
 /// Parses "whole-hook" / "offload-only"; throws std::invalid_argument naming the value.
 CompilePolicy parse_policy(const std::string& s);
 
-/// Receives scope entries and exits (the compile engine installs one for a compiled call).
+/// Receives scope entries and exits (the emulated compiler installs one for a compiled call).
 /// `depth` is 1 for an outermost scope.
 class DisabledScopeObserver {
  public:

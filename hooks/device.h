@@ -113,7 +113,7 @@ class DeviceManager {
   void push_execution(const DeviceId& d) { exec_stack_.push_back(d); }
   void pop_execution();
   std::optional<DeviceId> current_execution() const;
-  /// The whole stack, outermost first, and its replacement (the compile engine puts it back
+  /// The whole stack, outermost first, and its replacement (the emulated compiler puts it back
   /// after a call that stopped between a pre_forward and its post_forward).
   const std::vector<DeviceId>& execution_stack() const { return exec_stack_; }
   void restore_execution_stack(std::vector<DeviceId> stack) { exec_stack_ = std::move(stack); }

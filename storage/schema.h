@@ -109,7 +109,7 @@ struct GpuInfo {
   int64_t max_warps_per_sm = 0;   ///< maxWarpsPerSm
 };
 
-/// The LibTorch compile engine's `explain` of one run (COMPILE_RESULTS). Its counts are not
+/// The emulated compiler (compile/)'s `explain` of one run (COMPILE_RESULTS). Its counts are not
 /// Dynamo's (Dynamo skips frames and stops at recompile_limit), so they carry their own names.
 struct CompileResult {
   int64_t region_count = 0;             ///< captured regions that ran >= 1 op

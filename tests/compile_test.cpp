@@ -1,4 +1,4 @@
-// The capture engine (compile/): regions cut at compiler-disabled scopes, graph breaks with
+// The emulated compiler (compile/): regions cut at compiler-disabled scopes, graph breaks with
 // Dynamo's wording, fullgraph errors that leave the process clean, top-level op counts,
 // guards and recompiles, the cudagraphs fallback on CPU — first on synthetic functions with
 // exact expected numbers, then on the tiny Llama dispatched over 4 emulated accelerators,

@@ -148,7 +148,7 @@ using rebind_t = typename rebind<K, Rep>::type;
   };
 
 // ---- host events ----------------------------------------------------------------------------
-// Reported by models, hooks, the compile engine and the app through `events::EventSink`,
+// Reported by models, hooks, the emulated compiler and the engines through `events::EventSink`,
 // recorded by the HostTracer on the reporting thread. Their tables start with runId, the
 // times and threadId.
 //
@@ -255,7 +255,7 @@ using rebind_t = typename rebind<K, Rep>::type;
     "A module's forward on its execution device (the compute lane of that device).",               \
     HS_MODULE_COMPUTE_FIELDS, module_compute)                                                      \
   X(Region, RegionRow, regions, "COMPILE_REGIONS",                                                 \
-    "A captured region of the compile engine (the piece between two graph breaks).",               \
+    "A captured region of the emulated compiler (the piece between two graph breaks).",               \
     HS_REGION_FIELDS, region)                                                                      \
   X(GraphBreak, GraphBreakRow, graph_breaks, "GRAPH_BREAKS",                                       \
     "A graph break: a compiler-disabled function entered inside a captured region.",               \

@@ -1,4 +1,4 @@
-// The event vocabulary: what models, hooks and the compile engine report, and the narrow
+// The event vocabulary: what models, hooks and the emulated compiler report, and the narrow
 // `EventSink` interface they report to. The kinds themselves (fields, units, tables) are
 // declared in tracer/event_kinds.h. Dependency-free on purpose: the hooks never depend on
 // SQLite or CUPTI; the tracer implements the sink.
