@@ -9,6 +9,7 @@
 #include "importers/kineto_rows.h"
 #include "storage/bounded_json.h"
 #include "tracer/cupti_decode.h"
+#include "tracer/kind_names.h"
 
 namespace hs::importers {
 
@@ -22,7 +23,7 @@ constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
 constexpr std::string_view kHookscopePrefix = "hookscope::";
 constexpr std::string_view kGraphBreakPrefix = "hookscope::graph_break";
 // hookscope export's instants of Dynamo's graph-break records: skipped, the trace's
-// "hookscope"."facts" carries the log's records (app/import_command.cpp takes them).
+// "hookscope"."facts" carries the log's records (cli/import_command.cpp takes them).
 constexpr std::string_view kDynamoBreakPrefix = "hookscope::dynamo_graph_break";
 constexpr std::string_view kMemoryPrefix = "hookscope::memory";
 constexpr std::string_view kModuleComputePrefix = "hookscope::module_compute";
@@ -69,14 +70,7 @@ tracer::MemcpyKind memcpy_kind(std::string_view s) {
   return K::Unknown;
 }
 tracer::MemKind mem_kind(std::string_view s) {
-  using M = tracer::MemKind;
-  static constexpr std::pair<std::string_view, M> kKinds[] = {
-      {"Pageable", M::Pageable}, {"Pinned", M::Pinned},           {"Device", M::Device},
-      {"Array", M::Array},       {"Managed", M::Managed},         {"Device Static", M::DeviceStatic},
-      {"Managed Static", M::ManagedStatic}};
-  for (const auto& [name, k] : kKinds)
-    if (s == name) return k;
-  return M::Unknown;
+  return tracer::value_named(tracer::kMemKindNames, s, tracer::MemKind::Unknown);
 }
 /// "Memcpy HtoD (Pageable -> Device)" -> {"HtoD", "Pageable", "Device"}; "Memset (Device)" -> {"", "Device", ""}.
 struct GpuName {
@@ -223,7 +217,16 @@ class Importer {
   void memset(const RawEvent& e, int64_t start, int64_t end);
   void sync(const RawEvent& e, int64_t start, int64_t end);
   void api_call(const RawEvent& e, bool driver, int64_t start, int64_t end);
-  void gpu_slice_done(LastSlice::Kind kind, size_t index, int64_t pid, int64_t tid, int64_t start, int64_t end);
+  /// The event's pid, tid and args, and the device its GPU record is on.
+  struct GpuEvent {
+    int64_t pid, tid;
+    const json* args;
+    int64_t device;
+  };
+  template <class Record>
+  GpuEvent gpu_record(const RawEvent& e, Record& r, int64_t start, int64_t end, bool copy = false) const;
+  template <class Record>
+  void add_gpu_record(LastSlice::Kind kind, std::vector<Record>& v, const Record& r, const GpuEvent& g);
   void flow(const RawEvent& e, char ph, int64_t t);
   void memory(const RawEvent& e, int64_t t);
   void names(const RawEvent& e);
@@ -369,9 +372,39 @@ void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start
   if (starts_with(name, kHookscopePrefix)) hookscope_range(e, name, {pid, tid}, start, end);
 }
 
-void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
+// What every GPU record (kernel, memcpy, memset, sync) starts with: its device, context and
+// stream from the args (the event's pid and tid when absent, as Kineto lays out its GPU rows),
+// its CUDA correlation id (0 until an ac2g flow names it) and its times. A copy (`copy`) may
+// name its device and context `inDevice` / `inContext` instead.
+template <class Record>
+Importer::GpuEvent Importer::gpu_record(const RawEvent& e, Record& r, int64_t start, int64_t end, bool copy) const {
   const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
   const json* a = args_of(e.obj);
+  auto arg = [&](const char* key, const char* copy_key, int64_t otherwise) {
+    return arg_int(a, key).value_or(copy ? arg_int(a, copy_key).value_or(otherwise) : otherwise);
+  };
+  const int64_t device = arg("device", "inDevice", pid);
+  r.device_id = static_cast<uint32_t>(device);
+  r.context_id = static_cast<uint32_t>(arg("context", "inContext", 0));
+  r.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
+  r.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  r.start_ns = start;
+  r.end_ns = end;
+  return {pid, tid, a, device};
+}
+
+// Adds the record and makes it the slice an ac2g flow that follows binds to.
+template <class Record>
+void Importer::add_gpu_record(LastSlice::Kind kind, std::vector<Record>& v, const Record& r, const GpuEvent& g) {
+  v.push_back(r);
+  rows_.added();
+  last_ = {&rows_.activity(std::nullopt), kind, v.size() - 1, g.pid, g.tid, r.start_ns, r.end_ns, std::nullopt};
+}
+
+void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
+  tracer::KernelActivity k{};
+  const GpuEvent g = gpu_record(e, k, start, end);
+  const json* a = g.args;
   const std::string_view name = str_field(e.obj, "name");
   auto dim3 = [&](const char* key, int i) -> int32_t {
     auto it = a ? a->find(key) : json::const_iterator();
@@ -380,11 +413,6 @@ void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
       return 0;
     return (*it)[static_cast<size_t>(i)].get<int32_t>();
   };
-  tracer::KernelActivity k{};
-  k.device_id = static_cast<uint32_t>(arg_int(a, "device").value_or(pid));
-  k.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(0));
-  k.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
-  k.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
   k.demangled_name = rows_.keep(name);
   k.short_name = rows_.keep(tracer::short_kernel_name(name));
   k.registers_per_thread = static_cast<int32_t>(arg_int(a, "registers per thread").value_or(0));
@@ -393,30 +421,21 @@ void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
   k.static_shared_memory = arg_int(a, "shared memory").value_or(0);  // Kineto: static + dynamic
   k.graph_node_id = arg_int(a, "graph node id");
   if (k.graph_node_id == 0) k.graph_node_id.reset();
-  k.start_ns = start;
-  k.end_ns = end;
-  auto& v = rows_.activity(std::nullopt).kernels;
-  v.push_back(k);
-  gpu_slice_done(LastSlice::Kind::Kernel, v.size() - 1, pid, tid, start, end);
+  add_gpu_record(LastSlice::Kind::Kernel, rows_.activity(std::nullopt).kernels, k, g);
   gpu_ids_.insert(k.device_id);
 }
 
 void Importer::memcpy(const RawEvent& e, int64_t start, int64_t end) {
   using K = tracer::MemcpyKind;
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const json* a = args_of(e.obj);
-  const GpuName g = parse_gpu_name(str_field(e.obj, "name"));
   tracer::MemcpyActivity m{};
-  const int64_t device = arg_int(a, "device").value_or(arg_int(a, "inDevice").value_or(pid));
-  m.device_id = static_cast<uint32_t>(device);
-  m.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(arg_int(a, "inContext").value_or(0)));
-  m.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
-  m.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  const GpuEvent g = gpu_record(e, m, start, end, /*copy=*/true);
+  const json* a = g.args;
+  const GpuName n = parse_gpu_name(str_field(e.obj, "name"));
   m.bytes = arg_count(e, "bytes");
-  m.copy_kind = memcpy_kind(g.kind);
-  m.src_kind = mem_kind(g.src);
-  m.dst_kind = mem_kind(g.dst);
-  const auto dev = static_cast<int32_t>(device);
+  m.copy_kind = memcpy_kind(n.kind);
+  m.src_kind = mem_kind(n.src);
+  m.dst_kind = mem_kind(n.dst);
+  const auto dev = static_cast<int32_t>(g.device);
   if (m.copy_kind == K::HtoD || m.copy_kind == K::AtoD || m.copy_kind == K::DtoD) m.dst_device_id = dev;
   if (m.copy_kind == K::DtoH || m.copy_kind == K::DtoA || m.copy_kind == K::DtoD) m.src_device_id = dev;
   if (m.copy_kind == K::PtoP) {
@@ -425,63 +444,36 @@ void Importer::memcpy(const RawEvent& e, int64_t start, int64_t end) {
   }
   m.graph_node_id = arg_int(a, "graph node id");
   if (m.graph_node_id == 0) m.graph_node_id.reset();
-  m.start_ns = start;
-  m.end_ns = end;
-  auto& v = rows_.activity(std::nullopt).memcpys;
-  v.push_back(m);
-  gpu_slice_done(LastSlice::Kind::Memcpy, v.size() - 1, pid, tid, start, end);
+  add_gpu_record(LastSlice::Kind::Memcpy, rows_.activity(std::nullopt).memcpys, m, g);
   gpu_ids_.insert(m.device_id);
 }
 
 void Importer::memset(const RawEvent& e, int64_t start, int64_t end) {
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const json* a = args_of(e.obj);
   tracer::MemsetActivity m{};
-  m.device_id = static_cast<uint32_t>(arg_int(a, "device").value_or(pid));
-  m.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(0));
-  m.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
-  m.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
+  const GpuEvent g = gpu_record(e, m, start, end);
   m.value = 0;  // Kineto does not record the value set
   m.bytes = arg_count(e, "bytes");
-  m.graph_node_id = arg_int(a, "graph node id");
+  m.graph_node_id = arg_int(g.args, "graph node id");
   if (m.graph_node_id == 0) m.graph_node_id.reset();
   m.mem_kind = mem_kind(parse_gpu_name(str_field(e.obj, "name")).src);
-  m.start_ns = start;
-  m.end_ns = end;
-  auto& v = rows_.activity(std::nullopt).memsets;
-  v.push_back(m);
-  gpu_slice_done(LastSlice::Kind::Memset, v.size() - 1, pid, tid, start, end);
+  add_gpu_record(LastSlice::Kind::Memset, rows_.activity(std::nullopt).memsets, m, g);
   gpu_ids_.insert(m.device_id);
 }
 
 void Importer::sync(const RawEvent& e, int64_t start, int64_t end) {
   using S = tracer::SyncType;
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const json* a = args_of(e.obj);
+  tracer::SyncActivity y{};
+  const GpuEvent g = gpu_record(e, y, start, end);
+  const json* a = g.args;
   std::string_view kind = a ? str_field(*a, "cuda_sync_kind") : std::string_view();
   if (kind.empty()) kind = str_field(e.obj, "name");
-  tracer::SyncActivity y{};
-  y.device_id = static_cast<uint32_t>(arg_int(a, "device").value_or(pid));
-  y.context_id = static_cast<uint32_t>(arg_int(a, "context").value_or(0));
-  y.stream_id = static_cast<uint32_t>(arg_int(a, "stream").value_or(tid));
-  y.correlation_id = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
   y.sync_type = kind == "Event Sync"          ? S::EventSynchronize
                 : kind == "Stream Wait Event" ? S::StreamWaitEvent
                 : kind == "Stream Sync"       ? S::StreamSynchronize
                 : kind == "Context Sync"      ? S::ContextSynchronize
                                               : S::Unknown;
   y.event_id = static_cast<uint32_t>(arg_int(a, "wait_on_cuda_event_id").value_or(arg_int(a, "event_id").value_or(0)));
-  y.start_ns = start;
-  y.end_ns = end;
-  auto& v = rows_.activity(std::nullopt).syncs;
-  v.push_back(y);
-  gpu_slice_done(LastSlice::Kind::Sync, v.size() - 1, pid, tid, start, end);
-}
-
-void Importer::gpu_slice_done(LastSlice::Kind kind, size_t index, int64_t pid, int64_t tid, int64_t start,
-                              int64_t end) {
-  rows_.added();
-  last_ = {&rows_.activity(std::nullopt), kind, index, pid, tid, start, end, std::nullopt};
+  add_gpu_record(LastSlice::Kind::Sync, rows_.activity(std::nullopt).syncs, y, g);
 }
 
 void Importer::api_call(const RawEvent& e, bool driver, int64_t start, int64_t end) {

@@ -258,19 +258,26 @@ RunRecord CaptureReader::run(int64_t id) const {
 }
 
 void CaptureReader::check_rows(int64_t run) const {
-  // The tables hookscope's own tracer and importers write. CUPTI's records are left out: CUPTI
-  // can hand over a record whose end is 0 (not filled in), and such a GPU capture must still open.
+  // The tables hookscope's own tracer and importers write: every event kind with times (its
+  // declaration says which also have an end and a byte count), plus DIAGNOSTICS, which is not
+  // an event kind (its start may be NULL: a diagnostic tied to no time). CUPTI's records (the
+  // CUPTI_ACTIVITY_KIND_* tables) are left out: CUPTI can hand over a record whose end is 0 (not
+  // filled in), and such a GPU capture must still open.
   struct Timed {
-    const char* table;
+    std::string_view table;
     bool end, bytes, null_start;
   };
-  static constexpr Timed kTables[] = {
-      {"HOOK_EVENTS", true, false, false},      {"WEIGHT_SWAPS", true, true, false},
-      {"TRANSFERS", true, true, false},         {"DISABLED_SCOPES", true, false, false},
-      {"MODULE_COMPUTE", true, false, false},   {"COMPILE_REGIONS", true, false, false},
-      {"GENERATION_STEPS", true, false, false}, {"GRAPH_BREAKS", false, false, false},
-      {"MEMORY_COUNTERS", false, true, false},  {"CPU_OPS", true, false, false},
-      {"DIAGNOSTICS", false, false, true}};
+  static const std::vector<Timed> kTables = [] {
+    std::vector<Timed> out;
+    detail::for_each_kind([&](auto kind) {
+      using K = typename decltype(kind)::type;
+      if constexpr (detail::has_tag<K, kinds::Start>())
+        if (!K::table.starts_with("CUPTI_ACTIVITY_KIND_"))
+          out.push_back({K::table, detail::has_tag<K, kinds::End>(), detail::has_column_named<K>("bytes"), false});
+    });
+    out.push_back({"DIAGNOSTICS", false, false, true});
+    return out;
+  }();
   // Times within [-2^62, 2^62) ns (146 years each way): any difference of two fits in int64.
   const std::string in_range = " BETWEEN -4611686018427387904 AND 4611686018427387903";
   for (const Timed& t : kTables) {
@@ -381,6 +388,12 @@ std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int6
 #define HS_SV(col) "(SELECT value FROM StringIds WHERE id = " col ")"
 #define HS_STR(col, alias) HS_SV(col) " AS " alias
 
+namespace {
+/// The table of an event kind, as its declaration (tracer/event_kinds.h) names it.
+template <template <class> class Kind>
+constexpr std::string_view table_of = Kind<kinds::Emitted>::table;
+}  // namespace
+
 bool CaptureReader::has_table(std::string_view table) const {
   Query q(*db_, path_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
   q.bind(1, table);
@@ -388,13 +401,15 @@ bool CaptureReader::has_table(std::string_view table) const {
   // The event tables of the first capture format: every hookscope capture has them, empty or
   // not, so one that is gone is damage, not "no events". Kinds added since (CPU_OPS, CUPTI
   // overheads, the TORCH_TRACE tables) may be absent from a capture written before them, and read
-  // as none.
+  // as none. Which kinds were there first is history, not something a declaration says: the list
+  // is frozen (a kind added from now on never joins it); the names are the declarations'.
   static constexpr std::string_view kEveryCapture[] = {
-      "HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "DISABLED_SCOPES", "MODULE_COMPUTE", "COMPILE_REGIONS",
-      "GRAPH_BREAKS", "GENERATION_STEPS", "MEMORY_COUNTERS", "CLOCK_CALIBRATION",
-      "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-      "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-      "CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION"};
+      table_of<kinds::HookSpan>,       table_of<kinds::WeightSwap>,     table_of<kinds::Transfer>,
+      table_of<kinds::DisabledScope>,  table_of<kinds::ModuleCompute>,  table_of<kinds::Region>,
+      table_of<kinds::GraphBreak>,     table_of<kinds::GenerationStep>, table_of<kinds::MemoryCounter>,
+      table_of<kinds::ClockSample>,    table_of<kinds::KernelActivity>, table_of<kinds::MemcpyActivity>,
+      table_of<kinds::MemsetActivity>, table_of<kinds::RuntimeActivity>, table_of<kinds::DriverActivity>,
+      table_of<kinds::SyncActivity>,   table_of<kinds::ExternalCorrelation>};
   for (std::string_view t : kEveryCapture)
     if (t == table)
       throw CaptureError(path_, "capture " + path_.string() + " has no table " + std::string(table) +
@@ -498,7 +513,13 @@ std::vector<ThreadRow> CaptureReader::threads(int64_t run) const {
 }
 
 std::vector<int64_t> CaptureReader::activity_pids(int64_t run, std::string_view table) const {
-  if (table != "CPU_OPS" && table != "CUPTI_ACTIVITY_KIND_RUNTIME" && table != "CUPTI_ACTIVITY_KIND_DRIVER")
+  bool has_tid = false;  // a table of a timed kind whose declaration has a globalTid column
+  detail::for_each_kind([&](auto kind) {
+    using K = typename decltype(kind)::type;
+    if constexpr (detail::has_tag<K, kinds::GlobalTid>() && detail::has_tag<K, kinds::Start>())
+      has_tid = has_tid || K::table == table;
+  });
+  if (!has_tid)
     throw std::invalid_argument("activity_pids: no globalTid in table " + std::string(table));
   std::vector<int64_t> out;
   if (!has_table(table)) return out;

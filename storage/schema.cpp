@@ -5,6 +5,7 @@
 #include <string>
 
 #include "storage/event_tables.h"
+#include "tracer/kind_names.h"
 
 namespace hs::storage {
 
@@ -44,8 +45,9 @@ tracer::MemcpyKind copy_kind_for(std::string_view src, std::string_view dst) {
 
 namespace {
 // The tables that are not event kinds: metadata, strings, the target, enumerations, runs and
-// what the app records about them.
-constexpr std::string_view kFixedSql = R"SQL(
+// what the app records about them. The ENUM_* tables of tracer/kind_names.h are written from
+// its lists (enum_table_sql), between these parts.
+constexpr std::string_view kTargetSql = R"SQL(
 CREATE TABLE META_DATA_EXPORT (
     -- Capture metadata: HOOKSCOPE_SCHEMA_VERSION, EXPORT_PRODUCT_VERSION, HOOKSCOPE_TIME_DOMAIN, ...
     name                  TEXT     NOT NULL PRIMARY KEY,
@@ -85,33 +87,9 @@ CREATE TABLE TARGET_INFO_GPU (
     computeMinor          INTEGER
 );
 
-CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES
-    (0,'CUDA_MEMCPY_KIND_UNKNOWN','Unknown'),
-    (1,'CUDA_MEMCPY_KIND_HTOD','Host-to-Device'),
-    (2,'CUDA_MEMCPY_KIND_DTOH','Device-to-Host'),
-    (3,'CUDA_MEMCPY_KIND_HTOA','Host-to-Array'),
-    (4,'CUDA_MEMCPY_KIND_ATOH','Array-to-Host'),
-    (5,'CUDA_MEMCPY_KIND_ATOA','Array-to-Array'),
-    (6,'CUDA_MEMCPY_KIND_ATOD','Array-to-Device'),
-    (7,'CUDA_MEMCPY_KIND_DTOA','Device-to-Array'),
-    (8,'CUDA_MEMCPY_KIND_DTOD','Device-to-Device'),
-    (9,'CUDA_MEMCPY_KIND_HTOH','Host-to-Host'),
-    (10,'CUDA_MEMCPY_KIND_PTOP','Peer-to-Peer'),
-    (11,'CUDA_MEMCPY_KIND_UVM_HTOD','Unified Host-to-Device'),
-    (12,'CUDA_MEMCPY_KIND_UVM_DTOH','Unified Device-to-Host'),
-    (13,'CUDA_MEMCPY_KIND_UVM_DTOD','Unified Device-to-Device');
-CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_CUDA_MEM_KIND VALUES
-    (0,'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE','Pageable'),
-    (1,'CUDA_MEMOPR_MEMORY_KIND_PINNED','Pinned'),
-    (2,'CUDA_MEMOPR_MEMORY_KIND_DEVICE','Device'),
-    (3,'CUDA_MEMOPR_MEMORY_KIND_ARRAY','Array'),
-    (4,'CUDA_MEMOPR_MEMORY_KIND_MANAGED','Managed'),
-    (5,'CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC','Device Static'),
-    (6,'CUDA_MEMOPR_MEMORY_KIND_MANAGED_STATIC','Managed Static'),
-    (7,'CUDA_MEMOPR_MEMORY_KIND_UNKNOWN','Unknown');
-CREATE TABLE ENUM_CUPTI_SYNC_TYPE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+)SQL";
+// After ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND.
+constexpr std::string_view kCuptiEnumSql = R"SQL(CREATE TABLE ENUM_CUPTI_SYNC_TYPE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
 INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES
     (0,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN','Unknown'),
     (1,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE','Event sync'),
@@ -148,18 +126,9 @@ INSERT INTO ENUM_CUPTI_OBJECT_KIND VALUES
     (3,'CUPTI_ACTIVITY_OBJECT_DEVICE','Device'),
     (4,'CUPTI_ACTIVITY_OBJECT_CONTEXT','Context'),
     (5,'CUPTI_ACTIVITY_OBJECT_STREAM','Stream');
-CREATE TABLE ENUM_HOOK_PHASE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_HOOK_PHASE VALUES
-    (0,'PRE_FORWARD','pre_forward'),
-    (1,'POST_FORWARD','post_forward'),
-    (2,'INIT_HOOK','init_hook'),
-    (3,'DETACH_HOOK','detach_hook');
-CREATE TABLE ENUM_WEIGHT_SOURCE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_WEIGHT_SOURCE VALUES
-    (0,'CPU','cpu'),
-    (1,'DISK','disk'),
-    (2,'DEVICE','device');
-CREATE TABLE ENUM_RUN_STATUS (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+)SQL";
+// After ENUM_HOOK_PHASE and ENUM_WEIGHT_SOURCE.
+constexpr std::string_view kRunSql = R"SQL(CREATE TABLE ENUM_RUN_STATUS (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
 INSERT INTO ENUM_RUN_STATUS VALUES
     (0,'INCOMPLETE','incomplete'),
     (1,'COMPLETE','complete'),
@@ -238,6 +207,20 @@ CREATE TABLE DIAGNOSTICS (
 )SQL";
 }  // namespace
 
+namespace {
+/// `CREATE TABLE <table> (id, name, label)` and its rows, one per value of `names`.
+template <class E, size_t N>
+std::string enum_table_sql(std::string_view table, const tracer::EnumName<E> (&names)[N]) {
+  const std::string t(table);
+  std::string sql = "CREATE TABLE " + t + " (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);\nINSERT INTO " +
+                    t + " VALUES\n";
+  for (size_t i = 0; i < N; ++i)
+    sql += "    (" + std::to_string(static_cast<int64_t>(names[i].value)) + ",'" + std::string(names[i].name) + "','" +
+           std::string(names[i].label) + "')" + (i + 1 < N ? ",\n" : ";\n");
+  return sql;
+}
+}  // namespace
+
 std::string_view event_tables_sql() {
   static const std::string sql = [] {
     std::string out;
@@ -248,7 +231,12 @@ std::string_view event_tables_sql() {
 }
 
 std::string_view schema_sql() {
-  static const std::string sql = std::string(kFixedSql) + std::string(event_tables_sql());
+  static const std::string sql =
+      std::string(kTargetSql) + enum_table_sql("ENUM_CUDA_MEMCPY_OPER", tracer::kMemcpyKindNames) +
+      enum_table_sql("ENUM_CUDA_MEM_KIND", tracer::kMemKindNames) + std::string(kCuptiEnumSql) +
+      enum_table_sql("ENUM_HOOK_PHASE", tracer::kHookPhaseNames) +
+      enum_table_sql("ENUM_WEIGHT_SOURCE", tracer::kWeightSourceNames) + std::string(kRunSql) +
+      std::string(event_tables_sql());
   return sql;
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "storage/bounded_json.h"
+#include "tracer/kind_names.h"
 
 namespace hs::ui {
 
@@ -54,55 +55,41 @@ uint32_t RunTimeline::intern(const std::string& s) {
   return it->second;
 }
 
-const char* lane_name(Lane lane) {
+namespace {
+/// A lane's name and the source its slices index.
+struct LaneInfo {
+  const char* name;
+  Source source;
+};
+LaneInfo lane_info(Lane lane) {
   switch (lane) {
-    case Lane::Compute: return "compute";
-    case Lane::TransfersIn: return "transfers in";
-    case Lane::TransfersOut: return "transfers out";
-    case Lane::WeightSwaps: return "weight onload/offload";
-    case Lane::Memory: return "memory";
-    case Lane::ResidencySummary: return "weights on device";
-    case Lane::Residency: return "weights";
-    case Lane::ModelForward: return "model forward";
-    case Lane::Hooks: return "hooks";
-    case Lane::CompilerDisabled: return "compiler-disabled";
-    case Lane::Regions: return "compiled regions";
-    case Lane::GraphBreaks: return "graph breaks";
-    case Lane::DynamoBreaks: return "Dynamo graph breaks";
-    case Lane::Steps: return "generation steps";
-    case Lane::CpuOps: return "CPU ops";
-    case Lane::PythonStack: return "Python stack";
-    case Lane::CudaApi: return "CUDA API";
-    case Lane::GpuAnnotations: return "GPU annotations";
-    case Lane::Stream: return "stream";
+    case Lane::Compute: return {"compute", Source::Compute};
+    case Lane::TransfersIn: return {"transfers in", Source::Transfer};
+    case Lane::TransfersOut: return {"transfers out", Source::Transfer};
+    case Lane::WeightSwaps: return {"weight onload/offload", Source::WeightSwap};
+    case Lane::Memory: return {"memory", Source::Compute};  // a counter: no slices index anything
+    case Lane::ResidencySummary: return {"weights on device", Source::Residency};
+    case Lane::Residency: return {"weights", Source::Residency};
+    case Lane::ModelForward: return {"model forward", Source::Compute};
+    case Lane::Hooks: return {"hooks", Source::Hook};
+    case Lane::CompilerDisabled: return {"compiler-disabled", Source::Disabled};
+    case Lane::Regions: return {"compiled regions", Source::Region};
+    case Lane::GraphBreaks: return {"graph breaks", Source::Break};
+    case Lane::DynamoBreaks: return {"Dynamo graph breaks", Source::DynamoBreak};
+    case Lane::Steps: return {"generation steps", Source::Step};
+    case Lane::CpuOps: return {"CPU ops", Source::CpuOp};
+    case Lane::PythonStack: return {"Python stack", Source::CpuOp};
+    case Lane::CudaApi: return {"CUDA API", Source::Runtime};
+    case Lane::GpuAnnotations: return {"GPU annotations", Source::CpuOp};
+    case Lane::Stream: return {"stream", Source::Kernel};
   }
-  return "?";
+  return {"?", Source::Compute};
 }
+}  // namespace
 
-Source lane_source(Lane lane) {
-  switch (lane) {
-    case Lane::Compute: return Source::Compute;
-    case Lane::TransfersIn: return Source::Transfer;
-    case Lane::TransfersOut: return Source::Transfer;
-    case Lane::WeightSwaps: return Source::WeightSwap;
-    case Lane::Memory: return Source::Compute;  // a counter: no slices index anything
-    case Lane::ResidencySummary: return Source::Residency;
-    case Lane::Residency: return Source::Residency;
-    case Lane::ModelForward: return Source::Compute;
-    case Lane::Hooks: return Source::Hook;
-    case Lane::CompilerDisabled: return Source::Disabled;
-    case Lane::Regions: return Source::Region;
-    case Lane::GraphBreaks: return Source::Break;
-    case Lane::DynamoBreaks: return Source::DynamoBreak;
-    case Lane::Steps: return Source::Step;
-    case Lane::CpuOps: return Source::CpuOp;
-    case Lane::PythonStack: return Source::CpuOp;
-    case Lane::CudaApi: return Source::Runtime;
-    case Lane::GpuAnnotations: return Source::CpuOp;
-    case Lane::Stream: return Source::Kernel;
-  }
-  return Source::Compute;
-}
+const char* lane_name(Lane lane) { return lane_info(lane).name; }
+
+Source lane_source(Lane lane) { return lane_info(lane).source; }
 
 Source slice_source(const Track& t, const Slice& s) {
   if (t.lane == Lane::Stream) {
@@ -117,31 +104,12 @@ Source slice_source(const Track& t, const Slice& s) {
 
 std::string module_label(const std::string& module) { return module.empty() ? "<root>" : module; }
 
-const char* weight_source_name(events::WeightSource s) {
-  switch (s) {
-    case events::WeightSource::Cpu: return "cpu";
-    case events::WeightSource::Disk: return "disk";
-    case events::WeightSource::Device: return "device";
-  }
-  return "?";
-}
+// The names are string literals (tracer/kind_names.h), so their data() is NUL-terminated.
+const char* weight_source_name(events::WeightSource s) { return tracer::weight_source_name(s, "?").data(); }
 
-const char* hook_phase_name(events::HookPhase p) {
-  switch (p) {
-    case events::HookPhase::PreForward: return "pre_forward";
-    case events::HookPhase::PostForward: return "post_forward";
-    case events::HookPhase::InitHook: return "init_hook";
-    case events::HookPhase::DetachHook: return "detach_hook";
-  }
-  return "?";
-}
+const char* hook_phase_name(events::HookPhase p) { return tracer::hook_phase_name(p, "?").data(); }
 
-const char* copy_kind_name(tracer::MemcpyKind k) {
-  static const char* names[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH",    "AtoA",    "AtoD",
-                                "DtoA",    "DtoD", "HtoH", "PtoP", "UvmHtoD", "UvmDtoH", "UvmDtoD"};
-  const int i = static_cast<int>(k);
-  return i >= 0 && i < static_cast<int>(std::size(names)) ? names[i] : "?";
-}
+const char* copy_kind_name(tracer::MemcpyKind k) { return tracer::copy_kind_name(k, "?").data(); }
 
 std::string canonical_device(const std::string& device) {
   constexpr std::string_view kCuda = "cuda:";
@@ -187,7 +155,7 @@ void describe_swap_group(const RunTimeline& tl, uint32_t row, Fields& f) {
   f.emplace_back("zoom in", "click or wheel: the swaps one by one");
 }
 
-/// hookscope's own rows: what the hooks, the engine and the compile engine recorded (or the
+/// hookscope's own rows: what the hooks, the engine and the emulated compiler recorded (or the
 /// importer made of the driver's hookscope:: ranges).
 void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fields& f) {
   switch (source) {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "storage/capture_reader.h"
-#include "ui/timeline.h"
+#include "ui/time_axis.h"
 
 namespace hs::ui {
 
