@@ -7,7 +7,7 @@ process start-up on both sides (hookscope reports its own decode time on stderr;
 decode is timed around `generate` minus a separately timed prefill).
 
   ./run bench                     # uses the bundled SmolLM2 sample
-  python3 bench/generate_tokens_per_s.py --hookscope build/app/hookscope --model DIR [--tokens 64] [--repeats 3]
+  python3 bench/generate_tokens_per_s.py --hookscope build/hookscope --model DIR [--tokens 64] [--repeats 3]
 """
 import argparse
 import json

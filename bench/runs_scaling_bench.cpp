@@ -4,7 +4,7 @@
 // `hookscope report --json`, `stats --format json`, `export --format chrome --run all` and
 // `export --format csv` timed on each. Every per-run pass must be linear (or n log n): the
 // growth ratios time(4k)/time(1k) and time(16k)/time(4k) should stay near 4 (quadratic: 16).
-//   bench_runs_scaling --hookscope build/app/hookscope [--dir DIR] [--runs 1000,4000,16000]
+//   bench_runs_scaling --hookscope build/hookscope [--dir DIR] [--runs 1000,4000,16000]
 // Captures are cached in DIR (default: a temporary folder) as runs-N.sqlite.
 #include <algorithm>
 #include <chrono>

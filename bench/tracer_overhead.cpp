@@ -9,7 +9,7 @@
 // `./run sample`) when present, else the tiny Llama the tests generate (build/fixtures/tiny-llama).
 // Nothing is ever downloaded.
 //
-// One model is dispatched once for the scenario (app/scenarios.h) and compiled once, exactly as
+// One model is dispatched once for the scenario (engines/scenarios.h) and compiled once, exactly as
 // `hookscope capture` does; then `--repeats` pairs of greedy decodes (rounded up to even) run
 // interleaved, half of the pairs off-first and half on-first (off,on | on,off | ...):
 //   off  no event sink: the runtime has no sink (no event adapter subscribed), the MemoryLedger is idle;
@@ -43,7 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/scenarios.h"
+#include "engines/scenarios.h"
 #include "compile/compile.h"
 #include "hooks/runtime.h"
 #include "models/kv_cache.h"
@@ -91,19 +91,19 @@ struct Args {
 
 int run(const Args& a) {
   torch::set_num_threads(a.threads);
-  const app::Scenario scenario = app::parse_scenario(a.scenario);
+  const engines::Scenario scenario = engines::parse_scenario(a.scenario);
   const hooks::CompilePolicy policy = hooks::parse_policy(a.policy);
   const compile::Mode mode = compile::parse_mode(a.mode);
   hooks::Runtime runtime(hooks::RuntimeOptions{
       .accelerators = a.devices, .compile_policy = policy, .log = [](const std::string&, const std::string&) {}});
   hooks::RuntimeScope runtime_installed(runtime);
 
-  app::ScenarioOptions so;
+  engines::ScenarioOptions so;
   so.model = a.model;
   const fs::path work = fs::temp_directory_path() / ("hookscope-tracer-overhead-" + std::to_string(::getpid()));
   fs::create_directories(work);
   so.work_dir = work;
-  app::PreparedScenario prep = app::prepare_scenario(scenario, so);
+  engines::PreparedScenario prep = engines::prepare_scenario(scenario, so);
   auto& model = *prep.lm.model;
   const int64_t layers = prep.lm.config.num_hidden_layers;
   std::vector<int64_t> prompt;

@@ -25,7 +25,7 @@
 #include "storage/capture_reader.h"
 #include "tests/synthetic.h"
 #include "ui/view.h"
-#include "ui/viewer.h"
+#include "ui/run_viewer.h"
 #include "ui/window.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // One run from another process's recordings: a torch.profiler (Kineto) trace and/or a
 // TORCH_TRACE compile log, imported into a run of a capture. `hookscope import` and the torch
-// capture engine both use it.
+// engine both use it.
 #pragma once
 
 #include <cstdint>

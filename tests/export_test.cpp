@@ -15,7 +15,7 @@
 #include <regex>
 #include <set>
 
-#include "app/export_csv.h"
+#include "exports/export_csv.h"
 #include "storage/capture_reader.h"
 #include "storage/store.h"
 #include "tests/synthetic.h"
@@ -57,7 +57,7 @@ const Capture& capture() {
 std::map<std::string, int64_t> table_counts(const fs::path& db, int64_t run) {
   hs::storage::CaptureReader r(db);
   std::map<std::string, int64_t> out;
-  for (const auto& t : hs::app::csv_tables()) out[t] = r.count(t, run);
+  for (const auto& t : hs::exports::csv_tables()) out[t] = r.count(t, run);
   return out;
 }
 

@@ -13,9 +13,9 @@
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
-#include "app/cupti_correlation.h"
-#include "app/libtorch_engine.h"
-#include "app/stats.h"
+#include "engines/cupti_correlation.h"
+#include "engines/libtorch_engine.h"
+#include "reports/stats.h"
 #include "storage/capture_reader.h"
 #include "storage/store.h"
 #include "hooks/hooks.h"
@@ -101,8 +101,8 @@ struct Captured {
   int64_t memcpys = 0, kernels = 0;
 };
 
-void capture(Captured& c, app::Scenario scenario, compile::Mode mode, const std::string& name) {
-  app::LibTorchEngineOptions o;
+void capture(Captured& c, engines::Scenario scenario, compile::Mode mode, const std::string& name) {
+  engines::LibTorchEngineOptions o;
   o.model = test::tiny_checkpoint("tiny-llama").string();
   o.accelerators = 2;
   o.prompt_ids = {5, 17, 99, 3};
@@ -111,20 +111,20 @@ void capture(Captured& c, app::Scenario scenario, compile::Mode mode, const std:
   o.warmup = 0;
   o.offload_dir = test::scratch_dir(name + "-offload");
   o.log = [](const std::string&, const std::string&) {};
-  app::LibTorchEngine engine(o);
+  engines::LibTorchEngine engine(o);
   engine.prepare(scenario);
   c.file = test::scratch_dir(name) / "capture.sqlite";
   storage::Store store(c.file, {.overwrite = true});
   tracer::HostTracer tracer(store);
-  app::Cell cell{scenario, hooks::CompilePolicy::WholeHook, mode, false, ""};
+  engines::Cell cell{scenario, hooks::CompilePolicy::WholeHook, mode, false, ""};
   tracer::RunInfo info;
-  info.scenario = app::scenario_name(scenario);
+  info.scenario = engines::scenario_name(scenario);
   info.policy = "whole-hook";
   info.mode = compile::mode_name(mode);
   info.engine = "libtorch";
   c.run = tracer.begin_run(info);
   GpuWork work(c.cupti);
-  app::RunResult r;
+  engines::RunResult r;
   {
     auto sub = engine.runtime().subscribe(work);
     thread_local GpuWork* current = nullptr;
@@ -134,12 +134,12 @@ void capture(Captured& c, app::Scenario scenario, compile::Mode mode, const std:
           if (current) current->op();
           return nullptr;
         }).scopes({at::RecordScope::FUNCTION}));
-    app::RunContext ctx{tracer, store, c.run, {}, &c.cupti};
+    engines::RunContext ctx{tracer, store, c.run, {}, &c.cupti};
     r = engine.run(cell, ctx);
     at::removeCallback(handle);
     current = nullptr;
   }
-  ASSERT_EQ(r.outcome, app::RunResult::Outcome::Ok) << r.error;
+  ASSERT_EQ(r.outcome, engines::RunResult::Outcome::Ok) << r.error;
   tracer.end_run(tracer::RunStatus::Complete);
   tracer::ActivityBatch b;
   b.run_id = c.run;
@@ -152,7 +152,7 @@ void capture(Captured& c, app::Scenario scenario, compile::Mode mode, const std:
   c.kernels = static_cast<int64_t>(work.kernels.size());
 }
 
-std::map<std::string, int64_t> count_by(const std::vector<app::GpuCallerRow>& rows, const std::string& kind_prefix,
+std::map<std::string, int64_t> count_by(const std::vector<reports::GpuCallerRow>& rows, const std::string& kind_prefix,
                                         bool by_module) {
   std::map<std::string, int64_t> out;
   for (const auto& r : rows)
@@ -185,7 +185,7 @@ TEST(GpuAttribution, ASequentialHooksCallComesOffBeforeTheForwardGoesOn) {
   probe.depth = &depth_in_forward;
   auto sub = runtime.subscribe(probe);  // before corr: sees the stack as the forward left it
   {
-    app::CuptiCorrelation corr(runtime, cupti);
+    engines::CuptiCorrelation corr(runtime, cupti);
     m->call_tensor({{torch::randn({2, 3})}, {}});
     EXPECT_TRUE(corr.pushed().empty()) << "left on the stack: " << testing::PrintToString(corr.pushed());
     EXPECT_EQ(cupti.pushes, cupti.pops);
@@ -197,7 +197,7 @@ TEST(GpuAttribution, ASequentialHooksCallComesOffBeforeTheForwardGoesOn) {
 
 TEST(GpuAttribution, EveryCallPushesItsOwnIdAndTheStackUnwinds) {
   Captured c;
-  capture(c, app::Scenario::Sharded, compile::Mode::Default, "gpu-attr-sharded");
+  capture(c, engines::Scenario::Sharded, compile::Mode::Default, "gpu-attr-sharded");
   EXPECT_GT(c.cupti.pushes, 0);
   EXPECT_EQ(c.cupti.pushes, c.cupti.pops) << "every id pushed is popped by the end of the run";
   EXPECT_TRUE(c.cupti.stack.empty());
@@ -220,9 +220,9 @@ TEST(GpuAttribution, EveryCallPushesItsOwnIdAndTheStackUnwinds) {
 
 TEST(GpuAttribution, CopiesAndKernelsNameTheHookOrForwardThatLaunchedThem) {
   Captured c;
-  capture(c, app::Scenario::CpuOffload, compile::Mode::Eager, "gpu-attr-offload");
+  capture(c, engines::Scenario::CpuOffload, compile::Mode::Eager, "gpu-attr-offload");
   storage::CaptureReader rd(c.file);
-  const auto stats = app::compute_stats(rd, {.reports = {"gpu_by_caller"}, .run = c.run});
+  const auto stats = reports::compute_stats(rd, {.reports = {"gpu_by_caller"}, .run = c.run});
   ASSERT_EQ(stats.size(), 1u);
   const auto& rows = stats[0].gpu_by_caller;
   int64_t memcpys = 0, kernels = 0;

@@ -12,9 +12,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "app/capture_runner.h"
-#include "app/libtorch_engine.h"
-#include "app/report_command.h"
+#include "engines/capture_runner.h"
+#include "engines/libtorch_engine.h"
+#include "cli/report_command.h"
+#include "reports/report_json.h"
 #include "measurement/spread.h"
 #include "measurement/verdict.h"
 #include "storage/capture_reader.h"
@@ -216,7 +217,7 @@ TEST(Verdict, DriftSearchEqualsThePairLoop) {
 // faster (its baseline is interleaved). The effects are far from the ratios a loaded machine
 // makes of 5 ms steps (up to ~2× seen on CI), so the verdicts do not depend on the machine.
 json slowed_capture(const std::string& name, bool slow_whole_hook_eager) {
-  hs::app::LibTorchEngineOptions o;
+  hs::engines::LibTorchEngineOptions o;
   o.model = hs::test::tiny_checkpoint("tiny-llama").string();
   o.accelerators = 2;
   o.prompt_ids = {5, 17, 99, 3};
@@ -225,7 +226,7 @@ json slowed_capture(const std::string& name, bool slow_whole_hook_eager) {
   o.warmup = 1;
   o.offload_dir = hs::test::scratch_dir(name + "-offload");
   o.log = [](const std::string&, const std::string&) {};
-  o.on_step = [slow_whole_hook_eager](const hs::app::Cell& c, bool baseline, int, int64_t) {
+  o.on_step = [slow_whole_hook_eager](const hs::engines::Cell& c, bool baseline, int, int64_t) {
     const bool whole_hook_eager = c.policy == hs::hooks::CompilePolicy::WholeHook && c.mode == hs::compile::Mode::Eager;
     const bool offload_only_compiled = c.policy == hs::hooks::CompilePolicy::OffloadOnly &&
                                        c.mode != hs::compile::Mode::Eager && !baseline;
@@ -236,18 +237,18 @@ json slowed_capture(const std::string& name, bool slow_whole_hook_eager) {
     if (offload_only_compiled) std::this_thread::sleep_for(std::chrono::milliseconds(40));
     if (slow_whole_hook_eager && whole_hook_eager) std::this_thread::sleep_for(std::chrono::milliseconds(150));
   };
-  hs::app::LibTorchEngine engine(o);
-  hs::app::Matrix m;
-  m.scenarios = {hs::app::Scenario::Sharded};
+  hs::engines::LibTorchEngine engine(o);
+  hs::engines::Matrix m;
+  m.scenarios = {hs::engines::Scenario::Sharded};
   m.policies = {hs::hooks::CompilePolicy::WholeHook, hs::hooks::CompilePolicy::OffloadOnly};
   m.modes = {hs::compile::Mode::Eager, hs::compile::Mode::Default};
   m.fullgraphs = {false};
   const auto db = hs::test::scratch_dir(name) / "capture.sqlite";
   {
-    hs::app::CaptureOutput output(db, {});
-    EXPECT_EQ(hs::app::run_matrix({&engine}, m, output), 0);
+    hs::output::CaptureOutput output(db, {});
+    EXPECT_EQ(hs::engines::run_matrix({&engine}, m, output), 0);
   }
-  return hs::app::build_report(hs::storage::CaptureReader(db.string()));
+  return hs::reports::build_report(hs::storage::CaptureReader(db.string()));
 }
 
 const json& find(const json& report, const std::string& policy, const std::string& mode) {

@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "app/report_diff.h"
+#include "reports/report_diff.h"
 #include "measurement/spread.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
@@ -31,23 +31,23 @@ json lat(double median, double min, double max, int n = 3) {
 }
 
 TEST(ReportDiffVerdict, OverlappingSpreadsAreWithinNoise) {
-  const json v = hs::app::compare_latency(lat(100, 90, 110), lat(105, 100, 130));
+  const json v = hs::reports::compare_latency(lat(100, 90, 110), lat(105, 100, 130));
   EXPECT_EQ(v["verdict"], "within noise");
   EXPECT_EQ(v["spread"], "min-max");
   EXPECT_DOUBLE_EQ(v["ratio"].get<double>(), 1.05);
   EXPECT_NEAR(v["delta_pct"].get<double>(), 5.0, 1e-9);
   // Touching spreads overlap too.
-  EXPECT_EQ(hs::app::compare_latency(lat(100, 90, 110), lat(120, 110, 130))["verdict"], "within noise");
+  EXPECT_EQ(hs::reports::compare_latency(lat(100, 90, 110), lat(120, 110, 130))["verdict"], "within noise");
   // A capture against itself is never faster or slower.
-  EXPECT_EQ(hs::app::compare_latency(lat(100, 90, 110), lat(100, 90, 110))["verdict"], "within noise");
+  EXPECT_EQ(hs::reports::compare_latency(lat(100, 90, 110), lat(100, 90, 110))["verdict"], "within noise");
 }
 
 TEST(ReportDiffVerdict, DisjointSpreadsAreFasterOrSlower) {
-  json v = hs::app::compare_latency(lat(100, 95, 105), lat(50, 48, 52));
+  json v = hs::reports::compare_latency(lat(100, 95, 105), lat(50, 48, 52));
   EXPECT_EQ(v["verdict"], "faster");
   EXPECT_DOUBLE_EQ(v["ratio"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(v["delta_pct"].get<double>(), -50.0);
-  v = hs::app::compare_latency(lat(50, 48, 52), lat(100, 95, 105));
+  v = hs::reports::compare_latency(lat(50, 48, 52), lat(100, 95, 105));
   EXPECT_EQ(v["verdict"], "slower");
   EXPECT_DOUBLE_EQ(v["ratio"].get<double>(), 2.0);
 }
@@ -57,24 +57,24 @@ TEST(ReportDiffVerdict, QuartilesAreUsedWhenBothSidesHaveThem) {
   json a = lat(100, 95, 300), b = lat(80, 78, 99);
   a["q1"] = 98, a["q3"] = 102;
   b["q1"] = 79, b["q3"] = 82;
-  json v = hs::app::compare_latency(a, b);
+  json v = hs::reports::compare_latency(a, b);
   EXPECT_EQ(v["spread"], "iqr");
   EXPECT_EQ(v["verdict"], "faster");
   // Only one side has quartiles: min–max for both, which overlap.
   b.erase("q1");
-  v = hs::app::compare_latency(a, b);
+  v = hs::reports::compare_latency(a, b);
   EXPECT_EQ(v["spread"], "min-max");
   EXPECT_EQ(v["verdict"], "within noise");
 }
 
 TEST(ReportDiffVerdict, NoVerdictWithoutTwoRepeatsOrALatency) {
-  EXPECT_EQ(hs::app::compare_latency(lat(100, 100, 100, 1), lat(50, 50, 50, 1))["verdict"], "not judged");
-  json v = hs::app::compare_latency(nullptr, lat(50, 48, 52));
+  EXPECT_EQ(hs::reports::compare_latency(lat(100, 100, 100, 1), lat(50, 50, 50, 1))["verdict"], "not judged");
+  json v = hs::reports::compare_latency(nullptr, lat(50, 48, 52));
   EXPECT_TRUE(v["verdict"].is_null());
   EXPECT_TRUE(v["ratio"].is_null());
   EXPECT_TRUE(v["a"].is_null());
   // --max-new-tokens 1: no decode step, a median of 0.
-  EXPECT_TRUE(hs::app::compare_latency(lat(0, 0, 0), lat(0, 0, 0))["ratio"].is_null());
+  EXPECT_TRUE(hs::reports::compare_latency(lat(0, 0, 0), lat(0, 0, 0))["ratio"].is_null());
 }
 
 json hand_run(int64_t id, const std::string& policy, const std::string& mode, bool fullgraph, const std::string& status,
@@ -84,7 +84,7 @@ json hand_run(int64_t id, const std::string& policy, const std::string& mode, bo
           {"decode_ms_per_token", latency}, {"error", status == "ok" ? json(nullptr) : json("Unsupported: graph break\nmore")}};
 }
 
-hs::app::DiffSide hand_side(const std::string& label, json runs, json settings) {
+hs::reports::DiffSide hand_side(const std::string& label, json runs, json settings) {
   return {label, label + ".sqlite", {{"schema", 1}, {"model", {{"id", "tiny"}}}, {"runs", runs}}, settings, {}};
 }
 
@@ -98,7 +98,7 @@ TEST(ReportDiff, HandMadeReportsMatchCellsAndListTheRest) {
   b.push_back(hand_run(2, "whole-hook", "default", false, "ok", 0, lat(60, 58, 62)));
   b.push_back(hand_run(3, "whole-hook", "default", true, "ok", 0, lat(61, 59, 63)));
   b.push_back(hand_run(4, "whole-hook", "reduce-overhead", false, "ok", 0, lat(40, 39, 41)));
-  const json diff = hs::app::build_report_diff(
+  const json diff = hs::reports::build_report_diff(
       hand_side("main", a, {{"model", "tiny"}, {"new tokens", "8"}, {"repeats", "3"}}),
       hand_side("pr", b, {{"model", "tiny"}, {"new tokens", "16"}, {"repeats", "3"}, {"settings.prompt", "Hi"}}));
   ASSERT_EQ(diff["cells"].size(), 3u) << diff.dump(1);
@@ -127,7 +127,7 @@ TEST(ReportDiff, HandMadeReportsMatchCellsAndListTheRest) {
   EXPECT_EQ(diff["settings_differ"],
             json::parse(R"([{"setting": "new tokens", "a": "8", "b": "16"}, {"setting": "settings.prompt", "a": null, "b": "Hi"}])"));
 
-  const std::string md = hs::app::render_diff_markdown(diff);
+  const std::string md = hs::reports::render_diff_markdown(diff);
   EXPECT_NE(md.find("**Settings differ between the two captures**"), std::string::npos) << md;
   EXPECT_NE(md.find("| new tokens | 8 | 16 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| settings.prompt | – | Hi |"), std::string::npos) << md;
@@ -151,21 +151,21 @@ TEST(ReportDiff, HostileLabelsAndNamesStayInTheirCells) {
   a.push_back(hand_run(1, "P|q\n## injected", "default", false, "ok", 3, lat(100, 95, 105)));
   a.push_back(hand_run(2, "only|a", "default", false, "ok", 3, lat(100, 95, 105)));
   b.push_back(hand_run(1, "P|q\n## injected", "default", false, "ok", 0, lat(50, 45, 55)));
-  const json diff = hs::app::build_report_diff(hand_side("m`a|in", a, {{"prompt", "x|y\n# injected"}}),
+  const json diff = hs::reports::build_report_diff(hand_side("m`a|in", a, {{"prompt", "x|y\n# injected"}}),
                                                hand_side("pr", b, {{"prompt", json{{"k", "v|w"}}}}));
-  const std::string md = hs::app::render_diff_markdown(diff);
+  const std::string md = hs::reports::render_diff_markdown(diff);
   EXPECT_EQ(hs::test::broken_markdown_line(md, "injected"), "") << md;
   EXPECT_NE(md.find("### only in ``m`a|in`` (1)"), std::string::npos) << md;
   EXPECT_NE(md.find("| prompt | x\\|y \\# injected | {\"k\":\"v\\|w\"} |"), std::string::npos) << md;
   EXPECT_NE(md.find("| sharded | P\\|q \\#\\# injected | default | 3 | **0** |"), std::string::npos) << md;
-  EXPECT_THROW(hs::app::diff_labels("a", "b", {"x\ny", "z"}), std::invalid_argument);
+  EXPECT_THROW(hs::reports::diff_labels("a", "b", {"x\ny", "z"}), std::invalid_argument);
 }
 
 TEST(ReportDiff, RepeatedCellsMatchInRunOrderAndLabelsDefaultToStems) {
   json a = json::array(), b = json::array();
   for (int64_t id : {1, 2}) a.push_back(hand_run(id, "whole-hook", "default", false, "ok", 1, lat(10, 9, 11)));
   b.push_back(hand_run(7, "whole-hook", "default", false, "ok", 1, lat(10, 9, 11)));
-  const json diff = hs::app::build_report_diff(hand_side("a", a, json::object()), hand_side("b", b, json::object()));
+  const json diff = hs::reports::build_report_diff(hand_side("a", a, json::object()), hand_side("b", b, json::object()));
   ASSERT_EQ(diff["cells"].size(), 1u);
   EXPECT_EQ(diff["cells"][0]["a"]["run"], 1);
   EXPECT_EQ(diff["cells"][0]["b"]["run"], 7);
@@ -173,14 +173,14 @@ TEST(ReportDiff, RepeatedCellsMatchInRunOrderAndLabelsDefaultToStems) {
   EXPECT_EQ(diff["only_in_a"][0]["run"], 2);
   EXPECT_EQ(diff["only_in_a"][0]["occurrence"], 1);
 
-  EXPECT_EQ(hs::app::diff_labels("x/main.sqlite", "y/pr.sqlite", {}), std::make_pair(std::string("main"), std::string("pr")));
-  EXPECT_EQ(hs::app::diff_labels("x/demo.sqlite", "y/demo.sqlite", {}),
+  EXPECT_EQ(hs::reports::diff_labels("x/main.sqlite", "y/pr.sqlite", {}), std::make_pair(std::string("main"), std::string("pr")));
+  EXPECT_EQ(hs::reports::diff_labels("x/demo.sqlite", "y/demo.sqlite", {}),
             std::make_pair(std::string("x/demo"), std::string("y/demo")));
-  EXPECT_EQ(hs::app::diff_labels("x/demo.sqlite", "x/demo.sqlite", {}),
+  EXPECT_EQ(hs::reports::diff_labels("x/demo.sqlite", "x/demo.sqlite", {}),
             std::make_pair(std::string("x/demo (A)"), std::string("x/demo (B)")));
-  EXPECT_THROW(hs::app::diff_labels("a", "b", {"same", "same"}), std::invalid_argument);
-  EXPECT_THROW(hs::app::diff_labels("a", "b", {"one"}), std::invalid_argument);
-  EXPECT_THROW(hs::app::build_report_diff(hand_side("a", a, {}), {"b", "b.sqlite", json::object(), {}, {}}),
+  EXPECT_THROW(hs::reports::diff_labels("a", "b", {"same", "same"}), std::invalid_argument);
+  EXPECT_THROW(hs::reports::diff_labels("a", "b", {"one"}), std::invalid_argument);
+  EXPECT_THROW(hs::reports::build_report_diff(hand_side("a", a, {}), {"b", "b.sqlite", json::object(), {}, {}}),
                std::invalid_argument);
 }
 
@@ -242,7 +242,7 @@ TEST(ReportDiffEager, WhenEagerMovedCompiledCellsAreJudgedByTheirSpeedupOverThei
   b.push_back(timed_run(1, "sharded", "whole-hook", "eager", eager_b));
   b.push_back(timed_run(6, "cpu-offload", "whole-hook", "eager", kEager));
   b.push_back(timed_run(7, "cpu-offload", "whole-hook", "default", kSlowerCompiled, kEager));
-  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  const json diff = hs::reports::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
 
   ASSERT_EQ(diff["eager_moved"].size(), 1u) << diff["eager_moved"].dump(1);
   const json& moved = diff["eager_moved"][0];
@@ -280,7 +280,7 @@ TEST(ReportDiffEager, WhenEagerMovedCompiledCellsAreJudgedByTheirSpeedupOverThei
   EXPECT_TRUE(cell["cpu-offload whole-hook default"]["why"].is_null());
   EXPECT_EQ(diff["counts"], json::parse(R"({"matched": 7, "faster": 1, "slower": 2, "within noise": 3, "machine drift": 1})"));
 
-  const std::string md = hs::app::render_diff_markdown(diff);
+  const std::string md = hs::reports::render_diff_markdown(diff);
   EXPECT_NE(md.find("> **The machine changed between the captures.**"), std::string::npos) << md;
   EXPECT_NE(md.find("- libtorch sharded: eager decode moved 1.60× (whole-hook eager: `main` 10.00 → `pr` 16.00 ms/token, "
                     "beyond its spread): the machine changed between the captures; compiled cells are judged by their "
@@ -313,14 +313,14 @@ TEST(ReportDiffEager, WhenEagerIsSteadyCellsAreJudgedByTheirTime) {
   a.push_back(timed_run(2, "sharded", "whole-hook", "default", kCompiled, kEager));
   b.push_back(timed_run(1, "sharded", "whole-hook", "eager", kEager));
   b.push_back(timed_run(2, "sharded", "whole-hook", "default", kSlowerCompiled, kEager));
-  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  const json diff = hs::reports::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
   EXPECT_TRUE(diff["eager_moved"].empty()) << diff["eager_moved"].dump(1);
   auto cell = cells_by_name(diff);
   EXPECT_EQ(cell["sharded whole-hook eager"]["verdict"], "within noise");
   EXPECT_EQ(cell["sharded whole-hook default"]["judged_by"], "absolute");
   EXPECT_EQ(cell["sharded whole-hook default"]["verdict"], "slower");
   EXPECT_EQ(cell["sharded whole-hook default"]["speedup_vs_eager"]["verdict"], "slower");  // computed, not used
-  const std::string md = hs::app::render_diff_markdown(diff);
+  const std::string md = hs::reports::render_diff_markdown(diff);
   EXPECT_EQ(md.find("machine changed"), std::string::npos) << md;
   EXPECT_EQ(md.find("vs eager main"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1.19× | +18.8% | **slower** |"), std::string::npos) << md;
@@ -331,13 +331,13 @@ TEST(ReportDiffEager, InterleavedEagerAloneTellsThatTheMachineMoved) {
   json a = json::array(), b = json::array();
   a.push_back(timed_run(2, "sharded", "whole-hook", "default", kCompiled, kEager));
   b.push_back(timed_run(2, "sharded", "whole-hook", "default", scaled(kCompiled, 0.5), scaled(kEager, 0.5)));
-  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  const json diff = hs::reports::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
   ASSERT_EQ(diff["eager_moved"].size(), 1u);
   EXPECT_EQ(diff["eager_moved"][0]["measurement"], "interleaved eager");
   EXPECT_NEAR(diff["eager_moved"][0]["factor"].get<double>(), 0.5, 1e-9);
   EXPECT_EQ(diff["cells"][0]["latency"]["decode_ms_per_token"]["verdict"], "faster");
   EXPECT_EQ(diff["cells"][0]["verdict"], "within noise");
-  EXPECT_NE(hs::app::render_diff_markdown(diff).find("eager decode moved 0.50× (whole-hook default's interleaved eager: "
+  EXPECT_NE(hs::reports::render_diff_markdown(diff).find("eager decode moved 0.50× (whole-hook default's interleaved eager: "
                                                      "`main` 10.00 → `pr` 5.00 ms/token"),
             std::string::npos);
 }
@@ -364,7 +364,7 @@ TEST(ReportDiff, CostsAreComparedFromTheReportJson) {
   libtorch_b["graph_break_count"] = nullptr, libtorch_b["disabled_scope_entries"] = 40;
   a.push_back(libtorch_a);
   b.push_back(libtorch_b);
-  const json diff = hs::app::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
+  const json diff = hs::reports::build_report_diff(hand_side("main", a, {}), hand_side("pr", b, {}));
   auto cell = cells_by_name(diff);
   const json& t = cell["sharded whole-hook default"]["costs"];
   EXPECT_EQ(t["hook_busy_ns"], json::parse(R"({"a": 12000000, "b": 9000000, "delta": -3000000, "delta_pct": -25.0})"));
@@ -378,7 +378,7 @@ TEST(ReportDiff, CostsAreComparedFromTheReportJson) {
   EXPECT_EQ(cell["sharded offload-only default"]["costs"]["disabled_scope_entries"]["delta"], -18);
   EXPECT_TRUE(cell["sharded whole-hook eager"]["costs"]["hook_busy_ns"]["a"].is_null());
   EXPECT_TRUE(cell["sharded whole-hook eager"]["costs"]["hook_busy_ns"]["delta"].is_null());
-  const std::string md = hs::app::render_diff_markdown(diff);
+  const std::string md = hs::reports::render_diff_markdown(diff);
   EXPECT_NE(md.find("| scenario | policy | mode | hook time, ms | hook calls | compiler-disabled, ms | disabled entries | "
                     "graph breaks | transfers | transfer bytes |"),
             std::string::npos)
@@ -397,8 +397,8 @@ TEST(ReportDiff, TheHtmlPageIsTheMarkdownsTablesInOneFile) {
   json a = json::array(), b = json::array();
   a.push_back(timed_run(1, "sharded", "whole-hook", "eager", kEager));
   b.push_back(timed_run(1, "sharded", "whole-hook", "eager", scaled(kEager, 2)));
-  const json diff = hs::app::build_report_diff(hand_side("<main>", a, {}), hand_side("pr", b, {}));
-  const std::string html = hs::app::render_diff_html(diff, hs::app::render_diff_markdown(diff));
+  const json diff = hs::reports::build_report_diff(hand_side("<main>", a, {}), hand_side("pr", b, {}));
+  const std::string html = hs::reports::render_diff_html(diff, hs::reports::render_diff_markdown(diff));
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html.find("<title>hookscope: before/after, &lt;main&gt; → pr</title>"), std::string::npos) << html;
   EXPECT_NE(html.find("<blockquote><p><strong>The machine changed between the captures.</strong>"), std::string::npos) << html;
@@ -480,7 +480,7 @@ TEST(ReportDiffCli, TwoCapturesAreMatchedCellByCell) {
     const json& l = cell["latency"]["decode_ms_per_token"];
     EXPECT_EQ(l["a"], ra["decode_ms_per_token"]);
     EXPECT_EQ(l["b"], rb["decode_ms_per_token"]);
-    EXPECT_EQ(l["verdict"], hs::app::compare_latency(ra["decode_ms_per_token"], rb["decode_ms_per_token"])["verdict"]);
+    EXPECT_EQ(l["verdict"], hs::reports::compare_latency(ra["decode_ms_per_token"], rb["decode_ms_per_token"])["verdict"]);
     if (ra["status"] == "ok" && rb["status"] == "ok") {
       EXPECT_NEAR(l["ratio"].get<double>(),
                   rb["decode_ms_per_token"]["median"].get<double>() / ra["decode_ms_per_token"]["median"].get<double>(), 1e-12);

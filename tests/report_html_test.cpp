@@ -10,9 +10,9 @@
 #include <fstream>
 #include <set>
 
-#include "app/report.h"
-#include "app/report_html.h"
-#include "app/report_svg.h"
+#include "reports/report.h"
+#include "reports/report_html.h"
+#include "reports/report_svg.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -198,7 +198,7 @@ TEST(ReportHtml, SettingsAndEveryCheckAreExplained) {
   }
   for (const char* check : {"prefill argmax = eager", "logits bit-identical", "params on meta after forward", "fullgraph",
                             "vs eager", "†", "graph break"})
-    EXPECT_NE(pg.raw.find("\">" + hs::app::xml_escape(check) + "</dt>"), std::string::npos) << check;
+    EXPECT_NE(pg.raw.find("\">" + hs::reports::xml_escape(check) + "</dt>"), std::string::npos) << check;
   // A check explained once; the runs table links back to it, and every link lands.
   EXPECT_NE(pg.raw.find("Explained above: <a href=\"#check-"), std::string::npos);
   EXPECT_TRUE(pg.parsed["broken_fragments"].empty()) << pg.parsed["broken_fragments"].dump();
@@ -281,7 +281,7 @@ TEST(ReportHtmlRender, SettingsArePrintedWhateverKeysTheyHave) {
                      {"command_line", {"hookscope", "capture", "--prompt", "a b"}}};
   const fs::path dir = hs::test::scratch_dir("report-html-settings-" + std::to_string(getpid()));
   {
-    std::ofstream(dir / "r.html") << hs::app::render_html(rep, hs::app::render_markdown(rep), {}, "c.sqlite");
+    std::ofstream(dir / "r.html") << hs::reports::render_html(rep, hs::reports::render_markdown(rep), {}, "c.sqlite");
   }
   const json p = check_html(dir / "r.html");
   EXPECT_TRUE(p["errors"].empty()) << p["errors"].dump();
@@ -294,22 +294,22 @@ TEST(ReportHtmlRender, SettingsArePrintedWhateverKeysTheyHave) {
 
 TEST(ReportHtmlRender, ChartShowsTheReportsVerdicts) {
   json rep = sample_report();
-  std::string svg = hs::app::compare_chart_svg(rep);
+  std::string svg = hs::reports::compare_chart_svg(rep);
   EXPECT_NE(svg.find("1.03× within noise"), std::string::npos) << svg;
   EXPECT_NE(svg.find("2.00× faster"), std::string::npos) << svg;
   EXPECT_EQ(svg.find("1.03× faster"), std::string::npos);
   // The chart draws the report's verdict, not a rule of its own: a verdict made "within noise"
   // by drift (ranges apart) reads so in the chart too.
   rep["runs"][3]["speedup"]["verdict"] = "within noise";
-  svg = hs::app::compare_chart_svg(rep);
+  svg = hs::reports::compare_chart_svg(rep);
   EXPECT_NE(svg.find("2.00× within noise"), std::string::npos) << svg;
   json none = sample_report();
   for (auto& r : none["runs"]) r["decode_ms_per_token"] = nullptr;
-  EXPECT_EQ(hs::app::compare_chart_svg(none), "");
+  EXPECT_EQ(hs::reports::compare_chart_svg(none), "");
 }
 
 TEST(ReportHtmlRender, MarkdownConstructsBecomeHtml) {
-  const std::string h = hs::app::markdown_to_html(
+  const std::string h = hs::reports::markdown_to_html(
       "## title `a<b>`\n\n| scenario | logits bit-identical |\n|---|---|\n| x | **no** (max \\|Δ\\| 1e-06, 2 ulp) |\n"
       "| `f\\|g` | `` raises: <x> `` |\n| `a|b` |\n\n> **note** & more\n\n- one\n- two\n\npara\nline\n");
   EXPECT_NE(h.find("<h3>title <code>a&lt;b&gt;</code></h3>"), std::string::npos) << h;
@@ -349,12 +349,12 @@ TEST(ReportHtmlRender, TimelineStaysWithinItsElementBudget) {
     for (size_t at = 0; (at = svg.find('<', at)) != std::string::npos; ++at) n += svg[at + 1] != '/';
     return n;
   };
-  const std::string all = hs::app::timeline_svg(tl, tl.duration_ns);
+  const std::string all = hs::reports::timeline_svg(tl, tl.duration_ns);
   EXPECT_GT(elements(all), 10000u);
   size_t said_events = 0;  // only the title bar's count: nothing merged
   for (size_t at = 0; (at = all.find(" events", at)) != std::string::npos; ++at) ++said_events;
   EXPECT_EQ(said_events, 1u);
-  const std::string small = hs::app::timeline_svg(tl, tl.duration_ns, 3000);
+  const std::string small = hs::reports::timeline_svg(tl, tl.duration_ns, 3000);
   EXPECT_LE(elements(small), 3000u);
   EXPECT_NE(small.find("505 events"), std::string::npos);  // a lane merged into one block
   EXPECT_NE(small.find(">compute</text>"), std::string::npos);

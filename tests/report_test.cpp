@@ -3,10 +3,11 @@
 
 #include <fstream>
 
-#include "app/cli_util.h"
-#include "app/markdown_text.h"
-#include "app/report.h"
-#include "app/report_html.h"
+#include "cli/cli_util.h"
+#include "output/text.h"
+#include "reports/markdown_text.h"
+#include "reports/report.h"
+#include "reports/report_html.h"
 #include "tests/test_util.h"
 
 using nlohmann::json;
@@ -57,7 +58,7 @@ json sample_report() {
 }
 
 TEST(Report, MarkdownHasTheReferenceTables) {
-  const std::string md = hs::app::render_markdown(sample_report());
+  const std::string md = hs::reports::render_markdown(sample_report());
   EXPECT_NE(md.find("| tiny | f32 | 1.0M | 3.8 MiB | 0 (emulated), 1 (emulated) |"), std::string::npos) << md;
   EXPECT_NE(md.find("Emulated accelerators are backed by host memory"), std::string::npos);
   // fullgraph before raises naming the hook, after works.
@@ -83,7 +84,7 @@ TEST(Report, NoiseIsNotColouredAsAWinAndSaysWhy) {
   r["runs"][4]["speedup"] = {{"vs_eager", 1.04}, {"verdict", "within noise"},
                              {"why", "interquartile ranges overlap (eager 9.90–10.30, compiled 9.80–10.10 ms/token)"}};
   r["runs"][1]["speedup"] = {{"vs_eager", 0.83}, {"verdict", "not judged"}, {"why", "n=1"}};
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   EXPECT_NE(md.find("| 1.04× within noise [1] |"), std::string::npos) << md;
   EXPECT_NE(md.find("[1] interquartile ranges overlap (eager 9.90–10.30"), std::string::npos) << md;
   EXPECT_NE(md.find("| 0.83× (n=3, not judged) |"), std::string::npos) << md;
@@ -95,7 +96,7 @@ TEST(Report, ADecisionThatOutweighsAnEagerDriftSaysSo) {
   r["runs"][4]["speedup"] = {{"vs_eager", 2.0}, {"verdict", "faster"},
                              {"why", "interquartile ranges apart (eager 99–101, compiled 49–51 ms/token); the 2.00× effect "
                                      "is larger than the 1.07× eager drift between policies (...)"}};
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   EXPECT_NE(md.find("| 2.00× faster [1] |"), std::string::npos) << md;
   EXPECT_NE(md.find("[1] interquartile ranges apart (eager 99–101, compiled 49–51 ms/token); the 2.00× effect is larger "
                     "than the 1.07× eager drift"),
@@ -110,7 +111,7 @@ TEST(Report, SettingsArePrinted) {
                    {"prompt", "The capital of France is"}, {"max_new_tokens", 8}, {"warmup", 1}, {"repeats", 3},
                    {"versions", {{"torch", "2.11.0"}, {"accelerate", "1.15.0"}}},
                    {"machine", {{"cpu", "AMD EPYC"}, {"logical_cpus", 2}, {"memory_bytes", 1 << 30}, {"os", "Linux"}}}};
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   for (const char* k : {"- prompt: `The capital of France is`; 8 new tokens per greedy generate; 1 warm-up(s) and 3 "
                         "measured generate(s) per run",
                         "- versions: accelerate 1.15.0, torch 2.11.0", "- machine: AMD EPYC, 2 logical CPUs, 1.0 GiB, Linux",
@@ -122,13 +123,13 @@ TEST(Report, PeakMemoryTableTakesEachScenariosLargestPeakPerDevice) {
   json r = sample_report();
   for (auto& run : r["runs"]) run["peak_memory_bytes"] = {{"0", 1 << 20}, {"1", 2 << 20}, {"cpu", 512}};
   r["runs"][4]["peak_memory_bytes"]["1"] = 3 << 20;  // one run peaks higher on accelerator 1
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   EXPECT_NE(md.find("### peak resident memory per device"), std::string::npos) << md;
   // Columns: the capture's devices, then any other device a run reports.
   EXPECT_NE(md.find("| scenario | 0 | 1 | cpu |"), std::string::npos) << md;
   EXPECT_NE(md.find("| sharded | 1.0 MiB | 3.0 MiB | 512 B |"), std::string::npos) << md;
   // Without peaks (captures from before they were recorded) there is no table.
-  EXPECT_EQ(hs::app::render_markdown(sample_report()).find("peak resident memory"), std::string::npos);
+  EXPECT_EQ(hs::reports::render_markdown(sample_report()).find("peak resident memory"), std::string::npos);
 }
 
 TEST(Report, LogitsThatDifferSayHowFar) {
@@ -140,7 +141,7 @@ TEST(Report, LogitsThatDifferSayHowFar) {
     run["logits_max_abs_diff"] = 0.0;
     run["logits_max_ulp"] = 0;
   }
-  EXPECT_NE(hs::app::render_markdown(r).find("| yes | yes |"), std::string::npos) << hs::app::render_markdown(r);
+  EXPECT_NE(hs::reports::render_markdown(r).find("| yes | yes |"), std::string::npos) << hs::reports::render_markdown(r);
   // Two runs differ; the cell shows the worst of them.
   r["runs"][1]["logits_identical"] = false;
   r["runs"][1]["logits_max_abs_diff"] = 3.1e-6;
@@ -148,10 +149,10 @@ TEST(Report, LogitsThatDifferSayHowFar) {
   r["runs"][4]["logits_identical"] = false;
   r["runs"][4]["logits_max_abs_diff"] = 1.0e-6;
   r["runs"][4]["logits_max_ulp"] = 5;
-  std::string md = hs::app::render_markdown(r);
+  std::string md = hs::reports::render_markdown(r);
   EXPECT_NE(md.find("| yes | **no** (max \\|Δ\\| 3.1e-06, 5 ulp) |"), std::string::npos) << md;
   r["runs"][4]["logits_max_ulp"] = -1;
-  md = hs::app::render_markdown(r);
+  md = hs::reports::render_markdown(r);
   EXPECT_NE(md.find("**no** (NaN where the reference has a number)"), std::string::npos) << md;
 }
 
@@ -173,7 +174,7 @@ void expect_rows_have_their_headers_cells(const std::string& html) {
 TEST(Report, IncompleteRunsAreNamed) {
   json r = sample_report();
   r["runs"][1]["status"] = "incomplete";
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   EXPECT_NE(md.find("**Incomplete runs**"), std::string::npos) << md;
   EXPECT_NE(md.find("sharded/whole-hook/default"), std::string::npos) << md;
 }
@@ -182,7 +183,7 @@ TEST(Report, MissingFieldIsNamed) {
   json r = sample_report();
   r.erase("devices");
   try {
-    hs::app::render_markdown(r);
+    hs::reports::render_markdown(r);
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'devices'"), std::string::npos) << e.what();
@@ -206,14 +207,14 @@ TEST(Report, HostileNamesStayInTheirCells) {
   r["runs"][2]["error"] = "first | line\nsecond line <function evil|fn at 0x1>";
   r["runs"][2]["break_reasons"] = json::array();
   r["settings"] = {{"command", "hookscope `x` | y\n# injected"}, {"scenarios", {"S|s`x"}}};
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   EXPECT_EQ(hs::test::broken_markdown_line(md, "injected"), "") << md;
   EXPECT_NE(md.find("P\\|q \\#\\# injected heading"), std::string::npos) << md;
   EXPECT_NE(md.find("| 0\\<b>\\| |"), std::string::npos) << md;
   EXPECT_NE(md.find("``a`b\\|c``"), std::string::npos) << md;
   // A multi-line error shows its first line and the function Dynamo named.
   EXPECT_NE(md.find("raises at `evil\\|fn`: `first \\| line`"), std::string::npos) << md;
-  const std::string html = hs::app::markdown_to_html(md);
+  const std::string html = hs::reports::markdown_to_html(md);
   EXPECT_NE(html.find("<code>a`b|c</code>"), std::string::npos) << html;
   EXPECT_EQ(html.find("<h2>injected"), std::string::npos) << html;
   EXPECT_NE(html.find("0&lt;b&gt;| (emulated)"), std::string::npos) << html;
@@ -236,19 +237,19 @@ TEST(Report, GitHubReadsHostileNamesAsTheirText) {
   for (auto& run : r["runs"]) run["scenario"] = evil;
   r["runs"][1]["break_reasons"] = {{{"gb_code", "GB0001"}, {"reason", evil}, {"user_frame", evil}}};
   r["settings"] = {{"command", evil}, {"scenarios", {evil}}};
-  const std::string md = hs::app::render_markdown(r);
+  const std::string md = hs::reports::render_markdown(r);
   const std::filesystem::path file = hs::test::scratch_dir("report_gfm") / "report.md";
   std::ofstream(file) << md;
   const auto gfm = hs::test::run({"cmark-gfm", "-e", "table", "-e", "autolink", "-e", "strikethrough", file.string()});
   ASSERT_EQ(gfm.exit_code, 0) << gfm.err;
-  for (const auto& [who, html] : {std::pair{"cmark-gfm", gfm.out}, std::pair{"report --html", hs::app::markdown_to_html(md)}}) {
+  for (const auto& [who, html] : {std::pair{"cmark-gfm", gfm.out}, std::pair{"report --html", hs::reports::markdown_to_html(md)}}) {
     SCOPED_TRACE(who);
     for (const char* markup : {"<img", "<script", "<em>em</em>", "<del>del</del>", ">click</a>", "<strong>init"})
       EXPECT_EQ(html.find(markup), std::string::npos) << markup << "\n" << html;
     for (const char* text : {"[click](", "![p](", "&lt;script&gt;x&lt;/script&gt;", "*em*", "__init__", "~~del~~",
                              "&amp;amp;", "$x$", "`tick \\| C:\\dir"})
       EXPECT_NE(html.find(text), std::string::npos) << text << "\n" << html;
-    EXPECT_NE(html.find("<code>" + hs::app::xml_escape(evil) + "</code>"), std::string::npos) << "the command, verbatim";
+    EXPECT_NE(html.find("<code>" + hs::reports::xml_escape(evil) + "</code>"), std::string::npos) << "the command, verbatim";
     expect_rows_have_their_headers_cells(html);
   }
 }
@@ -258,9 +259,9 @@ TEST(Report, GitHubReadsHostileNamesAsTheirText) {
 // caption is hookscope's own Markdown. In SVG and HTML, control characters (no XML 1.0 text has
 // ESC) become spaces.
 TEST(Report, PictureTitlesAndSvgTextStayWellFormed) {
-  EXPECT_EQ(hs::app::xml_escape("a\x1b\rb\x7f<'"), "a  b &lt;&#39;");
+  EXPECT_EQ(hs::reports::xml_escape("a\x1b\rb\x7f<'"), "a  b &lt;&#39;");
   const std::filesystem::path dir = hs::test::scratch_dir("report_hostile_assets");
-  const std::string md = hs::app::write_picture_assets(
+  const std::string md = hs::reports::write_picture_assets(
       {{"timeline-run-2.svg", "run 2: s whole\n# INJECTED](javascript:x) [a]", "open `hookscope view --run 2`", "<svg/>"}},
       (dir / "a <x>|\\ (b)").string(), (dir / "r.md").string(), (dir / "capture.sqlite").string());
   EXPECT_EQ(hs::test::broken_markdown_line(md, "INJECTED"), "") << md;
@@ -279,8 +280,8 @@ TEST(Report, PictureTitlesAndSvgTextStayWellFormed) {
 // UTF-8 are shown by value; UTF-8 (accents, CJK, emoji) passes as it is. utf8_length_at follows
 // RFC 3629 (no overlong form, no surrogate, nothing past U+10FFFF).
 TEST(TerminalText, ShowsWhatIsNotPrintableUtf8ByValue) {
-  using hs::app::terminal_text;
-  using hs::app::utf8_length_at;
+  using hs::output::terminal_text;
+  using hs::output::utf8_length_at;
   EXPECT_EQ(terminal_text("a\x1b[31mb\x7f"), "a\\x1b[31mb\\x7f");
   EXPECT_EQ(terminal_text("line\nnext\tcol"), "line\nnext\tcol");
   EXPECT_EQ(terminal_text("line\nnext", false), "line\\x0anext");
@@ -296,29 +297,29 @@ TEST(TerminalText, ShowsWhatIsNotPrintableUtf8ByValue) {
     EXPECT_EQ(utf8_length_at(bad, 0), 0u) << bad;
   EXPECT_EQ(utf8_length_at("a", 1), 0u) << "past the end";
   // The reports are UTF-8 text too: md_text writes a byte that is not UTF-8 as U+FFFD.
-  EXPECT_EQ(hs::app::md_text("shar\xfe" "ded \xc3\xa9"), "shar\xef\xbf\xbd" "ded \xc3\xa9");
+  EXPECT_EQ(hs::reports::md_text("shar\xfe" "ded \xc3\xa9"), "shar\xef\xbf\xbd" "ded \xc3\xa9");
 }
 
 TEST(MarkdownText, EscapesMarkupKeepsIdentifiersAndRoundTrips) {
-  using hs::app::MdPlace;
+  using hs::reports::MdPlace;
   for (const char* id : {"snake_case_name", "whole-hook", "offload-only", "cuda:0", "model.layers.0", "2.5.1+cpu", "-3.2%"})
-    EXPECT_EQ(hs::app::md_text(id), id);
-  EXPECT_EQ(hs::app::md_text("__init__"), "\\_\\_init\\_\\_");
-  EXPECT_EQ(hs::app::md_text("[a](b) <i> *c* ~d~ $e$ #1 &amp; `f`"),
+    EXPECT_EQ(hs::reports::md_text(id), id);
+  EXPECT_EQ(hs::reports::md_text("__init__"), "\\_\\_init\\_\\_");
+  EXPECT_EQ(hs::reports::md_text("[a](b) <i> *c* ~d~ $e$ #1 &amp; `f`"),
             "\\[a\\](b) \\<i> \\*c\\* \\~d\\~ \\$e\\$ \\#1 \\&amp; \\`f\\`");
-  EXPECT_EQ(hs::app::md_text("- item"), "\\- item");
-  EXPECT_EQ(hs::app::md_text("12. x"), "12\\. x");
-  EXPECT_EQ(hs::app::md_text("> q"), "\\> q");
-  EXPECT_EQ(hs::app::md_text("a\x1b[31mb\xc2\x85" "c\xe2\x80\xa8" "d\ne"), "a \\[31mb c d e");
+  EXPECT_EQ(hs::reports::md_text("- item"), "\\- item");
+  EXPECT_EQ(hs::reports::md_text("12. x"), "12\\. x");
+  EXPECT_EQ(hs::reports::md_text("> q"), "\\> q");
+  EXPECT_EQ(hs::reports::md_text("a\x1b[31mb\xc2\x85" "c\xe2\x80\xa8" "d\ne"), "a \\[31mb c d e");
   for (const char* s : {"a|b", "x\\|y", "C:\\dir\\", "`", "__x__", "- a", "9) b", "\\\\|", "é|ü"})
-    EXPECT_EQ(hs::app::md_unescape(hs::app::md_text(s)), s) << s;
-  EXPECT_EQ(hs::app::md_code(hs::app::md_text("a|b"), MdPlace::cell), "`a\\|b`");
-  EXPECT_EQ(hs::app::md_code(hs::app::md_text("a|b"), MdPlace::line), "`a|b`");
-  EXPECT_EQ(hs::app::md_code(hs::app::md_text("x\\|y"), MdPlace::cell), hs::app::md_text("x\\|y"));
-  EXPECT_EQ(hs::app::md_code(hs::app::md_text("`a`"), MdPlace::line), "`` `a` ``");
-  EXPECT_EQ(hs::app::md_code(hs::app::md_text(" a "), MdPlace::line), "`  a  `");
-  EXPECT_EQ(hs::app::md_code("", MdPlace::line), "");
-  EXPECT_EQ(hs::app::md_shortened(hs::app::md_text("a|bcdef"), 5), "a...");
-  EXPECT_EQ(hs::app::md_shortened("\xc3\xa9\xc3\xa9\xc3\xa9", 5), "\xc3\xa9...");
-  EXPECT_EQ(hs::app::md_shortened("abc", 3), "abc");
+    EXPECT_EQ(hs::reports::md_unescape(hs::reports::md_text(s)), s) << s;
+  EXPECT_EQ(hs::reports::md_code(hs::reports::md_text("a|b"), MdPlace::cell), "`a\\|b`");
+  EXPECT_EQ(hs::reports::md_code(hs::reports::md_text("a|b"), MdPlace::line), "`a|b`");
+  EXPECT_EQ(hs::reports::md_code(hs::reports::md_text("x\\|y"), MdPlace::cell), hs::reports::md_text("x\\|y"));
+  EXPECT_EQ(hs::reports::md_code(hs::reports::md_text("`a`"), MdPlace::line), "`` `a` ``");
+  EXPECT_EQ(hs::reports::md_code(hs::reports::md_text(" a "), MdPlace::line), "`  a  `");
+  EXPECT_EQ(hs::reports::md_code("", MdPlace::line), "");
+  EXPECT_EQ(hs::reports::md_shortened(hs::reports::md_text("a|bcdef"), 5), "a...");
+  EXPECT_EQ(hs::reports::md_shortened("\xc3\xa9\xc3\xa9\xc3\xa9", 5), "\xc3\xa9...");
+  EXPECT_EQ(hs::reports::md_shortened("abc", 3), "abc");
 }

@@ -1,4 +1,4 @@
-// `hookscope stats` and app/stats.h on a real capture of the tiny transformers-written Llama
+// `hookscope stats` and reports/stats.h on a real capture of the tiny transformers-written Llama
 // (LibTorch engine: sharded and cpu-offload, eager and compiled) plus an imported torch.compile
 // log (Dynamo's breaks): every report's numbers recomputed by hand-written SQL over the same
 // file (sqlite3's C API, independent of the reader), the CSV / JSON shapes, the run filter, the
@@ -15,9 +15,10 @@
 #include <set>
 #include <sstream>
 
-#include "app/stats.h"
-#include "app/report_command.h"
-#include "app/stats_command.h"
+#include "reports/stats.h"
+#include "cli/report_command.h"
+#include "reports/report_json.h"
+#include "cli/stats_command.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
 
@@ -95,9 +96,9 @@ class Sql {
   sqlite3* db_ = nullptr;
 };
 
-std::vector<hs::app::RunStats> all_stats() {
+std::vector<hs::reports::RunStats> all_stats() {
   hs::storage::CaptureReader rd(capture().db);
-  return hs::app::compute_stats(rd);
+  return hs::reports::compute_stats(rd);
 }
 
 std::vector<int64_t> complete_runs(const Sql& sql) {
@@ -411,7 +412,7 @@ TEST(StatsCli, CsvHasTheHeaderAndOneLinePerRow) {
   fs::create_directories(out.parent_path());
   const auto w = hookscope({"stats", capture().db.string(), "--format", "csv", "-o", out.string()});
   ASSERT_EQ(w.exit_code, 0) << w.err;
-  for (const auto& name : hs::app::stats_report_names()) {
+  for (const auto& name : hs::reports::stats_report_names()) {
     const fs::path f = capture().dir / "csv" / ("stats_" + name + ".csv");
     ASSERT_TRUE(fs::exists(f)) << f;
     EXPECT_EQ(hs::test::read_file(f).rfind("run,engine,cell,", 0), 0u) << f;
@@ -428,7 +429,7 @@ TEST(StatsCli, JsonParsesAndAddsUp) {
   const json doc = json::parse(r.out);
   EXPECT_EQ(doc["units"]["time"], "ns");
   EXPECT_EQ(doc["runs"].size(), complete_runs(sql).size());
-  for (const auto& name : hs::app::stats_report_names()) EXPECT_TRUE(doc["reports"].contains(name)) << name;
+  for (const auto& name : hs::reports::stats_report_names()) EXPECT_TRUE(doc["reports"].contains(name)) << name;
   int64_t bytes = 0;
   for (const auto& row : doc["reports"]["weight_swaps"])
     if (row["kind"] == "onload") bytes += row["bytes"].get<int64_t>();
@@ -489,7 +490,7 @@ TEST(StatsCli, BadArgumentsAreNamed) {
   // The library names a bad report too.
   hs::storage::CaptureReader rd(db);
   try {
-    hs::app::compute_stats(rd, {{"nope"}, std::nullopt});
+    hs::reports::compute_stats(rd, {{"nope"}, std::nullopt});
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
@@ -502,14 +503,14 @@ TEST(StatsCli, BadArgumentsAreNamed) {
 
 TEST(StatsReport, ReportJsonCarriesEveryRunsStats) {
   hs::storage::CaptureReader rd(capture().db);
-  const json report = hs::app::build_report(rd);
-  std::map<int64_t, hs::app::RunStats> by_id;
+  const json report = hs::reports::build_report(rd);
+  std::map<int64_t, hs::reports::RunStats> by_id;
   for (auto& s : all_stats()) by_id[s.run] = s;
   ASSERT_EQ(report["runs"].size(), by_id.size());
   for (const auto& run : report["runs"]) {
     ASSERT_TRUE(run.contains("stats")) << run["id"];
     const auto& s = by_id.at(run["id"].get<int64_t>());
-    EXPECT_EQ(run["stats"]["totals"], hs::app::stats_totals_json(s.totals));
+    EXPECT_EQ(run["stats"]["totals"], hs::reports::stats_totals_json(s.totals));
     // Per module hook rows stay in `hookscope stats` (they would make report.json megabytes).
     EXPECT_FALSE(run["stats"].contains("hook_time")) << "absent, not an empty list that reads as no hook time";
     EXPECT_EQ(run["stats"]["hook_time_by_device"].size(), s.hook_time_by_device.size());

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include "app/child_process.h"
-#include "app/torch_engine.h"
+#include "engines/child_process.h"
+#include "engines/torch_engine.h"
 #include "test_util.h"
 
-namespace hs::app {
+namespace hs::engines {
 namespace {
 
 using nlohmann::json;
@@ -109,4 +109,4 @@ TEST(TorchEngineReply, TheDtypeTheDriverFoundIsTheRunResultsDtype) {
 }
 
 }  // namespace
-}  // namespace hs::app
+}  // namespace hs::engines

@@ -12,7 +12,7 @@
 #include "tests/test_util.h"
 #include "ui/run_timeline.h"
 #include "ui/text_fit.h"
-#include "ui/timeline.h"
+#include "ui/time_axis.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "tests/test_util.h"
 #include "ui/run_timeline.h"
 #include "ui/view.h"
-#include "ui/viewer.h"
+#include "ui/run_viewer.h"
 #include "ui/window.h"
 
 namespace {

@@ -44,7 +44,7 @@ pack() {
   "$ROOT/run" build || exit 1
   rm -rf "$dir"
   mkdir -p "$dir/bin" "$dir/lib"
-  local bins=("$ROOT/build/app/hookscope")
+  local bins=("$ROOT/build/hookscope")
   for t in "${GPU_TESTS[@]}" "${PARITY_TESTS[@]}"; do bins+=("$ROOT/build/tests/$t"); done
   for b in "${bins[@]}"; do
     [ -x "$b" ] || { log "missing $b (did the build make it?)"; exit 1; }

@@ -28,7 +28,7 @@
 
 #include "storage/capture_reader.h"
 #include "ui/run_timeline.h"
-#include "ui/timeline.h"
+#include "ui/time_axis.h"
 #include "ui/text_fit.h"
 
 struct ImDrawList;

@@ -1,6 +1,6 @@
 """The four scenarios, dispatched by accelerate itself on a freshly loaded checkpoint.
 
-The maps mirror the LibTorch engine's (app/scenarios.cpp) with real devices:
+The maps mirror the LibTorch engine's (engines/scenarios.cpp) with real devices:
 
 - ``sharded``: over N >= 2 real accelerators, accelerate's ``infer_auto_device_map`` with
   ``max_memory`` = largest block + total/N per accelerator (and 4x the model on the cpu), which

@@ -1,0 +1,149 @@
+#include "cli/cli_util.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+#include "output/paths.h"
+#include "output/text.h"
+
+namespace hs::cli {
+
+using output::join;
+
+CLI::Validator list_of(std::vector<std::string> allowed) {
+  return CLI::Validator(
+      [allowed](std::string& value) -> std::string {
+        const auto items = output::split_list(value);
+        if (items.empty()) return "needs at least one of " + output::join(allowed, ", ");
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (std::find(allowed.begin(), allowed.end(), items[i]) == allowed.end())
+            return "'" + items[i] + "' is not one of " + output::join(allowed, ", ");
+          if (std::find(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(i), items[i]) !=
+              items.begin() + static_cast<std::ptrdiff_t>(i))
+            return "'" + items[i] + "' is given twice";
+        }
+        return "";
+      },
+      "{" + output::join(allowed, ",") + "},...");
+}
+
+CLI::Validator one_of(std::vector<std::string> allowed) {
+  return CLI::Validator(
+      [allowed](std::string& value) -> std::string {
+        if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return "";
+        return "'" + value + "' is not one of " + output::join(allowed, ", ");
+      },
+      "{" + output::join(allowed, ",") + "}");
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), size_t{0});
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+namespace {
+
+// The closest of `names` to `word` within 2 edits ("" when none is that close).
+std::string closest(std::string_view word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& n : names)
+    if (const size_t d = edit_distance(word, n); d < best_d) {
+      best_d = d;
+      best = n;
+    }
+  return best;
+}
+
+}  // namespace
+
+std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args) {
+  CLI::App* cmd = nullptr;
+  std::vector<std::string> subcommands;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) subcommands.push_back(sub->get_name());
+  for (const auto& a : args) {
+    if (a.empty() || a[0] == '-') continue;
+    if (std::find(subcommands.begin(), subcommands.end(), a) != subcommands.end()) cmd = app.get_subcommand(a);
+    else if (const std::string s = closest(a, subcommands); !s.empty())
+      return "hookscope: '" + a + "' is no command; did you mean '" + s + "'?";
+    break;
+  }
+  std::vector<std::string> names;
+  for (CLI::App* scope : {&app, cmd})
+    if (scope)
+      for (const CLI::Option* o : scope->get_options())
+        for (const auto& l : o->get_lnames()) names.push_back(l);
+  for (const auto& a : args) {
+    if (a == "--") break;
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+    const std::string flag = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    if (std::find(names.begin(), names.end(), flag) != names.end()) continue;
+    if (const std::string s = closest(flag, names); !s.empty())
+      return std::string("hookscope") + (cmd ? " " + cmd->get_name() : "") + ": unknown option --" + flag +
+             "; did you mean --" + s + "?";
+    return "";
+  }
+  return "";
+}
+
+void refuse_empty_values(const CLI::App& app) {
+  std::vector<const CLI::App*> scopes{&app};
+  for (const CLI::App* sub : app.get_subcommands()) scopes.push_back(sub);
+  // Options whose empty value is documented: `plan --no-split ""` splits every class.
+  static const std::set<std::string> kEmptyMeansNone = {"--no-split"};
+  for (const CLI::App* scope : scopes)
+    for (const CLI::Option* o : scope->get_options()) {
+      if (o->count() == 0 || o->get_type_size_max() == 0) continue;  // not given, or a flag
+      if (kEmptyMeansNone.count(o->get_name())) continue;
+      for (const auto& v : o->results())
+        if (v.find_first_not_of(" \t\n") == std::string::npos)
+          throw CLI::ValidationError(o->get_name(), "an empty value names nothing: give one, or leave the option out");
+    }
+}
+
+std::string unknown_command(CLI::App& app, const std::vector<std::string>& args) {
+  if (args.empty() || args[0].empty() || args[0][0] == '-') return "";
+  std::vector<std::string> names;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), args[0]) != names.end()) return "";
+  if (const std::string s = closest(args[0], names); !s.empty())
+    return "hookscope: '" + args[0] + "' is no command; did you mean '" + s + "'?";
+  return "hookscope: '" + args[0] + "' is no command; the commands are: " + output::join(names, ", ") +
+         " (hookscope COMMAND --help says more)";
+}
+
+
+hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index, const std::string& limit, bool mps_ok) {
+  hooks::MaxMemory mm;
+  try {
+    mm = hooks::parse_max_memory(spec);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--max-memory: ") + e.what());
+  }
+  for (const auto& [dev, bytes] : mm) {
+    const std::string key = "--max-memory: key '" + dev.str() + "'";
+    if (dev.is_accelerator() && dev.index < 0)
+      throw std::invalid_argument(key + " is not a device: accelerator indices start at 0");
+    if (dev.is_accelerator() && dev.index > max_index)
+      throw std::invalid_argument(key + ": accelerator indices go from 0 to " + std::to_string(max_index) + " (" + limit +
+                                  ")");
+    if (dev.kind == hooks::DeviceId::Kind::Mps && !mps_ok)
+      throw std::invalid_argument(key + ": there is no MPS device here (the devices are the accelerators 0.." +
+                                  std::to_string(max_index) + ", cpu and disk)");
+  }
+  return mm;
+}
+
+}  // namespace hs::cli

@@ -1,0 +1,53 @@
+// Small helpers the commands share: option validators, "did you mean", the hint printed after
+// a capture is written, and --max-memory's checks. Text and output-path helpers are output/'s.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "hooks/device_map.h"
+
+namespace hs::cli {
+
+/// Parse-time check of a comma-separated option against its allowed values: a bad value is a
+/// usage error (exit 2) whose message names the option (CLI11 prefixes it) and the choices; so
+/// is a value given twice ("sharded,sharded" would run and store the same runs twice).
+CLI::Validator list_of(std::vector<std::string> allowed);
+
+/// The same for a single value.
+CLI::Validator one_of(std::vector<std::string> allowed);
+
+/// Levenshtein distance (insertions, deletions, substitutions; bytes).
+size_t edit_distance(std::string_view a, std::string_view b);
+
+/// For a command line `app` rejected (`args`: argv without the program): "did you mean
+/// --scenarios?" naming, for the first `--flag` that is no option of the chosen subcommand nor
+/// of the app, the option within 2 edits of it (the closest; the first declared on a tie), or
+/// for a first word that is no subcommand the subcommand that close. "" when nothing is.
+std::string did_you_mean(CLI::App& app, const std::vector<std::string>& args);
+
+/// Throws CLI::ValidationError naming the option when an option of the parsed subcommand (or
+/// of `app`) that takes a value was given an empty or all-blank one (`--out ""`): such a value
+/// names no file, folder or label, and would otherwise fall back to a default unseen. The
+/// exception is an option whose empty value is documented (`plan --no-split ""`: no class).
+void refuse_empty_values(const CLI::App& app);
+
+/// For a command line whose first word is no subcommand of `app`: "hookscope: 'WORD' is no
+/// command; the commands are: a, b, ..." (or did_you_mean's suggestion when one is close); ""
+/// when the first word is a subcommand or there is none.
+std::string unknown_command(CLI::App& app, const std::vector<std::string>& args);
+
+/// `--max-memory` of a command: hooks::parse_max_memory (accelerate's syntax, which lets
+/// get_max_memory merely warn about an index it has no device for), then every key checked
+/// against the devices the command can use, so that no budget names a device that cannot exist:
+/// an accelerator index below 0 or above `max_index` (`limit` says why, e.g. "--devices 2"), or
+/// "mps" unless `mps_ok`. Throws std::invalid_argument "--max-memory: ..." naming the entry and
+/// the key at fault.
+hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index, const std::string& limit, bool mps_ok);
+
+}  // namespace hs::cli

@@ -1,0 +1,164 @@
+#include "engines/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace hs::engines {
+
+namespace {
+
+std::vector<std::string> merged_environment(const std::map<std::string, std::string>& add) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    if (!add.count(key)) out.push_back(kv);
+  }
+  for (const auto& [k, v] : add) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv_in, const std::map<std::string, std::string>& env,
+                           const std::filesystem::path& log)
+    : log_(log) {
+  if (argv_in.empty()) throw std::invalid_argument("ChildProcess: empty argv");
+  int in[2], reply[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(reply, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("cannot create pipes: ") + std::strerror(errno));
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw std::runtime_error(log.string() + ": cannot open for writing: " + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+  posix_spawn_file_actions_adddup2(&fa, reply[1], kReplyFd);
+  std::vector<std::string> args = argv_in, envs = merged_environment(env);
+  std::vector<char*> argv = c_strings(args), envp = c_strings(envs);
+  // Its own process group: a terminal's Ctrl+C (sent to the foreground group) reaches this
+  // process alone, whose interrupt handler ends the capture and then the child; a child dying of
+  // the same SIGINT first would turn the run in progress into a failed one. It still ends with
+  // this process: its stdin closes.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = ::posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(reply[1]);
+  ::close(log_fd);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(reply[0]);
+    throw std::runtime_error(argv_in[0] + ": cannot start: " + std::strerror(rc));
+  }
+  stdin_fd_ = in[1];
+  reply_fd_ = reply[0];
+}
+
+ChildProcess::~ChildProcess() {
+  close_fd(stdin_fd_);
+  close_fd(reply_fd_);
+  if (status_ || pid_ <= 0) return;
+  for (int i = 0; i < 100; ++i) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pid_, SIGKILL);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+}
+
+void ChildProcess::send_line(const std::string& line) {
+  const std::string s = line + "\n";
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(stdin_fd_, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error("the driver process has gone (" + exit_description() + ")");
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::optional<std::string> ChildProcess::read_line() {
+  size_t scanned = 0;  // bytes of buffer_ known to hold no newline: each byte is looked at once
+  for (;;) {
+    if (const size_t nl = buffer_.find('\n', scanned); nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    scanned = buffer_.size();
+    if (buffer_.size() > kMaxLineBytes)
+      throw std::length_error("a reply line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                              " MiB without a newline");
+    char chunk[65536];
+    const ssize_t n = ::read(reply_fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+int ChildProcess::wait() {
+  if (!status_) {
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+  return *status_;
+}
+
+std::string ChildProcess::exit_description() {
+  if (!status_) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) != pid_) return "";
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+  return *status_ > 128 ? "killed by signal " + std::to_string(*status_ - 128) : "exit status " + std::to_string(*status_);
+}
+
+std::string ChildProcess::log_tail(size_t n) const {
+  std::ifstream in(log_);
+  std::deque<std::string> lines;
+  for (std::string l; std::getline(in, l);) {
+    lines.push_back(l);
+    if (lines.size() > n) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace hs::engines

@@ -1,0 +1,113 @@
+#include "output/paths.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "output/output_file.h"
+#include "storage/capture_reader.h"
+
+namespace hs::output {
+
+std::filesystem::path normal_path(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  if (std::filesystem::is_symlink(abs, ec)) {
+    const std::filesystem::path target = std::filesystem::read_symlink(abs, ec);
+    if (!ec) abs = target.is_absolute() ? target : abs.parent_path() / target;
+  }
+  return std::filesystem::weakly_canonical(abs, ec);
+}
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+namespace {
+/// `p` with a final symbolic link followed even when what it points to does not exist yet
+/// (weakly_canonical stops at a dangling link, and writing through it creates its target).
+std::filesystem::path through_links(std::filesystem::path p) {
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec)); ++hops) {
+    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p;
+}
+}  // namespace
+
+bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  std::error_code ec;
+  const std::string i = std::filesystem::weakly_canonical(through_links(inner), ec).string();
+  const std::string o = std::filesystem::weakly_canonical(outer, ec).string();
+  if (o.empty() || i.size() < o.size() || i.compare(0, o.size(), o) != 0) return false;
+  return i.size() == o.size() || o.back() == '/' || i[o.size()] == '/';
+}
+
+std::optional<std::filesystem::path> model_file_at(const std::filesystem::path& out,
+                                                   const std::filesystem::path& model_dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec))
+    if (same_file(it->path(), out)) return it->path();
+  return std::nullopt;
+}
+
+std::vector<std::filesystem::path> model_folders(const storage::CaptureReader& capture) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& run : capture.runs()) {
+    std::vector<std::filesystem::path> named{run.model};  // a hub id's snapshot folder is in the results
+    if (const auto it = run.results.find("model"); it != run.results.end() && it->is_object())
+      if (const auto p = it->find("path"); p != it->end() && p->is_string()) named.emplace_back(p->get<std::string>());
+    for (const auto& m : named) {
+      if (!m.is_absolute() || !std::filesystem::is_regular_file(m / "config.json", ec)) continue;
+      if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    }
+  }
+  return out;
+}
+
+void refuse_output_in_model_folder(const std::string& flag, const std::filesystem::path& out,
+                                   const std::vector<std::filesystem::path>& models, const std::string& why,
+                                   bool holds_too) {
+  if (out.empty()) return;
+  const std::string tail = " (" + why + "); hookscope never writes into a model's folder: name a place outside it";
+  for (const auto& m : models) {
+    if (m.empty()) continue;
+    if (const auto f = model_file_at(out, m))
+      throw std::invalid_argument(flag + ": " + out.string() + " is (or links to) the model's file " + f->string() + tail);
+    if (path_inside(out, m) || same_file(out, m))
+      throw std::invalid_argument(flag + ": " + out.string() + " is or lies inside the model's folder " + m.string() + tail);
+    if (holds_too && path_inside(m, out))
+      throw std::invalid_argument(flag + ": " + out.string() + " holds the model's folder " + m.string() + tail);
+  }
+}
+
+void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
+                              const std::filesystem::path& input, const std::string& role,
+                              const std::vector<std::filesystem::path>& models) {
+  const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
+  if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
+  refuse_output_in_model_folder(flag, out, models, "a run of " + input.string() + " was made from it");
+}
+
+void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const auto& [fa, a] = outputs[j];
+      const auto& [fb, b] = outputs[i];
+      if (a.empty() || b.empty()) continue;
+      if (same_file(a, b) || normal_path(a) == normal_path(b))
+        throw std::invalid_argument(fb + ": " + b + " is also " + fa + "'s output; name two files");
+    }
+}
+
+void write_output_file(const std::filesystem::path& path, const std::string& bytes) {
+  OutputFile f(path, /*gzip=*/false);
+  f.write(bytes);
+  f.commit();
+}
+}  // namespace hs::output
