@@ -186,12 +186,12 @@ std::function<void(uint64_t, uint64_t)> progress_printer() {
   };
 }
 
-int run_import(const ImportArgs& a) {
+// The import's arguments and its --out checked before anything is opened or written.
+void check_import_args(const ImportArgs& a, const fs::path& out) {
   if (a.trace.empty() && a.compile_log.empty())
     throw std::invalid_argument("import: give a trace (TRACE.json[.gz]) and/or --compile-log DIR|FILE");
   for (const auto& [flag, p] : {std::pair{"TRACE", a.trace}, std::pair{"--compile-log", a.compile_log}})
     if (!p.empty() && !fs::exists(p)) throw std::invalid_argument(std::string(flag) + ": " + p + " does not exist");
-  const fs::path out(a.out);
   if (out.empty()) throw std::invalid_argument("--out: empty path");
   for (const auto& [flag, v] : {std::pair{"--label", a.label}, std::pair{"--scenario", a.scenario},
                                 std::pair{"--policy", a.policy}, std::pair{"--mode", a.mode}, std::pair{"--model", a.model},
@@ -212,18 +212,25 @@ int run_import(const ImportArgs& a) {
   if (const auto capture = output::running_capture_of(out))
     throw std::invalid_argument("--out: " + out.string() + " is the temporary file of a capture into " + capture->string() +
                                 " that is still running; wait for it to finish and import into that file");
+}
+
+// --append adds to a capture every reader opens, never to anything else: a zero-byte file
+// (SQLite would take it for an empty database and the Store make it a capture) or a foreign
+// one is refused with the readers' own message, before anything is written.
+void refuse_appending_to_non_capture(const fs::path& out) {
+  std::error_code ec;
+  if (fs::is_regular_file(out, ec) && fs::file_size(out, ec) == 0 && !ec)
+    throw storage::CaptureError(out, "not a hookscope capture: " + out.string() +
+                                         " (an empty file); --append adds a run to an existing capture, refusing "
+                                         "to write into it");
+  storage::CaptureReader check(out);
+}
+
+int run_import(const ImportArgs& a) {
+  const fs::path out(a.out);
+  check_import_args(a, out);
   const output::OutputLock lock(out);  // no capture or other import writes it meanwhile
-  // --append adds to a capture every reader opens, never to anything else: a zero-byte file
-  // (SQLite would take it for an empty database and the Store make it a capture) or a foreign
-  // one is refused with the readers' own message, before anything is written.
-  if (a.append && fs::exists(out)) {
-    std::error_code ec;
-    if (fs::is_regular_file(out, ec) && fs::file_size(out, ec) == 0 && !ec)
-      throw storage::CaptureError(out, "not a hookscope capture: " + out.string() +
-                                           " (an empty file); --append adds a run to an existing capture, refusing "
-                                           "to write into it");
-    storage::CaptureReader check(out);
-  }
+  if (a.append && fs::exists(out)) refuse_appending_to_non_capture(out);  // never a zero-byte or foreign file
   // A new capture is written next to its name and renamed when finished: an interrupted import
   // leaves no file that looks like a capture.
   const fs::path target = a.append ? out : fs::path(out.string() + ".partial-" + std::to_string(::getpid()));
