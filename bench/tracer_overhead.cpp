@@ -89,6 +89,55 @@ struct Args {
   std::string on = "all";
 };
 
+// The decodes' wall and process CPU times (ms), tracer off and on, `pairs` ABBA pairs of them.
+struct Timings {
+  std::vector<double> off, on, off_cpu, on_cpu;
+  int pairs = 0;
+};
+
+// Prints the summary line (stderr) and the JSON result (stdout).
+void report(const Args& a, const Timings& t, const tracer::TracerStats& st) {
+  const double m_off = median(t.off), m_on = median(t.on);
+  std::vector<double> off_first, on_first;  // on/off per pair, by which decode ran first
+  for (size_t i = 0; i < t.off.size(); ++i) (i % 2 ? on_first : off_first).push_back(t.on[i] / t.off[i]);
+  const double pair_ratio = std::sqrt(median(off_first) * median(on_first));
+  const double overhead = (pair_ratio - 1) * 100;
+  const double c_off = median(t.off_cpu), c_on = median(t.on_cpu);
+  const double cpu_overhead = c_off > 0 ? (c_on / c_off - 1) * 100 : 0;
+  nlohmann::json out{{"model", a.model},
+                     {"on", a.on},
+                     {"scenario", a.scenario},
+                     {"policy", a.policy},
+                     {"mode", a.mode},
+                     {"devices", a.devices},
+                     {"decode_steps", a.tokens - 1},
+                     {"pairs", t.pairs},
+                     {"threads", a.threads},
+                     {"off_ms", {{"median", m_off}, {"min", *std::min_element(t.off.begin(), t.off.end())}}},
+                     {"on_ms", {{"median", m_on}, {"min", *std::min_element(t.on.begin(), t.on.end())}}},
+                     {"ratio_of_medians", m_off > 0 ? m_on / m_off : 0},
+                     {"paired_ratio", pair_ratio},
+                     {"median_ratio_off_first", median(off_first)},
+                     {"median_ratio_on_first", median(on_first)},
+                     {"overhead_pct", overhead},
+                     {"target_pct", 2},
+                     {"within_target", overhead <= 2},
+                     {"off_cpu_ms", {{"median", c_off}}},
+                     {"on_cpu_ms", {{"median", c_on}}},
+                     {"cpu_ratio_on_off", c_off > 0 ? c_on / c_off : 0},
+                     {"cpu_overhead_pct", cpu_overhead},
+                     {"off_wall_ms_each", t.off},
+                     {"on_wall_ms_each", t.on},
+                     {"events_recorded", st.recorded},
+                     {"events_dropped", st.dropped()}};
+  std::fprintf(stderr,
+               "tracer overhead (%s, %s, %s, on=%s, %d decode steps x %d): median wall %.2f ms off, %.2f ms on; "
+               "paired ratio %.4f (%+.2f %%); process CPU %.2f ms off, %.2f ms on (%+.2f %%); target <= 2 %%\n",
+               a.scenario.c_str(), a.policy.c_str(), a.mode.c_str(), a.on.c_str(), a.tokens - 1, t.pairs, m_off, m_on,
+               pair_ratio, overhead, c_off, c_on, cpu_overhead);
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
 int run(const Args& a) {
   torch::set_num_threads(a.threads);
   const engines::Scenario scenario = engines::parse_scenario(a.scenario);
@@ -159,59 +208,21 @@ int run(const Args& a) {
 
   decode(false);  // warm-up: first-touch allocations, guards
   decode(true);
-  std::vector<double> off, on, off_cpu, on_cpu;
-  const int pairs = a.repeats + a.repeats % 2;  // even: as many off-first pairs as on-first ones
-  for (int r = 0; r < pairs; ++r) {
+  Timings t;
+  t.pairs = a.repeats + a.repeats % 2;  // even: as many off-first pairs as on-first ones
+  for (int r = 0; r < t.pairs; ++r) {
     const bool on_first = r % 2 == 1;  // ABBA: off,on | on,off | off,on ...
     for (bool record : {on_first, !on_first}) {
       const Sample s = decode(record);
-      (record ? on : off).push_back(s.wall_ms);
-      (record ? on_cpu : off_cpu).push_back(s.cpu_ms);
+      (record ? t.on : t.off).push_back(s.wall_ms);
+      (record ? t.on_cpu : t.off_cpu).push_back(s.cpu_ms);
     }
   }
   const tracer::TracerStats st = tracer.end_run();
   store.close();
   fs::remove_all(work);
 
-  const double m_off = median(off), m_on = median(on);
-  std::vector<double> off_first, on_first;  // on/off per pair, by which decode ran first
-  for (size_t i = 0; i < off.size(); ++i) (i % 2 ? on_first : off_first).push_back(on[i] / off[i]);
-  const double pair_ratio = std::sqrt(median(off_first) * median(on_first));
-  const double overhead = (pair_ratio - 1) * 100;
-  const double c_off = median(off_cpu), c_on = median(on_cpu);
-  const double cpu_overhead = c_off > 0 ? (c_on / c_off - 1) * 100 : 0;
-  nlohmann::json out{{"model", a.model},
-                     {"on", a.on},
-                     {"scenario", a.scenario},
-                     {"policy", a.policy},
-                     {"mode", a.mode},
-                     {"devices", a.devices},
-                     {"decode_steps", a.tokens - 1},
-                     {"pairs", pairs},
-                     {"threads", a.threads},
-                     {"off_ms", {{"median", m_off}, {"min", *std::min_element(off.begin(), off.end())}}},
-                     {"on_ms", {{"median", m_on}, {"min", *std::min_element(on.begin(), on.end())}}},
-                     {"ratio_of_medians", m_off > 0 ? m_on / m_off : 0},
-                     {"paired_ratio", pair_ratio},
-                     {"median_ratio_off_first", median(off_first)},
-                     {"median_ratio_on_first", median(on_first)},
-                     {"overhead_pct", overhead},
-                     {"target_pct", 2},
-                     {"within_target", overhead <= 2},
-                     {"off_cpu_ms", {{"median", c_off}}},
-                     {"on_cpu_ms", {{"median", c_on}}},
-                     {"cpu_ratio_on_off", c_off > 0 ? c_on / c_off : 0},
-                     {"cpu_overhead_pct", cpu_overhead},
-                     {"off_wall_ms_each", off},
-                     {"on_wall_ms_each", on},
-                     {"events_recorded", st.recorded},
-                     {"events_dropped", st.dropped()}};
-  std::fprintf(stderr,
-               "tracer overhead (%s, %s, %s, on=%s, %d decode steps x %d): median wall %.2f ms off, %.2f ms on; "
-               "paired ratio %.4f (%+.2f %%); process CPU %.2f ms off, %.2f ms on (%+.2f %%); target <= 2 %%\n",
-               a.scenario.c_str(), a.policy.c_str(), a.mode.c_str(), a.on.c_str(), a.tokens - 1, pairs, m_off, m_on,
-               pair_ratio, overhead, c_off, c_on, cpu_overhead);
-  std::printf("%s\n", out.dump(2).c_str());
+  report(a, t, st);
   return 0;
 }
 

@@ -315,6 +315,51 @@ struct CompiledFunction::State {
   std::string requested_backend() const {
     return options.mode == Mode::ReduceOverhead ? std::string("cudagraphs") : options.backend;
   }
+
+  // Guards, newest entry first as Dynamo's cache lookup: the entry whose guards `sig` passes, or
+  // -1, with each failed entry's "frame: reason" (newest first) in `failures`.
+  int find_entry(const InputSignature& sig, std::vector<std::string>& failures) const {
+    for (int i = static_cast<int>(entries.size()) - 1; i >= 0; --i) {
+      auto f = guard_failure(entries[i].signature, sig);
+      if (!f) return i;
+      failures.push_back(frame(i) + ": " + *f);
+    }
+    return -1;
+  }
+
+  // A new cache entry for `sig` (its backend chosen for `inputs`); past the first, a recompile
+  // whose reason is the newest entry's guard failure.
+  int add_entry(hooks::Runtime& rt, const InputSignature& sig, const std::vector<c10::IValue>& inputs,
+                const std::vector<std::string>& failures) {
+    if (frame_id < 0) frame_id = rt.next_compile_frame();
+    BackendChoice choice = select_backend(requested_backend(), inputs, options.cudagraphs_backend);
+    entries.push_back({sig, choice.backend, choice.diagnostics});
+    for (const auto& d : choice.diagnostics) diagnostics.push_back(d);
+    const int entry = static_cast<int>(entries.size()) - 1;
+    if (entry > 0) {
+      RecompileRecord rec;
+      rec.entry = entry;
+      const std::string& newest = failures.front();
+      rec.reason = newest.substr(newest.find(": ") + 2);
+      rec.guard_failures = failures;
+      recompiles.push_back(std::move(rec));
+    }
+    return entry;
+  }
+
+  // Dynamo's words when a frame reaches `recompile_limit` (cache_size_limit): the error under
+  // fullgraph=True, else the warning (the call then runs eagerly).
+  std::string recompile_limit_message(const std::string& last_reason) const {
+    const std::string limit = std::to_string(options.cache_size_limit);
+    if (options.fullgraph)
+      return "recompile_limit reached with fullgraph=True. Excessive recompilations can degrade performance due to "
+             "the compilation overhead of each recompilation. To monitor recompilations, enable "
+             "TORCH_LOGS=recompiles. If recompilations are expected, consider increasing "
+             "torch._dynamo.config.cache_size_limit to an appropriate value. (hookscope: cache_size_limit " +
+             limit + ", last reason: " + last_reason + ")";
+    return "torch._dynamo hit config.recompile_limit (" + limit + ")\n   function: '" + options.name +
+           "'\n   last reason: " + last_reason + "\n   (hookscope: this call runs eagerly, uncaptured)";
+  }
 };
 
 CompiledFunction::CompiledFunction(Function fn, CompileOptions options) : state_(std::make_shared<State>()) {
@@ -364,56 +409,25 @@ c10::IValue CompiledFunction::operator()(const std::vector<c10::IValue>& inputs)
 
   std::lock_guard<std::mutex> lock(st.mu);
 
-  // Guards: newest entry first, as Dynamo's cache lookup.
   const InputSignature sig = signature_of(inputs);
-  int entry = -1;
   std::vector<std::string> failures;
-  for (int i = static_cast<int>(st.entries.size()) - 1; i >= 0; --i) {
-    auto f = guard_failure(st.entries[i].signature, sig);
-    if (!f) {
-      entry = i;
-      break;
-    }
-    failures.push_back(st.frame(i) + ": " + *f);
-  }
-
-  bool created = false;
-  if (entry < 0) {
+  int entry = st.find_entry(sig, failures);
+  const bool created = entry < 0;
+  if (created) {
     if (static_cast<int>(st.entries.size()) >= st.options.cache_size_limit) {
-      const std::string limit = std::to_string(st.options.cache_size_limit);
+      const std::string message = st.recompile_limit_message(failures.front());
       if (st.options.fullgraph) {
         r.end_ns = now_ns();
         r.failed = true;
-        r.error =
-            "recompile_limit reached with fullgraph=True. Excessive recompilations can degrade performance due to "
-            "the compilation overhead of each recompilation. To monitor recompilations, enable "
-            "TORCH_LOGS=recompiles. If recompilations are expected, consider increasing "
-            "torch._dynamo.config.cache_size_limit to an appropriate value. (hookscope: cache_size_limit " +
-            limit + ", last reason: " + failures.front() + ")";
+        r.error = message;
         st.last = r;
         throw FailOnRecompileLimitHit(r.error);
       }
-      const std::string warning = "torch._dynamo hit config.recompile_limit (" + limit + ")\n   function: '" +
-                                  st.options.name + "'\n   last reason: " + failures.front() +
-                                  "\n   (hookscope: this call runs eagerly, uncaptured)";
-      r.diagnostics.push_back(warning);
-      st.diagnostics.push_back(warning);
+      r.diagnostics.push_back(message);
+      st.diagnostics.push_back(message);
       return run_plain();
     }
-    if (st.frame_id < 0) st.frame_id = rt.next_compile_frame();
-    BackendChoice choice = select_backend(st.requested_backend(), inputs, st.options.cudagraphs_backend);
-    st.entries.push_back({sig, choice.backend, choice.diagnostics});
-    for (const auto& d : choice.diagnostics) st.diagnostics.push_back(d);
-    entry = static_cast<int>(st.entries.size()) - 1;
-    created = true;
-    if (entry > 0) {
-      RecompileRecord rec;
-      rec.entry = entry;
-      const std::string& newest = failures.front();
-      rec.reason = newest.substr(newest.find(": ") + 2);
-      rec.guard_failures = failures;
-      st.recompiles.push_back(std::move(rec));
-    }
+    entry = st.add_entry(rt, sig, inputs, failures);
   }
 
   State::Entry& e = st.entries[entry];

@@ -169,26 +169,9 @@ class TraceWriter {
 };
 
 // Everything one run exports, read once.
-struct RunRows {
-  RunRecord run;
-  std::vector<HookEventRow> hooks;
-  std::vector<WeightSwapRow> swaps;
-  std::vector<TransferRow> transfers;
-  std::vector<DisabledScopeRow> scopes;
-  std::vector<ModuleComputeRow> compute;
-  std::vector<RegionRow> regions;
-  std::vector<GraphBreakRow> breaks;
-  std::vector<storage::DynamoGraphBreakRow> dynamo_breaks;  // those with a time
-  std::vector<GenerationStepRow> steps;
-  std::vector<MemoryCounterRow> memory;
-  std::vector<KernelRow> kernels;
-  std::vector<MemcpyRow> memcpys;
-  std::vector<MemsetRow> memsets;
-  std::vector<SyncRow> syncs;
-  std::vector<RuntimeRow> runtime;
-  std::vector<DriverRow> driver;
-  std::vector<ExternalCorrelationRow> externals;
-  std::vector<CpuOpRow> cpu_ops;
+// The run's rows (its Dynamo graph breaks only those with a time) and what the trace needs
+// besides.
+struct ExportRows : storage::RunRows {
   // The process of each CPU op / runtime / driver call (globalTid >> 24), index for index.
   std::vector<int64_t> cpu_op_pids, runtime_pids, driver_pids;
   std::map<uint32_t, int64_t> os_tid;  // THREADS: recording thread -> Linux tid
@@ -196,29 +179,11 @@ struct RunRows {
   std::vector<GpuInfo> gpus;
 };
 
-RunRows read_run(const CaptureReader& r, int64_t run) {
-  RunRows d;
-  d.run = r.run(run);
+ExportRows read_run(const CaptureReader& r, int64_t run) {
   r.check_rows(run);
-  d.hooks = r.hook_events(run);
-  d.swaps = r.weight_swaps(run);
-  d.transfers = r.transfers(run);
-  d.scopes = r.disabled_scopes(run);
-  d.compute = r.module_compute(run);
-  d.regions = r.regions(run);
-  d.breaks = r.graph_breaks(run);
-  for (storage::DynamoGraphBreakRow& b : r.dynamo_graph_breaks(run))
-    if (b.time_ns) d.dynamo_breaks.push_back(std::move(b));
-  d.steps = r.generation_steps(run);
-  d.memory = r.memory_counters(run);
-  d.kernels = r.kernels(run);
-  d.memcpys = r.memcpys(run);
-  d.memsets = r.memsets(run);
-  d.syncs = r.syncs(run);
-  d.runtime = r.runtime_calls(run);
-  d.driver = r.driver_calls(run);
-  d.externals = r.external_correlations(run);
-  d.cpu_ops = r.cpu_ops(run);
+  ExportRows d;
+  static_cast<storage::RunRows&>(d) = r.run_rows(run);
+  std::erase_if(d.dynamo_graph_breaks, [](const storage::DynamoGraphBreakRow& b) { return !b.time_ns; });
   d.cpu_op_pids = r.activity_pids(run, "CPU_OPS");
   d.runtime_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_RUNTIME");
   d.driver_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_DRIVER");
@@ -231,7 +196,7 @@ RunRows read_run(const CaptureReader& r, int64_t run) {
 }
 
 // The earliest time of the run's events, in whole µs (the file's baseTimeNanoseconds).
-int64_t base_time(const RunRows& d) {
+int64_t base_time(const ExportRows& d) {
   int64_t t = std::numeric_limits<int64_t>::max();
   auto take = [&](const auto& rows) {
     for (const auto& row : rows) {
@@ -239,33 +204,24 @@ int64_t base_time(const RunRows& d) {
       else t = std::min(t, row.time_ns);
     }
   };
-  take(d.hooks), take(d.swaps), take(d.transfers), take(d.scopes), take(d.compute), take(d.regions);
-  take(d.breaks), take(d.steps), take(d.memory), take(d.kernels), take(d.memcpys), take(d.memsets);
-  take(d.syncs), take(d.runtime), take(d.driver), take(d.cpu_ops);
-  for (const auto& b : d.dynamo_breaks) t = std::min(t, *b.time_ns);
+  take(d.hook_events), take(d.weight_swaps), take(d.transfers), take(d.disabled_scopes);
+  take(d.module_compute), take(d.regions), take(d.graph_breaks), take(d.generation_steps);
+  take(d.memory_counters), take(d.kernels), take(d.memcpys), take(d.memsets), take(d.syncs);
+  take(d.runtime_calls), take(d.driver_calls), take(d.cpu_ops);
+  for (const auto& b : d.dynamo_graph_breaks) t = std::min(t, *b.time_ns);
   if (t == std::numeric_limits<int64_t>::max()) t = d.run.start_ns;
   return t >= 0 ? t / 1000 * 1000 : -((-t + 999) / 1000 * 1000);
 }
 
 std::string_view memcpy_kind_name(tracer::MemcpyKind k) { return tracer::copy_kind_name(k, "Unknown"); }
 std::string_view mem_kind_name(tracer::MemKind k) { return tracer::mem_kind_name(k, "Unknown"); }
-std::string_view sync_name(tracer::SyncType s) {
-  using S = tracer::SyncType;
-  switch (s) {
-    case S::EventSynchronize: return "Event Sync";
-    case S::StreamWaitEvent: return "Stream Wait Event";
-    case S::StreamSynchronize: return "Stream Sync";
-    case S::ContextSynchronize: return "Context Sync";
-    case S::Unknown: break;
-  }
-  return "Unknown Sync";
-}
+std::string_view sync_name(tracer::SyncType s) { return tracer::sync_type_name(s, "Unknown Sync"); }
 std::string_view phase_name(events::HookPhase p) { return tracer::hook_phase_name(p, "pre_forward"); }
 std::string_view source_name(events::WeightSource s) { return tracer::weight_source_name(s, "device"); }
 
 class ChromeExporter {
  public:
-  ChromeExporter(RunRows rows, TraceWriter& w) : d_(std::move(rows)), w_(w) { index(); }
+  ChromeExporter(ExportRows rows, TraceWriter& w) : d_(std::move(rows)), w_(w) { index(); }
 
   void host_events();
   void regions_and_breaks();
@@ -307,7 +263,7 @@ class ChromeExporter {
   }
   void gpu_done(uint32_t device, uint32_t stream, uint32_t correlation, int64_t start);
 
-  RunRows d_;
+  ExportRows d_;
   TraceWriter& w_;
   int64_t host_pid_ = 1;
   std::set<std::string> carried_;        // hookscope:: kinds already among CPU_OPS
@@ -345,13 +301,13 @@ void ChromeExporter::index() {
     if (!part->empty()) cell += (cell.empty() ? "" : "/") + *part;
   processes_[host_pid_] = "host: run " + std::to_string(d_.run.id) + " " + cell + (d_.run.fullgraph ? " fullgraph" : "") +
                           " (" + d_.run.engine + ")";
-  for (const auto& r : d_.runtime) launched_.insert(r.correlation_id);
-  for (const auto& r : d_.driver) launched_.insert(r.correlation_id);
+  for (const auto& r : d_.runtime_calls) launched_.insert(r.correlation_id);
+  for (const auto& r : d_.driver_calls) launched_.insert(r.correlation_id);
   for (const auto& r : d_.kernels) recorded_.insert(r.correlation_id);
   for (const auto& r : d_.memcpys) recorded_.insert(r.correlation_id);
   for (const auto& r : d_.memsets) recorded_.insert(r.correlation_id);
   for (const auto& r : d_.syncs) recorded_.insert(r.correlation_id);
-  for (const auto& e : d_.externals)
+  for (const auto& e : d_.external_correlations)
     if (e.kind == tracer::ExternalKind::Custom0 || !external_of_.count(e.correlation_id))
       external_of_[e.correlation_id] = e.external_id;
   for (const DeviceRow& dev : d_.devices) device_rows_[dev.info.name] = &dev;
@@ -374,11 +330,11 @@ int64_t ChromeExporter::device_pid(const std::string& device) {
 }
 
 void ChromeExporter::host_events() {
-  for (const auto& h : d_.hooks)
+  for (const auto& h : d_.hook_events)
     if (!carried(phase_name(h.phase)))
       range("user_annotation", RangeName(phase_name(h.phase)).kv("hook", h.hook).module(h.module), h.thread, h.start_ns,
             h.end_ns, h.external_id);
-  for (const auto& s : d_.swaps) {
+  for (const auto& s : d_.weight_swaps) {
     const std::string_view what = s.onload ? "weight_onload" : "weight_offload";
     if (carried(what)) continue;
     RangeName n(what);
@@ -395,11 +351,11 @@ void ChromeExporter::host_events() {
     if (t.emulated) n.kv("emulated", 1);
     range("user_annotation", n, t.thread, t.start_ns, t.end_ns);
   }
-  for (const auto& s : d_.scopes)
+  for (const auto& s : d_.disabled_scopes)
     if (!carried("disabled_scope"))
       range("user_annotation", RangeName("disabled_scope").kv("function", s.function).module(s.module).kv("depth", s.depth),
             s.thread, s.start_ns, s.end_ns);
-  for (const auto& s : d_.steps)
+  for (const auto& s : d_.generation_steps)
     if (!carried("step"))
       range("user_annotation", RangeName("step").kv("step", s.step).kv("token", s.token), s.thread, s.start_ns, s.end_ns);
 }
@@ -422,7 +378,7 @@ void ChromeExporter::regions_and_breaks() {
                host_pid_, lane, r.start_ns, r.end_ns);
     }
   }
-  for (const auto& b : d_.breaks) {
+  for (const auto& b : d_.graph_breaks) {
     Fields args;
     args.str("reason", b.reason).str("module_stack", b.module_stack);
     w_.instant("cpu_instant_event", RangeName("graph_break").kv("function", b.function).module(b.module).str(), host_pid_,
@@ -435,10 +391,10 @@ void ChromeExporter::regions_and_breaks() {
 // thread that compiled: the one that ran the generation steps (else the one with the most CPU
 // ops). Most precede the recorded generate: Dynamo compiles during the first one.
 void ChromeExporter::dynamo_breaks() {
-  if (d_.dynamo_breaks.empty()) return;
+  if (d_.dynamo_graph_breaks.empty()) return;
   int64_t pid = host_pid_, tid = 0;
-  if (!d_.steps.empty()) {
-    tid = host_tid(d_.steps.front().thread);
+  if (!d_.generation_steps.empty()) {
+    tid = host_tid(d_.generation_steps.front().thread);
   } else if (!d_.cpu_ops.empty()) {
     std::map<std::pair<int64_t, int64_t>, int64_t> ops;
     for (size_t i = 0; i < d_.cpu_ops.size(); ++i) ++ops[{d_.cpu_op_pids.at(i), d_.cpu_ops[i].os_tid & kTidBits}];
@@ -447,7 +403,7 @@ void ChromeExporter::dynamo_breaks() {
   } else {
     tid = host_tid(0);
   }
-  for (const auto& b : d_.dynamo_breaks) {
+  for (const auto& b : d_.dynamo_graph_breaks) {
     Fields args;
     args.str("gb_code", b.gb_code).str("gb_type", b.gb_type).str("reason", b.reason).str("user_frame", b.user_frame);
     args.str("compile_id", b.compile_id).num("attempt", b.attempt).raw("frame_skipped", b.frame_skipped ? "true" : "false");
@@ -462,7 +418,7 @@ void ChromeExporter::dynamo_breaks() {
 // Per logical device: the modules computed there, transfers leaving and arriving (joined by a
 // flow), resident memory.
 void ChromeExporter::device_lanes() {
-  for (const auto& c : d_.compute) {
+  for (const auto& c : d_.module_compute) {
     const int64_t pid = device_pid(c.device);
     lane(pid, kLaneCompute);
     if (!carried("module_compute"))
@@ -483,7 +439,7 @@ void ChromeExporter::device_lanes() {
     w_.slice("hookscope_transfer", name, dst, kLaneIn, t.start_ns, t.end_ns, args);
     w_.flow('f', "hookscope_transfer", flow_id, dst, kLaneIn, t.start_ns);
   }
-  for (const auto& m : d_.memory) {
+  for (const auto& m : d_.memory_counters) {
     Fields args;
     args.num("bytes", m.bytes);
     w_.counter(RangeName("memory").kv("device", m.device).str(), device_pid(m.device), m.time_ns, args);
@@ -548,8 +504,8 @@ void ChromeExporter::api_calls() {
     w_.slice(cat, r.name, pid, tid, r.start_ns, r.end_ns, f);
     if (r.correlation_id && recorded_.count(r.correlation_id)) w_.flow('s', "ac2g", r.correlation_id, pid, tid, r.start_ns);
   };
-  for (size_t i = 0; i < d_.runtime.size(); ++i) call("cuda_runtime", d_.runtime[i], d_.runtime_pids.at(i));
-  for (size_t i = 0; i < d_.driver.size(); ++i) call("cuda_driver", d_.driver[i], d_.driver_pids.at(i));
+  for (size_t i = 0; i < d_.runtime_calls.size(); ++i) call("cuda_runtime", d_.runtime_calls[i], d_.runtime_pids.at(i));
+  for (size_t i = 0; i < d_.driver_calls.size(); ++i) call("cuda_driver", d_.driver_calls[i], d_.driver_pids.at(i));
 }
 
 void ChromeExporter::cpu_ops() {
@@ -586,7 +542,7 @@ void ChromeExporter::metadata() {
   }
 }
 
-std::string header(const RunRows& d, const CaptureReader& reader, int64_t base_ns, const ChromeExportOptions& o) {
+std::string header(const ExportRows& d, const CaptureReader& reader, int64_t base_ns, const ChromeExportOptions& o) {
   std::string h = "{\n\"schemaVersion\": 1,\n\"deviceProperties\": [";
   for (size_t i = 0; i < d.gpus.size(); ++i) {
     const GpuInfo& g = d.gpus[i];
@@ -619,7 +575,7 @@ std::string header(const RunRows& d, const CaptureReader& reader, int64_t base_n
 
 ChromeExportSummary export_chrome_trace(const CaptureReader& reader, int64_t run, const fs::path& out,
                                         const ChromeExportOptions& options) {
-  RunRows rows = read_run(reader, run);
+  ExportRows rows = read_run(reader, run);
   const int64_t base_ns = base_time(rows);
   output::OutputFile file(out, options.gzip);
   file.write(header(rows, reader, base_ns, options));

@@ -12,6 +12,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "storage/capture_reader.h"
+#include "storage/event_tables.h"
 
 namespace fs = std::filesystem;
 
@@ -74,8 +75,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     query([&] { (void)r.diagnostics(id); });
     query([&] { (void)r.devices(id); });
     query([&] { (void)r.count("HOOK_EVENTS", id); });
-    for (const char* t : {"CPU_OPS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"})
-      query([&] { (void)r.activity_pids(id, t); });
+    hs::storage::detail::for_each_kind([&](auto kind) {  // every table activity_pids reads
+      using K = typename decltype(kind)::type;
+      namespace d = hs::storage::detail;
+      if constexpr (d::has_tag<K, hs::kinds::GlobalTid>() && d::has_tag<K, hs::kinds::Start>())
+        query([&] { (void)r.activity_pids(id, K::table); });
+    });
   }
   query([&] { (void)r.count("RUNS"); });
   return 0;

@@ -446,6 +446,32 @@ bool split_a_tied_module(std::vector<ModuleEntry>& pending, const ModuleEntry& e
   return false;
 }
 
+// The model's own parameters, then its children, then its own buffers: what placement starts from.
+std::vector<ModuleEntry> top_level_entries(const HookableModule& model) {
+  std::vector<ModuleEntry> entries;
+  append_params(entries, model, "");
+  append_children(entries, model, "");
+  append_buffers(entries, model, "");
+  return entries;
+}
+
+// A module too big for what `device` has left (`available` bytes): replaced by its parts in front
+// of `pending` when it may be split (true); false sends it to the next device.
+bool split_oversized(std::vector<ModuleEntry>& pending, const ModuleEntry& entry, const DeviceId& device,
+                     int64_t available, int64_t module_size, const std::vector<std::string>& no_split,
+                     const std::function<void(const std::string&)>& verbose) {
+  verbose("Not enough space on " + device.str() + " to put " + entry.name + " (space available " +
+          std::to_string(available) + ", module size " + std::to_string(module_size) + ").");
+  if (!splittable(entry, no_split)) {
+    verbose("This module cannot be split, going to the next device.");
+    return false;
+  }
+  verbose("Splitting " + entry.name + ".");
+  const std::vector<ModuleEntry> parts = split_entries(entry);
+  pending.insert(pending.begin(), parts.begin(), parts.end());
+  return true;
+}
+
 // accelerate's `fallback_allocate`: the first entry of `pending`, depth-first (splitting what may
 // be split), whose size with its tied modules is at most `size_limit` (a negative limit finds
 // nothing: accelerate's size conversion fails on it).
@@ -544,10 +570,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
   const auto tied_parameters = find_tied_parameters(model);
   warn_if_not_tied(model, tied_parameters, log);
 
-  std::vector<ModuleEntry> pending;
-  append_params(pending, model, "");
-  append_children(pending, model, "");
-  append_buffers(pending, model, "");
+  std::vector<ModuleEntry> pending = top_level_entries(model);
 
   DeviceMap device_map;
   size_t current = 0;
@@ -613,18 +636,10 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
     }
 
     // The module does not fit: split it, or go to the next device.
-    if (used[device] + module_size >= *limit) {
-      verbose("Not enough space on " + device.str() + " to put " + name + " (space available " +
-              std::to_string(*limit - used[device]) + ", module size " + std::to_string(module_size) + ").");
-      if (!splittable(entry, no_split)) {
-        verbose("This module cannot be split, going to the next device.");
-      } else {
-        verbose("Splitting " + name + ".");
-        const std::vector<ModuleEntry> parts = split_entries(entry);
-        pending.insert(pending.begin(), parts.begin(), parts.end());
-        recompute_max_layer();
-        continue;
-      }
+    if (used[device] + module_size >= *limit &&
+        split_oversized(pending, entry, device, *limit - used[device], module_size, no_split, verbose)) {
+      recompute_max_layer();
+      continue;
     }
 
     // Nothing placed on this device yet: look for any later module that fits.

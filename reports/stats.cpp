@@ -74,10 +74,6 @@ std::string source_name(events::WeightSource s) { return std::string(tracer::wei
 
 std::string module_name(const std::string& fqn) { return fqn.empty() ? "<root>" : fqn; }
 
-std::string status_name(tracer::RunStatus s) {
-  return s == tracer::RunStatus::Complete ? "complete" : s == tracer::RunStatus::Failed ? "failed" : "incomplete";
-}
-
 std::string cell_of(const storage::RunRecord& r) {
   if (!r.label.empty()) return r.label;
   std::string cell;
@@ -368,7 +364,7 @@ RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& r
   s.policy = rec.policy;
   s.mode = rec.mode;
   s.fullgraph = rec.fullgraph;
-  s.status = status_name(rec.status);
+  s.status = std::string(tracer::to_string(rec.status));
   RunData d{rd, rec.id, rd.hook_events(rec.id), rd.module_compute(rec.id), {}};
   if (want.count("hook_time_by_device") || want.count("hook_time")) find_devices(d);
   hook_reports(d, s, want.count("hook_time") > 0, want.count("hook_time_by_device") > 0);

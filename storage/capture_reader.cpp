@@ -494,6 +494,16 @@ HS_HOST_EVENT_KINDS(HS_READER_METHOD_)
 HS_ACTIVITY_KINDS(HS_READER_METHOD_)
 #undef HS_READER_METHOD_
 
+RunRows CaptureReader::run_rows(int64_t run) const {
+  RunRows out;
+  out.run = this->run(run);
+#define HS_READ_ALL_(Type, Row, rows, ...) out.rows = rows(run);
+  HS_HOST_EVENT_KINDS(HS_READ_ALL_)
+  HS_ACTIVITY_KINDS(HS_READ_ALL_)
+#undef HS_READ_ALL_
+  return out;
+}
+
 std::vector<ModuleRow> CaptureReader::modules(int64_t run) const {
   std::vector<ModuleRow> out;
   Query q(*db_, path_,

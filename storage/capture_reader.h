@@ -134,6 +134,18 @@ struct DeviceRow {
   DeviceInfo info;
 };
 
+/// Every event row of one run: its record and one vector per kind of tracer/event_kinds.h, named
+/// as the reader's method for that kind (`hook_events`, `weight_swaps`, ..., `cpu_ops`,
+/// `dynamo_recompiles`), each in that method's order. What the Chrome export and the viewer's
+/// timeline start from (`CaptureReader::run_rows`); a new kind is a new member by itself.
+struct RunRows {
+  RunRecord run;
+#define HS_RUN_ROWS_MEMBER_(Type, Row, rows, ...) std::vector<Row> rows;
+  HS_HOST_EVENT_KINDS(HS_RUN_ROWS_MEMBER_)
+  HS_ACTIVITY_KINDS(HS_RUN_ROWS_MEMBER_)
+#undef HS_RUN_ROWS_MEMBER_
+};
+
 class CaptureReader {
  public:
   /// Opens `path` read-only and checks it is a capture this build reads (see above).
@@ -177,6 +189,9 @@ class CaptureReader {
   HS_HOST_EVENT_KINDS(HS_READER_METHOD_)
   HS_ACTIVITY_KINDS(HS_READER_METHOD_)
 #undef HS_READER_METHOD_
+  /// All of the above for run `run`, with its record. Throws as `run(id)` for an unknown run
+  /// (it does not check_rows).
+  RunRows run_rows(int64_t run) const;
   std::vector<ModuleRow> modules(int64_t run) const;
   std::vector<ThreadRow> threads(int64_t run) const;
   /// The process id of each of a run's rows of activity table `table` (CPU_OPS,

@@ -9,23 +9,22 @@
 
 namespace hs::storage {
 
-std::string_view to_string(Severity s) {
-  switch (s) {
-    case Severity::Info: return "info";
-    case Severity::Warning: return "warning";
-    case Severity::Error: return "error";
-  }
-  return "unknown";
-}
+namespace {
+/// ENUM_DIAGNOSTIC_SEVERITY and ENUM_DEVICE_KIND, printed as their labels.
+constexpr tracer::EnumName<Severity> kSeverityNames[] = {
+    {Severity::Info, "INFO", "info", ""},
+    {Severity::Warning, "WARNING", "warning", ""},
+    {Severity::Error, "ERROR", "error", ""},
+};
+constexpr tracer::EnumName<DeviceKind> kDeviceKindNames[] = {
+    {DeviceKind::Cpu, "CPU", "cpu", ""},
+    {DeviceKind::Cuda, "CUDA", "cuda", ""},
+    {DeviceKind::Emulated, "EMULATED", "emulated", ""},
+};
+}  // namespace
 
-std::string_view to_string(DeviceKind k) {
-  switch (k) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Emulated: return "emulated";
-  }
-  return "unknown";
-}
+std::string_view to_string(Severity s) { return tracer::name_of(kSeverityNames, s, "unknown"); }
+std::string_view to_string(DeviceKind k) { return tracer::name_of(kDeviceKindNames, k, "unknown"); }
 
 namespace {
 bool is_host(std::string_view d) { return d == "cpu" || d == "disk"; }
@@ -88,15 +87,8 @@ CREATE TABLE TARGET_INFO_GPU (
 );
 
 )SQL";
-// After ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND.
-constexpr std::string_view kCuptiEnumSql = R"SQL(CREATE TABLE ENUM_CUPTI_SYNC_TYPE (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES
-    (0,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN','Unknown'),
-    (1,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE','Event sync'),
-    (2,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT','Stream wait sync'),
-    (3,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE','Stream sync'),
-    (4,'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE','Context sync');
-CREATE TABLE ENUM_NSYS_EVENT_CLASS (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
+// After ENUM_CUDA_MEMCPY_OPER, ENUM_CUDA_MEM_KIND and ENUM_CUPTI_SYNC_TYPE.
+constexpr std::string_view kCuptiEnumSql = R"SQL(CREATE TABLE ENUM_NSYS_EVENT_CLASS (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
 INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES
     (0,'TRACE_PROCESS_EVENT_CUDA_RUNTIME','CUDA runtime'),
     (1,'TRACE_PROCESS_EVENT_CUDA_DRIVER','CUDA driver');
@@ -127,23 +119,9 @@ INSERT INTO ENUM_CUPTI_OBJECT_KIND VALUES
     (4,'CUPTI_ACTIVITY_OBJECT_CONTEXT','Context'),
     (5,'CUPTI_ACTIVITY_OBJECT_STREAM','Stream');
 )SQL";
-// After ENUM_HOOK_PHASE and ENUM_WEIGHT_SOURCE.
-constexpr std::string_view kRunSql = R"SQL(CREATE TABLE ENUM_RUN_STATUS (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_RUN_STATUS VALUES
-    (0,'INCOMPLETE','incomplete'),
-    (1,'COMPLETE','complete'),
-    (2,'FAILED','failed');
-CREATE TABLE ENUM_DEVICE_KIND (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_DEVICE_KIND VALUES
-    (0,'CPU','cpu'),
-    (1,'CUDA','cuda'),
-    (2,'EMULATED','emulated');
-CREATE TABLE ENUM_DIAGNOSTIC_SEVERITY (id INTEGER NOT NULL PRIMARY KEY, name TEXT, label TEXT);
-INSERT INTO ENUM_DIAGNOSTIC_SEVERITY VALUES
-    (0,'INFO','info'),
-    (1,'WARNING','warning'),
-    (2,'ERROR','error');
-
+// After ENUM_HOOK_PHASE, ENUM_WEIGHT_SOURCE, ENUM_RUN_STATUS, ENUM_DEVICE_KIND and
+// ENUM_DIAGNOSTIC_SEVERITY.
+constexpr std::string_view kRunSql = R"SQL(
 CREATE TABLE RUNS (
     -- One run of a comparison: scenario x policy x mode.
     id                    INTEGER  NOT NULL PRIMARY KEY,
@@ -233,9 +211,13 @@ std::string_view event_tables_sql() {
 std::string_view schema_sql() {
   static const std::string sql =
       std::string(kTargetSql) + enum_table_sql("ENUM_CUDA_MEMCPY_OPER", tracer::kMemcpyKindNames) +
-      enum_table_sql("ENUM_CUDA_MEM_KIND", tracer::kMemKindNames) + std::string(kCuptiEnumSql) +
+      enum_table_sql("ENUM_CUDA_MEM_KIND", tracer::kMemKindNames) +
+      enum_table_sql("ENUM_CUPTI_SYNC_TYPE", tracer::kSyncTypeNames) + std::string(kCuptiEnumSql) +
       enum_table_sql("ENUM_HOOK_PHASE", tracer::kHookPhaseNames) +
-      enum_table_sql("ENUM_WEIGHT_SOURCE", tracer::kWeightSourceNames) + std::string(kRunSql) +
+      enum_table_sql("ENUM_WEIGHT_SOURCE", tracer::kWeightSourceNames) +
+      enum_table_sql("ENUM_RUN_STATUS", tracer::kRunStatusNames) +
+      enum_table_sql("ENUM_DEVICE_KIND", kDeviceKindNames) +
+      enum_table_sql("ENUM_DIAGNOSTIC_SEVERITY", kSeverityNames) + std::string(kRunSql) +
       std::string(event_tables_sql());
   return sql;
 }

@@ -373,7 +373,7 @@ TEST(RunTimeline, TheStepsLaneNamesWhatCameBeforeStepZeroAndTheEagerGenerates) {
   EXPECT_EQ(tl.strings[first.label], "before step 0: first compiled call (capture) + reference check");
   EXPECT_EQ(first.start_ns, 0);
   // It ends where the check forward's last event ends, before step 0 begins.
-  const int64_t step0 = tl.steps.at(0).start_ns - tl.origin_ns;
+  const int64_t step0 = tl.generation_steps.at(0).start_ns - tl.origin_ns;
   EXPECT_GT(first.end_ns, 0);
   EXPECT_LE(first.end_ns, step0);
   EXPECT_GT(tl.phases[0].events, 0);
@@ -384,8 +384,8 @@ TEST(RunTimeline, TheStepsLaneNamesWhatCameBeforeStepZeroAndTheEagerGenerates) {
   EXPECT_EQ(tl.phases[1].end_ns, step0);
   const RunPhase& gap = tl.phases[2];
   for (const auto& p : {tl.phases[1], gap}) EXPECT_EQ(p.name, "eager generate (A B A B baseline, not recorded)");
-  EXPECT_EQ(gap.start_ns, tl.steps.at(1).end_ns - tl.origin_ns);
-  EXPECT_EQ(gap.end_ns, tl.steps.at(2).start_ns - tl.origin_ns);
+  EXPECT_EQ(gap.start_ns, tl.generation_steps.at(1).end_ns - tl.origin_ns);
+  EXPECT_EQ(gap.end_ns, tl.generation_steps.at(2).start_ns - tl.origin_ns);
   EXPECT_TRUE(categories_used(tl)[kPhase]);
   // An eager run's first forward is only checked; without it, nothing is before step 0.
   const auto te = load_run_timeline(rd, eager);
@@ -430,7 +430,7 @@ TEST(RunTimeline, WeightSwapsAreAggregatedPerGenerationStep) {
     EXPECT_EQ(slice_source(swaps, swaps.aggregate[i]), Source::SwapGroup);
     if (i) {
       EXPECT_EQ(g.step, static_cast<int64_t>(i - 1));
-      const auto& st = tl.steps.at(i - 1);
+      const auto& st = tl.generation_steps.at(i - 1);
       EXPECT_GE(g.start_ns, st.start_ns - tl.origin_ns);
       EXPECT_LE(g.end_ns, st.end_ns - tl.origin_ns);
       EXPECT_GE(swaps.aggregate[i].start_ns, swaps.aggregate[i - 1].end_ns) << "groups do not overlap";
@@ -455,7 +455,7 @@ TEST(RunTimeline, SearchFindsAModulesComputeSlicesInTimeOrder) {
   ASSERT_EQ(m.size(), 3u) << "one per token";
   for (size_t i = 0; i < m.size(); ++i) {
     EXPECT_EQ(m[i].source, Source::Compute);
-    EXPECT_EQ(tl.compute.at(m[i].row).module, "model.layers.7.mlp");
+    EXPECT_EQ(tl.module_compute.at(m[i].row).module, "model.layers.7.mlp");
     EXPECT_EQ(m[i].group, static_cast<uint32_t>(tl.group_of("3")));
     EXPECT_EQ(m[i].level, 1u) << "inside its layer";
     if (i) {
@@ -574,7 +574,7 @@ TEST(RunTimeline, RangeStatisticsAddUpToTheCapture) {
   EXPECT_EQ(onload, c.offload.onload_bytes);
   EXPECT_EQ(all.graph_breaks, c.offload.graph_breaks);
   // The first onload alone: [its start, its end) on accelerator 0.
-  const auto& first = tl.swaps.at(0);
+  const auto& first = tl.weight_swaps.at(0);
   ASSERT_TRUE(first.onload);
   auto one = range_stats(tl, first.start_ns - tl.origin_ns, first.end_ns - tl.origin_ns);
   const auto& g0 = one.groups[tl.group_of("0")];

@@ -327,7 +327,7 @@ TEST(ViewInput, ClickingABreakRowCentresAndSelectsItOnTheTimeline) {
   ASSERT_EQ(d.view.tab(), Tab::Breaks);
   const RunTimeline* tl = d.view.timeline();
   ASSERT_NE(tl, nullptr);
-  ASSERT_GE(tl->breaks.size(), 3u);
+  ASSERT_GE(tl->graph_breaks.size(), 3u);
   // Zoom in first so centring is visible: the view shows 1/50 of the run.
   d.view.time_view().fit(0, static_cast<double>(tl->duration_ns) / 50, 0);
   // Rows are sorted by time: the third row is the third break. Click where it was drawn.
@@ -340,7 +340,7 @@ TEST(ViewInput, ClickingABreakRowCentresAndSelectsItOnTheTimeline) {
   EXPECT_EQ(d.view.selection()->source, Source::Break);
   const uint32_t row = d.view.selection()->row;
   EXPECT_EQ(d.view.tab(), Tab::Timeline);
-  const double t = static_cast<double>(tl->breaks.at(row).time_ns - tl->origin_ns);
+  const double t = static_cast<double>(tl->graph_breaks.at(row).time_ns - tl->origin_ns);
   const TimeView& v = d.view.time_view();
   EXPECT_NEAR(v.t_of(0.5f * v.width_px), t, v.ns_per_px * 1.01) << "the break is not centred";
   EXPECT_NEAR(v.end_ns() - v.start_ns, static_cast<double>(tl->duration_ns) / 50, 1.0) << "zoom changed";
@@ -559,7 +559,7 @@ TEST(ViewTables, ClickSortsByAColumnShiftClickAddsASecondOne) {
   std::vector<uint32_t> rows = drawn();
   ASSERT_GE(rows.size(), 6u);
   for (size_t i = 1; i < rows.size(); ++i)
-    ASSERT_LE(tl->breaks.at(rows[i - 1]).module, tl->breaks.at(rows[i]).module) << "not sorted by module at " << i;
+    ASSERT_LE(tl->graph_breaks.at(rows[i - 1]).module, tl->graph_breaks.at(rows[i]).module) << "not sorted by module at " << i;
   // Shift+click time twice: module ascending, then time descending.
   const auto [tx, ty] = header("time");
   d.click(tx, ty, true);
@@ -570,7 +570,7 @@ TEST(ViewTables, ClickSortsByAColumnShiftClickAddsASecondOne) {
   ASSERT_GE(rows.size(), 6u);
   int ties = 0;
   for (size_t i = 1; i < rows.size(); ++i) {
-    const auto &a = tl->breaks.at(rows[i - 1]), &b = tl->breaks.at(rows[i]);
+    const auto &a = tl->graph_breaks.at(rows[i - 1]), &b = tl->graph_breaks.at(rows[i]);
     ASSERT_LE(a.module, b.module) << "the first sort key was dropped at row " << i;
     if (a.module == b.module) {
       ++ties;
@@ -902,7 +902,7 @@ TEST(ViewSearch, TypingAModuleNameFindsItsComputeAndEnterStepsToTheThirdMatchCen
   ASSERT_EQ(s.current, 3);
   const SearchMatch& m = d.view.search_matches().at(2);
   EXPECT_EQ(m.source, Source::Compute);
-  EXPECT_EQ(tl->compute.at(m.row).module, "model.layers.7.mlp");
+  EXPECT_EQ(tl->module_compute.at(m.row).module, "model.layers.7.mlp");
   EXPECT_EQ(s.start_ns, static_cast<double>(m.start_ns));
   const TimeView& v = d.view.time_view();
   const double mid = 0.5 * static_cast<double>(m.start_ns + m.end_ns);
@@ -932,7 +932,7 @@ TEST(ViewLabels, ASliceTooNarrowForItsModuleNameShowsTheNamesTail) {
   d.idle(3);
   const RunTimeline* tl = d.view.timeline();
   uint32_t row = 0;
-  while (tl->compute.at(row).module != "model.layers.3.mlp") ++row;
+  while (tl->module_compute.at(row).module != "model.layers.3.mlp") ++row;
   const auto [a, b] = extent(*tl, Source::Compute, row);
   // The box a few pixels narrower than the whole name needs (a label gets the box less 5 px).
   const float full = d.win.text_width("model.layers.3.mlp");

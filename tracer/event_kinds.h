@@ -7,11 +7,13 @@
 //   - for host events, the compact record the HostTracer keeps in its preallocated chunks
 //     (`tracer::rec::HookSpan`: strings as run-scoped ids) and an `EventSink` method,
 //   - the table's DDL, its indexes and its INSERT (storage/schema.cpp, storage/store.cpp),
-//   - the reader's row type and query (`storage::HookEventRow`, `CaptureReader::hook_events`).
+//   - the reader's row type and query (`storage::HookEventRow`, `CaptureReader::hook_events`)
+//     and its vector of a run's rows (`storage::RunRows::hook_events`, so `ui::RunTimeline`'s).
 // Adding a kind: write its field list and its X(...) line below (a new enum also needs its
-// ENUM_* table in storage/schema.cpp), report it (host events: the EventSink method the line
-// names; activity records: the ActivityBatch span it names), and add a round-trip test to
-// tests/storage_test.cpp. Nothing else changes.
+// names: a list in tracer/kind_names.h, from which storage/schema.cpp writes its ENUM_* table),
+// report it (host events: the EventSink method the line names; activity records: the
+// ActivityBatch span it names), and add a round-trip test to tests/storage_test.cpp. What is
+// genuinely new besides is how it is drawn, if it is (docs/architecture.md, "Event kinds").
 //
 // A field line is
 //   F(Tag, member, "column", "comment")  a field producers fill, declared in list order;
@@ -275,7 +277,10 @@ using rebind_t = typename rebind<K, Rep>::type;
 //
 //   X(Type, Row, reader method, TABLE, doc, FIELDS)
 
-#define HS_KERNEL_FIELDS(F, T, C)                                                                  \
+// What a kernel, memcpy, memset and synchronization record start with (nsys' column order):
+// its times, its device, context and stream, and the correlation id of the CUDA API call that
+// issued it.
+#define HS_GPU_RECORD_(F, T, C)                                                                     \
   T(Start, start_ns, "start", "host steady-clock ns (converted from the GPU clock)")               \
   T(End, end_ns, "end", "host steady-clock ns")                                                    \
   F(uint32_t, device_id, "deviceId", "CUDA device index")                                          \
@@ -283,7 +288,10 @@ using rebind_t = typename rebind<K, Rep>::type;
   C(NsysOnly, green_context_id, "greenContextId", "")                                              \
   F(uint32_t, stream_id, "streamId", "")                                                           \
   F(Nullable<uint32_t>, correlation_id, "correlationId", "= CUPTI_ACTIVITY_KIND_RUNTIME/DRIVER.correlationId") \
-  C(GlobalPid, global_pid, "globalPid", "pid * 0x1000000 (nsys serialisation)")                    \
+  C(GlobalPid, global_pid, "globalPid", "pid * 0x1000000 (nsys serialisation)")
+
+#define HS_KERNEL_FIELDS(F, T, C)                                                                  \
+  HS_GPU_RECORD_(F, T, C)                                                                          \
   F(Text, demangled_name, "demangledName", "")                                                     \
   F(Text, short_name, "shortName", "")                                                             \
   F(TextOrNull, mangled_name, "mangledName", "")                                                   \
@@ -307,14 +315,7 @@ using rebind_t = typename rebind<K, Rep>::type;
   C(RunId, run_id, "runId", "hookscope: RUNS.id")
 
 #define HS_MEMCPY_FIELDS(F, T, C)                                                                  \
-  T(Start, start_ns, "start", "host steady-clock ns (converted from the GPU clock)")               \
-  T(End, end_ns, "end", "host steady-clock ns")                                                    \
-  F(uint32_t, device_id, "deviceId", "CUDA device index")                                          \
-  F(uint32_t, context_id, "contextId", "")                                                         \
-  C(NsysOnly, green_context_id, "greenContextId", "")                                              \
-  F(uint32_t, stream_id, "streamId", "")                                                           \
-  F(Nullable<uint32_t>, correlation_id, "correlationId", "")                                       \
-  C(GlobalPid, global_pid, "globalPid", "")                                                        \
+  HS_GPU_RECORD_(F, T, C)                                                                          \
   F(int64_t, bytes, "bytes", "bytes")                                                              \
   F(tracer::MemcpyKind, copy_kind, "copyKind", "ENUM_CUDA_MEMCPY_OPER")                            \
   C(NsysOnly, deprecated_src_id, "deprecatedSrcId", "")                                            \
@@ -330,14 +331,7 @@ using rebind_t = typename rebind<K, Rep>::type;
   C(RunId, run_id, "runId", "hookscope: RUNS.id")
 
 #define HS_MEMSET_FIELDS(F, T, C)                                                                  \
-  T(Start, start_ns, "start", "host steady-clock ns (converted from the GPU clock)")               \
-  T(End, end_ns, "end", "host steady-clock ns")                                                    \
-  F(uint32_t, device_id, "deviceId", "CUDA device index")                                          \
-  F(uint32_t, context_id, "contextId", "")                                                         \
-  C(NsysOnly, green_context_id, "greenContextId", "")                                              \
-  F(uint32_t, stream_id, "streamId", "")                                                           \
-  F(Nullable<uint32_t>, correlation_id, "correlationId", "")                                       \
-  C(GlobalPid, global_pid, "globalPid", "")                                                        \
+  HS_GPU_RECORD_(F, T, C)                                                                          \
   F(int64_t, value, "value", "the byte value set")                                                 \
   F(int64_t, bytes, "bytes", "bytes")                                                              \
   F(Optional<int64_t>, graph_node_id, "graphNodeId", "")                                           \
@@ -359,14 +353,7 @@ using rebind_t = typename rebind<K, Rep>::type;
 #define HS_DRIVER_FIELDS(F, T, C) HS_CUDA_API_FIELDS_(F, T, C, 1, "ENUM_NSYS_EVENT_CLASS: 1 = CUDA driver")
 
 #define HS_SYNC_FIELDS(F, T, C)                                                                    \
-  T(Start, start_ns, "start", "host steady-clock ns (converted from the GPU clock)")               \
-  T(End, end_ns, "end", "host steady-clock ns")                                                    \
-  F(uint32_t, device_id, "deviceId", "CUDA device index")                                          \
-  F(uint32_t, context_id, "contextId", "")                                                         \
-  C(NsysOnly, green_context_id, "greenContextId", "")                                              \
-  F(uint32_t, stream_id, "streamId", "")                                                           \
-  F(Nullable<uint32_t>, correlation_id, "correlationId", "")                                       \
-  C(GlobalPid, global_pid, "globalPid", "")                                                        \
+  HS_GPU_RECORD_(F, T, C)                                                                          \
   F(tracer::SyncType, sync_type, "syncType", "ENUM_CUPTI_SYNC_TYPE")                               \
   F(uint32_t, event_id, "eventId", "")                                                             \
   C(RunId, run_id, "runId", "hookscope: RUNS.id")

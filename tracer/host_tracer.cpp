@@ -9,16 +9,11 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "tracer/kind_names.h"
+
 namespace hs::tracer {
 
-std::string_view to_string(RunStatus s) {
-  switch (s) {
-    case RunStatus::Incomplete: return "incomplete";
-    case RunStatus::Complete: return "complete";
-    case RunStatus::Failed: return "failed";
-  }
-  return "unknown";
-}
+std::string_view to_string(RunStatus s) { return name_of(kRunStatusNames, s, "unknown"); }
 
 static_assert(sizeof(Record) <= 64, "TracerOptions documents 64-byte records");
 

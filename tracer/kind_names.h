@@ -1,12 +1,13 @@
 // The names of the event kinds' enumerations, one row per value: the row of its ENUM_* table
 // (storage/schema.cpp writes the table from here) and what hookscope's reports, exports and
-// viewer print for it. The enums themselves are in tracer/events.h and tracer/gpu_activity.h;
-// their names live here, once.
+// viewer print for it. The enums themselves are in tracer/events.h, tracer/gpu_activity.h and
+// tracer/event_writer.h; their names live here, once.
 #pragma once
 
 #include <cstddef>
 #include <string_view>
 
+#include "tracer/event_writer.h"
 #include "tracer/events.h"
 #include "tracer/gpu_activity.h"
 
@@ -53,6 +54,25 @@ inline constexpr EnumName<MemKind> kMemKindNames[] = {
     {MemKind::Unknown, "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown", ""},
 };
 
+/// ENUM_CUPTI_SYNC_TYPE. Printed as Kineto names a sync (its `cuda_sync_kind`, "Event Sync").
+inline constexpr EnumName<SyncType> kSyncTypeNames[] = {
+    {SyncType::Unknown, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "Unknown", "Unknown Sync"},
+    {SyncType::EventSynchronize, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE", "Event sync", "Event Sync"},
+    {SyncType::StreamWaitEvent, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", "Stream wait sync",
+     "Stream Wait Event"},
+    {SyncType::StreamSynchronize, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "Stream sync",
+     "Stream Sync"},
+    {SyncType::ContextSynchronize, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "Context sync",
+     "Context Sync"},
+};
+
+/// ENUM_RUN_STATUS. Printed as its label ("complete").
+inline constexpr EnumName<RunStatus> kRunStatusNames[] = {
+    {RunStatus::Incomplete, "INCOMPLETE", "incomplete", ""},
+    {RunStatus::Complete, "COMPLETE", "complete", ""},
+    {RunStatus::Failed, "FAILED", "failed", ""},
+};
+
 /// ENUM_HOOK_PHASE. Printed as its label ("pre_forward").
 inline constexpr EnumName<events::HookPhase> kHookPhaseNames[] = {
     {events::HookPhase::PreForward, "PRE_FORWARD", "pre_forward", ""},
@@ -93,6 +113,11 @@ constexpr std::string_view copy_kind_name(MemcpyKind k, std::string_view otherwi
 /// "Pageable", "Pinned", "Device", ... (ENUM_CUDA_MEM_KIND).
 constexpr std::string_view mem_kind_name(MemKind k, std::string_view otherwise) {
   return name_of(kMemKindNames, k, otherwise);
+}
+/// "Event Sync", "Stream Wait Event", "Stream Sync", "Context Sync", "Unknown Sync"
+/// (ENUM_CUPTI_SYNC_TYPE).
+constexpr std::string_view sync_type_name(SyncType s, std::string_view otherwise) {
+  return name_of(kSyncTypeNames, s, otherwise);
 }
 /// "pre_forward", "post_forward", "init_hook", "detach_hook" (ENUM_HOOK_PHASE).
 constexpr std::string_view hook_phase_name(events::HookPhase p, std::string_view otherwise) {

@@ -32,8 +32,9 @@ size_t Track::slice_count() const {
 }
 
 size_t RunTimeline::event_count() const {
-  return compute.size() + transfers.size() + swaps.size() + hooks.size() + disabled.size() + regions.size() +
-         steps.size() + breaks.size() + dynamo_breaks.size() + cpu_ops.size() + kernels.size() + memcpys.size() + memsets.size() +
+  return module_compute.size() + transfers.size() + weight_swaps.size() + hook_events.size() +
+         disabled_scopes.size() + regions.size() + generation_steps.size() + graph_breaks.size() +
+         dynamo_graph_breaks.size() + cpu_ops.size() + kernels.size() + memcpys.size() + memsets.size() +
          runtime_calls.size() + driver_calls.size();
 }
 
@@ -144,14 +145,14 @@ void describe_swap_group(const RunTimeline& tl, uint32_t row, Fields& f) {
   const auto& g = tl.swap_groups.at(row);
   std::string when = "no generation step (before step 0, or between generates)";
   if (g.step >= 0) {
-    const auto& st = tl.steps.at(static_cast<size_t>(g.step));
+    const auto& st = tl.generation_steps.at(static_cast<size_t>(g.step));
     when = "generation step " + std::to_string(st.step);
   }
   f.emplace_back("weight swaps of", when + " on " + g.device);
   f.emplace_back("onloads", std::to_string(g.onloads) + " moving " + bytes_text(g.onload_bytes));
   f.emplace_back("offloads", std::to_string(g.offloads));
-  f.emplace_back("modules", std::to_string(g.modules) + " (" + module_label(tl.swaps.at(g.first_swap).module) +
-                                " ... " + module_label(tl.swaps.at(g.last_swap).module) + ")");
+  f.emplace_back("modules", std::to_string(g.modules) + " (" + module_label(tl.weight_swaps.at(g.first_swap).module) +
+                                " ... " + module_label(tl.weight_swaps.at(g.last_swap).module) + ")");
   f.emplace_back("zoom in", "click or wheel: the swaps one by one");
 }
 
@@ -160,7 +161,7 @@ void describe_swap_group(const RunTimeline& tl, uint32_t row, Fields& f) {
 void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fields& f) {
   switch (source) {
     case Source::Compute: {
-      const auto& r = tl.compute.at(row);
+      const auto& r = tl.module_compute.at(row);
       f.emplace_back("module compute", module_label(r.module));
       f.emplace_back("execution_device", r.device);
       break;
@@ -174,7 +175,7 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       break;
     }
     case Source::WeightSwap: {
-      const auto& r = tl.swaps.at(row);
+      const auto& r = tl.weight_swaps.at(row);
       f.emplace_back(r.onload ? "weight onload" : "weight offload", module_label(r.module) + "." + r.tensor);
       f.emplace_back("bytes", bytes_text(r.bytes));
       f.emplace_back("dtype", r.dtype);
@@ -192,13 +193,13 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       break;
     }
     case Source::Hook: {
-      const auto& r = tl.hooks.at(row);
+      const auto& r = tl.hook_events.at(row);
       f.emplace_back("hook", r.hook + "." + hook_phase_name(r.phase));
       f.emplace_back("module", module_label(r.module));
       break;
     }
     case Source::Disabled: {
-      const auto& r = tl.disabled.at(row);
+      const auto& r = tl.disabled_scopes.at(row);
       f.emplace_back("torch.compiler.disable", r.function);
       f.emplace_back("module", module_label(r.module));
       f.emplace_back("depth", std::to_string(r.depth));
@@ -213,13 +214,13 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       break;
     }
     case Source::Step: {
-      const auto& r = tl.steps.at(row);
+      const auto& r = tl.generation_steps.at(row);
       f.emplace_back("generation step", std::to_string(r.step));
       f.emplace_back("token", std::to_string(r.token));
       break;
     }
     case Source::Break: {
-      const auto& r = tl.breaks.at(row);
+      const auto& r = tl.graph_breaks.at(row);
       f.emplace_back("graph break", r.reason);
       f.emplace_back("function", r.function);
       f.emplace_back("module", module_label(r.module));
@@ -227,7 +228,7 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       break;
     }
     case Source::DynamoBreak: {
-      const auto& r = tl.dynamo_breaks.at(row);
+      const auto& r = tl.dynamo_graph_breaks.at(row);
       f.emplace_back("Dynamo graph break", (r.gb_code.empty() ? "" : r.gb_code + " ") + r.gb_type);
       f.emplace_back("reason", r.reason.substr(0, r.reason.find('\n')));
       f.emplace_back("user frame", r.user_frame);
@@ -346,17 +347,17 @@ void describe_activity(const RunTimeline& tl, Source source, uint32_t row, Field
 std::pair<int64_t, int64_t> extent(const RunTimeline& tl, Source source, uint32_t row) {
   const int64_t o = tl.origin_ns;
   switch (source) {
-    case Source::Compute: return span_of(tl.compute, row, o);
+    case Source::Compute: return span_of(tl.module_compute, row, o);
     case Source::Transfer: return span_of(tl.transfers, row, o);
-    case Source::WeightSwap: return span_of(tl.swaps, row, o);
+    case Source::WeightSwap: return span_of(tl.weight_swaps, row, o);
     case Source::Residency: return {0, tl.duration_ns};
-    case Source::Hook: return span_of(tl.hooks, row, o);
-    case Source::Disabled: return span_of(tl.disabled, row, o);
+    case Source::Hook: return span_of(tl.hook_events, row, o);
+    case Source::Disabled: return span_of(tl.disabled_scopes, row, o);
     case Source::Region: return span_of(tl.regions, row, o);
-    case Source::Step: return span_of(tl.steps, row, o);
-    case Source::Break: return {tl.breaks.at(row).time_ns - o, tl.breaks.at(row).time_ns - o};
+    case Source::Step: return span_of(tl.generation_steps, row, o);
+    case Source::Break: return {tl.graph_breaks.at(row).time_ns - o, tl.graph_breaks.at(row).time_ns - o};
     case Source::DynamoBreak: {
-      const int64_t t = tl.dynamo_breaks.at(row).time_ns.value_or(o) - o;
+      const int64_t t = tl.dynamo_graph_breaks.at(row).time_ns.value_or(o) - o;
       return {t, t};
     }
     case Source::CpuOp: return span_of(tl.cpu_ops, row, o);
@@ -419,7 +420,7 @@ std::vector<SearchMatch> find_events(const RunTimeline& tl, std::string_view que
       auto take = [&](const Slice& s, uint16_t level) {
         const Source src = slice_source(tr, s);
         bool match = hit[s.label];
-        if (!match && src == Source::Break) match = lower(tl.breaks[s.row].module).find(q) != std::string::npos;
+        if (!match && src == Source::Break) match = lower(tl.graph_breaks[s.row].module).find(q) != std::string::npos;
         // A transfer is on two lanes: found on its source's, unless that device has no group.
         if (match && tr.lane == Lane::TransfersIn && tl.group_of(canonical_device(tl.transfers[s.row].src)) >= 0)
           match = false;
@@ -482,7 +483,7 @@ RangeStats range_stats(const RunTimeline& tl, int64_t t0, int64_t t1) {
               s.copy_ns_out += whole;
             }
           } else if (t.source == Source::WeightSwap && it->category == kOnload) {
-            s.onload_bytes += tl.swaps[it->row].bytes;
+            s.onload_bytes += tl.weight_swaps[it->row].bytes;
             s.onload_ns += whole;
           }
         }

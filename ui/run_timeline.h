@@ -195,43 +195,29 @@ struct RunPhase {
 struct SwapGroup {
   std::string device;
   int64_t start_ns = 0, end_ns = 0;  ///< relative: first swap's start, last swap's end
-  int64_t step = -1;                 ///< index into RunTimeline::steps; −1 when between steps
+  int64_t step = -1;                 ///< index into RunTimeline::generation_steps; −1 when between steps
   int64_t onloads = 0, offloads = 0, onload_bytes = 0;
   int64_t modules = 0;               ///< distinct modules swapped
-  uint32_t first_swap = 0, last_swap = 0;  ///< rows into RunTimeline::swaps
+  uint32_t first_swap = 0, last_swap = 0;  ///< rows into RunTimeline::weight_swaps
 };
 
-struct RunTimeline {
-  storage::RunRecord run;
+/// A run as the viewer draws it. Its rows are the run's (storage::RunRows, absolute times),
+/// indexed by Slice::row through the track's Source, with two exceptions: `dynamo_graph_breaks`
+/// keeps the records that have a time (DynamoGraphBreakRow::time_ns), in log order: instants on
+/// the thread that ran the generation steps (Dynamo compiles on the thread that calls the
+/// model), most of them in the first generate, before the trace; `memory_counters` is empty
+/// (the counters become memory lanes).
+struct RunTimeline : storage::RunRows {
   int64_t origin_ns = 0;    ///< absolute host-clock ns of relative time 0
   int64_t duration_ns = 0;  ///< relative end of the last event
   std::vector<std::string> strings;
   std::vector<LaneGroup> groups;  ///< devices (accelerators by index, then cpu, disk), then host threads
   std::vector<Flow> flows;        ///< sorted by start
 
-  // Source rows (absolute times), indexed by Slice::row through the track's Source.
-  std::vector<storage::ModuleComputeRow> compute;
-  std::vector<storage::TransferRow> transfers;
-  std::vector<storage::WeightSwapRow> swaps;
   std::vector<ResidencyUnit> residency_units;
-  std::vector<storage::HookEventRow> hooks;
-  std::vector<storage::DisabledScopeRow> disabled;
-  std::vector<storage::RegionRow> regions;
-  std::vector<storage::GenerationStepRow> steps;
-  std::vector<storage::GraphBreakRow> breaks;
-  /// The run's Dynamo graph-break records that have a time (DynamoGraphBreakRow::time_ns), in
-  /// log order: instants on the thread that ran the generation steps (Dynamo compiles on the
-  /// thread that calls the model), most of them in the first generate, before the trace.
-  std::vector<storage::DynamoGraphBreakRow> dynamo_breaks;
-  /// How many of them were logged before the recording's first event (negative relative time:
-  /// the run's origin is its recorded events', not the compile log's).
+  /// How many of `dynamo_graph_breaks` were logged before the recording's first event (negative
+  /// relative time: the run's origin is its recorded events', not the compile log's).
   int64_t dynamo_breaks_before = 0;
-  std::vector<storage::CpuOpRow> cpu_ops;
-  std::vector<storage::KernelRow> kernels;
-  std::vector<storage::MemcpyRow> memcpys;
-  std::vector<storage::MemsetRow> memsets;
-  std::vector<storage::RuntimeRow> runtime_calls;
-  std::vector<storage::DriverRow> driver_calls;
   std::vector<RunPhase> phases;
   std::vector<SwapGroup> swap_groups;
   /// correlationId → the CUDA API call (Runtime or Driver row) that launched a GPU record.

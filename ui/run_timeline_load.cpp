@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "importers/dynamo_text.h"
 #include "ui/run_timeline.h"
@@ -24,12 +25,12 @@ std::vector<std::string> generate_labels(const RunTimeline& tl) {
     return res.is_object() && res.contains(k) && res[k].is_number_integer() ? res[k].get<int64_t>() : -1;
   };
   int64_t generates = 0;
-  for (const auto& r : tl.steps) generates += r.step == 0;
+  for (const auto& r : tl.generation_steps) generates += r.step == 0;
   const int64_t warmup = count("warmup"), repeats = count("repeats");
   const bool split = warmup >= 0 && repeats >= 0 && generates == warmup + repeats && generates > 1;
   std::vector<std::string> out;
   int64_t gen = 0;
-  for (const auto& r : tl.steps) {
+  for (const auto& r : tl.generation_steps) {
     if (r.step == 0 || gen == 0) ++gen;
     if (generates <= 1) out.emplace_back();
     else if (!split) out.push_back("generate " + std::to_string(gen) + " · ");
@@ -58,10 +59,10 @@ EventsIn events_in(const RunTimeline& tl, int64_t t0, int64_t t1) {
   auto rows = [&](const auto& v) {
     for (const auto& r : v) see(r.start_ns, r.end_ns);
   };
-  rows(tl.compute), rows(tl.transfers), rows(tl.swaps), rows(tl.hooks), rows(tl.disabled), rows(tl.regions);
+  rows(tl.module_compute), rows(tl.transfers), rows(tl.weight_swaps), rows(tl.hook_events), rows(tl.disabled_scopes), rows(tl.regions);
   rows(tl.cpu_ops), rows(tl.kernels), rows(tl.memcpys), rows(tl.memsets), rows(tl.runtime_calls);
   rows(tl.driver_calls);
-  for (const auto& r : tl.breaks) see(r.time_ns, r.time_ns);
+  for (const auto& r : tl.graph_breaks) see(r.time_ns, r.time_ns);
   return e;
 }
 
@@ -76,8 +77,8 @@ RunPhase pre_step_phase(const RunTimeline& tl, int64_t end, int64_t events) {
   p.events = events;
   int64_t regions = 0, breaks = 0, dynamo = 0;
   for (const auto& r : tl.regions) regions += r.start_ns - tl.origin_ns < end;
-  for (const auto& r : tl.breaks) breaks += r.time_ns - tl.origin_ns < end;
-  for (const auto& r : tl.dynamo_breaks) dynamo += *r.time_ns >= tl.origin_ns && *r.time_ns - tl.origin_ns < end;
+  for (const auto& r : tl.graph_breaks) breaks += r.time_ns - tl.origin_ns < end;
+  for (const auto& r : tl.dynamo_graph_breaks) dynamo += *r.time_ns >= tl.origin_ns && *r.time_ns - tl.origin_ns < end;
   const std::string counts = std::to_string(events) + " events" +
                              (regions ? ", " + std::to_string(regions) + " compiled regions" : "") +
                              (breaks ? ", " + std::to_string(breaks) + " graph breaks" : "") +
@@ -259,28 +260,13 @@ class DeviceIndex {
 
 /// Reads the run's rows into `tl`; returns its memory counters (they become lanes, not rows).
 std::vector<storage::MemoryCounterRow> read_rows(const storage::CaptureReader& rd, int64_t run_id, RunTimeline& tl) {
-  tl.run = rd.run(run_id);
-  tl.compute = rd.module_compute(run_id);
-  tl.transfers = rd.transfers(run_id);
-  tl.swaps = rd.weight_swaps(run_id);
-  tl.hooks = rd.hook_events(run_id);
-  tl.disabled = rd.disabled_scopes(run_id);
-  tl.regions = rd.regions(run_id);
-  tl.steps = rd.generation_steps(run_id);
-  tl.breaks = rd.graph_breaks(run_id);
-  for (storage::DynamoGraphBreakRow& b : rd.dynamo_graph_breaks(run_id))
-    if (b.time_ns) tl.dynamo_breaks.push_back(std::move(b));
-  tl.cpu_ops = rd.cpu_ops(run_id);
-  tl.kernels = rd.kernels(run_id);
-  tl.memcpys = rd.memcpys(run_id);
-  tl.memsets = rd.memsets(run_id);
-  tl.runtime_calls = rd.runtime_calls(run_id);
-  tl.driver_calls = rd.driver_calls(run_id);
+  static_cast<storage::RunRows&>(tl) = rd.run_rows(run_id);
+  std::erase_if(tl.dynamo_graph_breaks, [](const storage::DynamoGraphBreakRow& b) { return !b.time_ns; });
   for (uint32_t i = 0; i < tl.runtime_calls.size(); ++i)
     if (tl.runtime_calls[i].correlation_id) tl.launches.try_emplace(tl.runtime_calls[i].correlation_id, Source::Runtime, i);
   for (uint32_t i = 0; i < tl.driver_calls.size(); ++i)
     if (tl.driver_calls[i].correlation_id) tl.launches.try_emplace(tl.driver_calls[i].correlation_id, Source::Driver, i);
-  return rd.memory_counters(run_id);
+  return std::exchange(tl.memory_counters, {});
 }
 
 /// Origin (the earliest event) and duration (to the latest) over every event of the run.
@@ -290,14 +276,14 @@ void set_extent(RunTimeline& tl, const std::vector<storage::MemoryCounterRow>& m
     lo = std::min(lo, a);
     hi = std::max(hi, b);
   };
-  for (const auto& r : tl.compute) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.module_compute) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.transfers) see(r.start_ns, r.end_ns);
-  for (const auto& r : tl.swaps) see(r.start_ns, r.end_ns);
-  for (const auto& r : tl.hooks) see(r.start_ns, r.end_ns);
-  for (const auto& r : tl.disabled) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.weight_swaps) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.hook_events) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.disabled_scopes) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.regions) see(r.start_ns, r.end_ns);
-  for (const auto& r : tl.steps) see(r.start_ns, r.end_ns);
-  for (const auto& r : tl.breaks) see(r.time_ns, r.time_ns);
+  for (const auto& r : tl.generation_steps) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.graph_breaks) see(r.time_ns, r.time_ns);
   for (const auto& r : memory) see(r.time_ns, r.time_ns);
   for (const auto& r : tl.cpu_ops) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.kernels) see(r.start_ns, r.end_ns);
@@ -350,12 +336,12 @@ std::vector<std::string> device_names(const RunTimeline& tl, const std::map<std:
   std::set<std::string> names;
   for (const auto& [n, _] : infos)
     if (n != "disk") names.insert(n);  // disk holds weights, it never computes: shown only if used
-  for (const auto& r : tl.compute) names.insert(canonical_device(r.device));
+  for (const auto& r : tl.module_compute) names.insert(canonical_device(r.device));
   for (const auto& r : tl.transfers) {
     names.insert(canonical_device(r.src));
     names.insert(canonical_device(r.dst));
   }
-  for (const auto& r : tl.swaps)
+  for (const auto& r : tl.weight_swaps)
     if (r.onload) names.insert(canonical_device(r.device));
   for (const auto& r : memory) names.insert(canonical_device(r.device));
   std::set<uint32_t> gpus;
@@ -420,8 +406,8 @@ void add_device_groups(RunTimeline& tl, const std::vector<storage::DeviceRow>& d
 std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
   std::vector<uint32_t> root_forward;
   const int64_t o = tl.origin_ns;
-  for (uint32_t i = 0; i < tl.compute.size(); ++i) {
-    const auto& r = tl.compute[i];
+  for (uint32_t i = 0; i < tl.module_compute.size(); ++i) {
+    const auto& r = tl.module_compute[i];
     if (r.module.empty()) {
       root_forward.push_back(i);
       continue;
@@ -500,8 +486,8 @@ ResidencyMap place_swaps(RunTimeline& tl, const DeviceIndex& dev, std::vector<De
   ResidencyMap res;
   std::map<std::string, std::string> last_onload_device;  // module → device
   const int64_t o = tl.origin_ns;
-  for (uint32_t i = 0; i < tl.swaps.size(); ++i) {
-    const auto& r = tl.swaps[i];
+  for (uint32_t i = 0; i < tl.weight_swaps.size(); ++i) {
+    const auto& r = tl.weight_swaps[i];
     ModuleResidency& u = res[r.module];
     if (r.onload) {
       u.device = r.device;
@@ -613,9 +599,9 @@ Track memory_track(std::vector<std::pair<int64_t, int64_t>> points) {
 /// slices; empty when the run has no steps to group by.
 std::vector<Slice> swap_groups(RunTimeline& tl, const std::string& device, const std::vector<Slice>& swaps) {
   std::vector<Slice> out;
-  if (tl.steps.empty() || swaps.empty()) return out;
+  if (tl.generation_steps.empty() || swaps.empty()) return out;
   std::vector<std::pair<int64_t, int64_t>> steps;  // relative (start, end), by start
-  for (const auto& r : tl.steps) steps.emplace_back(r.start_ns - tl.origin_ns, r.end_ns - tl.origin_ns);
+  for (const auto& r : tl.generation_steps) steps.emplace_back(r.start_ns - tl.origin_ns, r.end_ns - tl.origin_ns);
   std::vector<uint32_t> step_row(steps.size());
   for (uint32_t i = 0; i < step_row.size(); ++i) step_row[i] = i;
   std::stable_sort(step_row.begin(), step_row.end(), [&](uint32_t a, uint32_t b) { return steps[a] < steps[b]; });
@@ -654,7 +640,7 @@ std::vector<Slice> swap_groups(RunTimeline& tl, const std::string& device, const
       tl.swap_groups.push_back(g);
     }
     SwapGroup& g = tl.swap_groups.back();
-    const auto& r = tl.swaps[x.row];
+    const auto& r = tl.weight_swaps[x.row];
     (r.onload ? g.onloads : g.offloads) += 1;
     if (r.onload) g.onload_bytes += r.bytes;
     modules.insert(r.module);
@@ -751,15 +737,15 @@ void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
 /// thread that ran the steps): what came before step 0 and, in an interleaved run, each eager
 /// generate (a gap in the recording) before a compiled one.
 void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
-  std::vector<uint32_t> order(tl.steps.size());
+  std::vector<uint32_t> order(tl.generation_steps.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return tl.steps[a].start_ns < tl.steps[b].start_ns; });
+                   [&](uint32_t a, uint32_t b) { return tl.generation_steps[a].start_ns < tl.generation_steps[b].start_ns; });
   auto add = [&](RunPhase p) {
     steps.push_back({p.start_ns, p.end_ns, tl.intern(p.name), static_cast<uint32_t>(tl.phases.size()), kPhase});
     tl.phases.push_back(std::move(p));
   };
-  const int64_t o = tl.origin_ns, first = tl.steps[order[0]].start_ns - o;
+  const int64_t o = tl.origin_ns, first = tl.generation_steps[order[0]].start_ns - o;
   const bool eager_gaps = interleaved(tl);
   if (first > 0) {
     const EventsIn before = events_in(tl, 0, first);
@@ -769,7 +755,7 @@ void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
   }
   if (!eager_gaps) return;
   for (size_t i = 1; i < order.size(); ++i) {
-    const auto &prev = tl.steps[order[i - 1]], &next = tl.steps[order[i]];
+    const auto &prev = tl.generation_steps[order[i - 1]], &next = tl.generation_steps[order[i]];
     if (next.step == 0 && next.start_ns > prev.end_ns) add(eager_generate_phase(prev.end_ns - o, next.start_ns - o));
   }
 }
@@ -778,10 +764,10 @@ void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
 /// steps (Dynamo compiles on the thread calling the model), else the thread with the most CPU
 /// ops. Kept as a lane only when something was logged.
 void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
-  if (tl.dynamo_breaks.empty()) return;
+  if (tl.dynamo_graph_breaks.empty()) return;
   HostLanes* lanes = nullptr;
-  if (!tl.steps.empty()) {
-    lanes = &host[hi.thread(tl.steps.front().thread)];
+  if (!tl.generation_steps.empty()) {
+    lanes = &host[hi.thread(tl.generation_steps.front().thread)];
     lanes->hookscope = true;
   } else {
     std::map<int64_t, int64_t> ops;
@@ -791,9 +777,9 @@ void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
     lanes = &host[hi.tid(most->first)];
   }
   const int64_t o = tl.origin_ns;
-  for (uint32_t i = 0; i < tl.dynamo_breaks.size(); ++i) {
-    const int64_t t = *tl.dynamo_breaks[i].time_ns - o;
-    lanes->dynamo_breaks.push_back({t, t, tl.intern(importers::break_label(tl.dynamo_breaks[i].gb_code, tl.dynamo_breaks[i].gb_type, tl.dynamo_breaks[i].reason)), i, kBreak});
+  for (uint32_t i = 0; i < tl.dynamo_graph_breaks.size(); ++i) {
+    const int64_t t = *tl.dynamo_graph_breaks[i].time_ns - o;
+    lanes->dynamo_breaks.push_back({t, t, tl.intern(importers::break_label(tl.dynamo_graph_breaks[i].gb_code, tl.dynamo_graph_breaks[i].gb_type, tl.dynamo_graph_breaks[i].reason)), i, kBreak});
     tl.dynamo_breaks_before += t < 0;
   }
   // Most are logged while Dynamo compiles (the first generate), before the recorded one: at
@@ -815,17 +801,17 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
     return l;
   };
   for (uint32_t i : root_forward) {
-    const auto& r = tl.compute[i];
+    const auto& r = tl.module_compute[i];
     on(r.thread).model_forward.push_back(
         {r.start_ns - o, r.end_ns - o, tl.intern("model forward (on " + r.device + ")"), i, kCompute});
   }
-  for (uint32_t i = 0; i < tl.hooks.size(); ++i) {
-    const auto& r = tl.hooks[i];
+  for (uint32_t i = 0; i < tl.hook_events.size(); ++i) {
+    const auto& r = tl.hook_events[i];
     const uint32_t label = tl.intern(r.hook + "." + hook_phase_name(r.phase) + " " + module_label(r.module));
     on(r.thread).hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
   }
-  for (uint32_t i = 0; i < tl.disabled.size(); ++i) {
-    const auto& r = tl.disabled[i];
+  for (uint32_t i = 0; i < tl.disabled_scopes.size(); ++i) {
+    const auto& r = tl.disabled_scopes[i];
     on(r.thread).disabled.push_back(
         {r.start_ns - o, r.end_ns - o, tl.intern(r.function + " " + module_label(r.module)), i, kDisabled});
   }
@@ -836,16 +822,16 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
     on(r.thread).regions.push_back({r.start_ns - o, r.end_ns - o, tl.intern(label), i, kRegion});
   }
   const std::vector<std::string> gens = generate_labels(tl);
-  for (uint32_t i = 0; i < tl.steps.size(); ++i) {
-    const auto& r = tl.steps[i];
+  for (uint32_t i = 0; i < tl.generation_steps.size(); ++i) {
+    const auto& r = tl.generation_steps[i];
     on(r.thread).steps.push_back(
         {r.start_ns - o, r.end_ns - o, tl.intern(gens[i] + "step " + std::to_string(r.step)), i, kStep});
   }
-  for (uint32_t i = 0; i < tl.breaks.size(); ++i) {
-    const auto& r = tl.breaks[i];
+  for (uint32_t i = 0; i < tl.graph_breaks.size(); ++i) {
+    const auto& r = tl.graph_breaks[i];
     on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, tl.intern(r.function), i, kBreak});
   }
-  if (!tl.steps.empty()) place_phases(tl, on(tl.steps.front().thread).steps);
+  if (!tl.generation_steps.empty()) place_phases(tl, on(tl.generation_steps.front().thread).steps);
   place_dynamo_breaks(tl, hi, host);
   place_host_activity(tl, hi, host);
   return host;

@@ -280,7 +280,7 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
   if (!clicked || !m_timeline[0]) return;
   // A group's first record with a time: the timeline, centred on that instant.
   const LogBreak& g = rows[*clicked];
-  const auto& records = m_timeline[0]->dynamo_breaks;
+  const auto& records = m_timeline[0]->dynamo_graph_breaks;
   for (uint32_t i = 0; i < records.size(); ++i)
     if (records[i].gb_code == g.gb_code && records[i].user_frame == g.user_frame && records[i].gb_type == g.gb_type &&
         importers::without_addresses(records[i].reason) == g.group_reason) {
@@ -294,10 +294,10 @@ void View::DrawBreaksTab() {
   const RunTimeline& tl = *m_timeline[0];
   // A torch run, or one with a compile log: Dynamo's records. Otherwise the LibTorch engine's.
   if (const storage::RunRecord* run = primary_run();
-      run && run->results.is_object() && tl.breaks.empty() &&
+      run && run->results.is_object() && tl.graph_breaks.empty() &&
       (run->engine == "torch" || (run->results.contains("log_compiles") && !run->results["log_compiles"].is_null())))
     return DrawLogBreaks(*run);
-  const auto& rows = tl.breaks;
+  const auto& rows = tl.graph_breaks;
   const storage::RunRecord* run = primary_run();
   const nlohmann::json* one = run && run->results.is_object() && run->results.contains("disabled_scope_entries") &&
                                       run->results["disabled_scope_entries"].is_number()
@@ -374,7 +374,7 @@ void View::DrawTransfersTab() {
 void View::DrawSwapsTab() {
   if (!m_timeline[0]) return;
   const RunTimeline& tl = *m_timeline[0];
-  const auto& rows = tl.swaps;
+  const auto& rows = tl.weight_swaps;
   int64_t bytes = 0, onloads = 0;
   for (const auto& r : rows)
     if (r.onload) {
