@@ -60,14 +60,9 @@ std::string kept_args(const json* a) {
 }
 
 // ---- GPU record names, as libkineto writes them -------------------------------------------
+/// Kineto's ten copy kinds ("HtoD", ... "PtoP"), and the Uvm ones hookscope's export writes.
 tracer::MemcpyKind memcpy_kind(std::string_view s) {
-  using K = tracer::MemcpyKind;
-  static constexpr std::pair<std::string_view, K> kKinds[] = {
-      {"HtoD", K::HtoD}, {"DtoH", K::DtoH}, {"HtoA", K::HtoA}, {"AtoH", K::AtoH}, {"AtoA", K::AtoA},
-      {"AtoD", K::AtoD}, {"DtoA", K::DtoA}, {"DtoD", K::DtoD}, {"HtoH", K::HtoH}, {"PtoP", K::PtoP}};
-  for (const auto& [name, k] : kKinds)
-    if (s == name) return k;
-  return K::Unknown;
+  return tracer::value_named(tracer::kMemcpyKindNames, s, tracer::MemcpyKind::Unknown);
 }
 tracer::MemKind mem_kind(std::string_view s) {
   return tracer::value_named(tracer::kMemKindNames, s, tracer::MemKind::Unknown);
@@ -461,17 +456,12 @@ void Importer::memset(const RawEvent& e, int64_t start, int64_t end) {
 }
 
 void Importer::sync(const RawEvent& e, int64_t start, int64_t end) {
-  using S = tracer::SyncType;
   tracer::SyncActivity y{};
   const GpuEvent g = gpu_record(e, y, start, end);
   const json* a = g.args;
   std::string_view kind = a ? str_field(*a, "cuda_sync_kind") : std::string_view();
   if (kind.empty()) kind = str_field(e.obj, "name");
-  y.sync_type = kind == "Event Sync"          ? S::EventSynchronize
-                : kind == "Stream Wait Event" ? S::StreamWaitEvent
-                : kind == "Stream Sync"       ? S::StreamSynchronize
-                : kind == "Context Sync"      ? S::ContextSynchronize
-                                              : S::Unknown;
+  y.sync_type = tracer::value_named(tracer::kSyncTypeNames, kind, tracer::SyncType::Unknown);
   y.event_id = static_cast<uint32_t>(arg_int(a, "wait_on_cuda_event_id").value_or(arg_int(a, "event_id").value_or(0)));
   add_gpu_record(LastSlice::Kind::Sync, rows_.activity(std::nullopt).syncs, y, g);
 }

@@ -577,6 +577,41 @@ TEST(ImportKineto, GpuRecordsGoToTheNsysTablesWithTheirCorrelations) {
   EXPECT_EQ(s.rows_by_table.at("CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION"), 3);
 }
 
+// Copy and sync kinds are read by the names hookscope prints (tracer/kind_names.h): Kineto's
+// ten copy kinds and the Uvm ones hookscope's export writes for a CUPTI capture; Kineto's sync
+// kinds, anything else Unknown.
+TEST(ImportKineto, CopyAndSyncKindsAreReadByTheirPrintedNames) {
+  const fs::path dir = test::scratch_dir("import_kineto_kinds");
+  write(dir / "kinds.json", R"j([
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy UvmHtoD (Managed -> Device)", "pid": 0, "tid": 7, "ts": 1,
+     "dur": 1, "args": {"device": 0, "stream": 7, "bytes": 64}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy AtoD (Array -> Device)", "pid": 0, "tid": 7, "ts": 3,
+     "dur": 1, "args": {"device": 0, "stream": 7, "bytes": 64}},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy XtoY (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 5,
+     "dur": 1, "args": {"device": 0, "stream": 7, "bytes": 64}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 7, "ts": 7, "dur": 1,
+     "args": {"device": 0, "stream": 7, "wait_on_cuda_event_id": 3}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 7, "ts": 9, "dur": 1,
+     "args": {"cuda_sync_kind": "Context Sync", "device": 0, "stream": 7}},
+    {"ph": "X", "cat": "cuda_sync", "name": "Some Future Sync", "pid": 0, "tid": 7, "ts": 11, "dur": 1,
+     "args": {"device": 0, "stream": 7}}
+  ])j");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "kinds.json");
+  storage::CaptureReader r(im.capture);
+  const auto copies = r.memcpys(im.run);
+  ASSERT_EQ(copies.size(), 3u);
+  EXPECT_EQ(copies[0].copy_kind, tracer::MemcpyKind::UvmHtoD);
+  EXPECT_EQ(copies[0].src_kind, tracer::MemKind::Managed);
+  EXPECT_EQ(copies[1].copy_kind, tracer::MemcpyKind::AtoD);
+  EXPECT_EQ(copies[2].copy_kind, tracer::MemcpyKind::Unknown);
+  const auto syncs = r.syncs(im.run);
+  ASSERT_EQ(syncs.size(), 3u);
+  EXPECT_EQ(syncs[0].sync_type, tracer::SyncType::StreamWaitEvent);
+  EXPECT_EQ(syncs[0].event_id, 3u);
+  EXPECT_EQ(syncs[1].sync_type, tracer::SyncType::ContextSynchronize) << "cuda_sync_kind wins over the name";
+  EXPECT_EQ(syncs[2].sync_type, tracer::SyncType::Unknown);
+}
+
 TEST(ImportKineto, ReadsChromeArrayFormatAndCountsUnknownHookscopeRanges) {
   const fs::path dir = test::scratch_dir("import_kineto_array");
   write(dir / "array.json", R"([
