@@ -1,7 +1,10 @@
 #include "hooks/big_modeling.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <algorithm>
-#include <regex>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
@@ -13,6 +16,40 @@ namespace hs::hooks {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A skip_modules_pattern, searched in a module's FQN as Python's `re.search` (PCRE2: Python's
+// regex syntax, not ECMAScript's). Throws std::invalid_argument naming an invalid pattern.
+class SearchPattern {
+ public:
+  explicit SearchPattern(const std::string& pattern) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF, &error,
+                              &offset, nullptr));
+    if (!code_) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(error, message, sizeof message);
+      throw std::invalid_argument("skip_modules_pattern '" + pattern + "' is not a valid regex: " +
+                                  reinterpret_cast<const char*>(message) + " at offset " + std::to_string(offset));
+    }
+    data_.reset(pcre2_match_data_create_from_pattern(code_.get(), nullptr));
+    if (!data_) throw std::bad_alloc();
+  }
+  bool search(const std::string& text) const {
+    return pcre2_match(code_.get(), reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, data_.get(),
+                       nullptr) >= 0;
+  }
+
+ private:
+  struct FreeCode {
+    void operator()(pcre2_code* c) const { pcre2_code_free(c); }
+  };
+  struct FreeData {
+    void operator()(pcre2_match_data* d) const { pcre2_match_data_free(d); }
+  };
+  std::unique_ptr<pcre2_code, FreeCode> code_;
+  std::unique_ptr<pcre2_match_data, FreeData> data_;
+};
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -139,19 +176,13 @@ void attach_align_device_hook_on_blocks(HookableModule& module, const std::map<s
 void attach_layerwise_casting_hooks(HookableModule& module, c10::ScalarType storage, c10::ScalarType compute,
                                     const std::vector<std::string>& patterns, const std::vector<std::string>& classes,
                                     bool non_blocking) {
-  std::vector<std::regex> res;
-  for (const auto& p : patterns) {
-    try {
-      res.emplace_back(p);
-    } catch (const std::regex_error& e) {
-      throw std::invalid_argument("skip_modules_pattern '" + p + "' is not a valid regex: " + e.what());
-    }
-  }
+  std::vector<SearchPattern> res;
+  for (const auto& p : patterns) res.emplace_back(p);
   // A skipped module's subtree is skipped too; a Linear gets the hook and is not descended.
   models::walk_modules(module, [&](HookableModule& m, const std::string&) {
     if (contains(classes, m.class_name())) return false;
     for (const auto& r : res)
-      if (std::regex_search(m.fqn(), r)) return false;
+      if (r.search(m.fqn())) return false;
     if (m.class_name() == "Linear") {
       add_hook_to_module(m, std::make_shared<LayerwiseCastingHook>(storage, compute, non_blocking), true);
       return false;

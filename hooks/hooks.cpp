@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iostream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>

@@ -519,6 +519,23 @@ TEST_F(HookParity, LayerwiseCastingLikeAccelerate) {
   EXPECT_EQ(scenario("layerwise_casting_skip_linear2")["after_attach"]["linear2.weight"], "torch.float32");
 }
 
+// skip_modules_pattern is searched as Python's re.search: Python's syntax (a named group),
+// anywhere in the FQN; an invalid pattern is refused naming it.
+TEST(LayerwiseCasting, SkipPatternsArePythonRegexesSearchedInTheFqn) {
+  auto m = make_model();
+  hs::hooks::attach_layerwise_casting_hooks(*m, torch::kBFloat16, torch::kFloat, {"(?P<layer>near)2"}, {});
+  EXPECT_EQ(dtypes(m)["linear1.weight"], "torch.bfloat16");
+  EXPECT_EQ(dtypes(m)["linear2.weight"], "torch.float32");
+  auto bad = make_model();
+  try {
+    hs::hooks::attach_layerwise_casting_hooks(*bad, torch::kBFloat16, torch::kFloat, {"linear("}, {});
+    FAIL() << "an unbalanced pattern was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("skip_modules_pattern 'linear(' is not a valid regex"), std::string::npos)
+        << e.what();
+  }
+}
+
 // send_to_device's skip_keys against accelerate's (both to meta): the keys skipped at every
 // level of nested dicts, lists and tuples, the rest moved.
 c10::IValue skip_keys_tree() {
