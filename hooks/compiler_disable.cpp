@@ -20,7 +20,7 @@ CompilerDisabledScope::CompilerDisabledScope(std::string_view function, std::str
       function_(function),
       module_(module),
       depth_(++runtime_.scopes().depth),
-      start_ns_(events::now_ns()) {
+      start_ns_(runtime_.sink() ? events::now_ns() : 0) {  // only a sink records the scope
   if (auto* obs = runtime_.scopes().observer) {
     try {
       obs->on_enter(function_, module_, depth_);
@@ -34,7 +34,8 @@ CompilerDisabledScope::CompilerDisabledScope(std::string_view function, std::str
 CompilerDisabledScope::~CompilerDisabledScope() {
   DisabledScopes& scopes = runtime_.scopes();
   --scopes.depth;
-  if (auto* s = runtime_.sink()) s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
+  if (auto* s = runtime_.sink(); s && start_ns_)
+    s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
   if (auto* obs = scopes.observer) {
     try {
       obs->on_exit(function_, module_, depth_);

@@ -50,7 +50,7 @@ void EventSinkAdapter::on_hook_begin(const HookCall& call) {
 
 void EventSinkAdapter::on_hook_end(const HookCall& call) {
   events::EventSink* s = runtime_.sink();
-  if (!s) return;
+  if (!s || !call.start_ns) return;  // began before recording did (untimed): no span
   s->hook_span({call.hook_class(), call.phase, call.module.fqn(), call.module.class_name(),
                 static_cast<int64_t>(call.id), call.start_ns, call.end_ns});
   if (call.completed && call.phase == events::HookPhase::PreForward && call.align)
@@ -59,7 +59,7 @@ void EventSinkAdapter::on_hook_end(const HookCall& call) {
 
 void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {
   events::EventSink* s = runtime_.sink();
-  if (!s) return;
+  if (!s || !w.start_ns) return;  // began before recording did (untimed)
   const std::string dtype = dtype_name(w.value.scalar_type()), device = w.device.str();
   events::WeightSource source = events::WeightSource::Device;
   bool pinned = false;

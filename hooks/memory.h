@@ -61,6 +61,7 @@ class MemoryLedger final : public RuntimeSubscriber {
  public:
   /// An inactive ledger over `runtime`'s devices, reporting to its sink.
   explicit MemoryLedger(Runtime& runtime) : runtime_(runtime) {}
+  bool wants_times() const override { return false; }  // it samples the clock itself
   MemoryLedger(const MemoryLedger&) = delete;
   MemoryLedger& operator=(const MemoryLedger&) = delete;
 

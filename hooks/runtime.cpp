@@ -72,12 +72,15 @@ void Runtime::Subscription::reset() {
 
 Runtime::Subscription Runtime::subscribe(RuntimeSubscriber& s) {
   subscribers_.push_back(&s);
+  if (s.wants_times()) ++timed_subscribers_;
   return Subscription(this, &s);
 }
 
 void Runtime::unsubscribe(RuntimeSubscriber* s) {
   auto it = std::find(subscribers_.begin(), subscribers_.end(), s);
-  if (it != subscribers_.end()) subscribers_.erase(it);
+  if (it == subscribers_.end()) return;
+  if (s->wants_times()) --timed_subscribers_;
+  subscribers_.erase(it);
 }
 
 void Runtime::publish(const Move& m) {
@@ -89,7 +92,8 @@ void Runtime::publish(const WeightSwapRecord& w) {
 }
 
 void Runtime::hook_begin(HookCall& call) {
-  call.called_ns = events::now_ns();
+  const bool timed = this->timed();
+  if (timed) call.called_ns = events::now_ns();
   call.id = ++last_external_id_;
   if (call.phase == events::HookPhase::PostForward && call.align && call.align->execution_device) {
     // Everything the module computed lives on its execution device.
@@ -99,11 +103,11 @@ void Runtime::hook_begin(HookCall& call) {
     devices_->pop_execution();
   }
   for (RuntimeSubscriber* s : subscribers_) s->on_hook_begin(call);
-  call.start_ns = events::now_ns();
+  if (timed) call.start_ns = events::now_ns();
 }
 
 void Runtime::hook_end(HookCall& call) {
-  call.end_ns = events::now_ns();
+  if (timed()) call.end_ns = events::now_ns();
   if (call.completed && call.phase == events::HookPhase::PreForward && call.align) {
     call.compute_id = ++last_external_id_;
     if (call.align->execution_device) devices_->push_execution(*call.align->execution_device);
@@ -157,7 +161,7 @@ WeightSwapScope::WeightSwapScope(Kind kind, const AlignDevicesHook& hook, const 
       module_(module),
       tensor_(tensor),
       device_(device),
-      start_ns_(events::now_ns()),
+      start_ns_(runtime_.timed() ? events::now_ns() : 0),
       uncaught_(std::uncaught_exceptions()) {
   if (kind_ == Kind::Onload) ++runtime_.devices().weight_onload_depth_;
 }
@@ -165,8 +169,8 @@ WeightSwapScope::WeightSwapScope(Kind kind, const AlignDevicesHook& hook, const 
 WeightSwapScope::~WeightSwapScope() {
   if (kind_ == Kind::Onload) --runtime_.devices().weight_onload_depth_;
   if (!value_.defined() || std::uncaught_exceptions() != uncaught_) return;
-  runtime_.publish(
-      WeightSwapRecord{kind_ == Kind::Onload, hook_, module_, tensor_, value_, device_, start_ns_, events::now_ns()});
+  const int64_t end = start_ns_ ? events::now_ns() : 0;
+  runtime_.publish(WeightSwapRecord{kind_ == Kind::Onload, hook_, module_, tensor_, value_, device_, start_ns_, end});
 }
 
 void log(const std::string& level, const std::string& message) {

@@ -133,11 +133,15 @@ class Runtime final : public models::CallContext {
   /// every subscriber, in subscription order. `hook_begin` and `hook_end` also keep the
   /// execution-device bookkeeping (see the top of this file). `hook_begin` sets
   /// `call.called_ns`, `call.id` (a fresh external correlation id) and, after the
-  /// notifications, `call.start_ns`; `hook_end` sets `call.end_ns` and, for a completed
+  /// notifications, `call.start_ns`; `hook_end` sets `call.end_ns` (the times only while
+  /// `timed()`, else 0) and, for a completed
   /// AlignDevicesHook pre_forward, `call.compute_id` (another fresh id: the module's forward
   /// that follows) before them.
   void publish(const Move& m);
   void publish(const WeightSwapRecord& w);
+  /// Whether hook calls and weight swaps are timed: a sink records or a subscriber
+  /// `wants_times()`. Unrecorded, a hooked call reads no clock.
+  bool timed() const { return sink_ != nullptr || timed_subscribers_ > 0; }
   void hook_begin(HookCall& call);
   void hook_end(HookCall& call);
 
@@ -160,6 +164,7 @@ class Runtime final : public models::CallContext {
 
   // Declared before what subscribes, so it outlives every Subscription member.
   std::vector<RuntimeSubscriber*> subscribers_;
+  int timed_subscribers_ = 0;  // those of subscribers_ that want_times()
   uint64_t last_external_id_ = 0;  // HookCall::id / compute_id: 1, 2, ... per runtime
   int next_compile_frame_ = 0;
   DisabledScopes scopes_;

@@ -85,6 +85,10 @@ struct WeightSwapRecord {
 class RuntimeSubscriber {
  public:
   virtual ~RuntimeSubscriber() = default;
+  /// Whether it reads the times of hook calls and weight swaps (HookCall's *_ns,
+  /// WeightSwapRecord's start_ns / end_ns). The runtime reads the clock for them only while a
+  /// subscriber wants them or a sink records; otherwise they are 0. Read once, at subscribe.
+  virtual bool wants_times() const { return true; }
   virtual void on_move(const Move&) {}
   virtual void on_hook_begin(const HookCall&) {}
   virtual void on_hook_end(const HookCall&) {}

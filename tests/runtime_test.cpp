@@ -133,3 +133,78 @@ TEST(RuntimeMoves, TheSinkAdapterRecordsOnloadsAsSwapsNotTransfers) {
   model->call_tensor({{torch::ones({2, 3})}, {}});
   EXPECT_EQ(sink.spans, 8) << "no sink, no events";
 }
+
+// Unrecorded, a hooked call reads no clock: its times are 0 unless a subscriber wants them
+// (the memory ledger, always subscribed, does not). A span begun before recording started is not
+// recorded half-timed.
+namespace {
+struct TimeLog : RuntimeSubscriber {
+  bool want = true;
+  std::vector<int64_t> starts, ends, swap_starts;
+  bool wants_times() const override { return want; }
+  void on_hook_end(const HookCall& c) override {
+    starts.push_back(c.start_ns);
+    ends.push_back(c.end_ns);
+  }
+  void on_weight_swap(const WeightSwapRecord& w) override { swap_starts.push_back(w.start_ns); }
+};
+
+// Installs `sink` from inside the first hook method it hears begin.
+struct SinkInstaller : RuntimeSubscriber {
+  Runtime* rt = nullptr;
+  events::EventSink* sink = nullptr;
+  bool wants_times() const override { return false; }
+  void on_hook_begin(const HookCall&) override {
+    if (!rt->sink()) rt->set_sink(sink);
+  }
+};
+}  // namespace
+
+TEST(RuntimeTimes, TakenOnlyWhenASubscriberOrTheSinkWantsThem) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto model = offloaded_model();
+  c10::InferenceMode g;
+  EXPECT_FALSE(runtime.timed()) << "the memory ledger does not want times";
+  TimeLog untimed;
+  untimed.want = false;
+  {
+    auto sub = runtime.subscribe(untimed);
+    EXPECT_FALSE(runtime.timed());
+    model->call_tensor({{torch::ones({2, 3})}, {}});
+  }
+  ASSERT_EQ(untimed.starts.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(untimed.starts[i] + untimed.ends[i], 0) << i;
+  ASSERT_EQ(untimed.swap_starts.size(), 12u);
+  for (int64_t t : untimed.swap_starts) EXPECT_EQ(t, 0);
+
+  TimeLog timed;
+  {
+    auto sub = runtime.subscribe(timed);
+    EXPECT_TRUE(runtime.timed());
+    model->call_tensor({{torch::ones({2, 3})}, {}});
+  }
+  EXPECT_FALSE(runtime.timed()) << "the subscription ended";
+  ASSERT_EQ(timed.starts.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_GT(timed.starts[i], 0) << i;
+    EXPECT_GE(timed.ends[i], timed.starts[i]) << i;
+  }
+  for (int64_t t : timed.swap_starts) EXPECT_GT(t, 0);
+}
+
+TEST(RuntimeTimes, ASpanBegunBeforeTheSinkIsLeftOutTheRestRecordedWhole) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto model = offloaded_model();
+  c10::InferenceMode g;
+  CountingSink sink;
+  SinkInstaller installer;
+  installer.rt = &runtime;
+  installer.sink = &sink;
+  auto sub = runtime.subscribe(installer);
+  model->call_tensor({{torch::ones({2, 3})}, {}});
+  runtime.set_sink(nullptr);
+  EXPECT_EQ(sink.spans, 7) << "the root's pre_forward began before the sink: 8 - 1";
+  EXPECT_EQ(sink.onloads, 6);
+}
