@@ -187,6 +187,18 @@ std::function<void(uint64_t, uint64_t)> progress_printer() {
 }
 
 // The import's arguments and its --out checked before anything is opened or written.
+// The checkpoint folders `out` would land in (links followed): each folder above it holding a
+// config.json. The trace may name the model it was made from, but is read only once importing.
+std::vector<fs::path> checkpoint_folders_above(const fs::path& out) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (fs::path dir = output::normal_path(out).parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (fs::is_regular_file(dir / "config.json", ec)) found.push_back(dir);
+    if (dir == dir.root_path()) break;
+  }
+  return found;
+}
+
 void check_import_args(const ImportArgs& a, const fs::path& out) {
   if (a.trace.empty() && a.compile_log.empty())
     throw std::invalid_argument("import: give a trace (TRACE.json[.gz]) and/or --compile-log DIR|FILE");
@@ -205,6 +217,7 @@ void check_import_args(const ImportArgs& a, const fs::path& out) {
   if (a.out.front() == '-')  // `-o --append`: the flag taken as the file name
     throw std::invalid_argument("--out: '" + a.out + "' looks like a flag, not a file name (write ./" + a.out +
                                 " for a file of that name)");
+  output::refuse_output_in_model_folder("--out", out, checkpoint_folders_above(out), "it holds a config.json");
   if (fs::exists(out) && !a.append)
     throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add a run to it");
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))

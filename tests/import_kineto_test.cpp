@@ -927,6 +927,37 @@ TEST(ImportKineto, ByteCountsACaptureRefusesAreRefusedNamingTheEventAndField) {
 // refused), another program's database, or a capture whose RUNS lost its primary key (appending
 // failed with "end_run: no run N" and left a run without an id). Each is refused naming the file,
 // and left as it was.
+// hookscope never writes into a model's folder: a trace may name the checkpoint it was made from
+// (read only once importing), so a capture is never put in a folder holding a config.json, under
+// any name.
+TEST(ImportKinetoCli, NeverWritesIntoAModelsFolder) {
+  const fs::path dir = test::scratch_dir("import_kineto_model_folder");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const fs::path model = dir / "my-model", other = dir / "other-model";
+  fs::create_directories(model / "sub");
+  fs::create_directories(other);
+  write(model / "config.json", "{}");
+  write(other / "config.json", "{}");
+  const std::vector<std::vector<std::string>> cases = {
+      {"-o", (model / "run.sqlite").string()},
+      {"-o", (model / "sub" / "run.sqlite").string()},
+      {"-o", (dir / "link" / "run.sqlite").string()},  // through a link to the model's folder
+  };
+  fs::create_directory_symlink(model, dir / "link");
+  for (const auto& extra : cases) {
+    std::vector<std::string> args{"import", (dir / "ok.json").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << extra[1] << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "hookscope never writes into a model's folder")) << r.err;
+  }
+  EXPECT_EQ(others(model, {"config.json", "sub"}), std::set<std::string>{}) << "nothing written there";
+  EXPECT_TRUE(fs::is_empty(model / "sub"));
+  // Next to a model's folder is fine.
+  EXPECT_EQ(test::hookscope({"import", (dir / "ok.json").string(), "-o", (dir / "fine.sqlite").string(), "--model",
+                             model.string()}).exit_code, 0);
+}
+
 TEST(ImportKinetoCli, AppendRefusesWhatIsNotACaptureAndLeavesItAsItWas) {
   const fs::path dir = test::scratch_dir("import_kineto_append");
   write(dir / "ok.json", trace_of(kOp, ""));
