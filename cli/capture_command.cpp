@@ -446,7 +446,8 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
   c->add_option("--fullgraph", a->fullgraph, "both | on | off (fullgraph runs for the capturing modes)")
       ->check(one_of({"both", "on", "off", "true", "false"}));
   c->add_option("--devices", a->devices, "Logical accelerators (emulated when fewer real ones)")->check(CLI::Range(1, 64));
-  c->add_option("--max-memory", a->max_memory, "Budgets for the sharded map, e.g. 0=200MB,1=200MB,cpu=4GiB");
+  c->add_option("--max-memory", a->max_memory, "Budgets for the sharded map, e.g. 0=200MB,1=200MB,cpu=4GiB")
+      ->check(max_memory_spec());
   auto* prompt = c->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json)");
   auto* prompt_ids =
       c->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids instead of --prompt")
@@ -486,7 +487,8 @@ CLI::App* add_capture_command(CLI::App& app, std::function<int()>& run_selected)
                  "shared machine 1 is often faster and steadier)")
       ->check(CLI::Range(1, 1024));
   c->add_option("--keep-driver-files", a->keep_driver_files,
-                "Keep the torch engine's traces, compile logs and offload folders in DIR (default: a temporary folder, removed)");
+                "Keep the torch engine's traces and compile logs in DIR (default: a temporary folder, removed; "
+                "the offload folders are --keep-offload-dir's)");
   c->add_option("--keep-offload-dir", a->keep_offload_dir,
                 "Write the disk-offload folders (disk-offload, mixed) into DIR and keep them (default: a folder of the "
                 "capture's own under ~/.cache/hookscope/offload, removed when the capture ends)");

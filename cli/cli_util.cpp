@@ -38,6 +38,19 @@ CLI::Validator one_of(std::vector<std::string> allowed) {
       "{" + output::join(allowed, ",") + "}");
 }
 
+CLI::Validator max_memory_spec() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          (void)hooks::parse_max_memory(value);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      "DEVICE=SIZE,...");
+}
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   std::iota(row.begin(), row.end(), size_t{0});

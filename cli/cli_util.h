@@ -22,6 +22,11 @@ CLI::Validator list_of(std::vector<std::string> allowed);
 /// The same for a single value.
 CLI::Validator one_of(std::vector<std::string> allowed);
 
+/// Parse-time check of a --max-memory value's syntax (hooks::parse_max_memory: "0=200MB,cpu=4GiB"):
+/// a malformed one is a usage error (exit 2) with the parser's message. Which devices exist is
+/// checked later (parse_max_memory_option).
+CLI::Validator max_memory_spec();
+
 /// Levenshtein distance (insertions, deletions, substitutions; bytes).
 size_t edit_distance(std::string_view a, std::string_view b);
 

@@ -154,7 +154,15 @@ CLI::App* add_export_command(CLI::App& app, std::function<int()>& run_selected) 
   auto* c = app.add_subcommand(
       "export", "Write runs of a capture as a Chrome trace (Perfetto, chrome://tracing, HTA; Kineto's shape) or as CSV tables");
   c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
-  c->add_option("--run", a->run, "Run id, or 'all' (default: the capture's only run)");
+  c->add_option("--run", a->run, "Run id, or 'all' (default: the capture's only run)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            int64_t id = 0;
+            const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+            return v == "all" || (ec == std::errc() && p == v.data() + v.size()) ? ""
+                                                                                   : "'" + v + "' is neither a run id nor 'all'";
+          },
+          "ID|all"));
   c->add_option("--format", a->format, "chrome: one Trace Event Format JSON file per run; csv: one file per event table")
       ->check(one_of({"chrome", "csv"}))
       ->capture_default_str();

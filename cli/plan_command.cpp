@@ -232,7 +232,8 @@ CLI::App* add_plan_command(CLI::App& app, std::function<int()>& run_selected) {
       "--max-memory", args->max_memory,
       "Bytes per device: comma-separated device=size, devices 0,1,... (accelerators), mps, cpu, disk; sizes as "
       "accelerate's (1GiB, 500MB, 1gb = gigabits) or plain bytes. Default: free memory of the configured "
-      "accelerators and the free RAM");
+      "accelerators and the free RAM")
+      ->check(max_memory_spec());
   args->no_split_opt = plan->add_option("--no-split", args->no_split,
                                         "Comma-separated module classes never split across devices (default: the "
                                         "model's _no_split_modules, e.g. LlamaDecoderLayer; \"\" for none)");

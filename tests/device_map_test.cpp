@@ -1374,17 +1374,17 @@ TEST(PlanCommand, TableAndBadInput) {
   EXPECT_NE(r.out.find("model.layers.0 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model.embed_tokens  "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu     1,000,000,000 (953.7 MiB)"), std::string::npos) << r.out;
-  // Unknown device key: accelerate's message, exit 1.
+  // Unknown device key: accelerate's message; a malformed value is a usage error (exit 2).
   r = hs::test::run({plan_cli(), "plan", "--model", smol_dir(), "--max-memory", "cuda:0=1GiB,cpu=4GiB"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("Device cuda:0 is not recognized"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--max-memory"), std::string::npos) << r.err;
   // Unparsable size.
   r = hs::test::run({plan_cli(), "plan", "--model", smol_dir(), "--max-memory", "0=lots"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("`size` lots is not in a valid format"), std::string::npos) << r.err;
   r = hs::test::run({plan_cli(), "plan", "--model", smol_dir(), "--max-memory", "0=1GB,,cpu=1GB"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-memory: max_memory: empty entry in '0=1GB,,cpu=1GB'"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
   // Too small for anything: like accelerate, the whole model goes to disk ({"": "disk"}),

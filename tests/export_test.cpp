@@ -553,7 +553,7 @@ TEST(ExportCli, BadArgumentsSayWhatIsWrongAndNeverTouchTheCapture) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no such run"), std::string::npos) << r.err;
   r = hookscope({"export", db, "--run", "three", "-o", (dir / "x.json").string()});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2) << "a malformed value is a usage error";
   EXPECT_NE(r.err.find("neither a run id nor 'all'"), std::string::npos) << r.err;
   r = hookscope({"export", db, "-o", (dir / "x.json").string()});  // several runs, none named
   EXPECT_EQ(r.exit_code, 1);
