@@ -104,6 +104,33 @@ std::string driver_ended(const std::string& policy, ChildProcess& p, const fs::p
   return head + ":\n" + tail;
 }
 
+std::string string_field(const json& msg, const char* key) {
+  const auto it = msg.find(key);
+  return it != msg.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A driver's "progress" line (a note, shown under `prefix`; past 200 in a run, no more) or
+// "tick" (which generate and step it is in), shown through `progress` (else stderr); false for
+// any other reply.
+bool show_progress(const json& msg, const std::string& type, const std::string& prefix, size_t& notes,
+                   const CellProgressFn& progress) {
+  if (type == "progress") {
+    if (++notes > 200) return true;
+    const std::string note = prefix + (notes == 200 ? std::string("(further progress lines of this run not shown)")
+                                                    : output::terminal_text(string_field(msg, "text"), false));
+    if (progress) progress({{}, 0, 0, note});
+    else std::fprintf(stderr, "  %s\n", note.c_str());
+    return true;
+  }
+  if (type != "tick") return false;
+  const auto number = [&](const char* key) {
+    const auto it = msg.find(key);
+    return it != msg.end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{0};
+  };
+  if (progress) progress({output::terminal_text(string_field(msg, "phase"), false), number("step"), number("steps"), {}});
+  return true;
+}
+
 }  // namespace
 
 TorchEngine::TorchEngine(TorchEngineOptions options) : opt_(std::move(options)) {
@@ -229,28 +256,9 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
         throw broken("printed a reply line that is not a JSON object of its protocol");
       }
       if (!msg.is_object()) throw broken("printed a reply line that is not a JSON object of its protocol");
-      const auto text = [&](const char* key) {
-        const auto it = msg.find(key);
-        return it != msg.end() && it->is_string() ? it->get<std::string>() : std::string();
-      };
+      const auto text = [&](const char* key) { return string_field(msg, key); };
       const std::string type = text("type");
-      if (type == "progress") {
-        if (++notes > 200) continue;
-        const std::string note = "[torch " + policy_label(cell) + "] " +
-                                 (notes == 200 ? std::string("(further progress lines of this run not shown)")
-                                               : output::terminal_text(text("text"), /*keep_lines=*/false));
-        if (ctx.progress) ctx.progress({{}, 0, 0, note});
-        else std::fprintf(stderr, "  %s\n", note.c_str());
-        continue;
-      }
-      if (type == "tick") {  // which generate and step the driver is in
-        const auto number = [&](const char* key) {
-          const auto it = msg.find(key);
-          return it != msg.end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{0};
-        };
-        if (ctx.progress) ctx.progress({output::terminal_text(text("phase"), false), number("step"), number("steps"), {}});
-        continue;
-      }
+      if (show_progress(msg, type, "[torch " + policy_label(cell) + "] ", notes, ctx.progress)) continue;
       if (type == "fatal")
         throw std::runtime_error(driver_named(policy_label(cell), opt_.python, p.log_path()) +
                                  " failed: " + output::terminal_text(text("error").empty() ? "?" : text("error")));

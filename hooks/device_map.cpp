@@ -393,6 +393,25 @@ PlacementDevices placement_devices(const MaxMemory& max_memory) {
   return p;
 }
 
+// The room for modules on `device`: no limit on disk (it takes everything); on a main device,
+// its max_memory less the room kept for the largest layer (`reserved`).
+struct Room {
+  std::optional<int64_t> limit;
+  int64_t reserved = 0;
+};
+
+Room room_on(const DeviceId& device, const MaxMemory& max_memory, const PlacementDevices& placement,
+             int64_t max_layer_size) {
+  Room r;
+  if (device.is_disk()) return r;
+  r.limit = *max_memory_of(max_memory, device);
+  if (placement.is_main(device)) {
+    *r.limit -= max_layer_size;
+    r.reserved = max_layer_size;
+  }
+  return r;
+}
+
 // A CausalLM whose config ties the embeddings but whose weights are not tied.
 void warn_if_not_tied(const HookableModule& model, const std::vector<std::vector<std::string>>& tied_parameters,
                       const LogFn& log) {
@@ -517,12 +536,27 @@ std::vector<ModuleEntry> after_fallback(const std::vector<ModuleEntry>& pending,
   return next;
 }
 
+// What placement has given each device so far, and what the devices that got nothing needed.
+struct Placed {
+  DeviceCounter used, buffer_sizes, min_required;
+  std::vector<DeviceId> min_required_devices;
+  // Leaving `d` for the next device: if it got nothing, what it would have needed (the module
+  // that did not fit and the room kept for the largest layer); the kept room counts as used.
+  void leave(const DeviceId& d, int64_t needed, int64_t reserved) {
+    if (used[d] == 0) {
+      min_required[d] = needed + reserved;
+      min_required_devices.push_back(d);
+    }
+    used[d] += reserved;
+  }
+};
+
 // What infer_auto_device_map logs once everything is placed: the buffers of offloaded modules
 // that fit no accelerator's remaining memory (WARNING), the devices that got nothing (INFO).
 void log_placement_notes(const InferAutoDeviceMapOptions& opt, const MaxMemory& max_memory,
-                         const PlacementDevices& devices, const DeviceCounter& used,
-                         const DeviceCounter& buffer_sizes, const DeviceCounter& min_required,
-                         const std::vector<DeviceId>& min_required_devices) {
+                         const PlacementDevices& devices, const Placed& placed) {
+  const DeviceCounter &used = placed.used, &buffer_sizes = placed.buffer_sizes, &min_required = placed.min_required;
+  const std::vector<DeviceId>& min_required_devices = placed.min_required_devices;
   const int64_t non_gpu_buffer = buffer_sizes.get(DeviceId::cpu()) + buffer_sizes.get(DeviceId::disk());
   if (non_gpu_buffer > 0 && !opt.offload_buffers) {
     bool fits_any = false;
@@ -560,7 +594,6 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
   auto verbose = [&](const std::string& msg) {
     if (opt.verbose) emit(log, "VERBOSE", msg);
   };
-  // ---- setup
   const MaxMemory max_memory = get_max_memory(opt.max_memory, opt.num_accelerators, log, opt.probe);
   const std::vector<std::string>& no_split = opt.no_split_module_classes;
   const PlacementDevices placement = placement_devices(max_memory);
@@ -574,11 +607,9 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
 
   DeviceMap device_map;
   size_t current = 0;
-  DeviceCounter used;
+  Placed placed;
+  DeviceCounter& used = placed.used;
   for (const auto& d : devices) used[d] = 0;
-  DeviceCounter buffer_sizes;
-  DeviceCounter min_required;
-  std::vector<DeviceId> min_required_devices;
 
   // Plain variables, not a structured binding: the lambda captures them (clang < 16 cannot).
   std::pair<int64_t, std::vector<std::string>> max_layer = get_max_layer_size(pending, module_sizes, no_split);
@@ -602,13 +633,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
     if (!ties.outside.empty()) verbose("  So those parameters need to be taken into account " + py_repr(ties.outside));
 
     const DeviceId device = devices[current];
-    std::optional<int64_t> limit;
-    if (!device.is_disk()) limit = *max_memory_of(max_memory, device);
-    int64_t reserved = 0;
-    if (placement.is_main(device)) {
-      limit = *limit - max_layer_size;
-      reserved = max_layer_size;
-    }
+    const auto [limit, reserved] = room_on(device, max_memory, placement, max_layer_size);
     const SizeWithTies with_ties = size_with_ties(ties.outside, module_size, module_sizes, pending);
 
     // The module and its tied modules fit on this device.
@@ -619,7 +644,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       used[device] += with_ties.size;
       place_with_ties(device_map, pending, name, with_ties, device);
       if (!opt.offload_buffers && !entry.is_tensor())
-        buffer_sizes[device] += compute_module_total_buffer_size(*entry.module, opt.dtype, opt.special_dtypes);
+        placed.buffer_sizes[device] += compute_module_total_buffer_size(*entry.module, opt.dtype, opt.special_dtypes);
       continue;
     }
 
@@ -651,11 +676,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
       }
     }
 
-    if (used[device] == 0) {
-      min_required[device] = with_ties.size + reserved;
-      min_required_devices.push_back(device);
-    }
-    used[device] += reserved;
+    placed.leave(device, with_ties.size, reserved);
     ++current;
     pending.insert(pending.begin(), entry);
     if (current >= devices.size())  // cannot happen: disk takes everything
@@ -664,7 +685,7 @@ DeviceMap infer_auto_device_map(const HookableModule& model, const InferAutoDevi
 
   if (opt.clean_result) device_map = clean_device_map(std::move(device_map));
 
-  log_placement_notes(opt, max_memory, placement, used, buffer_sizes, min_required, min_required_devices);
+  log_placement_notes(opt, max_memory, placement, placed);
   return device_map;
 }
 
