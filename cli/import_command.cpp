@@ -116,7 +116,8 @@ std::string take_exported_facts(storage::Store& store, int64_t run, nlohmann::js
   static const std::set<std::string> counts = {
       "graph_count", "graph_break_count", "recompiles", "frames_skipped", "recompile_limit_hits", "log_compiles",
       "log_graphs", "log_graph_break_records", "log_graph_break_count", "log_recompiles", "log_frames_skipped",
-      "log_recompile_limit_hits", "disabled_scope_entries", "captured_regions", "recorded_disabled_scope_entries"};
+      "log_recompile_limit_hits", "disabled_scope_entries", "captured_regions", "recorded_disabled_scope_entries",
+      "guard_recompiles"};
   static const std::set<std::string> lists = {"break_reasons", "log_break_reasons"};
   const nlohmann::json& f = exported["facts"];
   const nlohmann::json engine = exported.value("engine", nlohmann::json());
@@ -144,7 +145,7 @@ std::string take_exported_facts(storage::Store& store, int64_t run, nlohmann::js
   }
   store.set_run_engine(run, engine.get<std::string>());
   for (const char* k : {"graph_count", "graph_break_count", "break_reasons", "recompiles", "frames_skipped",
-                        "recompile_limit_hits", "disabled_scope_entries", "captured_regions"})
+                        "recompile_limit_hits", "disabled_scope_entries", "captured_regions", "guard_recompiles"})
     if (f.contains(k)) result[k] = f[k];
   // The compile log's figures: its rows are not in the trace, its summary is.
   nlohmann::json log = nlohmann::json::object();

@@ -81,6 +81,7 @@ json RunResult::to_json(const Cell& cell) const {
          {"params_on_meta_after", or_null(params_on_meta_after)},
          {"new_tokens", new_tokens},
          {"recompiles", or_null(recompiles)},
+         {"guard_recompiles", or_null(guard_recompiles)},
          {"peak_memory_bytes", peak_memory_bytes}};
   latency_json(*this, r);
   if (extra.is_object()) r.merge_patch(extra);

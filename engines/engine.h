@@ -66,7 +66,10 @@ struct RunResult {
   /// op, and compiler-disabled scopes entered inside a region. Not Dynamo's counts (Dynamo
   /// skips frames with a break in a loop and stops at recompile_limit), hence their own names.
   std::optional<int64_t> captured_regions, disabled_scope_entries;
-  std::optional<int64_t> recompiles;
+  /// Dynamo's recompiles over the compiled run (the torch engine); the LibTorch engine's
+  /// emulated compiler counts its own as `guard_recompiles` (cache entries added after a guard
+  /// failed), never under Dynamo's name.
+  std::optional<int64_t> recompiles, guard_recompiles;
   std::vector<BreakReason> break_reasons;       ///< of the prefill (Unsupported: where it stopped)
   std::vector<std::string> diagnostics;         ///< the engine's notes on the capture (backend fallbacks, ...)
   std::vector<std::string> weight_devices;      ///< where the weights live: "0", "cpu", "disk"

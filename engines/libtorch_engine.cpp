@@ -167,7 +167,7 @@ void LibTorchEngine::measure(const Cell& cell, RunResult& r, tracer::HostTracer&
   decode_latency(
       cell, [&cf](const torch::Tensor& ids) { return cf.call_tensor({ids}); },
       [&fn](const torch::Tensor& ids) { return fn({ids}).toTensor(); }, r, tracer, progress);
-  r.recompiles = cf.recompiles();
+  r.guard_recompiles = cf.recompiles();  // the emulated compiler's: never under Dynamo's name
 }
 
 LibTorchEngine::Timed LibTorchEngine::generate(const StepFn& step, tracer::HostTracer* tracer) {

@@ -45,7 +45,7 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
   for (const char* k : {"graph_count", "graph_break_count", "recompiles", "frames_skipped", "recompile_limit_hits",
                         "log_compiles", "log_graphs", "log_graph_break_records", "log_graph_break_count", "log_statuses",
                         "log_recompiles", "log_frames_skipped", "log_recompile_limit_hits", "disabled_scope_entries",
-                        "captured_regions"})
+                        "captured_regions", "guard_recompiles"})
     f[k] = nullptr;
   f["break_reasons"] = json::array();
   add_log(rd, rec.id, res, f);
@@ -80,6 +80,13 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
     const json mine = imported ? json(nullptr) : number_or_null(res, k);
     f[k] = !mine.is_null() || imported ? mine : f["log_" + std::string(k)];
   }
+  // The LibTorch engine's emulated compiler: its own name (files written before it had one kept
+  // it under "recompiles").
+  if (libtorch) {
+    f["guard_recompiles"] = res.contains("guard_recompiles") ? number_or_null(res, "guard_recompiles")
+                                                              : number_or_null(res, "recompiles");
+    f["recompiles"] = nullptr;
+  }
   f["recorded_disabled_scope_entries"] = rd.count("GRAPH_BREAKS", rec.id);
   if (explained) f["breaks_source"] = "dynamo";
   else if (libtorch || f["recorded_disabled_scope_entries"] != 0) f["breaks_source"] = "libtorch";
@@ -90,9 +97,11 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
 
 std::string breaks_text(const json& r) {
   if (r.value("status", "") == "incomplete") return "incomplete";
-  std::string recompiles;
-  if (const auto it = r.find("recompiles"); it != r.end() && it->is_number() && it->get<int64_t>() > 0)
-    recompiles = " (" + std::to_string(it->get<int64_t>()) + (it->get<int64_t>() == 1 ? " recompile)" : " recompiles)");
+  std::string recompiles;  // Dynamo's, or (†) the LibTorch engine's emulated compiler's
+  for (const char* k : {"recompiles", "guard_recompiles"})
+    if (const auto it = r.find(k); it != r.end() && it->is_number() && it->get<int64_t>() > 0)
+      recompiles = " (" + std::to_string(it->get<int64_t>()) + (it->get<int64_t>() == 1 ? " recompile" : " recompiles") +
+                   (std::string_view(k) == "recompiles" ? ")" : "†)");
   if (const auto it = r.find("graph_break_count"); it != r.end() && it->is_number())
     return std::to_string(it->get<int64_t>()) + recompiles;
   if (const auto it = r.find("disabled_scope_entries"); it != r.end() && it->is_number())

@@ -46,6 +46,9 @@ const std::vector<Fact>& catalogue() {
        "its regions; not Dynamo's graph_break_count (Dynamo inlines, skips frames and stops at recompile_limit)"},
       {"captured_regions", "captured regions†", "count", "LibTorch engine",
        "regions the LibTorch engine cut one compiled forward into"},
+      {"guard_recompiles", "recompiles†", "count", "LibTorch engine",
+       "cache entries hookscope's emulated compiler added because the guards of its earlier ones failed, over the "
+       "compiled run; its stand-in for Dynamo's recompiles, not Dynamo's count"},
       {"recorded_disabled_scope_entries", "disabled-scope entries over the run†", "count", "LibTorch engine",
        "compiler-disabled scopes entered inside a captured region over the whole run (the GRAPH_BREAKS table: "
        "prefill, every decode step, warm-ups and measured generates); every entry, in regions or not, is stats' "

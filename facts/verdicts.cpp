@@ -73,7 +73,7 @@ json side(const json& runs, const json& r, const std::string& engine, const std:
          {"fullgraph_at", nullptr},
          {"break_site", nullptr}};
   for (const char* k : {"graph_break_count", "disabled_scope_entries", "frames_skipped", "recompiles",
-                        "recompile_limit_hits", "hooked_modules"})
+                        "guard_recompiles", "recompile_limit_hits", "hooked_modules"})
     s[k] = number_or_null(r, k);
   if (r.contains("speedup") && r["speedup"].is_object()) {
     s["vs_eager"] = r["speedup"].value("vs_eager", json(nullptr));
@@ -245,6 +245,7 @@ std::string breaks_clause(const json& s, const std::string& engine, const Markup
   count("frames_skipped", "skipped frames");
   count("recompile_limit_hits", "hit recompile_limit");
   count("recompiles", "recompiled");
+  count("guard_recompiles", "recompiled†");
   return out;
 }
 

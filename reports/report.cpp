@@ -583,6 +583,7 @@ void write_dynamo_story(std::ostringstream& md, const Tables& t) {
     if (num("frames_skipped") >= 0) md << "; " << num("frames_skipped") << " frames skipped (run eagerly)";
     if (num("recompile_limit_hits") >= 0) md << "; recompile_limit hit " << num("recompile_limit_hits") << "×";
     if (num("recompiles") >= 0) md << "; " << num("recompiles") << " recompiles";
+    if (num("guard_recompiles") >= 0) md << "; " << num("guard_recompiles") << " " << facts::fact("guard_recompiles").label;
     if (r.contains("hooked_modules_compiled") && r["hooked_modules_compiled"].is_number() && num("hooked_modules") > 0)
       md << "; " << r["hooked_modules_compiled"].get<int64_t>() << "/" << num("hooked_modules") << " hooked modules ran compiled";
     if (r.contains("cache_implementation") && r["cache_implementation"].is_string())

@@ -20,8 +20,8 @@ void check_run_results(const json& r, const CaptureReader& rd, int64_t run) {
   static const std::vector<Kind> kinds = {
       {"a string", [](const json& v) { return v.is_string(); }, {"status", "error", "measurement", "scenario_note"}, false},
       {"a count (0 or more)", [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; },
-       {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "frames_skipped",
-        "recompile_limit_hits", "new_tokens", "logits_max_ulp", "warmup", "repeats"}},
+       {"graph_count", "graph_break_count", "captured_regions", "disabled_scope_entries", "recompiles", "guard_recompiles",
+        "frames_skipped", "recompile_limit_hits", "new_tokens", "logits_max_ulp", "warmup", "repeats"}},
       {"true or false", [](const json& v) { return v.is_boolean(); },
        {"argmax_match", "logits_identical", "params_on_meta_after"}},
       {"a number", [](const json& v) { return v.is_number(); }, {"logits_max_abs_diff", "compile_time_s"}},

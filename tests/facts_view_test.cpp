@@ -30,7 +30,7 @@ const char* const kBreakFacts[] = {
     "graph_count",          "graph_break_count",       "recompiles",           "frames_skipped",
     "recompile_limit_hits", "log_compiles",            "log_graphs",           "log_graph_break_records",
     "log_graph_break_count", "disabled_scope_entries", "captured_regions",     "recorded_disabled_scope_entries",
-    "breaks_source"};
+    "guard_recompiles",      "breaks_source"};
 
 struct Capture {
   fs::path dir, db;
