@@ -300,7 +300,7 @@ const char* category_fill(uint8_t c) {
       "#4e8cdc", "#50be78", "#be6ec8", "#e6a03c", "#e6c83c", "#aaaa78", "#dc6e46", "#8c645a", "#6eaaaa",
       "#5a8c96", "#78788c", "#c8505a", "#46a06e", "#786ebe", "#50aac8", "#464b5f", "#69503c", "#e04646",
       "#8caad7", "#e1be6e", "#96af96", "#d7af69", "#5ab4d2", "#d28caa", "#bebe8c", "#c8a078",
-      "#555569", "#c87d55"};
+      "#555569", "#c87d55", "#cd5f5f"};
   static_assert(std::size(fills) == ui::kCategoryCount, "one fill per ui::Category");
   return c < ui::kCategoryCount ? fills[c] : "#808080";
 }

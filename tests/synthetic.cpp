@@ -287,6 +287,10 @@ SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label)
   tracer::MemsetActivity set{};
   set.device_id = 0, set.context_id = 1, set.stream_id = 13, set.bytes = 4096;
   set.start_ns = SyntheticTrace::kTraceBase + 40000, set.end_ns = SyntheticTrace::kTraceBase + 40500;
+  tracer::SyncActivity sync{};
+  sync.device_id = 0, sync.context_id = 1, sync.stream_id = 13, sync.event_id = 9;
+  sync.sync_type = tracer::SyncType::StreamWaitEvent;
+  sync.start_ns = SyntheticTrace::kTraceBase + 45000, sync.end_ns = SyntheticTrace::kTraceBase + 46000;
   tracer::ActivityBatch host;
   host.run_id = res.run_id;
   host.pid = 4242;
@@ -296,6 +300,7 @@ SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label)
   host.kernels = kernels;
   host.memcpys = std::span(&copy, 1);
   host.memsets = std::span(&set, 1);
+  host.syncs = std::span(&sync, 1);
   store.write_activity(host);
   // Kineto writes a gpu_user_annotation with the GPU as pid and the stream as tid.
   const tracer::CpuOpActivity annotation = cpu_op(7, "my_range", "gpu_user_annotation", 59000, 75000);
@@ -304,7 +309,7 @@ SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label)
   gpu_side.pid = 0;
   gpu_side.cpu_ops = std::span(&annotation, 1);
   store.write_activity(gpu_side);
-  res.rows += static_cast<int64_t>(std::size(ops) + std::size(runtime) + std::size(driver) + std::size(kernels) + 3);
+  res.rows += static_cast<int64_t>(std::size(ops) + std::size(runtime) + std::size(driver) + std::size(kernels) + 4);
   store.end_run(res.run_id, tracer::RunStatus::Complete, {}, SyntheticTrace::kTraceBase + 100500);
   return res;
 }

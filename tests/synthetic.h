@@ -79,8 +79,9 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& spec);
 ///   stream 7: memcpy HtoD 1 MiB (102) [25000, 26000], kernel 'gemm' (101) [60000, 70000],
 ///   kernel 'triton_poi_fused_add_0' (104) [71000, 72000]; a gpu_user_annotation 'my_range'
 ///   on stream 7 [59000, 75000];
-///   stream 13: kernel 'add_kernel' (103) [30000, 31000], memset 4 KiB [40000, 40500], kernel
-///   'late_kernel' without a launch [99000, 100500] (the run's last end).
+///   stream 13: kernel 'add_kernel' (103) [30000, 31000], memset 4 KiB [40000, 40500], a
+///   Stream Wait Event sync on event 9 [45000, 46000], kernel 'late_kernel' without a launch
+///   [99000, 100500] (the run's last end).
 struct SyntheticTrace {
   static constexpr int64_t kTraceBase = 1'700'000'000'000'000'000;  ///< Unix-epoch ns
   int64_t run_id = 0;

@@ -651,9 +651,16 @@ TEST(TraceTimeline, OneGroupPerGpuWithALanePerStream) {
   EXPECT_EQ(slice_source(s7, s7.levels[0][0]), Source::Memcpy);
   EXPECT_EQ(slice_source(s7, s7.levels[0][1]), Source::Kernel);
   const Track& s13 = stream(gpu, 13);
-  EXPECT_EQ(labels(tl, s13.levels.at(0)), (std::vector<std::string>{"add_kernel", "memset 4.00 KiB", "late_kernel"}));
+  EXPECT_EQ(labels(tl, s13.levels.at(0)),
+            (std::vector<std::string>{"add_kernel", "memset 4.00 KiB", "Stream Wait Event", "late_kernel"}));
   EXPECT_EQ(slice_source(s13, s13.levels[0][1]), Source::Memset);
   EXPECT_EQ(s13.levels[0][1].category, kMemset);
+  // A CUDA sync is drawn on the stream that waits, as nsys draws it, and described.
+  EXPECT_EQ(slice_source(s13, s13.levels[0][2]), Source::Sync);
+  EXPECT_EQ(s13.levels[0][2].category, kSync);
+  const auto sync = describe(tl, Source::Sync, s13.levels[0][2].row);
+  EXPECT_EQ(sync.at(0), (std::pair<std::string, std::string>{"CUDA sync", "Stream Wait Event"}));
+  EXPECT_EQ(extent(tl, Source::Sync, s13.levels[0][2].row), (std::pair<int64_t, int64_t>{45000, 46000}));
   // The gpu_user_annotation (pid = GPU, tid = stream 7) is on the GPU, not on a host thread.
   const Track& ann = track(gpu, "GPU annotations");
   EXPECT_EQ(labels(tl, ann.levels.at(0)), (std::vector<std::string>{"my_range"}));

@@ -20,7 +20,7 @@ const char* category_name(uint8_t c) {
       "post_forward", "hook", "compiler-disabled", "compiled region", "generation step", "weights on device",
       "meta (weights in cpu)", "meta (weights on disk)", "graph break", "CPU op", "user annotation",
       "python function", "GPU annotation", "kernel", "memset", "CUDA runtime", "CUDA driver",
-      "before step 0 (not a generation step)", "weight swaps of a step (aggregated)"};
+      "before step 0 (not a generation step)", "weight swaps of a step (aggregated)", "CUDA sync"};
   static_assert(std::size(names) == kCategoryCount, "one name per Category");
   return c < kCategoryCount ? names[c] : "?";
 }
@@ -35,7 +35,7 @@ size_t RunTimeline::event_count() const {
   return module_compute.size() + transfers.size() + weight_swaps.size() + hook_events.size() +
          disabled_scopes.size() + regions.size() + generation_steps.size() + graph_breaks.size() +
          dynamo_graph_breaks.size() + cpu_ops.size() + kernels.size() + memcpys.size() + memsets.size() +
-         runtime_calls.size() + driver_calls.size();
+         syncs.size() + runtime_calls.size() + driver_calls.size();
 }
 
 int RunTimeline::group_of(const std::string& device) const {
@@ -95,6 +95,7 @@ Source lane_source(Lane lane) { return lane_info(lane).source; }
 Source slice_source(const Track& t, const Slice& s) {
   if (t.lane == Lane::Stream) {
     if (s.category == kKernel) return Source::Kernel;
+    if (s.category == kSync) return Source::Sync;
     return s.category == kMemset ? Source::Memset : Source::Memcpy;
   }
   if (t.lane == Lane::CudaApi) return s.category == kCudaDriver ? Source::Driver : Source::Runtime;
@@ -326,6 +327,14 @@ void describe_activity(const RunTimeline& tl, Source source, uint32_t row, Field
       describe_launch(tl, r.correlation_id, f);
       break;
     }
+    case Source::Sync: {
+      const auto& r = tl.syncs.at(row);
+      f.emplace_back("CUDA sync", std::string(tracer::sync_type_name(r.sync_type, "Unknown Sync")));
+      f.emplace_back("device, stream", std::to_string(r.device_id) + ", stream " + std::to_string(r.stream_id));
+      if (r.event_id) f.emplace_back("event", std::to_string(r.event_id));
+      describe_launch(tl, r.correlation_id, f);
+      break;
+    }
     case Source::Runtime:
     case Source::Driver: {
       const bool driver = source == Source::Driver;
@@ -364,6 +373,7 @@ std::pair<int64_t, int64_t> extent(const RunTimeline& tl, Source source, uint32_
     case Source::Kernel: return span_of(tl.kernels, row, o);
     case Source::Memcpy: return span_of(tl.memcpys, row, o);
     case Source::Memset: return span_of(tl.memsets, row, o);
+    case Source::Sync: return span_of(tl.syncs, row, o);
     case Source::Runtime: return span_of(tl.runtime_calls, row, o);
     case Source::Driver: return span_of(tl.driver_calls, row, o);
     case Source::Phase: return {tl.phases.at(row).start_ns, tl.phases.at(row).end_ns};
@@ -380,6 +390,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RunTimeline& tl,
     case Source::Kernel:
     case Source::Memcpy:
     case Source::Memset:
+    case Source::Sync:
     case Source::Runtime:
     case Source::Driver: describe_activity(tl, source, row, f); break;
     default: describe_hookscope(tl, source, row, f); break;

@@ -33,6 +33,7 @@ enum class Source : uint8_t {
   Kernel,   ///< kernels
   Memcpy,   ///< memcpys
   Memset,   ///< memsets
+  Sync,     ///< syncs (CUDA synchronization: stream / event / context waits)
   Runtime,  ///< runtime_calls (CUDA runtime API)
   Driver,   ///< driver_calls (CUDA driver API)
   DynamoBreak,  ///< dynamo_breaks: Dynamo's graph-break records of the run's compile log
@@ -70,6 +71,7 @@ enum Category : uint8_t {
   kCudaDriver,       ///< a CUDA driver API call
   kPhase,            ///< a part of the run outside the generation steps (before step 0)
   kSwapGroup,        ///< a step's weight onloads/offloads on one device, aggregated
+  kSync,             ///< a CUDA synchronization on a stream (cudaStreamWaitEvent, ...)
   kCategoryCount
 };
 const char* category_name(uint8_t c);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "importers/dynamo_text.h"
+#include "tracer/kind_names.h"
 #include "ui/run_timeline.h"
 
 namespace hs::ui {
@@ -289,6 +290,7 @@ void set_extent(RunTimeline& tl, const std::vector<storage::MemoryCounterRow>& m
   for (const auto& r : tl.kernels) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.memcpys) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.memsets) see(r.start_ns, r.end_ns);
+  for (const auto& r : tl.syncs) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.runtime_calls) see(r.start_ns, r.end_ns);
   for (const auto& r : tl.driver_calls) see(r.start_ns, r.end_ns);
   if (lo > hi) {  // a run without events (e.g. killed before its first batch)
@@ -472,6 +474,13 @@ void place_gpu_rows(RunTimeline& tl, const DeviceIndex& dev,
     if (g < 0) continue;
     const uint32_t label = tl.intern("memset " + format_bytes(static_cast<double>(r.bytes)));
     lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kMemset});
+  }
+  for (uint32_t i = 0; i < tl.syncs.size(); ++i) {  // as nsys draws them: on the stream that waits
+    const auto& r = tl.syncs[i];
+    const int g = dev.gpu(r.device_id);
+    if (g < 0) continue;
+    const uint32_t label = tl.intern(std::string(tracer::sync_type_name(r.sync_type, "Unknown Sync")));
+    lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kSync});
   }
   for (const auto& [row, device] : annotations) {
     const auto& r = tl.cpu_ops[row];

@@ -89,6 +89,7 @@ inline ImU32 category_color(uint8_t c) {
     case kCudaDriver: return IM_COL32(200, 160, 120, 255);
     case kPhase: return IM_COL32(85, 85, 105, 255);
     case kSwapGroup: return IM_COL32(200, 125, 85, 255);
+    case kSync: return IM_COL32(205, 95, 95, 255);
     default: return IM_COL32(128, 128, 128, 255);
   }
 }
