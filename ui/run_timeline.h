@@ -36,7 +36,7 @@ enum class Source : uint8_t {
   Sync,     ///< syncs (CUDA synchronization: stream / event / context waits)
   Runtime,  ///< runtime_calls (CUDA runtime API)
   Driver,   ///< driver_calls (CUDA driver API)
-  DynamoBreak,  ///< dynamo_breaks: Dynamo's graph-break records of the run's compile log
+  DynamoBreak,  ///< dynamo_graph_breaks: Dynamo's graph-break records of the run's compile log
   Phase,      ///< phases: parts of the run that are not a generation step (before step 0)
   SwapGroup,  ///< swap_groups: a generation step's weight swaps on one device, as one block
 };

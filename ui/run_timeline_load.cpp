@@ -787,8 +787,9 @@ void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
   }
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.dynamo_graph_breaks.size(); ++i) {
-    const int64_t t = *tl.dynamo_graph_breaks[i].time_ns - o;
-    lanes->dynamo_breaks.push_back({t, t, tl.intern(importers::break_label(tl.dynamo_graph_breaks[i].gb_code, tl.dynamo_graph_breaks[i].gb_type, tl.dynamo_graph_breaks[i].reason)), i, kBreak});
+    const auto& b = tl.dynamo_graph_breaks[i];
+    const int64_t t = *b.time_ns - o;
+    lanes->dynamo_breaks.push_back({t, t, tl.intern(importers::break_label(b.gb_code, b.gb_type, b.reason)), i, kBreak});
     tl.dynamo_breaks_before += t < 0;
   }
   // Most are logged while Dynamo compiles (the first generate), before the recorded one: at
