@@ -376,6 +376,9 @@ int run_capture(const CaptureArgs& a) {
   output::CaptureOutputOptions oo;
   oo.force_overwrite = a.force_overwrite;
   oo.model_dir = models::resolve_model_path(a.model);
+  if (std::error_code ec; !fs::is_regular_file(oo.model_dir / "config.json", ec))  // before anything is said or made
+    throw std::invalid_argument("--model: " + (oo.model_dir / "config.json").string() +
+                                ": cannot open (no such file): not a Hugging Face checkpoint folder");
   if (!options.prompt_ids.empty()) {  // both engines take them as given: check them once, here
     try {
       models::check_prompt_ids(models::ModelConfig::from_file(oo.model_dir / "config.json"), options.prompt_ids);

@@ -202,6 +202,21 @@ TEST(Cli, PlanWarnsAboutNoSplitClassesTheModelLacks) {
 // --max-memory keys that name no device a command can use are refused naming the flag and the
 // key, before anything is loaded or written (a negative index crashed capture and gave plan a
 // device map onto accelerator -1).
+// A --model folder that is no checkpoint is named first: nothing is said about offload folders
+// the capture will never make, and nothing is written.
+TEST(Cli, CaptureOfAFolderWithoutConfigJsonSaysSoFirst) {
+  const auto dir = hs::test::scratch_dir("cli-no-config");
+  fs::create_directories(dir / "not-a-model");
+  const auto out = dir / "x.sqlite";
+  auto r = hookscope({"capture", "--engine", "libtorch", "--model", (dir / "not-a-model").string(), "--scenarios",
+                      "disk-offload", "--out", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--model: " + (dir / "not-a-model" / "config.json").string() + ": cannot open"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("offload folder"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(Cli, MaxMemoryWithoutADeviceIsRefused) {
   const auto dir = hs::test::scratch_dir("cli-max-memory");
   const std::string model = hs::test::tiny_checkpoint("tiny-llama").string();
