@@ -690,17 +690,31 @@ std::string render_verdict_markdown(const json& original, bool run_links) {
   return md.str();
 }
 
+// A run's cell names as the tables show them: a policy or mode the run does not name (an
+// import given neither) reads "–", not an empty cell or heading.
+json with_named_cells(json report) {
+  if (report.contains("runs") && report["runs"].is_array())
+    for (json& r : report["runs"])
+      for (const char* k : {"policy", "mode"})
+        if (r.is_object() && (!r.contains(k) || (r[k].is_string() && r[k].get_ref<const std::string&>().empty())))
+          r[k] = "–";
+  return report;
+}
+
 std::string render_tables_markdown(const json& original) {
   need(original, "runs", "report");
   // Names and messages from the capture, each kept on its line and in its cell.
-  const json report = md_safe(first_lines(original));
+  const json report = with_named_cells(md_safe(first_lines(original)));
   const json& model = need(report, "model", "report");
   const json& runs = need(report, "runs", "report");
   const json& devices = need(report, "devices", "report");
   const auto engines = runs_by_engine(runs);
   std::ostringstream md;
   md << "### setup\n\n";
-  write_setup(md, model, devices);
+  if (model.value("id", "?") != "?" || !devices.empty())
+    write_setup(md, model, devices);
+  else
+    md << "No model or device recorded (an imported trace given no `--model`).\n\n";
   const json* torch = nullptr;
   const json* libtorch = nullptr;
   for (const auto& [e, v] : engines) {

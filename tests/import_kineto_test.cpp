@@ -958,6 +958,20 @@ TEST(ImportKinetoCli, NeverWritesIntoAModelsFolder) {
                              model.string()}).exit_code, 0);
 }
 
+// The report of a run imported without --policy, --mode or --model names what is missing
+// instead of printing empty headings and a row of question marks.
+TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {
+  const fs::path dir = test::scratch_dir("import_kineto_bare_report");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  ASSERT_EQ(test::hookscope({"import", (dir / "ok.json").string(), "-o", (dir / "c.sqlite").string()}).exit_code, 0);
+  const auto r = test::hookscope({"report", (dir / "c.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "No model or device recorded")) << r.out;
+  EXPECT_FALSE(contains(r.out, "| ? | ? |")) << r.out;
+  EXPECT_FALSE(contains(r.out, "fullgraph,  |")) << r.out;
+  EXPECT_FALSE(contains(r.out, "| scenario | mode |  |")) << r.out;
+}
+
 TEST(ImportKinetoCli, AppendRefusesWhatIsNotACaptureAndLeavesItAsItWas) {
   const fs::path dir = test::scratch_dir("import_kineto_append");
   write(dir / "ok.json", trace_of(kOp, ""));
