@@ -133,11 +133,12 @@ std::vector<std::string> load_weights(CausalLM& model, const Checkpoint& ckpt, c
       if (!slot.is_parameter && !slot.persistent) continue;  // computed, not stored
       const std::string name = prefix.empty() ? slot.name : prefix + "." + slot.name;
       const auto want = slot.value.sizes();
-      auto check_shape = [&](const TensorInfo& info) {
+      // Structured bindings are not captured by name (clang before 16 refuses it: the fuzz build).
+      auto check_shape = [&, &owner = *m, &owner_fqn = prefix](const TensorInfo& info) {
         if (c10::IntArrayRef(info.shape) != want)
           throw ModelLoadError("tensor '" + name + "' in " + ckpt.file_of(name).string() + " has shape " +
-                               shape_str(info.shape) + " but " + m->class_name() + " '" + prefix + "' expects " +
-                               shape_str(want));
+                               shape_str(info.shape) + " but " + owner.class_name() + " '" + owner_fqn +
+                               "' expects " + shape_str(want));
       };
       if (is_tied_target(name)) {
         // The tied copy a checkpoint may carry is not loaded, but one of another shape means
