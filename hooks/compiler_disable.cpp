@@ -16,7 +16,10 @@ CompilePolicy parse_policy(const std::string& s) {
 }
 
 CompilerDisabledScope::CompilerDisabledScope(std::string_view function, std::string_view module)
-    : runtime_(Runtime::current()),
+    : CompilerDisabledScope(Runtime::current(), function, module) {}
+
+CompilerDisabledScope::CompilerDisabledScope(Runtime& runtime, std::string_view function, std::string_view module)
+    : runtime_(runtime),
       function_(function),
       module_(module),
       depth_(++runtime_.scopes().depth),

@@ -56,7 +56,11 @@ class Runtime;
 /// engine raises `Unsupported` under fullgraph); the destructor never throws.
 class CompilerDisabledScope {
  public:
+  /// `function` and `module` are viewed, not copied: both must outlive the scope (a hook's
+  /// method name literal and its module's fqn do).
   CompilerDisabledScope(std::string_view function, std::string_view module);
+  /// The same in `runtime` (the hooks' path: no thread-local lookup).
+  CompilerDisabledScope(Runtime& runtime, std::string_view function, std::string_view module);
   ~CompilerDisabledScope();
   CompilerDisabledScope(const CompilerDisabledScope&) = delete;
   CompilerDisabledScope& operator=(const CompilerDisabledScope&) = delete;
@@ -67,7 +71,7 @@ class CompilerDisabledScope {
  private:
   Runtime& runtime_;
   std::string_view function_;
-  std::string module_;
+  std::string_view module_;
   int depth_;
   long long start_ns_;
 };

@@ -19,13 +19,13 @@ namespace {
 
 // Runs `fn` inside a compiler-disabled scope named `function` when `guard` is true.
 template <typename Fn>
-auto maybe_disabled(bool guard, const char* function, const HookableModule& m, Fn&& fn) {
+auto maybe_disabled(Runtime& rt, bool guard, const char* function, const HookableModule& m, Fn&& fn) {
   if (!guard) return fn();
-  CompilerDisabledScope scope(function, m.fqn());
+  CompilerDisabledScope scope(rt, function, m.fqn());
   return fn();
 }
 
-bool whole_hook() { return Runtime::current().compile_policy() == CompilePolicy::WholeHook; }
+bool whole_hook(const Runtime& rt) { return rt.compile_policy() == CompilePolicy::WholeHook; }
 
 // Tells the runtime a hook method ended; if the method throws first, says so on the way out.
 class HookCallEnd {
@@ -62,10 +62,10 @@ auto hook_method(const Hook& hook, const char* method, HookPhase phase, Hookable
   const bool guard = (phase == HookPhase::PreForward || phase == HookPhase::PostForward) &&
                      rt.compile_policy() == CompilePolicy::WholeHook;
   if constexpr (std::is_void_v<std::invoke_result_t<Body&>>) {
-    maybe_disabled(guard, method, m, body);
+    maybe_disabled(rt, guard, method, m, body);
     end.completed();
   } else {
-    auto result = maybe_disabled(guard, method, m, body);
+    auto result = maybe_disabled(rt, guard, method, m, body);
     end.completed();
     return result;
   }
@@ -152,13 +152,28 @@ void AlignDevicesHook::init_hook(HookableModule& m) {
       if (!offload_buffers || !r.persistent)
         set_module_tensor_to_device(m, r.name, *execution_device, {}, std::nullopt, tied_params_map.get());
     }
+    offload_slots_.clear();
+    for (auto& name : offloaded_tensors(m)) {
+      auto [owner, local] = resolve_tensor(m, name);
+      const torch::Tensor& t = owner->get_tensor(local);
+      offload_slots_.push_back({std::move(name), t.is_meta() ? t : torch::Tensor()});
+    }
+    offload_slots_ready_ = true;
   });
+}
+
+std::vector<AlignDevicesHook::OffloadSlot>& AlignDevicesHook::offload_slots(HookableModule& m) {
+  if (!offload_slots_ready_) {  // a hook whose init_hook did not run: accelerate's walk, every call
+    offload_slots_.clear();
+    for (auto& name : offloaded_tensors(m)) offload_slots_.push_back({std::move(name), {}});
+  }
+  return offload_slots_;
 }
 
 void AlignDevicesHook::onload_weights(HookableModule& m) {
   tied_pointers_to_remove_.clear();
   const DeviceId dev = *execution_device;
-  for (const auto& name : offloaded_tensors(m)) {
+  for (const auto& [name, meta] : offload_slots(m)) {
     WeightSwapScope onload(WeightSwapScope::Kind::Onload, *this, m, name, dev);
     torch::Tensor value = weights_map->get(name);
     onload.set_tensor(value);
@@ -176,11 +191,17 @@ void AlignDevicesHook::onload_weights(HookableModule& m) {
 }
 
 void AlignDevicesHook::offload_weights(HookableModule& m) {
-  for (const auto& name : offloaded_tensors(m)) {
+  for (auto& [name, meta] : offload_slots(m)) {
     WeightSwapScope offload(WeightSwapScope::Kind::Offload, *this, m, name, DeviceId::meta());
     auto [owner, local] = resolve_tensor(m, name);
-    offload.set_tensor(owner->get_tensor(local));
-    set_module_tensor_to_device(m, name, DeviceId::meta());
+    const torch::Tensor& cur = owner->get_tensor(local);
+    offload.set_tensor(cur);
+    // set_module_tensor_to_device(m, name, meta) without a new meta tensor per call: to meta it
+    // only replaces the tensor by an empty one of its shape and options.
+    if (!meta.defined() || meta.sizes() != cur.sizes() || meta.scalar_type() != cur.scalar_type() ||
+        meta.layout() != cur.layout())
+      meta = torch::empty(cur.sizes(), cur.options().device(torch::kMeta));
+    owner->set_tensor(local, meta);
   }
   if (tied_params_map) {
     for (const auto& [ptr, dev] : tied_pointers_to_remove_) {
@@ -200,14 +221,20 @@ void AlignDevicesHook::offload_weights(HookableModule& m) {
 void AlignDevicesHook::pre_forward(HookableModule& m, CallArgs& call) {
   hook_method(*this, "AlignDevicesHook.pre_forward", HookPhase::PreForward, m, [&] {
     if (io_same_device) input_device = find_device(call);
-    if (offload) maybe_disabled(!whole_hook(), "AlignDevicesHook._onload_weights", m, [&] { onload_weights(m); });
+    if (offload) {
+      Runtime& rt = Runtime::current();
+      maybe_disabled(rt, !whole_hook(rt), "AlignDevicesHook._onload_weights", m, [&] { onload_weights(m); });
+    }
     if (execution_device) send_call_to_device(call, *execution_device, skip_keys);
   });
 }
 
 c10::IValue AlignDevicesHook::post_forward(HookableModule& m, c10::IValue output) {
   return hook_method(*this, "AlignDevicesHook.post_forward", HookPhase::PostForward, m, [&] {
-    if (offload) maybe_disabled(!whole_hook(), "AlignDevicesHook._offload_weights", m, [&] { offload_weights(m); });
+    if (offload) {
+      Runtime& rt = Runtime::current();
+      maybe_disabled(rt, !whole_hook(rt), "AlignDevicesHook._offload_weights", m, [&] { offload_weights(m); });
+    }
     if (io_same_device && input_device) output = send_to_device(output, *input_device, skip_keys);
     return output;
   }, &output);
@@ -215,6 +242,8 @@ c10::IValue AlignDevicesHook::post_forward(HookableModule& m, c10::IValue output
 
 void AlignDevicesHook::detach_hook(HookableModule& m) {
   hook_method(*this, "AlignDevicesHook.detach_hook", HookPhase::DetachHook, m, [&] {
+    offload_slots_ready_ = false;
+    offload_slots_.clear();
     if (!offload) return;
     for (const auto& [name, dev] : original_devices) {
       if (dev.is_meta()) continue;

@@ -145,6 +145,17 @@ class AlignDevicesHook : public ModelHook {
  private:
   void onload_weights(HookableModule& m);   // accelerate: part of pre_forward
   void offload_weights(HookableModule& m);  // accelerate: part of post_forward
+  // The offloaded tensors' names, taken once when init_hook has put them on meta (accelerate
+  // walks the module for them on every call; its tensors do not change while the hook is
+  // attached), each with the meta placeholder its offload puts back (made at the first
+  // offload, reused while the tensor's shape and dtype stay the same).
+  struct OffloadSlot {
+    std::string name;
+    torch::Tensor meta;
+  };
+  std::vector<OffloadSlot>& offload_slots(HookableModule& m);
+  std::vector<OffloadSlot> offload_slots_;
+  bool offload_slots_ready_ = false;
   std::vector<std::pair<const void*, DeviceId>> tied_pointers_to_remove_;
   std::vector<const void*> tied_entries_added_;
 };

@@ -36,10 +36,27 @@ c10::IValue send_to_device(const c10::IValue& v, const DeviceId& device, const s
   return v;  // ints, None, strings, custom objects
 }
 
+namespace {
+
+// send_to_device on `v` in place: a tensor already on `device` (the common case, a sharded
+// model's activations) is left as it is, without the reference-count traffic of a copy.
+void send_in_place(c10::IValue& v, const DeviceId& device, const std::vector<std::string>& skip_keys,
+                   DeviceManager& dm) {
+  if (v.isTensor()) {
+    if (dm.device_of(v.toTensor()) != device) v = dm.to(v.toTensor(), device);
+  } else if (v.isTuple() || v.isList() || v.isGenericDict() || v.isTensorList()) {
+    v = send_to_device(v, device, skip_keys);
+  }
+}
+
+}  // namespace
+
 void send_call_to_device(CallArgs& call, const DeviceId& device, const std::vector<std::string>& skip_keys) {
-  for (auto& a : call.args) a = send_to_device(a, device, {});
+  DeviceManager& dm = Runtime::current().devices();
+  static const std::vector<std::string> kNoKeys;
+  for (auto& a : call.args) send_in_place(a, device, kNoKeys, dm);
   for (auto& [k, v] : call.kwargs)
-    if (std::find(skip_keys.begin(), skip_keys.end(), k) == skip_keys.end()) v = send_to_device(v, device, skip_keys);
+    if (std::find(skip_keys.begin(), skip_keys.end(), k) == skip_keys.end()) send_in_place(v, device, skip_keys, dm);
 }
 
 std::optional<DeviceId> find_device(const c10::IValue& v) {

@@ -208,3 +208,57 @@ TEST(RuntimeTimes, ASpanBegunBeforeTheSinkIsLeftOutTheRestRecordedWhole) {
   EXPECT_EQ(sink.spans, 7) << "the root's pre_forward began before the sink: 8 - 1";
   EXPECT_EQ(sink.onloads, 6);
 }
+
+// The hot path's shortcuts keep accelerate's results: an argument already on the execution
+// device reaches forward as the same tensor; an offloaded module's weights go back to meta
+// after every call, to one placeholder per weight, and each call still onloads them all.
+TEST(RuntimeMoves, TheHotPathMovesNothingTwiceAndEveryOffloadEndsOnMeta) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto model = offloaded_model();
+  MoveLog log;
+  auto subscription = runtime.subscribe(log);
+  c10::InferenceMode g;
+  const torch::Tensor w_meta = model->linear1->get_tensor("weight");
+  ASSERT_TRUE(w_meta.is_meta()) << "cpu_offload leaves the weights on meta";
+  torch::Tensor first;
+  for (int call = 0; call < 3; ++call) {
+    torch::Tensor y = model->call_tensor({{torch::ones({2, 3})}, {}});
+    if (call == 0) first = y.clone();
+    EXPECT_TRUE(torch::equal(y, first)) << "call " << call;
+    const torch::Tensor& w = model->linear1->get_tensor("weight");
+    EXPECT_TRUE(w.is_meta()) << "call " << call;
+    EXPECT_EQ(w.sizes(), (std::vector<int64_t>{4, 3}));
+    EXPECT_TRUE(w.is_same(w_meta)) << "call " << call << ": the offload put back the placeholder init_hook made";
+  }
+  int onloads = 0;
+  for (const auto& m : log.moves) onloads += m.weight_onload;
+  EXPECT_EQ(onloads, 3 * 6) << "six parameters onloaded on every call";
+
+  // A tensor already on the execution device is not copied (not even by reference): hooked
+  // without offload, the module's forward sees the caller's tensor itself.
+  struct Echo : hs::models::HookableModule {
+    Echo() : HookableModule("Echo") {}
+    torch::Tensor seen;
+    c10::IValue forward_impl(hs::models::CallArgs& call) override {
+      seen = call.args.at(0).toTensor();
+      return seen;
+    }
+  };
+  auto echo = std::make_shared<Echo>();
+  hs::models::assign_fqns(*echo);
+  auto h = std::make_shared<AlignDevicesHook>();
+  h->execution_device = DeviceId::cpu();
+  add_hook_to_module(*echo, h);
+  const torch::Tensor x = torch::ones({2});
+  const size_t moves_before = log.moves.size();
+  echo->call_tensor({{x}, {}});
+  EXPECT_TRUE(echo->seen.is_same(x));
+  EXPECT_EQ(log.moves.size(), moves_before);
+  // On another device it is moved, once.
+  h->execution_device = DeviceId::accelerator(0);
+  echo->call_tensor({{x}, {}});
+  EXPECT_FALSE(echo->seen.is_same(x));
+  EXPECT_EQ(runtime.devices().device_of(echo->seen), DeviceId::accelerator(0));
+  EXPECT_EQ(log.moves.size(), moves_before + 1);
+}
