@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <condition_variable>
 #include <cstdio>
@@ -469,6 +470,31 @@ TEST(HostTracer, ConsecutiveRunsHaveTheirOwnStringIds) {
   EXPECT_EQ(w.run_strings[r2].at(0), "cpu");  // ids restart at 0 per run
   ASSERT_EQ(w.records[r2].size(), 2u);
   EXPECT_EQ(w.records[r2][1].strs[0], "0");
+}
+
+// The string cache is keyed by address: a buffer reused with other bytes of the same length
+// (a stack std::string, a name rewritten in place) must still record its new text, whichever
+// byte changed and whatever the length (the comparison works in 8-byte words).
+TEST(HostTracer, ABufferReusedWithOtherBytesRecordsItsNewText) {
+  MemoryWriter w;
+  HostTracer tr(w);
+  const int64_t run = tr.begin_run(info("reuse"));
+  std::vector<std::string> expected;
+  char buf[48];
+  for (size_t len = 1; len <= 40; ++len) {
+    std::memset(buf, 'a', sizeof buf);
+    for (size_t pos : {size_t{0}, len / 2, len - 1}) {
+      tr.memory_counter({std::string_view(buf, len), 1, 1});
+      expected.emplace_back(buf, len);
+      buf[pos] = static_cast<char>('b' + pos % 20);
+      tr.memory_counter({std::string_view(buf, len), 2, 2});
+      expected.emplace_back(buf, len);
+    }
+  }
+  tr.end_run();
+  ASSERT_TRUE(w.contract_errors.empty()) << w.contract_errors.front();
+  ASSERT_EQ(w.records[run].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(w.records[run][i].strs.at(0), expected[i]) << "event " << i;
 }
 
 TEST(HostTracer, DestroyingDuringARunLeavesItIncomplete) {

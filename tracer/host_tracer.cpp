@@ -36,8 +36,61 @@ struct TlsCache {
 thread_local TlsCache t_cache{nullptr, 0, nullptr};
 thread_local char t_token;  // its address identifies the thread
 
+// The recording path's handshake with end_run is a Dekker pair: the recording thread raises
+// `busy` then reads `active_`; end_run clears `active_` then reads every `busy`. Each side needs
+// a full fence between its store and its load. Where the kernel offers membarrier's private
+// expedited command, the fence is asymmetric: the hot side pays only a compiler barrier and
+// end_run (once per run) a membarrier, which runs a full fence on every thread of the process
+// that is on a CPU. Otherwise both sides use seq_cst accesses.
+bool register_membarrier() noexcept {
+#if defined(SYS_membarrier)
+  constexpr int kQuery = 0, kPrivateExpedited = 1 << 3, kRegisterPrivateExpedited = 1 << 4;
+  const long cmds = ::syscall(SYS_membarrier, kQuery, 0, 0);
+  if (cmds < 0 || !(cmds & kPrivateExpedited) || !(cmds & kRegisterPrivateExpedited)) return false;
+  return ::syscall(SYS_membarrier, kRegisterPrivateExpedited, 0, 0) == 0;
+#else
+  return false;
+#endif
+}
+const bool g_asymmetric_fence = register_membarrier();
+
+// The recording thread's half of the fence.
+inline void light_fence() noexcept {
+  if (g_asymmetric_fence)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// end_run's half.
+void heavy_fence() noexcept {
+#if defined(SYS_membarrier)
+  constexpr int kPrivateExpedited = 1 << 3;
+  if (g_asymmetric_fence && ::syscall(SYS_membarrier, kPrivateExpedited, 0, 0) == 0) return;
+#endif
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 // Single-writer counter bump (no read-modify-write bus lock; readers see a recent value).
 inline void bump(std::atomic<uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+// memcmp(a, b, n) == 0 without a call for the short strings events carry (names, devices):
+// 8-byte words, the last one overlapping.
+inline bool same_bytes(const char* a, const char* b, size_t n) noexcept {
+  if (n < 8) {
+    for (size_t i = 0; i < n; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+  auto word = [](const char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  };
+  for (size_t i = 0; i + 8 < n; i += 8)
+    if (word(a + i) != word(b + i)) return false;
+  return word(a + n - 8) == word(b + n - 8);
+}
 
 uint64_t hash_bytes(std::string_view s) {
   // 8 bytes at a time, multiply-xorshift mixing (wyhash-style constants).
@@ -104,7 +157,8 @@ struct alignas(64) HostTracer::ThreadBuffer {
     const char* ptr;
     uint32_t len, id;
   };
-  static constexpr size_t kMemo = 64;
+  static constexpr unsigned kMemoBits = 10;
+  static constexpr size_t kMemo = size_t{1} << kMemoBits;  // a 30-layer decoder's module names fit
   Memo memo[kMemo] = {};
 
   // Counters: written by the owning thread only.
@@ -133,12 +187,19 @@ struct alignas(64) HostTracer::ThreadBuffer {
   // Returns the local id of `s`, interning it; kNoId when the table or arena is full.
   uint32_t intern(std::string_view s) noexcept {
     if (s.empty()) s = std::string_view("", 0);  // never a null data() below
-    Memo& m = memo[((reinterpret_cast<uintptr_t>(s.data()) >> 3) ^ s.size()) & (kMemo - 1)];
-    if (m.ptr == s.data() && m.len == s.size() && m.id < entry_count.load(std::memory_order_relaxed) &&
-        std::memcmp(arena.get() + entries[m.id].offset, s.data(), s.size()) == 0)
-      return m.id;
+    // Fibonacci hashing of the address (heap strings are 16-byte aligned: the low bits say nothing).
+    const uint64_t key = (reinterpret_cast<uintptr_t>(s.data()) ^ s.size()) * 0x9E3779B97F4A7C15ull;
+    // Two ways: the entry at the key's slot, then its neighbour (where a newer entry pushed it).
+    Memo* way = &memo[(key >> (64 - kMemoBits)) & ~size_t{1}];
+    for (int w = 0; w < 2; ++w)
+      if (way[w].ptr == s.data() && way[w].len == s.size() && way[w].id < entry_count.load(std::memory_order_relaxed) &&
+          same_bytes(arena.get() + entries[way[w].id].offset, s.data(), s.size()))
+        return way[w].id;
     const uint32_t id = intern_slow(s);
-    if (id != kNoId) m = {s.data(), static_cast<uint32_t>(s.size()), id};
+    if (id != kNoId) {
+      way[1] = way[0];
+      way[0] = {s.data(), static_cast<uint32_t>(s.size()), id};
+    }
     return id;
   }
 
@@ -336,8 +397,9 @@ HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
   }
   // Dekker-style handshake with end_run: publish "busy", then re-check that the run we cached
   // is still the active one. end_run clears active_ and then waits for busy == 0.
-  tb->busy.store(1, std::memory_order_seq_cst);
-  if (!active_.load(std::memory_order_seq_cst) || gen_.load(std::memory_order_seq_cst) != gen) {
+  tb->busy.store(1, std::memory_order_relaxed);
+  light_fence();
+  if (!active_.load(std::memory_order_relaxed) || gen_.load(std::memory_order_relaxed) != gen) {
     tb->busy.store(0, std::memory_order_release);
     return nullptr;
   }
@@ -384,6 +446,9 @@ void HostTracer::record(const E& event) noexcept {
   } else {
     const uint32_t n = c->size.load(std::memory_order_relaxed);
     Record& r = c->records[n];
+    // The slots a few events ahead, for writing: a chunk's lines last sat in the writer
+    // thread's cache (it drained them), and fetching them there is the path's largest cost.
+    if (n + 8 < c->capacity) __builtin_prefetch(&c->records[n + 8], 1, 3);
     if (!fill_record(*tb, event, r)) {
       bump(tb->dropped_strings);
     } else {
@@ -544,6 +609,7 @@ int64_t HostTracer::begin_run(const RunInfo& info) {
 }
 
 void HostTracer::wait_quiescent() {
+  heavy_fence();  // pairs with acquire_buffer's light_fence
   const uint32_t n = claimed_.load();
   for (uint32_t i = 0; i < n; ++i)
     while (buffers_[i]->busy.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
