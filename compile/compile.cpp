@@ -219,8 +219,10 @@ class Capture final : public hooks::DisabledScopeObserver {
     close_region(t);
     result_.breaks.push_back(b);
     if (auto* s = runtime_.sink()) {
+      // The reason, function and module as the scope holds them (stable addresses: the tracer's
+      // string cache hits); the joined stack is made per event.
       const std::string stack = join_stack(b.module_stack);
-      s->graph_break({b.reason, b.function, b.module, stack, t});
+      s->graph_break({kDisabledCallBreak, function, module, stack, t});
     }
     // Dynamo raises Unsupported from the break; CompilerDisabledScope's constructor rethrows
     // it with its depth already undone, so the scope never opens.

@@ -1,5 +1,7 @@
 #include "hooks/event_adapter.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "hooks/hooks.h"
@@ -31,17 +33,18 @@ void EventSinkAdapter::on_move(const Move& m) {
   const std::string src = m.src.str(), dst = m.dst.str();
   // The module whose call (hook included) made the copy: the innermost one running.
   const auto& stack = runtime_.call_stack();
-  const std::string module = stack.empty() ? std::string() : stack.back()->fqn();
+  const std::string_view module = stack.empty() ? std::string_view() : std::string_view(stack.back()->fqn());
   s->transfer({src, dst, m.bytes, dm.is_emulated(m.src) || dm.is_emulated(m.dst), module, m.start_ns, m.end_ns});
 }
 
 void EventSinkAdapter::on_hook_begin(const HookCall& call) {
   events::EventSink* s = runtime_.sink();
   if (!s || call.phase != events::HookPhase::PostForward || !call.align) return;
-  auto it = compute_start_.find(call.align);
-  if (it == compute_start_.end()) return;
-  const Compute c = it->second;
-  compute_start_.erase(it);
+  auto it = std::find_if(compute_start_.rbegin(), compute_start_.rend(),
+                         [&](const Compute& c) { return c.hook == call.align; });
+  if (it == compute_start_.rend()) return;
+  const Compute c = *it;
+  compute_start_.erase(std::prev(it.base()), compute_start_.end());
   const auto& exec = call.align->execution_device;
   const std::string dev = exec ? exec->str() : std::string("cpu");
   s->module_compute({call.module.fqn(), call.module.class_name(), dev, static_cast<int64_t>(c.id), c.start_ns,
@@ -54,7 +57,7 @@ void EventSinkAdapter::on_hook_end(const HookCall& call) {
   s->hook_span({call.hook_class(), call.phase, call.module.fqn(), call.module.class_name(),
                 static_cast<int64_t>(call.id), call.start_ns, call.end_ns});
   if (call.completed && call.phase == events::HookPhase::PreForward && call.align)
-    compute_start_[call.align] = {call.end_ns, call.compute_id};
+    compute_start_.push_back({call.align, call.end_ns, call.compute_id});
 }
 
 void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {

@@ -16,7 +16,7 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
+#include <vector>
 
 #include "hooks/subscriber.h"
 
@@ -36,12 +36,15 @@ class EventSinkAdapter final : public RuntimeSubscriber {
  private:
   Runtime& runtime_;
   // When each AlignDevicesHook's module began computing (its pre_forward ended), and the id
-  // of that forward (HookCall::compute_id).
+  // of that forward (HookCall::compute_id). Module calls nest, so this is a stack: a
+  // post_forward finds its entry at or near the top (entries above it belong to calls that
+  // threw before their post_forward and are dropped). No allocation once it has grown.
   struct Compute {
+    const AlignDevicesHook* hook;
     int64_t start_ns;
     uint64_t id;
   };
-  std::unordered_map<const AlignDevicesHook*, Compute> compute_start_;
+  std::vector<Compute> compute_start_;
 };
 
 }  // namespace hs::hooks
