@@ -7,6 +7,7 @@ the same for each part alone, so the cost can be attributed:
     profiler        torch.profiler, CPU activity only
     +record_shapes  ... with record_shapes=True
     +profile_memory ... with profile_memory=True
+    +ranges         the profiler (CPU only) with the hook ranges: what the ranges cost while recorded
     engine          what `hookscope capture --engine torch` records (measure.py's profiled()):
                     the ranges and the profiler with record_shapes and profile_memory
 
@@ -40,7 +41,7 @@ def generate(model, ids, tokens):
 def recording(model, variant):
     """The context one "on" generate runs in, for `variant`."""
     stack = contextlib.ExitStack()
-    if variant in ("ranges", "engine"):
+    if variant in ("ranges", "+ranges", "engine"):
         stack.enter_context(Instrumentation(model))
     if variant != "ranges":
         shapes = variant in ("+record_shapes", "engine")
@@ -50,7 +51,7 @@ def recording(model, variant):
     return stack
 
 
-VARIANTS = ("ranges", "profiler", "+record_shapes", "+profile_memory", "engine")
+VARIANTS = ("ranges", "profiler", "+record_shapes", "+profile_memory", "+ranges", "engine")
 
 
 def main():
