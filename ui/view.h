@@ -71,7 +71,7 @@ struct FrameLayout {
     int capture;  ///< index of the run's capture (0 = the first file)
     std::string scenario, policy, mode;
     bool fullgraph;
-    std::string breaks;  ///< the row's graph-breaks cell as drawn (facts::breaks_text, "*" for "†")
+    std::string breaks;  ///< the row's graph-breaks cell as drawn (facts::breaks_text through ui/typography.h)
     float y0, y1;
   };
   struct RunRow {  ///< a row of the runs list

@@ -72,7 +72,7 @@ enum Column : int {
   kRunIds,
   kColumnCount
 };
-constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",     "graph breaks / entries*", "fullgraph",
+constexpr const char* kColumnNames[kColumnCount] = {"policy",         "mode",     "graph breaks / entries†", "fullgraph",
                                                     "decode ms/token", "vs eager", "argmax",       "logits identical",
                                                     "params on meta", "runs"};
 
@@ -152,15 +152,12 @@ namespace {
 std::string graph_breaks_cell(const storage::RunRecord* m) {
   const json* source = field(m, "breaks_source");
   const std::string from = source && source->is_string() ? source->get<std::string>() : "none";
-  std::string text = m ? facts::breaks_text(m->results) : "–";
-  // "*" where the report writes "†" and "-" for "–": the viewer's font (ImGui's default) has neither.
-  for (auto [from_s, to_s] : {std::pair{"†", "*"}, std::pair{"–", "-"}, std::pair{"−", "-"}})
-    for (size_t at = text.find(from_s); at != std::string::npos; at = text.find(from_s, at))
-      text.replace(at, std::string_view(from_s).size(), to_s);
-  if (text == "-") {
-    ImGui::TextDisabled("-");
+  const std::string report_text = m ? facts::breaks_text(m->results) : "–";
+  const std::string text = display_text(report_text, style::font_has_typography());
+  if (report_text == "–") {
+    ImGui::TextDisabled("%s", text.c_str());
   } else {
-    const bool none = text.rfind("0", 0) == 0 && (text.size() == 1 || text[1] == '*' || text[1] == ' ');
+    const bool none = report_text == "0" || report_text.rfind("0 ", 0) == 0 || report_text.rfind("0†", 0) == 0;
     ImGui::PushStyleColor(ImGuiCol_Text, none ? style::kOk : style::kWarn);
     ImGui::TextUnformatted(text.c_str());
     ImGui::PopStyleColor();
@@ -328,7 +325,8 @@ void View::DrawCompareScenario(const CompareMatrix& matrix, size_t si) {
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable(("compare_" + sc).c_str(), kColumnCount, flags)) return;
   for (int c = 0; c < kColumnCount; ++c)
-    ImGui::TableSetupColumn(kColumnNames[c], c == kLatency ? ImGuiTableColumnFlags_WidthStretch : 0);
+    ImGui::TableSetupColumn(display_text(kColumnNames[c], style::font_has_typography()).c_str(),
+                            c == kLatency ? ImGuiTableColumnFlags_WidthStretch : 0);
   ImGui::TableHeadersRow();
   for (const auto& [key, row] : matrix.rows)
     if (key.scenario_order == static_cast<int>(si)) DrawCompareRow(matrix, key, row);

@@ -7,8 +7,16 @@
 #include <imgui.h>
 
 #include "ui/run_timeline.h"
+#include "ui/typography.h"
 
 namespace hs::ui::style {
+
+/// Whether the current font draws the report's '†', '–' and '−' (ui/typography.h).
+inline bool font_has_typography() {
+  const ImFont* f = ImGui::GetCurrentContext() ? ImGui::GetFont() : nullptr;
+  return f && f->FindGlyphNoFallback(0x2020) && f->FindGlyphNoFallback(0x2013) && f->FindGlyphNoFallback(0x2212);
+}
+
 
 inline constexpr ImU32 kOk = IM_COL32(110, 200, 120, 255);
 inline constexpr ImU32 kWarn = IM_COL32(235, 180, 70, 255);

@@ -303,11 +303,12 @@ void View::DrawBreaksTab() {
                                       run->results["disabled_scope_entries"].is_number()
                                   ? &run->results["disabled_scope_entries"]
                                   : nullptr;
-  m_layout.table_title = std::to_string(rows.size()) + " disabled-scope entries* recorded in run " +
-                         std::to_string(tl.run.id) +
-                         " (every compiled forward: prefill, decode steps, warm-ups and repeats; the LibTorch "
-                         "engine's region cuts, not Dynamo's graph breaks)" +
-                         (one ? "; one forward: " + one->dump() + "*" : std::string());
+  m_layout.table_title = display_text(std::to_string(rows.size()) + " disabled-scope entries† recorded in run " +
+                                          std::to_string(tl.run.id) +
+                                          " (every compiled forward: prefill, decode steps, warm-ups and repeats; the "
+                                          "LibTorch engine's region cuts, not Dynamo's graph breaks)" +
+                                          (one ? "; one forward: " + one->dump() + "†" : std::string()),
+                                      style::font_has_typography());
   text(m_layout.table_title);
   if (rows.empty()) return empty_note(no_breaks_reason(tl), m_layout.empty_message);
   const int64_t o = tl.origin_ns;

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <filesystem>
+#include <system_error>
 
 #if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address (./run test --sanitize)
 #define HOOKSCOPE_ASAN 1
@@ -21,6 +23,8 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <stb_image_write.h>
+
+#include "ui/typography.h"
 
 namespace hs::ui {
 
@@ -90,6 +94,14 @@ GlWindow::GlWindow(int width, int height, bool visible, const std::string& title
   m_imgui = ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = nullptr;  // no imgui.ini written into the working directory
+  // ImGui's default font (ASCII) with the report's '†', '–' and '−' merged in (ui/typography.h).
+  io.Fonts->AddFontDefault();
+  if (std::error_code ec; std::filesystem::is_regular_file(kTypographyFont, ec)) {
+    static const ImWchar kRanges[] = {0x2013, 0x2013, 0x2020, 0x2020, 0x2212, 0x2212, 0};
+    ImFontConfig merge;
+    merge.MergeMode = true;
+    io.Fonts->AddFontFromFileTTF(kTypographyFont, 13.0f, &merge, kRanges);
+  }
   ImGui::StyleColorsDark();
   ImGui::GetStyle().FrameRounding = 2;
   ImGui_ImplGlfw_InitForOpenGL(m_window, true);
