@@ -486,10 +486,20 @@ void write_breaks(std::ostringstream& md, const Tables& t) {
   const json& runs = t.runs;
   const std::vector<std::string>& scenarios = t.scenarios;
   const std::vector<std::string>& modes = t.modes;
-  bool dynamo = false, logged = false;
+  bool dynamo = false, logged = false, any_figure = false;
   for (const auto& r : runs) {
-    dynamo |= r.value("breaks_source", "") == "dynamo";
-    logged |= r.value("breaks_source", "") == "log";
+    const std::string source = r.value("breaks_source", "");
+    dynamo |= source == "dynamo";
+    logged |= source == "log";
+    // A report written before breaks_source existed still has its figures.
+    any_figure |= source.empty() ? r.contains("disabled_scope_entries") || r.contains("break_reasons") ||
+                                       r.contains("graph_break_count")
+                                 : source != "none";
+  }
+  if (!any_figure) {  // e.g. a bare trace import: no figure to tabulate
+    md << "\n### graph breaks\n\nNo run recorded a graph-break figure (neither torch._dynamo.explain, a TORCH_TRACE "
+          "compile log, nor the LibTorch engine's capture).\n";
+    return;
   }
   md << (dynamo   ? "\n### " + std::string(facts::fact("graph_break_count").label) + "\n\n"
          : logged ? "\n### " + std::string(facts::fact("log_graph_break_records").label) +

@@ -282,6 +282,14 @@ std::string md_table(const std::vector<std::string>& lines, const std::string& h
   return explained_table(heading, cells[0], rows, explained);
 }
 
+// Whether the check named `name` has been explained beside a table already.
+bool is_explained(const std::set<size_t>& explained, std::string_view name) {
+  const auto& checks = check_explanations();
+  for (size_t i = 0; i < checks.size(); ++i)
+    if (checks[i].first == name) return explained.count(i) != 0;
+  return false;
+}
+
 std::string markdown_html(const std::string& markdown, std::set<size_t>& explained) {
   std::vector<std::string> lines;
   std::istringstream in(markdown);
@@ -324,6 +332,8 @@ std::string markdown_html(const std::string& markdown, std::set<size_t>& explain
       if (!list) h << "<ul>\n";
       list = true;
       h << "<li>" << inline_html(line.substr(2)) << "</li>\n";
+    } else if (line.rfind("† ", 0) == 0 && is_explained(explained, "†")) {
+      flush();  // the Markdown's footnote to '†': the page explains it beside the table already
     } else {
       if (list) h << "</ul>\n", list = false;
       if (!para.empty()) para += ' ';
@@ -511,7 +521,8 @@ std::string render_html(const json& report, const std::string& markdown, const s
     throw std::invalid_argument("report: missing field '" + std::string(report.contains("runs") ? "model" : "runs") + "'");
   const json& runs = report["runs"];
   std::set<size_t> explained;  // checks explained in full so far: later tables link to them
-  const std::string model = report["model"].is_object() ? report["model"].value("id", "?") : "?";
+  std::string model = report["model"].is_object() ? report["model"].value("id", "?") : "?";
+  if (model.empty() || model == "?") model = capture_name;  // an import given no --model
   std::ostringstream h;
   h << "<header>\n<h1>hookscope report: " << esc(model) << "</h1>\n<p class=\"sub\">capture <code>" << esc(capture_name)
     << "</code> · " << runs.size() << " runs</p>\n<nav><a href=\"#verdict\">verdict</a><a href=\"#pictures\">chart and "

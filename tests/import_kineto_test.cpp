@@ -970,6 +970,15 @@ TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {
   EXPECT_FALSE(contains(r.out, "| ? | ? |")) << r.out;
   EXPECT_FALSE(contains(r.out, "fullgraph,  |")) << r.out;
   EXPECT_FALSE(contains(r.out, "| scenario | mode |  |")) << r.out;
+  EXPECT_TRUE(contains(r.out, "No run recorded a graph-break figure")) << "no LibTorch table for a run it did not make";
+  EXPECT_FALSE(contains(r.out, "disabled-scope entries† per compiled forward")) << r.out;
+  // The page says the same, titled by the capture's name rather than a question mark.
+  const fs::path page = dir / "r.html";
+  ASSERT_EQ(test::hookscope({"report", (dir / "c.sqlite").string(), "--html", page.string()}).exit_code, 0);
+  const std::string html = test::read_file(page);
+  EXPECT_TRUE(contains(html, "<h1>hookscope report: c.sqlite</h1>")) << "the title names the capture";
+  EXPECT_FALSE(contains(html, "hookscope report: ?"));
+  EXPECT_TRUE(contains(html, "No run recorded a graph-break figure"));
 }
 
 TEST(ImportKinetoCli, AppendRefusesWhatIsNotACaptureAndLeavesItAsItWas) {
