@@ -44,7 +44,7 @@ void EventSinkAdapter::on_hook_begin(const HookCall& call) {
                          [&](const Compute& c) { return c.hook == call.align; });
   if (it == compute_start_.rend()) return;
   const Compute c = *it;
-  compute_start_.erase(std::prev(it.base()), compute_start_.end());
+  compute_start_.erase(std::prev(it.base()));
   const auto& exec = call.align->execution_device;
   const std::string dev = exec ? exec->str() : std::string("cpu");
   s->module_compute({call.module.fqn(), call.module.class_name(), dev, static_cast<int64_t>(c.id), c.start_ns,
@@ -56,8 +56,13 @@ void EventSinkAdapter::on_hook_end(const HookCall& call) {
   if (!s || !call.start_ns) return;  // began before recording did (untimed): no span
   s->hook_span({call.hook_class(), call.phase, call.module.fqn(), call.module.class_name(),
                 static_cast<int64_t>(call.id), call.start_ns, call.end_ns});
-  if (call.completed && call.phase == events::HookPhase::PreForward && call.align)
+  if (call.completed && call.phase == events::HookPhase::PreForward && call.align) {
+    // One entry per hook, the latest (a pre_forward whose post_forward never came is replaced).
+    auto it = std::find_if(compute_start_.begin(), compute_start_.end(),
+                           [&](const Compute& c) { return c.hook == call.align; });
+    if (it != compute_start_.end()) compute_start_.erase(it);
     compute_start_.push_back({call.align, call.end_ns, call.compute_id});
+  }
 }
 
 void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {

@@ -36,9 +36,9 @@ class EventSinkAdapter final : public RuntimeSubscriber {
  private:
   Runtime& runtime_;
   // When each AlignDevicesHook's module began computing (its pre_forward ended), and the id
-  // of that forward (HookCall::compute_id). Module calls nest, so this is a stack: a
-  // post_forward finds its entry at or near the top (entries above it belong to calls that
-  // threw before their post_forward and are dropped). No allocation once it has grown.
+  // of that forward (HookCall::compute_id): one entry per hook, as a map would keep them, in a
+  // vector searched from its end (module calls nest, so a post_forward's entry is at or near
+  // the top; a SequentialHook's hooks end in the order they began). No allocation once grown.
   struct Compute {
     const AlignDevicesHook* hook;
     int64_t start_ns;

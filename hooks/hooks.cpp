@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include <c10/util/SmallVector.h>
+
 #include "hooks/offload.h"
 #include "hooks/runtime.h"
 #include "tracer/events.h"
@@ -191,10 +193,16 @@ void AlignDevicesHook::onload_weights(HookableModule& m) {
 }
 
 void AlignDevicesHook::offload_weights(HookableModule& m) {
+  c10::SmallVector<const void*, 16> sent;  // tensors already sent to meta in this pass
   for (auto& [name, meta] : offload_slots(m)) {
-    WeightSwapScope offload(WeightSwapScope::Kind::Offload, *this, m, name, DeviceId::meta());
     auto [owner, local] = resolve_tensor(m, name);
     const torch::Tensor& cur = owner->get_tensor(local);
+    // accelerate's walk lists a tensor once: two names of one tied tensor (onloaded through
+    // the tied map) offload only the first, the other stays resident as upstream.
+    const void* impl = cur.unsafeGetTensorImpl();
+    if (std::find(sent.begin(), sent.end(), impl) != sent.end()) continue;
+    sent.push_back(impl);
+    WeightSwapScope offload(WeightSwapScope::Kind::Offload, *this, m, name, DeviceId::meta());
     offload.set_tensor(cur);
     // set_module_tensor_to_device(m, name, meta) without a new meta tensor per call: to meta it
     // only replaces the tensor by an empty one of its shape and options.

@@ -262,3 +262,28 @@ TEST(RuntimeMoves, TheHotPathMovesNothingTwiceAndEveryOffloadEndsOnMeta) {
   EXPECT_EQ(runtime.devices().device_of(echo->seen), DeviceId::accelerator(0));
   EXPECT_EQ(log.moves.size(), moves_before + 1);
 }
+
+// Two AlignDevicesHooks on one module (add_hook_to_module with append: a SequentialHook) end
+// their forwards in the order they began, not nested: each still records its compute span,
+// every call (the adapter's bookkeeping is one entry per hook, not a strict stack).
+TEST(RuntimeMoves, EverySequentialAlignHookRecordsItsComputeSpan) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto m = std::make_shared<hs::models::Linear>(3, 4, true, torch::TensorOptions());
+  hs::models::assign_fqns(*m);
+  auto io = std::make_shared<AlignDevicesHook>();
+  io->io_same_device = true;
+  auto exec = std::make_shared<AlignDevicesHook>();
+  exec->execution_device = DeviceId::accelerator(0);
+  add_hook_to_module(*m, io);
+  add_hook_to_module(*m, exec, /*append=*/true);
+  CountingSink sink;
+  runtime.set_sink(&sink);
+  c10::InferenceMode g;
+  for (int call = 0; call < 3; ++call) m->call_tensor({{torch::ones({2, 3})}, {}});
+  runtime.set_sink(nullptr);
+  EXPECT_EQ(sink.computes, 6) << "both hooks, three calls";
+  int on_accelerator = 0;
+  for (const auto& d : sink.compute_devices) on_accelerator += d == "0";
+  EXPECT_EQ(on_accelerator, 3) << "the execution hook's span every call";
+}

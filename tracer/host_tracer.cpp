@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -66,7 +68,14 @@ inline void light_fence() noexcept {
 void heavy_fence() noexcept {
 #if defined(SYS_membarrier)
   constexpr int kPrivateExpedited = 1 << 3;
-  if (g_asymmetric_fence && ::syscall(SYS_membarrier, kPrivateExpedited, 0, 0) == 0) return;
+  if (g_asymmetric_fence) {
+    // Registered, so it does not fail; if it ever did, the recording threads' stores still
+    // leave their store buffers within microseconds on every real CPU: wait that out.
+    if (::syscall(SYS_membarrier, kPrivateExpedited, 0, 0) == 0) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return;
+  }
 #endif
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
@@ -399,7 +408,8 @@ HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
   // is still the active one. end_run clears active_ and then waits for busy == 0.
   tb->busy.store(1, std::memory_order_relaxed);
   light_fence();
-  if (!active_.load(std::memory_order_relaxed) || gen_.load(std::memory_order_relaxed) != gen) {
+  // acquire: a new run's active_ is not seen with the old gen_ (weakly ordered CPUs).
+  if (!active_.load(std::memory_order_acquire) || gen_.load(std::memory_order_relaxed) != gen) {
     tb->busy.store(0, std::memory_order_release);
     return nullptr;
   }

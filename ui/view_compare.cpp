@@ -33,10 +33,16 @@ std::optional<double> latency(const storage::RunRecord* r, const char* k) {
   return (*l)[k].get<double>();
 }
 
+/// An empty cell as the report writes it ('–'), or '-' where the font lacks the dash.
+const std::string& empty_cell() {
+  static const std::string with = "–", without = "-";
+  return style::font_has_typography() ? with : without;
+}
+
 void check_cell(const storage::RunRecord* r, const char* k) {
   const json* v = field(r, k);
   if (!v || !v->is_boolean()) {
-    ImGui::TextDisabled("-");
+    ImGui::TextDisabled("%s", empty_cell().c_str());
     return;
   }
   ImGui::PushStyleColor(ImGuiCol_Text, v->get<bool>() ? style::kOk : style::kBad);
@@ -163,13 +169,17 @@ std::string graph_breaks_cell(const storage::RunRecord* m) {
     ImGui::PopStyleColor();
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip(from == "dynamo" ? "graph breaks of one compiled forward (Dynamo's graph_break_count from "
-                                         "torch._dynamo.explain, torch engine), with the recompiles over the run"
-                      : from == "log" ? "graph-break records of the run's compile log over every compile it holds, as "
-                                        "tlparse lists them: not one forward's graph_break_count"
-                                      : "* LibTorch engine: compiler-disabled scopes entered inside a captured region of "
-                                        "one compiled forward, not Dynamo's graph_break_count; the Breaks tab lists every "
-                                        "one recorded over all forwards of the run");
+    ImGui::SetTooltip("%s", display_text(from == "dynamo" ? "graph breaks of one compiled forward (Dynamo's "
+                                                            "graph_break_count from torch._dynamo.explain, torch "
+                                                            "engine), with the recompiles over the run"
+                                         : from == "log" ? "graph-break records of the run's compile log over every "
+                                                           "compile it holds, as tlparse lists them: not one forward's "
+                                                           "graph_break_count"
+                                                         : "† LibTorch engine: compiler-disabled scopes entered inside "
+                                                           "a captured region of one compiled forward, not Dynamo's "
+                                                           "graph_break_count; the Breaks tab lists every one recorded "
+                                                           "over all forwards of the run",
+                                         style::font_has_typography()).c_str());
   return text;
 }
 
@@ -177,7 +187,7 @@ std::string graph_breaks_cell(const storage::RunRecord* m) {
 /// incomplete.
 void fullgraph_cell(const storage::RunRecord* fullgraph) {
   if (!fullgraph) {
-    ImGui::TextDisabled("-");
+    ImGui::TextDisabled("%s", empty_cell().c_str());
     return;
   }
   const bool incomplete = fullgraph->status == tracer::RunStatus::Incomplete;
@@ -224,7 +234,7 @@ void latency_cell(const CompareMatrix& matrix, const MatrixKey& key, const Matri
   } else if (row.any()->status == tracer::RunStatus::Incomplete) {
     dl->AddText(p, style::kWarn, "incomplete");
   } else {
-    dl->AddText(p, style::kDim, "-");
+    dl->AddText(p, style::kDim, empty_cell().c_str());
   }
   ImGui::Dummy(ImVec2(w, line_h));
   if (ImGui::IsItemHovered() && med && !failed)
@@ -241,7 +251,7 @@ void speedup_cell(const CompareMatrix& matrix, const MatrixRow& row) {
   const storage::RunRecord* m = row.measured();
   const auto it = m ? matrix.verdicts.find(m) : matrix.verdicts.end();
   if (it == matrix.verdicts.end() || m->status == tracer::RunStatus::Failed) {
-    ImGui::TextDisabled("-");
+    ImGui::TextDisabled("%s", empty_cell().c_str());
     return;
   }
   const measurement::Judgement& j = it->second;

@@ -316,10 +316,11 @@ class Instrumentation:
                 except (KeyError, TypeError):  # TypeError: an unhashable execution_device
                     title = _range(name, hook=type(hook).__name__,
                                    module=inst._fqn.get(id(module), type(module).__name__), device=_dev(device)).name
-                    try:
-                        inst._titles[key] = title
-                    except TypeError:
-                        pass
+                    if id(module) in inst._fqn:  # an unnamed module's id may be reused by another
+                        try:
+                            inst._titles[key] = title
+                        except TypeError:
+                            pass
                 range_ = _Range(title)
             return inst._run_in_context(hook, module, lambda: inner(hook, module, *args, **kwargs), range_)
 
