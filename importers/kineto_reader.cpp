@@ -3,9 +3,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -20,377 +21,514 @@ using json = nlohmann::ordered_json;
 namespace {
 
 std::string at_byte(uint64_t offset) { return "byte " + std::to_string(offset); }
+bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+// The bytes the scanner acts on outside strings.
+constexpr std::array<bool, 256> kStructural = [] {
+  std::array<bool, 256> t{};
+  for (const char c : std::string_view("\"{}[],:")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
 
-// The file in chunks through zlib (gzread passes a plain file through unchanged).
-class ChunkReader {
+// The (inflated) text in a sliding window over the file, read through zlib (gzread passes a
+// plain file through unchanged). Offsets are absolute: bytes of JSON text from its start.
+// The window always has SIMDJSON_PADDING bytes allocated past its end, so a value in it can
+// be handed to simdjson where it lies.
+class Window {
  public:
-  ChunkReader(fs::path file, std::function<void(uint64_t, uint64_t)> progress)
+  Window(fs::path file, std::function<void(uint64_t, uint64_t)> progress)
       : file_(std::move(file)), progress_(std::move(progress)) {
     std::error_code ec;
     total_ = fs::file_size(file_, ec);
     if (ec) throw ImportError(file_, "", "cannot read the trace: " + ec.message());
     gz_ = gzopen(file_.c_str(), "rb");
     if (!gz_) throw ImportError(file_, "", std::string("cannot open the trace: ") + std::strerror(errno));
-    // Buffers sized to the file up to their usual size: a small trace (the fuzzer's, a test's)
-    // does not pay for zeroing and faulting in a megabyte; a .gz that inflates past its size
-    // only takes more refills.
-    const auto fit = [&](uint64_t cap) {
-      return static_cast<unsigned>(std::clamp<uint64_t>(total_ + 1, 4096, cap));
-    };
-    gzbuffer(gz_, fit(1 << 18));
-    buf_.resize(fit(1 << 20));
+    // Sized to the file up to their usual size: a small trace (the fuzzer's, a test's) does
+    // not pay for zeroing and faulting in a megabyte; a .gz that inflates past its size only
+    // takes more refills.
+    const auto fit = [&](uint64_t cap) { return static_cast<size_t>(std::clamp<uint64_t>(total_ + 1, 4096, cap)); };
+    gzbuffer(gz_, static_cast<unsigned>(fit(1 << 18)));
+    buf_.resize(fit(1 << 20) + simdjson::SIMDJSON_PADDING);
   }
-  ~ChunkReader() { gzclose(gz_); }
-  ChunkReader(const ChunkReader&) = delete;
-  ChunkReader& operator=(const ChunkReader&) = delete;
+  ~Window() { gzclose(gz_); }
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
 
-  bool at_end() { return pos_ == len_ && !refill(); }
-  const char& current() const { return buf_[pos_]; }
-  /// Past the current byte. A run of whitespace outside strings reaches the parser as its first
-  /// byte only (the rest is counted in consumed(), not handed on): nlohmann's lexer keeps every
-  /// byte between two tokens, so a trace padded with gigabytes of blanks took that much memory.
-  void advance() {
-    const char c = buf_[pos_];
-    ++pos_;
-    ++consumed_;
-    if (in_string_) {
-      if (escape_) escape_ = false;
-      else if (c == '\\') escape_ = true;
-      else if (c == '"') in_string_ = false;
-      // The lexer keeps a string whole (and the parser copies it): a bound on one string bounds
-      // the memory a small .json.gz inflating to one huge string can take.
-      if (in_string_ && ++string_bytes_ > kMaxStringBytes)
-        throw ImportError(file_, at_byte(consumed_ - string_bytes_),
-                          "a string longer than " + std::to_string(kMaxStringBytes >> 20) +
-                              " MiB: not a trace torch.profiler writes (hookscope reads strings up to that size)");
-      return;
-    }
-    if (c == '"') {
-      in_string_ = true;
-      string_bytes_ = 0;
-    }
-    if (!is_blank(c)) return;
-    while (!at_end() && is_blank(current())) {
-      ++pos_;
-      ++consumed_;
-    }
-  }
-  /// Bytes of JSON text read so far (handed to the parser or skipped as blanks): the offset in
-  /// the (inflated) text of the next byte the parser is handed.
-  uint64_t consumed() const { return consumed_; }
-  /// The gzip stream ended before its end marker.
-  bool truncated() const { return truncated_; }
-  const fs::path& file() const { return file_; }
-
- private:
-  bool refill() {
+  /// One past the last byte read so far.
+  uint64_t end() const { return base_ + len_; }
+  /// The byte at absolute offset `at` (base() <= at < end()).
+  const char* ptr(uint64_t at) const { return buf_.data() + (at - base_); }
+  /// Reads more text, keeping the bytes from `keep` (<= end()) on; the window grows when they
+  /// fill it. False at the end of the text.
+  bool more(uint64_t keep) {
     if (eof_) return false;
-    const int n = gzread(gz_, buf_.data(), static_cast<unsigned>(buf_.size()));
+    const size_t drop = static_cast<size_t>(keep - base_);
+    if (drop > 0) {
+      std::memmove(buf_.data(), buf_.data() + drop, len_ - drop);
+      len_ -= drop;
+      base_ += drop;
+    }
+    const size_t cap = buf_.size() - simdjson::SIMDJSON_PADDING;
+    if (len_ == cap) buf_.resize(2 * cap + simdjson::SIMDJSON_PADDING);
+    const size_t room = std::min<size_t>(buf_.size() - simdjson::SIMDJSON_PADDING - len_, size_t{1} << 30);
+    const int n = gzread(gz_, buf_.data() + len_, static_cast<unsigned>(room));
     int err = Z_OK;
     const char* msg = gzerror(gz_, &err);
     if (n < 0 || (err != Z_OK && err != Z_BUF_ERROR))
-      throw ImportError(file_, at_byte(consumed_), std::string("cannot decompress the trace: ") + (msg ? msg : "?"));
+      throw ImportError(file_, at_byte(end()), std::string("cannot decompress the trace: ") + (msg ? msg : "?"));
     if (n == 0) {
       eof_ = true;
       truncated_ = err == Z_BUF_ERROR;
       return false;
     }
-    pos_ = 0;
-    len_ = static_cast<size_t>(n);
+    len_ += static_cast<size_t>(n);
     if (progress_) progress_(static_cast<uint64_t>(gzoffset(gz_)), total_);
     return true;
   }
+  /// The gzip stream ended before its end marker.
+  bool truncated() const { return truncated_; }
+  const fs::path& file() const { return file_; }
 
-  static bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
+ private:
   fs::path file_;
   std::function<void(uint64_t, uint64_t)> progress_;
   gzFile gz_ = nullptr;
-  bool in_string_ = false, escape_ = false;  // where the bytes handed on so far end
-  uint64_t string_bytes_ = 0;                 // of the string being handed on
   std::vector<char> buf_;
-  size_t pos_ = 0, len_ = 0;
-  uint64_t consumed_ = 0, total_ = 0;
+  uint64_t base_ = 0;  // offset of buf_[0]
+  size_t len_ = 0;
+  uint64_t total_ = 0;
   bool eof_ = false, truncated_ = false;
 };
 
-// An input iterator over a ChunkReader, for nlohmann's iterator input adapter. Two iterators
-// compare equal when both are at the end (the parser only ever compares against `end`).
-struct CharIter {
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = const char&;
-  ChunkReader* r = nullptr;
-  reference operator*() const { return r->current(); }
-  CharIter& operator++() {
-    r->advance();
-    return *this;
-  }
-  CharIter operator++(int) {
-    CharIter old = *this;
-    ++*this;
-    return old;
-  }
-  bool done() const { return r == nullptr || r->at_end(); }
-  friend bool operator==(const CharIter& a, const CharIter& b) { return a.done() == b.done(); }
+// What a value is, for messages: "traceEvents[12]", "deviceProperties[0]", "distributedInfo".
+struct Where {
+  enum class Kind { Event, Device, Member, Root } kind;
+  uint64_t index = 0;
+  std::string key;  // Member: the top-level key
+  explicit Where(Kind k, uint64_t i = 0, std::string name = "") : kind(k), index(i), key(std::move(name)) {}
 };
 
-// Builds one JSON value from SAX calls. Past `limit` values it stops building (overflow()).
-class DomBuilder {
- public:
-  void reset(size_t limit) {
-    root_ = json();
-    stack_.clear();
-    nodes_ = 0;
-    limit_ = limit;
-    overflow_ = false;
-  }
-  void key(std::string k) { key_ = std::move(k); }
-  void value(json&& v) { put(std::move(v)); }
-  void open(json&& container) { stack_.push_back(put(std::move(container))); }
-  void close() { stack_.pop_back(); }
-  /// Nesting below the built value's root: 1 = directly inside it.
-  size_t level() const { return stack_.size(); }
-  const std::string& last_key() const { return key_; }
-  bool overflow() const { return overflow_; }
-  json& root() { return root_; }
-
- private:
-  json* put(json&& v) {
-    if (++nodes_ > limit_) overflow_ = true;
-    if (overflow_) return nullptr;
-    if (stack_.empty()) {
-      root_ = std::move(v);
-      return &root_;
-    }
-    json* top = stack_.back();
-    if (!top) return nullptr;
-    if (top->is_array()) {
-      top->push_back(std::move(v));
-      return &top->back();
-    }
-    json& slot = (*top)[key_];
-    slot = std::move(v);
-    return &slot;
-  }
-
-  json root_;
-  std::vector<json*> stack_;
-  std::string key_;
-  size_t nodes_ = 0, limit_ = 0;
-  bool overflow_ = false;
+// Where one value lies in the text. For an event, also its own `ts` / `dur` number texts
+// (the last of each, as member() takes them).
+struct Extent {
+  uint64_t begin = 0, end = 0;
+  uint64_t ts_begin = 0, ts_end = 0, dur_begin = 0, dur_end = 0;
+  bool escaped_name = false;  // a member name of the first level has an escape: times from the DOM
 };
 
-// The SAX handler: routes the top level to the callbacks, builds one captured value at a time.
-class Handler {
+// A key as a message names it: printable ASCII of at most 64 bytes as it is, anything else as
+// a JSON string (cut), so a key of control bytes or megabytes cannot garble the message.
+std::string member_name(const std::string& k) {
+  const bool plain = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
+    return c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (plain) return k;
+  std::string q = json(k.substr(0, 64)).dump(-1, ' ', true, json::error_handler_t::replace);
+  return k.size() > 64 ? q.substr(0, q.size() - 1) + "...\"" : q;
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at ..." head.
+std::string syntax_message(const nlohmann::detail::exception& ex) {
+  std::string what = ex.what();
+  if (auto p = what.find("syntax error"); p != std::string::npos) return what.substr(p);
+  if (auto q = what.find("] "); q != std::string::npos) return what.substr(q + 2);
+  return what;
+}
+
+class Reader {
  public:
-  Handler(ChunkReader& reader, const TraceCallbacks& cb) : reader_(reader), cb_(cb) {}
+  Reader(const fs::path& file, const TraceCallbacks& cb) : w_(file, cb.progress), cb_(cb) {}
 
-  bool null() { return scalar(json(nullptr)); }
-  bool boolean(bool v) { return scalar(json(v)); }
-  bool number_integer(json::number_integer_t v) {
-    if (auto* t = time_slot()) *t = checked_us(static_cast<long double>(v), std::to_string(v));
-    return scalar(json(v));
-  }
-  bool number_unsigned(json::number_unsigned_t v) {
-    if (auto* t = time_slot()) *t = checked_us(static_cast<long double>(v), std::to_string(v));
-    return scalar(json(v));
-  }
-  bool number_float(json::number_float_t v, const json::string_t& text) {
-    if (auto* t = time_slot()) {
-      const auto ns = decimal_us_to_ns(text);
-      if (!ns) bad_time(text);
-      *t = *ns;
+  void run() {
+    const int c = peek();
+    if (c < 0) ends_early();
+    if (c == '{') {
+      top_object();
+    } else if (c == '[') {
+      events_array();
+    } else {  // a scalar: valid JSON is still no trace
+      const Extent x = scan(Where(Where::Kind::Root), false);
+      (void)parse_nlohmann(x, nullptr);
     }
-    return scalar(json(v));
+    if (peek() >= 0) syntax(pos_, "text after the end of the top-level value");
+    if (w_.truncated()) throw ImportError(w_.file(), at_byte(pos_), "the gzip stream ends early (truncated file)");
+    if (!saw_events_)
+      throw ImportError(w_.file(), "", "no traceEvents array: not a Chrome trace (torch.profiler / Kineto JSON)");
   }
-  bool string(json::string_t& v) { return scalar(json(std::move(v))); }
-  bool binary(json::binary_t&) { return true; }
-  bool key(json::string_t& k) {
-    if (capture_ != Capture::None) {
-      if (dom_.level() == 1) field_ = k;
-      dom_.key(std::move(k));
-    }
-    else if (depth_ == 1)
-      top_key_ = std::move(k);
-    return true;
-  }
-  bool start_object(std::size_t) { return open(json::object()); }
-  bool start_array(std::size_t) { return open(json::array()); }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) {
-    std::string what = ex.what();
-    if (auto p = what.find("syntax error"); p != std::string::npos)
-      what = what.substr(p);
-    else if (auto q = what.find("] "); q != std::string::npos)
-      what = what.substr(q + 2);
-    // At the end of the text the offset is its length; otherwise the byte that broke the syntax.
-    const bool end = reader_.at_end();
-    const std::string where = at_byte(end || reader_.consumed() == 0 ? reader_.consumed() : reader_.consumed() - 1);
-    if (reader_.truncated())
-      throw ImportError(reader_.file(), where, "the gzip stream ends early (truncated file): " + what);
-    if (end && reader_.consumed() == 0) throw ImportError(reader_.file(), "", "the file is empty");
-    if (end)
-      throw ImportError(reader_.file(), where, "the JSON text ends early (truncated file?): " + what);
-    throw ImportError(reader_.file(), where, "not valid JSON: " + what);
-  }
-
-  bool saw_events() const { return saw_events_; }
 
  private:
-  enum class Capture { None, Event, Device, Metadata };
-
-  [[noreturn]] void bad_time(std::string_view text) const {
-    throw ImportError(reader_.file(), at_byte(event_.offset),
-                      "the event's '" + std::string(dom_.last_key()) + "' is " + std::string(text) +
-                          ": not a number of µs that fits int64 ns");
-  }
-  int64_t checked_us(long double us, std::string_view text) const {
-    const long double ns = us * 1000.0L;
-    if (ns > static_cast<long double>(std::numeric_limits<int64_t>::max()) ||
-        ns < static_cast<long double>(std::numeric_limits<int64_t>::min()))
-      bad_time(text);
-    return static_cast<int64_t>(us) * 1000;
-  }
-  // Where an event's own `ts` / `dur` goes, when the value being read is one of them.
-  std::optional<int64_t>* time_slot() {
-    if (capture_ != Capture::Event || dom_.level() != 1) return nullptr;
-    const std::string& k = dom_.last_key();
-    if (k == "ts") return &event_.ts_ns;
-    if (k == "dur") return &event_.dur_ns;
-    return nullptr;
-  }
-
-  bool scalar(json&& v) {
-    if (capture_ != Capture::None) {
-      dom_.value(std::move(v));
-    } else if (depth_ == 1 && root_object_) {
-      if (cb_.metadata) cb_.metadata(top_key_, v);
-    } else if (in_events_ && depth_ == events_depth_) {
-      not_an_object();
+  // ---- the top level ----------------------------------------------------------------------
+  void top_object() {
+    ++pos_;  // '{'
+    int c = peek();
+    if (c == '}') {
+      ++pos_;
+      return;
     }
-    return true;
-  }
-
-  bool open(json&& container) {
-    ++depth_;
-    if (capture_ != Capture::None) {
-      // Bounded before the value is built: nlohmann copies and dumps recurse once per level.
-      if (dom_.level() >= kMaxValueDepth) too_deep();
-      dom_.open(std::move(container));
-      return true;
+    for (;;) {
+      if (c < 0) ends_early();
+      if (c != '"') syntax(pos_, "a member name (a string) was expected");
+      const std::string key = parse_nlohmann(scan(Where(Where::Kind::Root), false), nullptr).get<std::string>();
+      c = peek();
+      if (c < 0) ends_early();
+      if (c != ':') syntax(pos_, "':' was expected after the member name");
+      ++pos_;
+      c = peek();
+      if (c < 0) ends_early();
+      if (key == "traceEvents" && c == '[')
+        events_array();
+      else if (key == "deviceProperties" && c == '[')
+        devices_array();
+      else
+        metadata(key);
+      c = peek();
+      if (c == ',') {
+        ++pos_;
+        c = peek();
+        continue;
+      }
+      if (c == '}') {
+        ++pos_;
+        return;
+      }
+      if (c < 0) ends_early();
+      syntax(pos_, "',' or '}' was expected after the member's value");
     }
-    const bool object = container.is_object();
-    if (depth_ == 1) {
-      root_object_ = object;
-      if (!object) enter_events();
-      return true;
-    }
-    if (in_events_ && depth_ == events_depth_ + 1) {
-      if (!object) not_an_object();
-      event_ = RawEvent{};
-      event_.offset = reader_.consumed() - 1;
-      event_.index = events_++;
-      begin(Capture::Event, std::numeric_limits<size_t>::max(), std::move(container));
-    } else if (in_devices_ && depth_ == 3) {
-      ++devices_;
-      begin(Capture::Device, kMaxMetadataNodes, std::move(container));
-    } else if (depth_ == 2 && root_object_ && top_key_ == "traceEvents" && !object) {
-      enter_events();
-    } else if (depth_ == 2 && root_object_ && top_key_ == "deviceProperties" && !object) {
-      in_devices_ = true;
-    } else if (depth_ == 2 && root_object_) {
-      begin(Capture::Metadata, kMaxMetadataNodes, std::move(container));
-    }
-    return true;
   }
 
-  bool close() {
-    if (capture_ != Capture::None) {
-      dom_.close();
-      if (depth_ == capture_depth_) finish();
-    } else if (in_events_ && depth_ == events_depth_) {
-      in_events_ = false;
-    } else if (in_devices_ && depth_ == 2) {
-      in_devices_ = false;
+  // `[` entry, ... `]` with pos_ at the '['; `entry` reads one (pos_ at its first byte).
+  template <class Entry>
+  void array(Entry&& entry) {
+    ++pos_;  // '['
+    int c = peek();
+    if (c == ']') {
+      ++pos_;
+      return;
     }
-    --depth_;
-    return true;
+    for (;;) {
+      if (c < 0) ends_early();
+      entry(c);
+      c = peek();
+      if (c == ',') {
+        ++pos_;
+        c = peek();
+        if (c == ']') syntax(pos_, "a value was expected after ','");
+        continue;
+      }
+      if (c == ']') {
+        ++pos_;
+        return;
+      }
+      if (c < 0) ends_early();
+      syntax(pos_, "',' or ']' was expected after the entry");
+    }
   }
 
-  void enter_events() {
-    in_events_ = saw_events_ = true;
-    events_depth_ = depth_;
-  }
-  void begin(Capture c, size_t limit, json&& container) {
-    capture_ = c;
-    field_.clear();
-    capture_depth_ = depth_;
-    dom_.reset(limit);
-    dom_.open(std::move(container));
-  }
-  void finish() {
-    const Capture c = capture_;
-    capture_ = Capture::None;
-    json& value = dom_.root();
-    if (c == Capture::Event) {
-      event_.obj = std::move(value);
-      if (cb_.event) cb_.event(event_);
-    } else if (c == Capture::Device) {
-      if (cb_.device && !dom_.overflow()) cb_.device(value);
-    } else if (cb_.metadata) {
-      cb_.metadata(top_key_, dom_.overflow() ? json(nullptr) : value);
-    }
-  }
-  // "traceEvents[12].args: JSON nested deeper than 256 levels", at the bracket that goes past.
-  [[noreturn]] void too_deep() const {
-    std::string what = capture_ == Capture::Event    ? "traceEvents[" + std::to_string(events_ - 1) + "]"
-                       : capture_ == Capture::Device ? "deviceProperties[" + std::to_string(devices_ - 1) + "]"
-                                                     : member_name(top_key_);
-    if (!field_.empty()) what += "." + member_name(field_);
-    throw ImportError(reader_.file(), at_byte(reader_.consumed() - 1),
-                      what + ": " + storage::json_too_deep(kMaxValueDepth));
-  }
-  // A key as the message names it: printable ASCII of at most 64 bytes as it is, anything else
-  // as a JSON string (cut), so a key of control bytes or megabytes cannot garble the message.
-  static std::string member_name(const std::string& k) {
-    const bool plain = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
-      return c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+  void events_array() {
+    saw_events_ = true;
+    array([&](int c) {
+      const Where where(Where::Kind::Event, events_++);
+      if (c != '{') {  // not valid JSON, or valid and not an object
+        const Extent x = scan(where, false);
+        (void)parse_nlohmann(x, nullptr, &where);
+        throw ImportError(w_.file(), at_byte(x.begin), "a traceEvents entry is not a JSON object");
+      }
+      event(where);
     });
-    if (plain) return k;
-    std::string q = json(k.substr(0, 64)).dump(-1, ' ', true, json::error_handler_t::replace);
-    return k.size() > 64 ? q.substr(0, q.size() - 1) + "...\"" : q;
-  }
-  [[noreturn]] void not_an_object() const {
-    throw ImportError(reader_.file(), at_byte(reader_.consumed() - 1), "a traceEvents entry is not a JSON object");
   }
 
-  ChunkReader& reader_;
+  void devices_array() {
+    array([&](int) {
+      const Where where(Where::Kind::Device, devices_++);
+      const json v = bounded(scan(where, false), where);
+      if (cb_.device && !v.is_null()) cb_.device(v);
+    });
+  }
+
+  void metadata(const std::string& key) {
+    const Where where(Where::Kind::Member, 0, key);
+    const json v = bounded(scan(where, false), where);
+    if (cb_.metadata) cb_.metadata(key, v);
+  }
+
+  // ---- one event ----------------------------------------------------------------------------
+  void event(const Where& where) {
+    const Extent x = scan(where, true);
+    simdjson::dom::element root;
+    if (parser_.parse(w_.ptr(x.begin), x.end - x.begin, false).get(root)) root = reparsed(x, where);
+    RawEvent e;
+    e.obj = root.get_object().value_unsafe();
+    e.offset = x.begin;
+    e.index = where.index;
+    for (const auto field : e.obj) {
+      const std::string_view k = field.key;
+      auto* slot = k == "ph"     ? &e.ph
+                   : k == "cat"  ? &e.cat
+                   : k == "name" ? &e.name
+                   : k == "pid"  ? &e.pid
+                   : k == "tid"  ? &e.tid
+                   : k == "ts"   ? &e.ts
+                   : k == "dur"  ? &e.dur
+                   : k == "args" ? &e.args
+                   : k == "id"   ? &e.id
+                                 : nullptr;
+      if (slot) *slot = field.value;
+    }
+    e.ts_ns = time(e, e.ts, "ts", x.ts_begin, x.ts_end, x.escaped_name);
+    e.dur_ns = time(e, e.dur, "dur", x.dur_begin, x.dur_end, x.escaped_name);
+    if (cb_.event) cb_.event(e);
+  }
+
+  // An event simdjson refuses: not valid JSON (nlohmann names the byte and what is wrong), or an
+  // integer past 64 bits, which simdjson does not read and JSON allows: such an event is read as
+  // nlohmann reads it (the integer as the nearest double) and written back for simdjson.
+  simdjson::dom::element reparsed(const Extent& x, const Where& where) {
+    const json v = parse_nlohmann(x, nullptr, &where);
+    reparsed_ = simdjson::padded_string(v.dump(-1, ' ', false, json::error_handler_t::replace));
+    simdjson::dom::element root;
+    if (const auto err = parser_.parse(reparsed_).get(root))
+      throw ImportError(w_.file(), at_byte(x.begin),
+                        name(where) + ": a value hookscope's JSON parser (simdjson) refuses: " +
+                            simdjson::error_message(err));
+    return root;
+  }
+
+  // The event's `key` in ns from the number's own text; nullopt when absent or not a number.
+  std::optional<int64_t> time(const RawEvent& e, const std::optional<simdjson::dom::element>& v,
+                              std::string_view key, uint64_t begin, uint64_t end, bool escaped_name) const {
+    if (!v || !v->is_number()) return std::nullopt;
+    std::string_view text;
+    char digits[64];
+    if (!escaped_name && begin < end) {
+      text = std::string_view(w_.ptr(begin), end - begin);
+    } else {  // a member name written with escapes: the parsed number, as its shortest text
+      const auto r = v->is_int64()    ? std::to_chars(digits, digits + sizeof digits, v->get_int64().value_unsafe())
+                     : v->is_uint64() ? std::to_chars(digits, digits + sizeof digits, v->get_uint64().value_unsafe())
+                                      : std::to_chars(digits, digits + sizeof digits, v->get_double().value_unsafe());
+      text = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+    }
+    const auto ns = decimal_us_to_ns(text);
+    if (!ns)
+      throw ImportError(w_.file(), at_byte(e.offset),
+                        "the event's '" + std::string(key) + "' is " + std::string(text.substr(0, 64)) +
+                            ": not a number of µs that fits int64 ns");
+    return ns;
+  }
+
+  // ---- scanning -------------------------------------------------------------------------------
+  // The next non-blank byte (pos_ moves to it); -1 at the end of the text.
+  int peek() {
+    for (;;) {
+      for (; pos_ < w_.end(); ++pos_) {
+        const char c = *w_.ptr(pos_);
+        if (!is_blank(c)) return static_cast<unsigned char>(c);
+      }
+      if (!w_.more(pos_)) return -1;
+    }
+  }
+
+  // Finds the end of the value that begins at pos_ (a non-blank byte) and moves pos_ past it;
+  // the window keeps it whole. Brackets are counted, not matched: the parser that reads the
+  // value checks the rest. Nesting past kMaxValueDepth, a string past kMaxStringBytes and a
+  // value past kMaxValueBytes are refused here, before anything holds or builds them.
+  // `times`: note the first level's `ts` / `dur` number texts.
+  Extent scan(const Where& where, bool times) {
+    Extent x;
+    x.begin = pos_;
+    const char first = *w_.ptr(pos_);
+    if (first != '{' && first != '[' && first != '"') return scan_scalar(where, x);
+    size_t depth = 0;
+    bool in_string = false, escape = false, object = false, name_next = false;
+    uint64_t string_begin = 0, name_begin = 0, name_end = 0, slot_begin = 0;
+    uint64_t* slot = nullptr;  // x.ts_end / x.dur_end while a first-level ts / dur value is read
+    uint64_t p = pos_;
+    for (;;) {
+      if (p == w_.end()) {
+        if (in_string && p - string_begin > kMaxStringBytes) too_long_string(string_begin);
+        if (p - x.begin > kMaxValueBytes) too_large(where, x.begin);
+        if (!w_.more(x.begin)) ends_early();
+        continue;
+      }
+      const char* const base = w_.ptr(p);
+      const char* s = base;
+      const char* const e = w_.ptr(w_.end());
+      for (; s < e; ++s) {
+        if (in_string) {
+          if (escape) {
+            escape = false;
+            continue;
+          }
+          while (s < e && *s != '"' && *s != '\\') ++s;
+          if (s == e) break;
+          if (*s == '\\') {
+            escape = true;
+            continue;
+          }
+          in_string = false;
+          const uint64_t at = p + static_cast<uint64_t>(s - base);
+          if (at - string_begin - 1 > kMaxStringBytes) too_long_string(string_begin);
+          if (depth == 0) return finish(x, at + 1);  // the value is one string
+          if (depth == 1 && name_next) {
+            name_begin = string_begin + 1;
+            name_end = at;
+            name_next = false;
+            if (std::memchr(w_.ptr(name_begin), '\\', name_end - name_begin)) x.escaped_name = true;
+          }
+          continue;
+        }
+        while (s < e && !kStructural[static_cast<unsigned char>(*s)]) ++s;
+        if (s == e) break;
+        const char c = *s;
+        if (c == '"') {
+          in_string = true;
+          string_begin = p + static_cast<uint64_t>(s - base);
+        } else if (c == '{' || c == '[') {
+          if (depth == kMaxValueDepth)
+            too_deep(where, depth_name(name_begin, name_end, object), p + static_cast<uint64_t>(s - base));
+          if (++depth == 1) name_next = object = c == '{';
+        } else if (c == '}' || c == ']') {
+          const uint64_t at = p + static_cast<uint64_t>(s - base);
+          if (depth == 1 && slot) *std::exchange(slot, nullptr) = at;
+          if (--depth == 0) return finish(x, at + 1);
+        } else if (c == ',' && depth == 1) {
+          if (slot) *std::exchange(slot, nullptr) = p + static_cast<uint64_t>(s - base);
+          name_next = object;
+        } else if (c == ':' && depth == 1 && times && !slot) {
+          const std::string_view n(w_.ptr(name_begin), name_end - name_begin);
+          slot_begin = p + static_cast<uint64_t>(s - base) + 1;
+          if (n == "ts") {
+            x.ts_begin = slot_begin;
+            slot = &x.ts_end;
+          } else if (n == "dur") {
+            x.dur_begin = slot_begin;
+            slot = &x.dur_end;
+          }
+        }
+      }
+      p += static_cast<uint64_t>(s - base);
+    }
+  }
+
+  // A scalar runs to the next delimiter or blank (or the end of the text).
+  Extent scan_scalar(const Where& where, Extent& x) {
+    uint64_t p = pos_;
+    for (;;) {
+      for (; p < w_.end(); ++p) {
+        const char c = *w_.ptr(p);
+        if (c == ',' || c == ']' || c == '}' || c == ':' || is_blank(c)) return finish(x, p);
+      }
+      if (p - x.begin > kMaxValueBytes) too_large(where, x.begin);
+      if (!w_.more(x.begin)) return finish(x, p);
+    }
+  }
+
+  Extent finish(Extent& x, uint64_t end) {
+    x.end = end;
+    pos_ = end;
+    // A first-level number's text without the blanks around it.
+    auto trim = [&](uint64_t& b, uint64_t& e) {
+      while (b < e && is_blank(*w_.ptr(b))) ++b;
+      while (e > b && is_blank(*w_.ptr(e - 1))) --e;
+    };
+    trim(x.ts_begin, x.ts_end);
+    trim(x.dur_begin, x.dur_end);
+    return x;
+  }
+
+  // ---- parsing the small values ---------------------------------------------------------------
+  // The value's text through nlohmann: its syntax error, if any, names the byte; with `nodes`,
+  // values past it are dropped while parsing (the result is then null).
+  json parse_nlohmann(const Extent& x, size_t* nodes, const Where* where = nullptr) const {
+    const char* text = w_.ptr(x.begin);
+    json::parser_callback_t count = nullptr;
+    if (nodes)
+      count = [nodes](int, json::parse_event_t ev, json&) {
+        if (ev == json::parse_event_t::key || ev == json::parse_event_t::object_end ||
+            ev == json::parse_event_t::array_end)
+          return *nodes <= kMaxMetadataNodes;
+        return ++*nodes <= kMaxMetadataNodes;
+      };
+    try {
+      return json::parse(text, text + (x.end - x.begin), count);
+    } catch (const json::parse_error& ex) {
+      const uint64_t at = x.begin + (ex.byte > 0 ? ex.byte - 1 : 0);
+      const std::string what = syntax_message(ex);
+      if (at >= x.end && x.end == w_.end()) ends_early(what);
+      throw ImportError(w_.file(), at_byte(at),
+                        std::string("not valid JSON") + (where ? " (" + name(*where) + ")" : "") + ": " + what);
+    }
+  }
+  json bounded(const Extent& x, const Where& where) const {
+    size_t nodes = 0;
+    json v = parse_nlohmann(x, &nodes, &where);
+    return nodes > kMaxMetadataNodes ? json(nullptr) : v;
+  }
+
+  // ---- errors -----------------------------------------------------------------------------------
+  static std::string name(const Where& w) {
+    switch (w.kind) {
+      case Where::Kind::Event: return "traceEvents[" + std::to_string(w.index) + "]";
+      case Where::Kind::Device: return "deviceProperties[" + std::to_string(w.index) + "]";
+      case Where::Kind::Member: return member_name(w.key);
+      case Where::Kind::Root: break;
+    }
+    return "the top-level value";
+  }
+  // The first-level member a too-deep value lies in ("args"), "" in an array.
+  std::string depth_name(uint64_t begin, uint64_t end, bool object) const {
+    if (!object || begin == end) return "";
+    const std::string raw(w_.ptr(begin), end - begin);
+    if (raw.find('\\') == std::string::npos) return raw;
+    try {
+      return json::parse("\"" + raw + "\"").get<std::string>();
+    } catch (const json::exception&) {
+      return raw;
+    }
+  }
+  [[noreturn]] void too_deep(const Where& where, const std::string& field, uint64_t at) const {
+    const std::string what = name(where) + (field.empty() ? "" : "." + member_name(field));
+    throw ImportError(w_.file(), at_byte(at), what + ": " + storage::json_too_deep(kMaxValueDepth));
+  }
+  [[noreturn]] void too_long_string(uint64_t at) const {
+    throw ImportError(w_.file(), at_byte(at),
+                      "a string longer than " + std::to_string(kMaxStringBytes >> 20) +
+                          " MiB: not a trace torch.profiler writes (hookscope reads strings up to that size)");
+  }
+  [[noreturn]] void too_large(const Where& where, uint64_t at) const {
+    throw ImportError(w_.file(), at_byte(at),
+                      name(where) + " is larger than " + std::to_string(kMaxValueBytes >> 20) +
+                          " MiB of JSON text: not a trace torch.profiler writes");
+  }
+  [[noreturn]] void syntax(uint64_t at, const std::string& what) const {
+    throw ImportError(w_.file(), at_byte(at), "not valid JSON: syntax error: " + what);
+  }
+  [[noreturn]] void ends_early(const std::string& what = "") const {
+    const uint64_t at = w_.end();
+    if (w_.truncated()) throw ImportError(w_.file(), at_byte(at), "the gzip stream ends early (truncated file)");
+    if (at == 0) throw ImportError(w_.file(), "", "the file is empty");
+    throw ImportError(w_.file(), at_byte(at),
+                      "the JSON text ends early (truncated file?)" + (what.empty() ? "" : ": " + what));
+  }
+
+  Window w_;
   const TraceCallbacks& cb_;
-  DomBuilder dom_;
-  RawEvent event_;
-  std::string top_key_;
-  std::string field_;  // the key directly inside the value being built (an event's "args")
-  size_t events_ = 0, devices_ = 0;  // traceEvents / deviceProperties entries begun
-  Capture capture_ = Capture::None;
-  size_t depth_ = 0, capture_depth_ = 0, events_depth_ = 0;
-  bool root_object_ = false, in_events_ = false, in_devices_ = false, saw_events_ = false;
+  simdjson::dom::parser parser_;
+  simdjson::padded_string reparsed_;  // the text of the last event reparsed()
+  uint64_t pos_ = 0;                  // offset of the next byte to read
+  uint64_t events_ = 0, devices_ = 0;  // traceEvents / deviceProperties entries begun
+  bool saw_events_ = false;
 };
 
 }  // namespace
 
+std::optional<simdjson::dom::element> member(simdjson::dom::object o, std::string_view key) {
+  std::optional<simdjson::dom::element> found;
+  for (const auto field : o)
+    if (field.key == key) found = field.value;
+  return found;
+}
+
 void read_chrome_trace(const fs::path& file, const TraceCallbacks& callbacks) {
-  ChunkReader reader(file, callbacks.progress);
-  Handler handler(reader, callbacks);
-  json::sax_parse(CharIter{&reader}, CharIter{}, &handler);
-  if (reader.truncated())
-    throw ImportError(file, at_byte(reader.consumed()), "the gzip stream ends early (truncated file)");
-  if (!handler.saw_events())
-    throw ImportError(file, "",
-                      "no traceEvents array: not a Chrome trace (torch.profiler / Kineto JSON)");
+  Reader(file, callbacks).run();
 }
 
 std::optional<int64_t> decimal_us_to_ns(std::string_view s) {

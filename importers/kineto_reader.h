@@ -1,11 +1,14 @@
 // Internal to the Kineto importer: reading a Chrome trace (plain or gzip) as a stream of events,
 // one JSON object at a time, without the whole text in memory.
 //
-// `read_chrome_trace` runs nlohmann's SAX parser over a chunked reader (zlib's gzread, which
-// also reads plain files) and hands the caller each entry of `traceEvents` (or of a top-level
-// array: Chrome's "JSON Array Format") as a small DOM, with its `ts` / `dur` converted from the
-// decimal text of the number to integer ns — never through a double. The trace's other
-// top-level keys arrive through their own callbacks. Memory is one chunk plus one event.
+// `read_chrome_trace` reads the file in chunks (zlib's gzread, which also reads plain files)
+// into a sliding window. A small scanner walks the trace's top level and finds where each
+// entry of `traceEvents` (or of a top-level array: Chrome's "JSON Array Format") begins and
+// ends, bounding its nesting and string lengths as it goes; simdjson parses that entry in
+// place into a reused DOM (no allocation per event) and the caller gets a view of it, with its
+// `ts` / `dur` converted from the decimal text of the number to integer ns — never through a
+// double. The trace's other top-level keys are small and arrive as nlohmann values through
+// their own callbacks. Memory is the window (one chunk, or the largest entry) plus one DOM.
 #pragma once
 
 #include <cstdint>
@@ -16,17 +19,25 @@
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 namespace hs::importers::kineto {
 
-/// One entry of `traceEvents`.
+/// One entry of `traceEvents`. A view into the reader's buffers: valid during the callback only.
 struct RawEvent {
-  nlohmann::ordered_json obj;     ///< the event object as written (keys in file order)
-  std::optional<int64_t> ts_ns;   ///< `ts` in ns (the file's µs, exact); nullopt when absent
-  std::optional<int64_t> dur_ns;  ///< `dur` in ns; nullopt when absent
+  simdjson::dom::object obj;      ///< the event object (simdjson DOM; members in file order)
+  std::optional<int64_t> ts_ns;   ///< `ts` in ns (the file's µs, exact); nullopt when absent or not a number
+  std::optional<int64_t> dur_ns;  ///< `dur` in ns; nullopt when absent or not a number
   uint64_t offset = 0;            ///< byte offset of the event's '{' in the (decompressed) JSON text
   uint64_t index = 0;             ///< its position in `traceEvents` (0 = the first entry)
+  /// The members every event is read for (the last of each name, as member() finds it),
+  /// found in one pass over the object; nullopt when absent.
+  std::optional<simdjson::dom::element> ph, cat, name, pid, tid, id, ts, dur, args;
 };
+
+/// The member `key` of `o`; the last one when the key repeats (as JSON.parse and Python's json
+/// read such an object). nullopt when absent.
+std::optional<simdjson::dom::element> member(simdjson::dom::object o, std::string_view key);
 
 struct TraceCallbacks {
   /// Each event, in file order. Throwing aborts the read (the exception propagates).
@@ -41,25 +52,30 @@ struct TraceCallbacks {
   std::function<void(uint64_t bytes_read, uint64_t total_bytes)> progress;
 };
 
+/// Values (scalars and containers) of one top-level value or `deviceProperties` entry that
+/// are built; a larger one arrives as null.
 inline constexpr size_t kMaxMetadataNodes = 100000;
 /// The deepest nesting of one value of the trace: an event (its `args` included), a
 /// `deviceProperties` entry, a top-level key's value. A deeper one is refused before it is
-/// built (nlohmann copies and dumps recurse once per level). Half storage::kMaxJsonDepth, so
+/// parsed (nlohmann copies and dumps recurse once per level). Half storage::kMaxJsonDepth, so
 /// that a value the import keeps in RUNS.results (the `hookscope` object of an exported trace)
 /// stays readable there.
 inline constexpr size_t kMaxValueDepth = 256;
-/// The longest string of the trace, bytes (of its JSON text): nlohmann's lexer holds a string
-/// whole and the parser copies it, so a small .json.gz inflating to one huge string would take
-/// gigabytes. torch.profiler's longest (a Python stack, an op's args) are far below it.
+/// The longest string of the trace, bytes (of its JSON text): a value is held whole while it is
+/// parsed, so a small .json.gz inflating to one huge string would take gigabytes.
+/// torch.profiler's longest (a Python stack, an op's args) are far below it.
 inline constexpr uint64_t kMaxStringBytes = uint64_t{64} << 20;
+/// The largest single value held whole (an event, a `deviceProperties` entry, a top-level
+/// value other than `traceEvents`, which is streamed), bytes of its JSON text.
+inline constexpr uint64_t kMaxValueBytes = uint64_t{256} << 20;
 
 /// Reads `file` (plain JSON, or gzip-compressed JSON: detected from the content).
 /// Throws ImportError naming the file and the byte offset (in the decompressed text) for a
 /// file that cannot be opened, a truncated gzip stream, text that is not JSON or ends early,
 /// a top level that is neither an object with `traceEvents` nor an array of events, an
-/// event whose `ts` / `dur` is not a number (or does not fit int64 ns), and a value nested
-/// deeper than kMaxValueDepth ("traceEvents[12].args: JSON nested deeper than 256 levels") or
-/// a string longer than kMaxStringBytes.
+/// event whose `ts` / `dur` is not a number (or does not fit int64 ns), a value nested
+/// deeper than kMaxValueDepth ("traceEvents[12].args: JSON nested deeper than 256 levels"),
+/// a string longer than kMaxStringBytes and a value larger than kMaxValueBytes.
 void read_chrome_trace(const std::filesystem::path& file, const TraceCallbacks& callbacks);
 
 /// A decimal number of µs as JSON writes it ("5243847375771.562", "12", "1.5e3", "-0.25") in

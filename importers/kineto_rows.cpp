@@ -1,13 +1,31 @@
 #include "importers/kineto_rows.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace hs::importers::kineto {
 
 RowSink::RowSink(storage::Store& store, int64_t run, size_t batch_rows, KinetoSummary& summary)
     : store_(store), run_(run), batch_rows_(batch_rows), summary_(summary) {}
 
-std::string_view RowSink::keep(std::string_view s) { return arena_.emplace_back(s); }
+std::string_view RowSink::keep(std::string_view s) {
+  if (s.empty()) return {};
+  if (s.size() > kArenaBlock / 4) {  // its own block, before the last one (still being filled)
+    auto own = std::make_unique<char[]>(s.size());
+    std::memcpy(own.get(), s.data(), s.size());
+    const std::string_view kept(own.get(), s.size());
+    arena_.insert(arena_.empty() ? arena_.end() : arena_.end() - 1, std::move(own));
+    return kept;
+  }
+  if (arena_.empty() || kArenaBlock - arena_used_ < s.size()) {
+    arena_.push_back(std::make_unique_for_overwrite<char[]>(kArenaBlock));
+    arena_used_ = 0;
+  }
+  char* at = arena_.back().get() + arena_used_;
+  std::memcpy(at, s.data(), s.size());
+  arena_used_ += s.size();
+  return {at, s.size()};
+}
 
 ActivityRows& RowSink::activity(std::optional<int64_t> pid) { return activity_[pid]; }
 
@@ -47,6 +65,7 @@ void RowSink::flush() {
   }
   activity_.clear();
   arena_.clear();
+  arena_used_ = kArenaBlock;
   if (!records_.empty() || !new_strings_.empty() || !new_threads_.empty()) {
     tracer::RecordBatch b;
     b.run_id = run_;

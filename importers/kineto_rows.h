@@ -8,8 +8,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,7 +74,11 @@ class RowSink {
   std::optional<int64_t> last_host_pid_;
 
   std::map<std::optional<int64_t>, ActivityRows> activity_;
-  std::deque<std::string> arena_;
+  // keep()'s copies: blocks of kArenaBlock bytes (a longer string gets a block of its own),
+  // freed at flush, so a row's strings cost no allocation each.
+  static constexpr size_t kArenaBlock = size_t{64} << 10;
+  std::vector<std::unique_ptr<char[]>> arena_;
+  size_t arena_used_ = kArenaBlock;  // bytes used of the last block
 
   std::unordered_map<std::string, tracer::StrId> strings_;
   std::map<std::pair<int64_t, int64_t>, uint32_t> threads_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <set>
 #include <string_view>
 
@@ -16,6 +17,9 @@ namespace hs::importers {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using kineto::RawEvent;
+using Element = simdjson::dom::element;
+using Object = simdjson::dom::object;
+using Args = std::optional<Object>;  // an event's `args` object, when it has one
 
 namespace {
 
@@ -29,34 +33,122 @@ constexpr std::string_view kMemoryPrefix = "hookscope::memory";
 constexpr std::string_view kModuleComputePrefix = "hookscope::module_compute";
 
 // ---- reading fields ---------------------------------------------------------------------
-const json* args_of(const json& o) {
-  auto it = o.find("args");
-  return it != o.end() && it->is_object() ? &*it : nullptr;
+Args args_of(const RawEvent& e) {
+  return e.args && e.args->is_object() ? Args(e.args->get_object().value_unsafe()) : std::nullopt;
 }
-std::optional<int64_t> arg_int(const json* a, const char* key) {
-  if (!a) return std::nullopt;
-  auto it = a->find(key);
-  if (it == a->end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
+/// An integer that fits int64 (JSON does not say how wide its numbers are; a wider one is none).
+std::optional<int64_t> int_of(const std::optional<Element>& v) {
+  if (!v || !v->is_int64()) return std::nullopt;
+  return v->get_int64().value_unsafe();
 }
+std::optional<int64_t> int_member(Object o, std::string_view key) { return int_of(kineto::member(o, key)); }
+std::optional<int64_t> arg_int(const Args& a, std::string_view key) {
+  return a ? int_member(*a, key) : std::nullopt;
+}
+std::string_view str_of(const std::optional<Element>& v) {
+  return v && v->is_string() ? v->get_string().value_unsafe() : std::string_view();
+}
+std::string_view str_field(Object o, std::string_view key) { return str_of(kineto::member(o, key)); }
+std::string_view str_field(const Args& a, std::string_view key) { return a ? str_field(*a, key) : std::string_view(); }
 std::string_view str_field(const json& o, const char* key) {
   auto it = o.find(key);
   return it != o.end() && it->is_string() ? std::string_view(it->get_ref<const std::string&>()) : std::string_view();
 }
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
+/// A string as JSON text: quoted, escaped as nlohmann and simdjson write strings.
+void append_string(std::string& out, std::string_view k) {
+  out += '"';
+  for (const char c : k) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) >= 0x20) {
+      out += c;
+    } else {
+      static constexpr char kShort[] = "btn\0fr";  // \b \t \n \f \r for 0x08 to 0x0d
+      const int i = c - '\b';
+      if (i >= 0 && i <= 5 && kShort[i] != '\0') {
+        out += '\\';
+        out += kShort[i];
+      } else {
+        char u[8];
+        std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
+        out += u;
+      }
+    }
+  }
+  out += '"';
+}
+/// A value as minified JSON text (numbers as simdjson writes them), into `out`.
+void append_json(std::string& out, Element v) {
+  char digits[24];
+  switch (v.type()) {
+    case simdjson::dom::element_type::STRING: append_string(out, v.get_string().value_unsafe()); break;
+    case simdjson::dom::element_type::INT64: {
+      const auto r = std::to_chars(digits, digits + sizeof digits, v.get_int64().value_unsafe());
+      out.append(digits, r.ptr);
+      break;
+    }
+    case simdjson::dom::element_type::UINT64: {
+      const auto r = std::to_chars(digits, digits + sizeof digits, v.get_uint64().value_unsafe());
+      out.append(digits, r.ptr);
+      break;
+    }
+    case simdjson::dom::element_type::BOOL: out += v.get_bool().value_unsafe() ? "true" : "false"; break;
+    case simdjson::dom::element_type::NULL_VALUE: out += "null"; break;
+    case simdjson::dom::element_type::ARRAY: {
+      out += '[';
+      bool first = true;
+      const simdjson::dom::array items = v.get_array().value_unsafe();  // named: the range outlives the result
+      for (const Element x : items) {
+        if (!std::exchange(first, false)) out += ',';
+        append_json(out, x);
+      }
+      out += ']';
+      break;
+    }
+    case simdjson::dom::element_type::OBJECT: {
+      out += '{';
+      bool first = true;
+      const Object members = v.get_object().value_unsafe();
+      for (const auto field : members) {
+        if (!std::exchange(first, false)) out += ',';
+        append_string(out, field.key);
+        out += ':';
+        append_json(out, field.value);
+      }
+      out += '}';
+      break;
+    }
+    case simdjson::dom::element_type::DOUBLE: out += simdjson::to_string(v); break;
+  }
+}
+
 /// A slice's args as CPU_OPS.argsId keeps them: without the ids that have columns of their own
 /// (External id, Sequence number) and the per-event indexes that only number the file's events
 /// (Ev Idx, Python id, Python parent id). What is left (shapes, types, strides, concrete inputs)
 /// repeats across events, so the capture stores each distinct args text once. "" when empty.
-std::string kept_args(const json* a) {
+/// The text is minified JSON, members in file order; a name given twice appears once, where it
+/// first appears, with its last value (kineto::member). Written into `out` (reused).
+std::string_view kept_args(const Args& a, std::string& out) {
   static constexpr std::string_view kDropped[] = {"External id", "Sequence number", "Ev Idx", "Python id",
                                                   "Python parent id"};
-  if (!a) return {};
-  json kept = json::object();
-  for (auto it = a->begin(); it != a->end(); ++it)
-    if (std::find(std::begin(kDropped), std::end(kDropped), it.key()) == std::end(kDropped)) kept[it.key()] = *it;
-  return kept.empty() ? std::string() : kept.dump();
+  out.clear();
+  if (!a) return out;
+  for (auto it = a->begin(); it != a->end(); ++it) {
+    const std::string_view k = it.key();
+    if (std::find(std::begin(kDropped), std::end(kDropped), k) != std::end(kDropped)) continue;
+    bool repeated = false;  // named earlier: written there
+    for (auto prev = a->begin(); prev != it && !repeated; ++prev) repeated = prev.key() == k;
+    if (repeated) continue;
+    out += out.empty() ? '{' : ',';
+    append_string(out, k);
+    out += ':';
+    append_json(out, *kineto::member(*a, k));
+  }
+  if (!out.empty()) out += '}';
+  return out;
 }
 
 // ---- GPU record names, as libkineto writes them -------------------------------------------
@@ -120,7 +212,7 @@ class RangeKeys {
   }
   const std::string& what() const { return what_; }
   /// The range's Kineto "External id" (0 when it has none).
-  int64_t external_id() const { return arg_int(args_of(e_.obj), "External id").value_or(0); }
+  int64_t external_id() const { return arg_int(args_of(e_), "External id").value_or(0); }
   [[noreturn]] void fail(const std::string& message) const {
     throw ImportError(file_, "byte " + std::to_string(e_.offset), "the range 'hookscope::" + what_ + "': " + message);
   }
@@ -195,7 +287,8 @@ class Importer {
   [[noreturn]] void fail(const RawEvent& e, const std::string& message) const {
     throw ImportError(file_, "byte " + std::to_string(e.offset), message);
   }
-  int64_t int_field(const RawEvent& e, const char* key) const;
+  /// The event's `field` (named `key`) as an integer; fails naming the event without one.
+  int64_t int_field(const RawEvent& e, const std::optional<Element>& field, const char* key) const;
   int64_t arg_count(const RawEvent& e, const char* key) const;
   int64_t absolute(const RawEvent& e, int64_t ts) const;
   void note_time(int64_t start, int64_t end);
@@ -215,7 +308,7 @@ class Importer {
   /// The event's pid, tid and args, and the device its GPU record is on.
   struct GpuEvent {
     int64_t pid, tid;
-    const json* args;
+    Args args;
     int64_t device;
   };
   template <class Record>
@@ -243,31 +336,32 @@ class Importer {
   std::set<int64_t> gpu_ids_;
   std::map<ThreadKey, std::vector<OpenRegion>> regions_;
   std::map<std::string, int64_t> unknown_ranges_;
+  std::string scratch_;  // kept_args' text, reused
 };
 
-int64_t Importer::int_field(const RawEvent& e, const char* key) const {
-  auto it = e.obj.find(key);
-  if (it == e.obj.end() || !it->is_number_integer())
-    fail(e, std::string("the ") + std::string(str_field(e.obj, "cat")) + " event '" +
-                std::string(str_field(e.obj, "name")) + "' has no integer '" + key + "'");
-  return it->get<int64_t>();
+int64_t Importer::int_field(const RawEvent& e, const std::optional<Element>& field, const char* key) const {
+  const auto v = int_of(field);
+  if (!v)
+    fail(e, std::string("the ") + std::string(str_of(e.cat)) + " event '" +
+                std::string(str_of(e.name)) + "' has no integer '" + key + "'");
+  return *v;
 }
 
 // A byte count of the event's args (`bytes`, `Total Allocated`): 0 when absent, else an integer
 // from 0 to 2^63 − 1, what a capture stores and every reader accepts. Anything else (-100, 2^70,
 // 1.5, "x") is refused naming the event and the field, never stored as 0 or as a negative count.
 int64_t Importer::arg_count(const RawEvent& e, const char* key) const {
-  const json* a = args_of(e.obj);
+  const Args a = args_of(e);
   if (!a) return 0;
-  const auto it = a->find(key);
-  if (it == a->end()) return 0;
-  if (it->is_number_unsigned() && it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return it->get<int64_t>();
-  std::string text = it->dump(-1, ' ', false, json::error_handler_t::replace);
+  const auto v = kineto::member(*a, key);
+  if (!v) return 0;
+  if (v->is_int64() && v->get_int64().value_unsafe() >= 0) return v->get_int64().value_unsafe();
+  std::string text = simdjson::to_string(*v);
   if (text.size() > 64) text = text.substr(0, 61) + "...";
-  const std::string_view cat = str_field(e.obj, "cat");
+  const std::string_view cat = str_of(e.cat);
   fail(e, "traceEvents[" + std::to_string(e.index) + "] (the " + (cat.empty() ? "" : std::string(cat) + " ") +
-              "event '" + std::string(str_field(e.obj, "name")).substr(0, 200) + "'): args '" + key + "' is " +
-              (it->is_number_integer() && !it->is_number_unsigned() ? "negative (" + text + ")" : text) +
+              "event '" + std::string(str_of(e.name)).substr(0, 200) + "'): args '" + key + "' is " +
+              (v->is_int64() ? "negative (" + text + ")" : text) +
               ": not a byte count (an integer from 0 to 2^63 - 1)");
 }
 
@@ -290,31 +384,30 @@ void Importer::note_time(int64_t start, int64_t end) {
 
 void Importer::event(const RawEvent& e) {
   ++s_.events;
-  const json& o = e.obj;
-  const std::string_view ph = str_field(o, "ph"), cat = str_field(o, "cat");
+  const std::string_view ph = str_of(e.ph), cat = str_of(e.cat);
   if (ph.empty()) fail(e, "the event has no 'ph' (phase)");
   const std::string key = cat.empty() ? "(ph " + std::string(ph) + ")" : std::string(cat);
   ++s_.events_by_category[key];
   if (ph == "M") return names(e);
-  if (!e.ts_ns) fail(e, o.contains("ts") ? "the event's 'ts' is not a number" : "the event has no 'ts'");
+  if (!e.ts_ns) fail(e, e.ts ? "the event's 'ts' is not a number" : "the event has no 'ts'");
   const int64_t t = absolute(e, *e.ts_ns);
   if (ph == "X") {
     if (!e.dur_ns)
-      fail(e, o.contains("dur") ? "the event's 'dur' is not a number" : "the complete ('X') event has no 'dur'");
+      fail(e, e.dur ? "the event's 'dur' is not a number" : "the complete ('X') event has no 'dur'");
     if (*e.dur_ns < 0) fail(e, "the event's 'dur' is negative (" + std::to_string(*e.dur_ns) + " ns)");
     int64_t end = 0;  // t lies within [-2^62, 2^62): the end must too
     if (__builtin_add_overflow(t, *e.dur_ns, &end) || end >= (int64_t{1} << 62))
       fail(e, "the event ends past 2^62 ns (ts + dur): a capture's times lie within [-2^62, 2^62) ns");
     if (!complete(e, cat, t, end)) not_imported(key);
-  } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_field(o, "name") == "[memory]") {
+  } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_of(e.name) == "[memory]") {
     memory(e, t);
-  } else if ((ph == "i" || ph == "I") && starts_with(str_field(o, "name"), kGraphBreakPrefix)) {
+  } else if ((ph == "i" || ph == "I") && starts_with(str_of(e.name), kGraphBreakPrefix)) {
     graph_break(e, t);
-  } else if (ph == "C" && starts_with(str_field(o, "name"), kMemoryPrefix)) {
+  } else if (ph == "C" && starts_with(str_of(e.name), kMemoryPrefix)) {
     memory_counter(e, t);
   } else if ((ph == "s" || ph == "f") && cat == "ac2g") {
     flow(e, ph[0], t);
-  } else if ((ph == "i" || ph == "I") && starts_with(str_field(o, "name"), kDynamoBreakPrefix)) {
+  } else if ((ph == "i" || ph == "I") && starts_with(str_of(e.name), kDynamoBreakPrefix)) {
     // skipped (kDynamoBreakPrefix)
   } else if (!(cat.empty() && (ph == "i" || ph == "I")) && cat != "fwdbwd" && cat != "hookscope_transfer") {
     not_imported(key);  // (global instants without a category mark the profiling window)
@@ -343,13 +436,13 @@ bool Importer::complete(const RawEvent& e, std::string_view cat, int64_t start, 
 }
 
 void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start, int64_t end) {
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const std::string_view name = str_field(e.obj, "name");
-  const json* a = args_of(e.obj);
+  const int64_t pid = int_field(e, e.pid, "pid"), tid = int_field(e, e.tid, "tid");
+  const std::string_view name = str_of(e.name);
+  const Args a = args_of(e);
   tracer::CpuOpActivity op;
   op.os_tid = tid;
   op.name = rows_.keep(name);
-  op.args = rows_.keep(kept_args(a));
+  op.args = rows_.keep(kept_args(a, scratch_));
   op.external_id = arg_int(a, "External id");
   op.sequence_number = arg_int(a, "Sequence number");
   op.category = rows_.keep(cat);
@@ -373,8 +466,8 @@ void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start
 // name its device and context `inDevice` / `inContext` instead.
 template <class Record>
 Importer::GpuEvent Importer::gpu_record(const RawEvent& e, Record& r, int64_t start, int64_t end, bool copy) const {
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const json* a = args_of(e.obj);
+  const int64_t pid = int_field(e, e.pid, "pid"), tid = int_field(e, e.tid, "tid");
+  const Args a = args_of(e);
   auto arg = [&](const char* key, const char* copy_key, int64_t otherwise) {
     return arg_int(a, key).value_or(copy ? arg_int(a, copy_key).value_or(otherwise) : otherwise);
   };
@@ -399,14 +492,13 @@ void Importer::add_gpu_record(LastSlice::Kind kind, std::vector<Record>& v, cons
 void Importer::kernel(const RawEvent& e, int64_t start, int64_t end) {
   tracer::KernelActivity k{};
   const GpuEvent g = gpu_record(e, k, start, end);
-  const json* a = g.args;
-  const std::string_view name = str_field(e.obj, "name");
+  const Args& a = g.args;
+  const std::string_view name = str_of(e.name);
   auto dim3 = [&](const char* key, int i) -> int32_t {
-    auto it = a ? a->find(key) : json::const_iterator();
-    if (!a || it == a->end() || !it->is_array() || it->size() <= static_cast<size_t>(i) ||
-        !(*it)[static_cast<size_t>(i)].is_number_integer())
-      return 0;
-    return (*it)[static_cast<size_t>(i)].get<int32_t>();
+    const auto v = a ? kineto::member(*a, key) : std::nullopt;
+    Element d;
+    if (!v || !v->is_array() || v->get_array().value_unsafe().at(static_cast<size_t>(i)).get(d)) return 0;
+    return static_cast<int32_t>(int_of(d).value_or(0));
   };
   k.demangled_name = rows_.keep(name);
   k.short_name = rows_.keep(tracer::short_kernel_name(name));
@@ -424,8 +516,8 @@ void Importer::memcpy(const RawEvent& e, int64_t start, int64_t end) {
   using K = tracer::MemcpyKind;
   tracer::MemcpyActivity m{};
   const GpuEvent g = gpu_record(e, m, start, end, /*copy=*/true);
-  const json* a = g.args;
-  const GpuName n = parse_gpu_name(str_field(e.obj, "name"));
+  const Args& a = g.args;
+  const GpuName n = parse_gpu_name(str_of(e.name));
   m.bytes = arg_count(e, "bytes");
   m.copy_kind = memcpy_kind(n.kind);
   m.src_kind = mem_kind(n.src);
@@ -450,7 +542,7 @@ void Importer::memset(const RawEvent& e, int64_t start, int64_t end) {
   m.bytes = arg_count(e, "bytes");
   m.graph_node_id = arg_int(g.args, "graph node id");
   if (m.graph_node_id == 0) m.graph_node_id.reset();
-  m.mem_kind = mem_kind(parse_gpu_name(str_field(e.obj, "name")).src);
+  m.mem_kind = mem_kind(parse_gpu_name(str_of(e.name)).src);
   add_gpu_record(LastSlice::Kind::Memset, rows_.activity(std::nullopt).memsets, m, g);
   gpu_ids_.insert(m.device_id);
 }
@@ -458,19 +550,19 @@ void Importer::memset(const RawEvent& e, int64_t start, int64_t end) {
 void Importer::sync(const RawEvent& e, int64_t start, int64_t end) {
   tracer::SyncActivity y{};
   const GpuEvent g = gpu_record(e, y, start, end);
-  const json* a = g.args;
-  std::string_view kind = a ? str_field(*a, "cuda_sync_kind") : std::string_view();
-  if (kind.empty()) kind = str_field(e.obj, "name");
+  const Args& a = g.args;
+  std::string_view kind = str_field(a, "cuda_sync_kind");
+  if (kind.empty()) kind = str_of(e.name);
   y.sync_type = tracer::value_named(tracer::kSyncTypeNames, kind, tracer::SyncType::Unknown);
   y.event_id = static_cast<uint32_t>(arg_int(a, "wait_on_cuda_event_id").value_or(arg_int(a, "event_id").value_or(0)));
   add_gpu_record(LastSlice::Kind::Sync, rows_.activity(std::nullopt).syncs, y, g);
 }
 
 void Importer::api_call(const RawEvent& e, bool driver, int64_t start, int64_t end) {
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const json* a = args_of(e.obj);
+  const int64_t pid = int_field(e, e.pid, "pid"), tid = int_field(e, e.tid, "tid");
+  const Args a = args_of(e);
   const auto correlation = static_cast<uint32_t>(arg_int(a, "correlation").value_or(0));
-  const std::string_view name = rows_.keep(str_field(e.obj, "name"));
+  const std::string_view name = rows_.keep(str_of(e.name));
   kineto::ActivityRows& rows = rows_.activity(pid);
   size_t index = 0;
   if (driver) {
@@ -495,15 +587,14 @@ void Importer::api_call(const RawEvent& e, bool driver, int64_t start, int64_t e
 // An ac2g flow binds to the slice it starts in (the launch, 's') or ends in (the GPU record,
 // 'f'); libkineto writes it right after that slice. Its id is the CUPTI correlation id.
 void Importer::flow(const RawEvent& e, char ph, int64_t t) {
-  auto id = e.obj.find("id");
-  auto pid = e.obj.find("pid"), tid = e.obj.find("tid");
-  if (id == e.obj.end() || !id->is_number_integer() || pid == e.obj.end() || tid == e.obj.end()) return;
+  const auto id = int_of(e.id), pid = int_of(e.pid), tid = int_of(e.tid);
+  if (!id || !pid || !tid) return;
   using K = LastSlice::Kind;
   const bool launch = last_.kind == K::Runtime || last_.kind == K::Driver;
   if (last_.kind == K::None || launch != (ph == 's') || *pid != last_.pid || *tid != last_.tid ||
       t < last_.start || t > last_.end)
     return;
-  const auto corr = id->get<uint32_t>();
+  const auto corr = static_cast<uint32_t>(*id);
   kineto::ActivityRows& r = *last_.rows;
   auto patch = [&](auto& row) {
     if (row.correlation_id == 0) row.correlation_id = corr;
@@ -526,8 +617,8 @@ void Importer::flow(const RawEvent& e, char ph, int64_t t) {
 
 void Importer::memory(const RawEvent& e, int64_t t) {
   begin_row();
-  const int64_t pid = int_field(e, "pid"), tid = int_field(e, "tid");
-  const json* a = args_of(e.obj);
+  const int64_t pid = int_field(e, e.pid, "pid"), tid = int_field(e, e.tid, "tid");
+  const Args a = args_of(e);
   const std::string device = memory_device(arg_int(a, "Device Type").value_or(0), arg_int(a, "Device Id").value_or(-1));
   tracer::rec::MemoryCounter m{};
   m.device = rows_.str(device);
@@ -539,15 +630,15 @@ void Importer::memory(const RawEvent& e, int64_t t) {
 }
 
 void Importer::names(const RawEvent& e) {
-  const std::string_view what = str_field(e.obj, "name");
-  const json* a = args_of(e.obj);
-  auto pid = e.obj.find("pid"), tid = e.obj.find("tid");
-  if (!a || pid == e.obj.end() || !pid->is_number_integer()) return;
+  const std::string_view what = str_of(e.name);
+  const Args a = args_of(e);
+  const auto pid = int_of(e.pid), tid = int_of(e.tid);
+  if (!a || !pid) return;
   const std::string name(str_field(*a, "name"));
   if (what == "process_name")
-    s_.process_names[pid->get<int64_t>()] = name;
-  else if (what == "thread_name" && tid != e.obj.end() && tid->is_number_integer())
-    s_.thread_names[{pid->get<int64_t>(), tid->get<int64_t>()}] = name;
+    s_.process_names[*pid] = name;
+  else if (what == "thread_name" && tid)
+    s_.thread_names[{*pid, *tid}] = name;
 }
 
 // Compiled regions of one thread, innermost last. Events of a thread arrive in start order, so
@@ -693,28 +784,28 @@ bool Importer::exported_range(const RangeKeys& r, ThreadKey thread, int64_t star
 // 'hookscope::graph_break function=F module=M' (ph i), its reason and module stack in args.
 void Importer::graph_break(const RawEvent& e, int64_t t) {
   begin_row();
-  const RangeKeys r(file_, e, str_field(e.obj, "name"));
-  const json* a = args_of(e.obj);
+  const RangeKeys r(file_, e, str_of(e.name));
+  const Args a = args_of(e);
   tracer::rec::GraphBreak b{};
-  b.reason = rows_.str(a ? str_field(*a, "reason") : std::string_view());
+  b.reason = rows_.str(str_field(a, "reason"));
   b.function = rows_.str(r.text("function"));
   b.module = rows_.str(r.module());
-  b.module_stack = rows_.str(a ? str_field(*a, "module_stack") : std::string_view());
+  b.module_stack = rows_.str(str_field(a, "module_stack"));
   b.time_ns = t;
-  rows_.host(b, int_field(e, "pid"), int_field(e, "tid"));
+  rows_.host(b, int_field(e, e.pid, "pid"), int_field(e, e.tid, "tid"));
   note_time(t, t);
 }
 
 // 'hookscope::memory device=D' (ph C): resident bytes, args {bytes}.
 void Importer::memory_counter(const RawEvent& e, int64_t t) {
   begin_row();
-  const RangeKeys r(file_, e, str_field(e.obj, "name"));
-  auto tid = e.obj.find("tid");
+  const RangeKeys r(file_, e, str_of(e.name));
+  const auto tid = int_of(e.tid);
   tracer::rec::MemoryCounter m{};
   m.device = rows_.str(r.text("device"));
   m.bytes = arg_count(e, "bytes");
   m.time_ns = t;
-  rows_.host(m, int_field(e, "pid"), tid != e.obj.end() && tid->is_number_integer() ? tid->get<int64_t>() : 0);
+  rows_.host(m, int_field(e, e.pid, "pid"), tid.value_or(0));
   note_time(t, t);
 }
 
