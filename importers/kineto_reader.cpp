@@ -449,8 +449,9 @@ class Reader {
       };
     try {
       return json::parse(text, text + (x.end - x.begin), count);
-    } catch (const json::parse_error& ex) {
-      const uint64_t at = x.begin + (ex.byte > 0 ? ex.byte - 1 : 0);
+    } catch (const json::exception& ex) {  // parse_error, or out_of_range: a number past double
+      const auto* parse = dynamic_cast<const json::parse_error*>(&ex);
+      const uint64_t at = x.begin + (parse && parse->byte > 0 ? parse->byte - 1 : 0);
       const std::string what = syntax_message(ex);
       if (at >= x.end && x.end == w_.end()) ends_early(what);
       throw ImportError(w_.file(), at_byte(at),

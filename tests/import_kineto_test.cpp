@@ -665,6 +665,13 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
       {"no_pid.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "tid": 1, "ts": 2, "dur": 1}]})",
        "has no integer 'pid'", "byte " + std::to_string(ev.size())},
       {"not_object.json", ev + R"(5]})", "a traceEvents entry is not a JSON object", "byte "},
+      {"trailing_comma.json", ev + R"(]})", "not valid JSON", "byte " + std::to_string(ev.size())},
+      // A number past double (nlohmann's out_of_range, not a parse error) in an event, and in a
+      // top-level value: refused as bad JSON, never an exception of another kind.
+      {"number_overflow.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"a": 5e739}}]})",
+       "not valid JSON (traceEvents[1]): number overflow", "byte " + std::to_string(ev.size())},
+      {"top_overflow.json", R"({"schemaVersion": 1e999, )" + ev.substr(1, ev.size() - 3) + "]}",
+       "not valid JSON (schemaVersion): number overflow", "byte 18"},
       {"hookscope_key.json",
        ev + R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::weight_onload module=m tensor=w dtype=float32 source=cpu device=0", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})",
        "the range 'hookscope::weight_onload' has no 'bytes='", "byte " + std::to_string(ev.size())},
