@@ -1,6 +1,9 @@
 #include "importers/kineto_reader.h"
 
 #include <zlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -28,6 +31,38 @@ constexpr std::array<bool, 256> kStructural = [] {
   for (const char c : std::string_view("\"{}[],:")) t[static_cast<unsigned char>(c)] = true;
   return t;
 }();
+constexpr size_t kBlock = 64;
+// Bit i set: byte i of a kBlock-byte block is a '"', a '\\', one of {}[],:.
+struct Masks {
+  uint64_t quote = 0, backslash = 0, structural = 0;
+};
+Masks masks(const char* block) {
+  Masks m;
+#if defined(__SSE2__)
+  for (int k = 0; k < 4; ++k) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * k));
+    const auto bits = [&](__m128i eq) { return static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(eq))) << (16 * k); };
+    const __m128i low = _mm_or_si128(v, _mm_set1_epi8(0x20));  // '[' -> '{', ']' -> '}'
+    m.quote |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')));
+    m.backslash |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+    m.structural |= bits(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(low, _mm_set1_epi8('{')), _mm_cmpeq_epi8(low, _mm_set1_epi8('}'))),
+                                      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')), _mm_cmpeq_epi8(v, _mm_set1_epi8(':')))));
+  }
+#else
+  for (size_t i = 0; i < kBlock; ++i) {
+    const char c = block[i];
+    m.quote |= uint64_t{c == '"'} << i;
+    m.backslash |= uint64_t{c == '\\'} << i;
+    m.structural |= uint64_t{c != '"' && kStructural[static_cast<unsigned char>(c)]} << i;
+  }
+#endif
+  return m;
+}
+// Bit i of the result: the xor of bits 0..i (inside a string, counting quotes from the left).
+uint64_t prefix_xor(uint64_t x) {
+  for (int shift = 1; shift < 64; shift *= 2) x ^= x << shift;
+  return x;
+}
 
 // The (inflated) text in a sliding window over the file, read through zlib (gzread passes a
 // plain file through unchanged). Offsets are absolute: bytes of JSON text from its start.
@@ -336,76 +371,108 @@ class Reader {
     x.begin = pos_;
     const char first = *w_.ptr(pos_);
     if (first != '{' && first != '[' && first != '"') return scan_scalar(where, x);
-    size_t depth = 0;
-    bool in_string = false, escape = false, object = false, name_next = false;
-    uint64_t string_begin = 0, name_begin = 0, name_end = 0, slot_begin = 0;
-    uint64_t* slot = nullptr;  // x.ts_end / x.dur_end while a first-level ts / dur value is read
+    Scan st{where, x, times};
     uint64_t p = pos_;
     for (;;) {
       if (p == w_.end()) {
-        if (in_string && p - string_begin > kMaxStringBytes) too_long_string(string_begin);
+        if (st.in_string && p - st.string_begin > kMaxStringBytes) too_long_string(st.string_begin);
         if (p - x.begin > kMaxValueBytes) too_large(where, x.begin);
         if (!w_.more(x.begin)) ends_early();
-        continue;
       }
-      const char* const base = w_.ptr(p);
-      const char* s = base;
-      const char* const e = w_.ptr(w_.end());
-      for (; s < e; ++s) {
-        if (in_string) {
-          if (escape) {
-            escape = false;
-            continue;
-          }
-          while (s < e && *s != '"' && *s != '\\') ++s;
-          if (s == e) break;
-          if (*s == '\\') {
-            escape = true;
-            continue;
-          }
-          in_string = false;
-          const uint64_t at = p + static_cast<uint64_t>(s - base);
-          if (at - string_begin - 1 > kMaxStringBytes) too_long_string(string_begin);
-          if (depth == 0) return finish(x, at + 1);  // the value is one string
-          if (depth == 1 && name_next) {
-            name_begin = string_begin + 1;
-            name_end = at;
-            name_next = false;
-            if (std::memchr(w_.ptr(name_begin), '\\', name_end - name_begin)) x.escaped_name = true;
-          }
-          continue;
-        }
-        while (s < e && !kStructural[static_cast<unsigned char>(*s)]) ++s;
-        if (s == e) break;
-        const char c = *s;
-        if (c == '"') {
-          in_string = true;
-          string_begin = p + static_cast<uint64_t>(s - base);
-        } else if (c == '{' || c == '[') {
-          if (depth == kMaxValueDepth)
-            too_deep(where, depth_name(name_begin, name_end, object), p + static_cast<uint64_t>(s - base));
-          if (++depth == 1) name_next = object = c == '{';
-        } else if (c == '}' || c == ']') {
-          const uint64_t at = p + static_cast<uint64_t>(s - base);
-          if (depth == 1 && slot) *std::exchange(slot, nullptr) = at;
-          if (--depth == 0) return finish(x, at + 1);
-        } else if (c == ',' && depth == 1) {
-          if (slot) *std::exchange(slot, nullptr) = p + static_cast<uint64_t>(s - base);
-          name_next = object;
-        } else if (c == ':' && depth == 1 && times && !slot) {
-          const std::string_view n(w_.ptr(name_begin), name_end - name_begin);
-          slot_begin = p + static_cast<uint64_t>(s - base) + 1;
-          if (n == "ts") {
-            x.ts_begin = slot_begin;
-            slot = &x.ts_end;
-          } else if (n == "dur") {
-            x.dur_begin = slot_begin;
-            slot = &x.dur_end;
-          }
-        }
-      }
-      p += static_cast<uint64_t>(s - base);
+      p = scan_blocks(st, p);
+      if (!st.done) p = scan_bytes(st, p, std::min<uint64_t>(w_.end(), p + kBlock));
+      if (st.done) return finish(x, p);
     }
+  }
+
+  // One scan's state: nesting, strings, the first level's member names.
+  struct Scan {
+    const Where& where;
+    Extent& x;
+    bool times;
+    size_t depth = 0;
+    bool in_string = false, escape = false, object = false, name_next = false, done = false;
+    uint64_t string_begin = 0, name_begin = 0, name_end = 0;
+    uint64_t* slot = nullptr;  // x.ts_end / x.dur_end while a first-level ts / dur value is read
+  };
+
+  // A '"' that is not escaped, at `at`.
+  void quote(Scan& st, uint64_t at) {
+    if (!st.in_string) {
+      st.in_string = true;
+      st.string_begin = at;
+      return;
+    }
+    st.in_string = false;
+    if (at - st.string_begin - 1 > kMaxStringBytes) too_long_string(st.string_begin);
+    if (st.depth == 0) st.done = true;  // the value is one string
+    if (st.depth != 1 || !st.name_next) return;
+    st.name_begin = st.string_begin + 1;
+    st.name_end = at;
+    st.name_next = false;
+    if (std::memchr(w_.ptr(st.name_begin), '\\', st.name_end - st.name_begin)) st.x.escaped_name = true;
+  }
+
+  // One of {}[],: outside strings, at `at`.
+  void structural(Scan& st, char c, uint64_t at) {
+    if (c == '{' || c == '[') {
+      if (st.depth == kMaxValueDepth) too_deep(st.where, depth_name(st.name_begin, st.name_end, st.object), at);
+      if (++st.depth == 1) st.name_next = st.object = c == '{';
+    } else if (c == '}' || c == ']') {
+      if (st.depth == 1 && st.slot) *std::exchange(st.slot, nullptr) = at;
+      if (--st.depth == 0) st.done = true;
+    } else if (c == ',' && st.depth == 1) {
+      if (st.slot) *std::exchange(st.slot, nullptr) = at;
+      st.name_next = st.object;
+    } else if (c == ':' && st.depth == 1 && st.times && !st.slot) {
+      const std::string_view n(w_.ptr(st.name_begin), st.name_end - st.name_begin);
+      uint64_t* begin = n == "ts" ? &st.x.ts_begin : n == "dur" ? &st.x.dur_begin : nullptr;
+      if (!begin) return;
+      *begin = at + 1;
+      st.slot = n == "ts" ? &st.x.ts_end : &st.x.dur_end;
+    }
+  }
+
+  // Byte by byte from `p` to `end` (or the value's end): returns where it stopped.
+  uint64_t scan_bytes(Scan& st, uint64_t p, uint64_t end) {
+    for (; p < end && !st.done; ++p) {
+      const char c = *w_.ptr(p);
+      if (st.in_string) {
+        if (st.escape)
+          st.escape = false;
+        else if (c == '\\')
+          st.escape = true;
+        else if (c == '"')
+          quote(st, p);
+      } else if (c == '"') {
+        quote(st, p);
+      } else if (kStructural[static_cast<unsigned char>(c)]) {
+        structural(st, c, p);
+      }
+    }
+    return p;
+  }
+
+  // kBlock bytes at a time while whole blocks are in the window and hold no backslash (the
+  // bytes after one are left to scan_bytes): the block's quotes and the structural bytes
+  // outside its strings, found as bit masks, are the only bytes looked at.
+  uint64_t scan_blocks(Scan& st, uint64_t p) {
+    while (!st.escape && w_.end() - p >= kBlock) {
+      const Masks m = masks(w_.ptr(p));
+      if (m.backslash) return p;
+      const uint64_t inside = prefix_xor(m.quote) ^ (st.in_string ? ~uint64_t{0} : 0);
+      for (uint64_t bits = m.quote | (m.structural & ~inside); bits; bits &= bits - 1) {
+        const int i = __builtin_ctzll(bits);
+        const char c = w_.ptr(p)[i];
+        if (c == '"')
+          quote(st, p + i);
+        else
+          structural(st, c, p + i);
+        if (st.done) return p + i + 1;
+      }
+      p += kBlock;
+    }
+    return p;
   }
 
   // A scalar runs to the next delimiter or blank (or the end of the text).
