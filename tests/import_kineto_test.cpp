@@ -734,6 +734,34 @@ TEST(ImportKineto, BlanksInsideStringsAreKept) {
   EXPECT_EQ(ops[0].name, "a  \"b\\\"  \\   c\t\t d\\");
 }
 
+// The reader scans 64-byte blocks as bit masks and falls back to bytes around a backslash: names
+// with escaped quotes, backslashes and brackets, shifted through every offset of a block (and
+// across the window's refills), read back exactly, and every event's times with them.
+TEST(ImportKineto, EscapesAndBracketsAtEveryBlockOffsetReadBack) {
+  const fs::path dir = test::scratch_dir("import_kineto_block_offsets");
+  std::string text = R"({"traceEvents": [)";
+  std::vector<std::string> names;
+  for (int shift = 0; shift < 200; ++shift) {
+    // JSON text of the name, and the name it stands for.
+    const std::string pad(static_cast<size_t>(shift), 'x');
+    // One escaped quote (a scanner that took it for the string's end would see the brackets).
+    const std::string json_name = pad + R"(\"{[[,:\\ \u0041)" + std::string(static_cast<size_t>(shift % 7), ']');
+    names.push_back(pad + "\"{[[,:\\ A" + std::string(static_cast<size_t>(shift % 7), ']'));
+    text += (shift ? ", " : "") + std::string(R"({"ph": "X", "cat": "cpu_op", "name": ")") + json_name +
+            R"(", "pid": 1, "tid": 1, "ts": )" + std::to_string(10 + shift) + ".5" + R"(, "dur": 1, "args": {"k": [")" +
+            pad + R"(\\", "]"]}})";
+  }
+  text += "]}";
+  write(dir / "trace.json", text);
+  const Imported im = import_trace(dir / "capture.hscope", dir / "trace.json");
+  const auto ops = storage::CaptureReader(im.capture).cpu_ops(im.run);
+  ASSERT_EQ(ops.size(), names.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_EQ(ops[i].name, names[i]) << i;
+    EXPECT_EQ(ops[i].start_ns, static_cast<int64_t>(10 + i) * 1000 + 500) << i;
+  }
+}
+
 TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
   using importers::kineto::decimal_us_to_ns;
   EXPECT_EQ(decimal_us_to_ns("5243847375771.562"), 5243847375771562);
