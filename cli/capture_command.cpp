@@ -244,15 +244,53 @@ engines::TorchEngineOptions torch_options(const CaptureArgs& a, const engines::L
   return o;
 }
 
-// Which engines run: --engine, or both when the driver's Python is there.
-std::pair<bool, bool> engines_of(const CaptureArgs& a) {
+// Whether the LibTorch engine refuses the checkpoint: config.json names an architecture the port
+// does not have (one naming none is left to the port's own message).
+bool libtorch_refuses(const models::ConfigSummary& m) { return !m.ported && !m.architecture.empty(); }
+
+std::string not_ported(const std::string& engine, const models::ConfigSummary& m, const fs::path& config) {
+  return engine + ": " + config.string() + " names " + m.architecture +
+         ", which the LibTorch engine does not port (it ports " + models::ported_architectures() +
+         "); capture it with --engine torch, which runs transformers' own model for any architecture "
+         "AutoModelForCausalLM loads";
+}
+
+bool driver_python_found(const CaptureArgs& a) {
+  const std::string py = a.python.empty() ? env_or("HOOKSCOPE_PYTHON", HOOKSCOPE_DEFAULT_PYTHON) : a.python;
+  return !py.empty() && fs::exists(py) &&
+         fs::is_directory(fs::path(env_or("HOOKSCOPE_DRIVER_PATH", HOOKSCOPE_DRIVER_DIR)) / "hookscope_torch");
+}
+
+// Which engines run: --engine, or both when the driver's Python is there. An architecture the
+// LibTorch engine does not port is refused to it, and runs in the torch engine alone by default.
+std::pair<bool, bool> engines_of(const CaptureArgs& a, const models::ConfigSummary& model, const fs::path& config) {
   if (a.engine == "torch") return {false, true};
+  const bool refused = libtorch_refuses(model);
+  if (refused && !a.engine.empty()) throw std::invalid_argument(not_ported("--engine " + a.engine, model, config));
   if (a.engine == "libtorch") return {true, false};
   if (a.engine == "both") return {true, true};
-  const std::string py = a.python.empty() ? env_or("HOOKSCOPE_PYTHON", HOOKSCOPE_DEFAULT_PYTHON) : a.python;
-  const bool torch = !py.empty() && fs::exists(py) && fs::is_directory(fs::path(env_or("HOOKSCOPE_DRIVER_PATH", HOOKSCOPE_DRIVER_DIR)) / "hookscope_torch");
-  if (!torch) std::fprintf(stderr, "[hookscope] no Python with the torch engine's driver: running the libtorch engine only\n");
-  return {true, torch};
+  const bool torch = driver_python_found(a);
+  if (refused && !torch)
+    throw std::invalid_argument(not_ported("no Python with the torch engine's driver (--python)", model, config));
+  if (refused)
+    std::fprintf(stderr, "[hookscope] %s is not ported to the libtorch engine: running the torch engine only\n",
+                 output::terminal_text(model.architecture, false).c_str());
+  else if (!torch)
+    std::fprintf(stderr, "[hookscope] no Python with the torch engine's driver: running the libtorch engine only\n");
+  return {!refused, torch};
+}
+
+// --prompt-ids against the model's embedding, once for both engines (they take the ids as given):
+// the LibTorch engine's config when it runs, else config.json's vocab_size whatever the architecture.
+void check_prompt_ids_of(const models::ConfigSummary& model, const fs::path& config, bool libtorch,
+                         const std::vector<int64_t>& ids) {
+  if (ids.empty()) return;
+  try {
+    if (libtorch) models::check_prompt_ids(models::ModelConfig::from_file(config), ids);
+    else if (model.vocab_size) models::check_prompt_ids(*model.vocab_size, config, ids);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--prompt-ids: ") + e.what());
+  }
 }
 
 // What the capture runs with, as stored in the file and printed by every report.
@@ -358,7 +396,13 @@ void check_driver_files_folder(const fs::path& dir, const fs::path& model_dir) {
 int run_capture(const CaptureArgs& a) {
   engines::Matrix matrix = matrix_of(a);
   const fs::path out(a.out);
-  const auto [use_libtorch, use_torch] = engines_of(a);
+  // A --model folder that is no checkpoint is named before anything is said or made.
+  const fs::path model_dir = models::resolve_model_path(a.model), config = model_dir / "config.json";
+  if (std::error_code ec; !fs::is_regular_file(config, ec))
+    throw std::invalid_argument("--model: " + config.string() +
+                                ": cannot open (no such file): not a Hugging Face checkpoint folder");
+  const models::ConfigSummary model = models::summarize_config(config);
+  const auto [use_libtorch, use_torch] = engines_of(a, model, config);
   if (!a.accelerate.empty() && !use_torch) throw std::invalid_argument("--accelerate needs the torch engine (--engine torch or both)");
   for (const auto& t : a.accelerate) {
     const std::string name = t.substr(0, t.find('='));  // a policy's name: a table cell, a line of the reports
@@ -375,17 +419,8 @@ int run_capture(const CaptureArgs& a) {
   // --out is checked and locked before anything slow: a second capture on it fails at once.
   output::CaptureOutputOptions oo;
   oo.force_overwrite = a.force_overwrite;
-  oo.model_dir = models::resolve_model_path(a.model);
-  if (std::error_code ec; !fs::is_regular_file(oo.model_dir / "config.json", ec))  // before anything is said or made
-    throw std::invalid_argument("--model: " + (oo.model_dir / "config.json").string() +
-                                ": cannot open (no such file): not a Hugging Face checkpoint folder");
-  if (!options.prompt_ids.empty()) {  // both engines take them as given: check them once, here
-    try {
-      models::check_prompt_ids(models::ModelConfig::from_file(oo.model_dir / "config.json"), options.prompt_ids);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--prompt-ids: ") + e.what());
-    }
-  }
+  oo.model_dir = model_dir;
+  check_prompt_ids_of(model, config, use_libtorch, options.prompt_ids);
   oo.offload_dir = options.offload_dir;
   if (!a.keep_driver_files.empty()) check_driver_files_folder(work, oo.model_dir);
   output::CaptureOutput output(out, oo);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 namespace hs::models {
 
@@ -203,7 +204,52 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
                    "', which hookscope does not support (supported: default, linear, llama3)");
 }
 
+// The architectures the port has: transformers' class name and config model_type of each.
+struct FamilyName {
+  Family family;
+  const char* architecture;
+  const char* model_type;
+};
+constexpr FamilyName kFamilies[] = {{Family::Llama, "LlamaForCausalLM", "llama"},
+                                    {Family::Qwen2, "Qwen2ForCausalLM", "qwen2"},
+                                    {Family::Qwen3, "Qwen3ForCausalLM", "qwen3"}};
+
+// The family `architecture` names, or without one the family of `model_type`; null for neither.
+const FamilyName* family_of(const std::string& architecture, const std::string& model_type) {
+  for (const FamilyName& f : kFamilies)
+    if (architecture.empty() ? model_type == f.model_type : architecture == f.architecture) return &f;
+  return nullptr;
+}
+
+// `architectures[0]` and `model_type` when they are strings ("" otherwise).
+std::pair<std::string, std::string> names_of(const json& j) {
+  std::pair<std::string, std::string> n;
+  const json* archs = field(j, "architectures");
+  if (archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string()) n.first = (*archs)[0].get<std::string>();
+  if (const json* mt = field(j, "model_type"); mt && mt->is_string()) n.second = mt->get<std::string>();
+  return n;
+}
+
 }  // namespace
+
+std::string ported_architectures() {
+  std::string out;
+  for (const FamilyName& f : kFamilies) out += (out.empty() ? "" : ", ") + std::string(f.architecture);
+  return out;
+}
+
+ConfigSummary summarize_config(const fs::path& file) {
+  const json j = read_json_file(file);
+  if (!j.is_object()) fail(file, "config must be a JSON object");
+  const auto [architecture, model_type] = names_of(j);
+  ConfigSummary s;
+  s.architecture = architecture.empty() ? model_type : architecture;
+  s.ported = !s.architecture.empty() && family_of(architecture, model_type) != nullptr;
+  s.vocab_size = opt_int(j, "vocab_size", file, 1, kMaxVocab);
+  if (const json* text = field(j, "text_config"); !s.vocab_size && text && text->is_object())
+    s.vocab_size = opt_int(*text, "vocab_size", file, 1, kMaxVocab);
+  return s;
+}
 
 c10::ScalarType parse_dtype(const std::string& name, const std::string& what) {
   std::string n = name;
@@ -229,26 +275,17 @@ ModelConfig ModelConfig::from_json(const json& j, const fs::path& origin) {
   if (!j.is_object()) fail(origin, "config must be a JSON object");
   ModelConfig c;
   c.path = origin;
-  const json* archs = field(j, "architectures");
-  if (archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string())
-    c.architecture = (*archs)[0].get<std::string>();
-  if (const json* mt = field(j, "model_type"); mt && mt->is_string()) c.model_type = mt->get<std::string>();
+  std::tie(c.architecture, c.model_type) = names_of(j);
   if (c.architecture.empty() && c.model_type.empty())
     fail(origin, "missing 'architectures' and 'model_type': cannot tell which model this is");
-  if (c.architecture == "LlamaForCausalLM" || (c.architecture.empty() && c.model_type == "llama")) {
-    c.family = Family::Llama;
-    c.architecture = "LlamaForCausalLM";
-  } else if (c.architecture == "Qwen2ForCausalLM" || (c.architecture.empty() && c.model_type == "qwen2")) {
-    c.family = Family::Qwen2;
-    c.architecture = "Qwen2ForCausalLM";
-  } else if (c.architecture == "Qwen3ForCausalLM" || (c.architecture.empty() && c.model_type == "qwen3")) {
-    c.family = Family::Qwen3;
-    c.architecture = "Qwen3ForCausalLM";
-  } else {
+  const FamilyName* family = family_of(c.architecture, c.model_type);
+  if (!family)
     fail(origin, "unknown architecture '" + (c.architecture.empty() ? c.model_type : c.architecture) +
-                     "' in field 'architectures' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
-                     "Qwen3ForCausalLM)");
-  }
+                     "' in field 'architectures' (supported: " + ported_architectures() +
+                     "; `hookscope capture --engine torch` runs any architecture transformers' "
+                     "AutoModelForCausalLM loads)");
+  c.family = family->family;
+  c.architecture = family->architecture;
   c.hidden_size = req_int(j, "hidden_size", origin, 1, kMaxHidden);
   c.intermediate_size = req_int(j, "intermediate_size", origin, 1, kMaxIntermediate);
   c.num_hidden_layers = req_int(j, "num_hidden_layers", origin, 1, kMaxLayers);

@@ -71,6 +71,20 @@ struct ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j, const std::filesystem::path& origin);
 };
 
+/// What config.json says a checkpoint is, read without the port's validation: enough to choose an
+/// engine for any transformers causal LM and to check token ids against its embedding.
+struct ConfigSummary {
+  std::string architecture;           ///< `architectures[0]`, else `model_type`; "" when it has neither
+  std::optional<int64_t> vocab_size;  ///< `vocab_size`, else `text_config.vocab_size`
+  bool ported = false;                ///< ModelConfig (the LibTorch port) reads this architecture
+};
+
+/// Reads `file` (bounded as ModelConfig::from_file). Throws ConfigError naming the file when it
+/// cannot be read or is not a JSON object, or when a vocab_size it has is out of range.
+ConfigSummary summarize_config(const std::filesystem::path& file);
+/// The architectures the LibTorch port reads, for messages: "LlamaForCausalLM, Qwen2ForCausalLM, ...".
+std::string ported_architectures();
+
 /// Generation defaults from generation_config.json (eos ids override the model config's).
 struct GenerationConfig {
   std::vector<int64_t> eos_token_ids;

@@ -23,12 +23,15 @@ int64_t available_memory_bytes() {
 }  // namespace
 
 void check_prompt_ids(const ModelConfig& config, const std::vector<int64_t>& ids) {
+  check_prompt_ids(config.vocab_size, config.path, ids);
+}
+
+void check_prompt_ids(int64_t vocab_size, const std::filesystem::path& config_file, const std::vector<int64_t>& ids) {
   for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= config.vocab_size)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
       throw std::invalid_argument("prompt token id " + std::to_string(ids[i]) + " (position " + std::to_string(i) +
                                   ") is outside the model's vocabulary and embedding: ids go from 0 to " +
-                                  std::to_string(config.vocab_size - 1) + " (vocab_size in " + config.path.string() +
-                                  ")");
+                                  std::to_string(vocab_size - 1) + " (vocab_size in " + config_file.string() + ")");
 }
 
 void check_generate_inputs(const ModelConfig& config, const std::vector<int64_t>& prompt_ids,

@@ -37,6 +37,8 @@ using TokenCallback = std::function<void(int64_t step, int64_t token)>;
 /// Throws std::invalid_argument naming the id, its position and the config file when a prompt
 /// id is not in [0, vocab_size) (the embedding's rows; the loader checks they match).
 void check_prompt_ids(const ModelConfig& config, const std::vector<int64_t>& ids);
+/// The same against `vocab_size` read from `config_file` (any architecture: ConfigSummary).
+void check_prompt_ids(int64_t vocab_size, const std::filesystem::path& config_file, const std::vector<int64_t>& ids);
 
 /// What greedy_generate checks before it allocates anything: a non-empty prompt, max_new_tokens
 /// >= 0, the prompt ids (check_prompt_ids), and for a static cache its length (prompt +

@@ -316,3 +316,185 @@ TEST(TorchCapture, APythonWithoutTheStackIsNamedWithWhatItLacks) {
 }
 
 }  // namespace
+
+namespace {
+
+// Any causal LM (#37): tiny GPT-2, Mistral, Phi-3 and Gemma checkpoints, written by transformers
+// from their own config classes with a byte-level BPE tokenizer (tests/oracles/tiny_causal_lm.py),
+// captured by the torch engine: sharded, both policies, eager and compiled (Dynamo's eager backend),
+// 3 tokens. Their tokens must be transformers' own greedy ones for the ids the tokenizer gives.
+
+constexpr int64_t kCausalLMTokens = 3;
+
+struct TinyCausalLM {
+  fs::path model;
+  json info;  ///< the oracle's {"architecture", "prompt_ids" (its tokenizer's "The capital of France is"), ...}
+};
+
+TinyCausalLM tiny_causal_lm(const std::string& arch) {
+  const fs::path dir = hs::test::cached_oracle("tiny-causal-lm-" + arch, "tiny_causal_lm.py", {"--arch", arch});
+  return {dir / ("tiny-" + arch), hs::test::read_json(dir / "result.json")};
+}
+
+std::string joined(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+struct CausalLMCapture {
+  fs::path db;
+  std::string err;  ///< the capture's stderr
+  std::vector<hs::storage::RunRecord> runs;
+};
+
+// `capture` of `lm`, sharded, both policies, eager and default, with `extra` flags (--engine, the prompt).
+CausalLMCapture capture_causal_lm(const TinyCausalLM& lm, const std::vector<std::string>& extra) {
+  CausalLMCapture c;
+  c.db = hs::test::scratch_dir("torch-capture-" + lm.model.filename().string()) / "capture.sqlite";
+  std::vector<std::string> args{"capture", "--model", lm.model.string(), "--devices", "2", "--scenarios", "sharded",
+                                "--modes", "eager,default", "--backend", "eager", "--max-new-tokens",
+                                std::to_string(kCausalLMTokens), "--repeats", "1", "--warmup", "0", "--threads", "1",
+                                "--out", c.db.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = hookscope(args);
+  if (r.exit_code != 0) throw std::runtime_error("capture failed (" + std::to_string(r.exit_code) + "): " + r.err);
+  c.err = r.err;
+  c.runs = hs::storage::CaptureReader(c.db).runs();
+  return c;
+}
+
+int64_t rows_of(const fs::path& db, const std::string& table, int64_t run) {
+  return count(db, "SELECT count(*) FROM " + table + " WHERE runId = " + std::to_string(run));
+}
+
+// Every run recorded what the driver saw: transformers' tokens, one generation step per token,
+// hook ranges in eager runs, Dynamo's compiles in compiled ones, and the policies' pattern in
+// Dynamo's own count (whole-hook breaks at the hooks, offload-only traces them). Fullgraph runs
+// are the caller's.
+void check_causal_lm_runs(const TinyCausalLM& lm, const CausalLMCapture& c) {
+  const auto want = hs::test::transformers_greedy(lm.model, lm.info["prompt_ids"].get<std::vector<int64_t>>(),
+                                                  kCausalLMTokens);
+  ASSERT_FALSE(c.runs.empty());
+  for (const auto& run : c.runs) {
+    SCOPED_TRACE(run.policy + " " + run.mode + (run.fullgraph ? " fullgraph: " : ": ") +
+                 run.results.dump().substr(0, 600));
+    EXPECT_EQ(run.engine, "torch");
+    EXPECT_EQ(run.status, hs::tracer::RunStatus::Complete) << run.error;
+    EXPECT_EQ(run.results["model"]["architecture"], lm.info["architecture"]);
+    if (run.fullgraph) continue;
+    EXPECT_EQ(run.results.value("status", ""), "ok");
+    EXPECT_EQ(run.results["tokens"], json(want)) << "transformers' greedy tokens for the tokenizer's ids";
+    EXPECT_EQ(run.results["argmax_match"], true);
+    EXPECT_EQ(rows_of(c.db, "GENERATION_STEPS", run.id), kCausalLMTokens);
+    if (run.mode == "eager") {
+      EXPECT_GT(rows_of(c.db, "HOOK_EVENTS", run.id), 0);
+      continue;
+    }
+    EXPECT_GT(rows_of(c.db, "DYNAMO_COMPILES", run.id), 0);
+    if (run.policy == "whole-hook") {
+      EXPECT_GT(run.results["graph_break_count"].get<int64_t>(), 0);
+      EXPECT_GT(rows_of(c.db, "DYNAMO_GRAPH_BREAKS", run.id), 0);
+    } else {
+      EXPECT_EQ(run.results["graph_break_count"], 0);
+    }
+  }
+}
+
+// GPT-2 (transformer.h, Conv1D, learned positions, tied lm_head), from --prompt-ids: Dynamo's
+// counts and fullgraph outcomes are torch._dynamo.explain's on the same map, run by the oracle.
+TEST(TorchCapture, Gpt2CountsAreDynamosOwn) {
+  const TinyCausalLM lm = tiny_causal_lm("gpt2");
+  const std::string ids = joined(lm.info["prompt_ids"].get<std::vector<int64_t>>());
+  const CausalLMCapture c = capture_causal_lm(lm, {"--engine", "torch", "--fullgraph", "both", "--prompt-ids", ids});
+  ASSERT_EQ(c.runs.size(), 6u) << "2 policies x (eager, default, default fullgraph)";
+  check_causal_lm_runs(lm, c);
+  std::map<std::string, json> oracle;
+  for (const std::string policy : {"whole-hook", "offload-only"})
+    oracle[policy] = json::parse(hs::test::run_oracle(
+        "dynamo_explain.py", {"--model", lm.model.string(), "--scenario", "sharded", "--policy", policy,
+                              "--prompt-ids", ids}));
+  for (const auto& run : c.runs) {
+    if (run.mode == "eager") continue;
+    SCOPED_TRACE(run.policy + (run.fullgraph ? " fullgraph: " : ": ") + run.results.dump().substr(0, 600));
+    const json& o = oracle.at(run.policy);
+    if (!run.fullgraph) {
+      EXPECT_EQ(run.results["graph_break_count"], o["graph_break_count"]);
+      EXPECT_EQ(run.results["graph_count"], o["graph_count"]);
+      continue;
+    }
+    EXPECT_EQ(run.results.value("status", "") == "ok", o["fullgraph_ok"].get<bool>());
+    if (!o["fullgraph_ok"].get<bool>()) {
+      EXPECT_NE(run.results.value("error", "").find(o["fullgraph_error"].get<std::string>().substr(0, 40)),
+                std::string::npos);
+    }
+  }
+  EXPECT_GT(oracle.at("whole-hook")["graph_break_count"].get<int>(), 0);
+  EXPECT_EQ(oracle.at("offload-only")["graph_break_count"], 0);
+}
+
+// Mistral, from the text prompt its tokenizer encodes, with no --engine: the LibTorch engine does
+// not port it, so the capture runs the torch engine alone and says so.
+TEST(TorchCapture, MistralRunsInTheTorchEngineAloneByDefault) {
+  const TinyCausalLM lm = tiny_causal_lm("mistral");
+  const CausalLMCapture c = capture_causal_lm(lm, {"--fullgraph", "off", "--prompt", "The capital of France is"});
+  EXPECT_NE(c.err.find("MistralForCausalLM is not ported to the libtorch engine: running the torch engine only"),
+            std::string::npos)
+      << c.err;
+  EXPECT_EQ(c.runs.size(), 4u) << "2 policies x (eager, default), torch engine only";
+  check_causal_lm_runs(lm, c);
+}
+
+TEST(TorchCapture, Phi3RunsInTheTorchEngine) {
+  const TinyCausalLM lm = tiny_causal_lm("phi3");
+  const CausalLMCapture c = capture_causal_lm(lm, {"--engine", "torch", "--fullgraph", "off"});  // the default prompt
+  EXPECT_EQ(c.runs.size(), 4u);
+  check_causal_lm_runs(lm, c);
+}
+
+TEST(TorchCapture, GemmaRunsInTheTorchEngine) {
+  const TinyCausalLM lm = tiny_causal_lm("gemma");
+  const CausalLMCapture c = capture_causal_lm(lm, {"--engine", "torch", "--fullgraph", "off"});
+  EXPECT_EQ(c.runs.size(), 4u);
+  check_causal_lm_runs(lm, c);
+}
+
+// The LibTorch engine ports Llama, Qwen2 and Qwen3: asked for another architecture (--engine
+// libtorch or both) the capture is refused before anything is written, naming the architecture
+// and the engine that runs it. --prompt-ids are still checked against its vocab_size.
+TEST(TorchCapture, TheLibTorchEngineRefusesGpt2PointingAtTheTorchEngine) {
+  const TinyCausalLM lm = tiny_causal_lm("gpt2");
+  const fs::path dir = hs::test::scratch_dir("libtorch-refuses-gpt2");
+  const std::vector<std::string> base{"capture", "--model", lm.model.string(), "--devices", "2", "--scenarios",
+                                      "sharded", "--modes", "eager", "--max-new-tokens", "1", "--repeats", "1",
+                                      "--warmup", "0", "--out", (dir / "x.sqlite").string()};
+  auto with = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return hookscope(args);
+  };
+  for (const std::string engine : {"libtorch", "both"}) {
+    SCOPED_TRACE(engine);
+    const auto r = with({"--engine", engine});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("--engine " + engine + ": " + (lm.model / "config.json").string() +
+                         " names GPT2LMHeadModel, which the LibTorch engine does not port"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("capture it with --engine torch"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::is_empty(dir)) << "no capture, partial file or lock left";
+  }
+  const auto r = with({"--engine", "torch", "--prompt-ids", "5,320"});  // vocab_size 320
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--prompt-ids: prompt token id 320"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir));
+  const auto g = hookscope({"generate", "--model", lm.model.string(), "--prompt", "hi"});
+  EXPECT_EQ(g.exit_code, 1) << g.err;
+  EXPECT_NE(g.err.find("unknown architecture 'GPT2LMHeadModel'"), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find("--engine torch"), std::string::npos) << g.err;
+}
+
+}  // namespace

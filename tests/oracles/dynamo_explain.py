@@ -23,13 +23,28 @@ import accelerate
 from transformers import AutoModelForCausalLM
 
 
+def holds_tensors(module):
+    return next(module.parameters(), None) is not None or next(module.buffers(), None) is not None
+
+
+def sharded_map(model):
+    """Every block on the cpu, whatever the architecture names them: each decoder layer (the items
+    of the base model's ModuleList: Llama's model.layers, GPT-2's transformer.h), the base model's
+    other children and the model's own (lm_head) that hold weights or buffers."""
+    prefix = model.base_model_prefix
+    device_map = {}
+    for name, child in getattr(model, prefix).named_children():
+        if isinstance(child, torch.nn.ModuleList):
+            device_map.update({f"{prefix}.{name}.{i}": "cpu" for i in range(len(child))})
+        elif holds_tensors(child):
+            device_map[f"{prefix}.{name}"] = "cpu"
+    device_map.update({n: "cpu" for n, c in model.named_children() if n != prefix and holds_tensors(c)})
+    return device_map
+
+
 def dispatch(model, scenario, offload_dir):
     if scenario == "sharded":
-        names = [n for n, _ in model.model.named_children()]
-        device_map = {f"model.{n}": "cpu" for n in names if n != "layers"}
-        device_map.update({f"model.layers.{i}": "cpu" for i in range(len(model.model.layers))})
-        device_map["lm_head"] = "cpu"
-        accelerate.dispatch_model(model, device_map, force_hooks=True)
+        accelerate.dispatch_model(model, sharded_map(model), force_hooks=True)
     elif scenario == "cpu-offload":
         accelerate.cpu_offload(model, execution_device=torch.device("cpu"))
     elif scenario == "disk-offload":
