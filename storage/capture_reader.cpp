@@ -24,9 +24,13 @@ using detail::Stmt;
 namespace {
 /// Prepared statements of one connection that no query is using, by SQL text. Parsing is most
 /// of the cost of a short query, and readers run the same few dozen per run of a capture.
+/// `mu` serialises the connection: it is opened SQLITE_OPEN_NOMUTEX (SQLite's own mutex, taken
+/// at every sqlite3_column_* call, was a seventh of reading a large run), and a query holds `mu`
+/// from its preparation to its end, as do the reader's caches (one lock: a query's loop may
+/// fill a cache).
 struct StmtCache {
   sqlite3* db = nullptr;
-  std::mutex mu;
+  std::recursive_mutex mu;
   std::multimap<std::string, sqlite3_stmt*, std::less<>> idle;
   void finalize_all() {
     for (auto& [sql, s] : idle) sqlite3_finalize(s);
@@ -34,19 +38,27 @@ struct StmtCache {
   }
 };
 
+/// The connection's lock, taken before a query's statement exists and given back after it is
+/// handed back (a base of Query, so it is constructed first and destroyed last).
+struct ConnectionLock {
+  std::unique_lock<std::recursive_mutex> held;
+};
+
 /// A statement of the cache for one query: prepared the first time its SQL is run, borrowed by
 /// one query at a time (a second query of the same text meanwhile prepares its own), reset and
-/// handed back at the end of the query. Errors as Stmt's.
-class Query : public Stmt {
+/// handed back at the end of the query. Holds the connection's lock throughout. Errors as Stmt's.
+class Query : private ConnectionLock, public Stmt {
  public:
   Query(StmtCache& cache, const fs::path& path, std::string_view sql)
-      : Stmt(take(cache, path, sql)), cache_(cache), sql_(sql) {}
+      : ConnectionLock{std::unique_lock<std::recursive_mutex>(cache.mu)},
+        Stmt(take(cache, path, sql)),
+        cache_(cache),
+        sql_(sql) {}
   ~Query() {
     sqlite3_stmt* s = release();
     if (!s) return;
     sqlite3_reset(s);  // its result repeats an error step() has already thrown
     sqlite3_clear_bindings(s);
-    std::lock_guard<std::mutex> lock(cache_.mu);
     cache_.idle.emplace(std::move(sql_), s);
   }
   Query(const Query&) = delete;
@@ -54,13 +66,10 @@ class Query : public Stmt {
 
  private:
   static Stmt take(StmtCache& cache, const fs::path& path, std::string_view sql) {
-    {
-      std::lock_guard<std::mutex> lock(cache.mu);
-      if (auto it = cache.idle.find(sql); it != cache.idle.end()) {
-        sqlite3_stmt* s = it->second;
-        cache.idle.erase(it);
-        return Stmt(cache.db, path, s);
-      }
+    if (auto it = cache.idle.find(sql); it != cache.idle.end()) {
+      sqlite3_stmt* s = it->second;
+      cache.idle.erase(it);
+      return Stmt(cache.db, path, s);
     }
     return Stmt(cache.db, path, sql);
   }
@@ -69,10 +78,8 @@ class Query : public Stmt {
 };
 }  // namespace
 
-struct CaptureReader::Db : StmtCache {
-  std::mutex strings_mu;
+struct CaptureReader::Db : StmtCache {  // the caches below are guarded by StmtCache::mu
   std::shared_ptr<const std::vector<std::string>> strings;  ///< StringIds by id, loaded on first use
-  std::mutex sql_mu;
   std::map<std::string, std::string, std::less<>> select_sql;  ///< per event table, for this file's columns
   fs::path snapshot;  ///< private copy of a WAL capture we may not touch (removed on close)
   ~Db() {
@@ -158,7 +165,7 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
       target = copy.string();
     }
   }
-  const int rc = sqlite3_open_v2(target.c_str(), &db_->db, flags, nullptr);
+  const int rc = sqlite3_open_v2(target.c_str(), &db_->db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) detail::fail(path_, db_->db, rc, "opening");
   sqlite3_extended_result_codes(db_->db, 1);
   sqlite3_busy_timeout(db_->db, options.busy_timeout_ms);
@@ -363,7 +370,7 @@ class Strings {
 }  // namespace
 
 std::shared_ptr<const std::vector<std::string>> CaptureReader::string_table(int64_t need) const {
-  std::lock_guard<std::mutex> lock(db_->strings_mu);
+  std::lock_guard<std::recursive_mutex> lock(db_->mu);
   if (db_->strings && (need < 0 || static_cast<size_t>(need) < db_->strings->size())) return db_->strings;
   auto v = std::make_shared<std::vector<std::string>>();
   // The Store numbers strings 1, 2, 3, ...: an id past the table's row count (counted in the
@@ -463,7 +470,7 @@ std::vector<Row> CaptureReader::read_rows(int64_t run) const {
   if (!has_table(Row::table)) return out;
   std::string sql;
   {
-    std::lock_guard<std::mutex> lock(db_->sql_mu);
+    std::lock_guard<std::recursive_mutex> lock(db_->mu);
     auto it = db_->select_sql.find(Row::table);
     if (it == db_->select_sql.end()) {
       std::set<std::string, std::less<>> present;

@@ -12,7 +12,7 @@
 // capture: FILE (no META_DATA_EXPORT / schema version)" or "(not an SQLite database: ...)"),
 // has a newer schema version, is corrupt, locked or missing. Query failures also throw
 // `CaptureError`. Times are host steady-clock ns, sizes bytes. One reader may be used from
-// several threads (SQLite serialises the connection).
+// several threads: its queries take turns on the connection (one lock, held for a query's length).
 #pragma once
 
 #include <cstdint>
