@@ -25,6 +25,7 @@
 #include "cli/export_command.h"
 #include "cli/import_command.h"
 #include "cli/plan_command.h"
+#include "cli/profile_command.h"
 #include "cli/report_command.h"
 #include "cli/stats_command.h"
 #include "cli/view_command.h"
@@ -154,10 +155,12 @@ int main(int argc, char** argv) {
   gen->add_flag("--ignore-eos", ga.ignore_eos, "Do not stop at the end-of-sequence token");
   gen->footer("Example:\n  hookscope generate --model DIR --prompt \"The capital of France is\" --max-new-tokens 16 --json");
 
-  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view, run_stats, run_export;
+  std::function<int()> run_plan, run_capture, run_import, run_report, run_explain, run_view, run_stats, run_export, run_profile;
   auto* plan = hs::cli::add_plan_command(app, run_plan);
   auto* capture = hs::cli::add_capture_command(app, run_capture);
   auto* import = hs::cli::add_import_command(app, run_import);
+  const auto [own_args, profiled] = hs::cli::split_profile_command(std::vector<std::string>(argv + 1, argv + argc));
+  auto* profile = hs::cli::add_profile_command(app, run_profile, profiled);
   auto* report = hs::cli::add_report_command(app, run_report);
   auto* explain = hs::cli::add_explain_command(app, run_explain);
   auto* stats = hs::cli::add_stats_command(app, run_stats);
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    app.parse(argc, argv);
+    app.parse(std::vector<std::string>(own_args.rbegin(), own_args.rend()));  // CLI11 takes them reversed
     hs::cli::refuse_empty_values(app);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -190,6 +193,7 @@ int main(int argc, char** argv) {
     else if (plan->parsed()) rc = run_plan();
     else if (capture->parsed()) rc = run_capture();
     else if (import->parsed()) rc = run_import();
+    else if (profile->parsed()) rc = run_profile();
     else if (report->parsed()) rc = run_report();
     else if (explain->parsed()) rc = run_explain();
     else if (stats->parsed()) rc = run_stats();

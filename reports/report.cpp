@@ -141,7 +141,10 @@ std::string runs_ref(const std::vector<int64_t>& runs, bool links) {
 }
 
 std::string engine_name(const std::string& e) {
-  return e == "torch" ? "torch engine (real torch.compile)" : e == "libtorch" ? "libtorch engine (hookscope's port)" : e;
+  return e == "torch"      ? "torch engine (real torch.compile)"
+         : e == "libtorch" ? "libtorch engine (hookscope's port)"
+         : e == "profile"  ? "a profiled script (hookscope profile)"
+                           : e;
 }
 
 // The verdict blocks (facts/verdicts.h): per engine and scenario, the two policies' compiled
@@ -562,6 +565,7 @@ std::string engine_title(const std::string& e) {
   if (e == "torch") return "torch engine: real transformers + accelerate + torch.compile (Dynamo's own counts)";
   if (e == "libtorch") return "libtorch engine: hookscope's C++ port of the hooks (emulated devices, every move attributed)";
   if (e == "import") return "imported runs";
+  if (e == "profile") return "profiled scripts: `hookscope profile`, the program's own code under each policy (Dynamo's own counts)";
   return e.empty() ? "runs" : e + " engine";
 }
 

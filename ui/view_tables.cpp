@@ -137,7 +137,9 @@ size_t compute_devices(const RunTimeline& tl) {
   return n;
 }
 
-bool from_trace(const RunTimeline& tl) { return tl.run.engine == "torch" || tl.run.engine == "import"; }
+bool from_trace(const RunTimeline& tl) {
+  return tl.run.engine == "torch" || tl.run.engine == "import" || tl.run.engine == "profile";
+}
 
 /// Why a run has no weight swaps.
 std::string no_swaps_reason(const RunTimeline& tl) {

@@ -15,7 +15,9 @@ C++ CLI). Modules:
   the dispatched scenario);
 - cells: one cell's measurements (imports process, never driver: no module imports back);
 - offload_only: the offload-only policy (accelerate's hooks with only the offload work disabled);
-- instrument: record_function ranges around accelerate's hook entry points.
+- instrument: record_function ranges around accelerate's hook entry points;
+- profile_inject: what `hookscope profile -- python SCRIPT.py` puts into a program
+  (start() / stop() below mark its capture range).
 """
 
 __version__ = "0.1.0"
@@ -56,3 +58,21 @@ def reply(message: dict) -> None:
     import json
     _reply.write(json.dumps(message) + "\n")
     _reply.flush()
+
+
+def start() -> None:
+    """Under `hookscope profile --capture-range markers`: the profiler starts recording here (as
+    nsys' cudaProfilerStart). Does nothing otherwise, so a script may call it unconditionally."""
+    import sys
+    inject = sys.modules.get("hookscope_torch.profile_inject")
+    if inject is not None:
+        inject.marker_start()
+
+
+def stop() -> None:
+    """The end of a capture range begun by start(): the trace of the range is written. Does
+    nothing outside `hookscope profile --capture-range markers`."""
+    import sys
+    inject = sys.modules.get("hookscope_torch.profile_inject")
+    if inject is not None:
+        inject.marker_stop()

@@ -226,13 +226,16 @@ class Instrumentation:
             raise RuntimeError("hookscope instrumentation is already installed in this process "
                                "(for another model?): uninstall that one first")
         for cls in self._hook_classes:
-            for name in _PHASES + _SWAPS:
-                if name in cls.__dict__:
-                    self._replace(cls, name, self._wrap_method(cls.__dict__[name], name))
+            self._instrument_class(cls)
         self._replace(hooks, "set_module_tensor_to_device",
                       self._wrap_set_tensor(hooks.set_module_tensor_to_device))
         self._replace(hooks, "send_to_device", self._wrap_send(hooks.send_to_device))
         return self
+
+    def _instrument_class(self, cls: type) -> None:
+        for name in _PHASES + _SWAPS:
+            if name in cls.__dict__:
+                self._replace(cls, name, self._wrap_method(cls.__dict__[name], name))
 
     def uninstall(self) -> None:
         while self._saved:
