@@ -14,29 +14,14 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
+#include "engines/spawn_env.h"
 
 namespace hs::engines {
 
 namespace {
 
-std::vector<std::string> merged_environment(const std::map<std::string, std::string>& add) {
-  std::vector<std::string> out;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv(*e);
-    const std::string key = kv.substr(0, kv.find('='));
-    if (!add.count(key)) out.push_back(kv);
-  }
-  for (const auto& [k, v] : add) out.push_back(k + "=" + v);
-  return out;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
+using detail::c_strings;
+using detail::merged_environment;
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);

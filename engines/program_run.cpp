@@ -11,28 +11,14 @@
 #include <cstring>
 #include <stdexcept>
 
-extern char** environ;
+#include "engines/spawn_env.h"
 
 namespace hs::engines {
 
 namespace {
 
-std::vector<std::string> with_variables(const std::map<std::string, std::string>& add) {
-  std::vector<std::string> out;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv(*e);
-    if (!add.count(kv.substr(0, kv.find('=')))) out.push_back(kv);
-  }
-  for (const auto& [k, v] : add) out.push_back(k + "=" + v);
-  return out;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
+using detail::c_strings;
+using detail::merged_environment;
 
 void write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -64,7 +50,7 @@ ProgramRun::ProgramRun(const std::vector<std::string>& argv_in, const std::map<s
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);  // hookscope's handlers and ignored signals are not the program's
-  std::vector<std::string> args = argv_in, envs = with_variables(env);
+  std::vector<std::string> args = argv_in, envs = merged_environment(env);
   auto argv = c_strings(args), envp = c_strings(envs);
   const int rc = ::posix_spawnp(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
