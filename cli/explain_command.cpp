@@ -92,6 +92,9 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
     doc["break_reasons_from"] = "recorded";
   }
   if (doc["source"] == "libtorch") doc["recorded_disabled_scopes"] = rd.count("DISABLED_SCOPES", rec.id);
+  if (rec.engine == "profile")  // the program hookscope profile ran
+    for (const char* k : {"command", "exit_status", "stderr_tail"})
+      if (r.contains(k)) doc[k] = r[k];
   return doc;
 }
 
@@ -129,9 +132,14 @@ void print_reasons(const std::string& title, const json& reasons, std::ostream& 
 void print_doc(const json& d, std::ostream& out) {
   // Names on one line each (terminal_text without lines): a newline in one cannot fake a line.
   const auto name = [](const json& v) { return output::terminal_text(v.is_string() ? v.get<std::string>() : v.dump(), false); };
-  out << "Run " << d["run"] << ": " << name(d["scenario"]) << ", policy " << name(d["policy"]) << ", mode "
-      << name(d["mode"]) << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << name(d["engine"])
-      << " engine)\n";
+  out << "Run " << d["run"] << ": " << name(d["scenario"]) << ", policy " << name(d["policy"]);
+  if (!d["mode"].get<std::string>().empty()) out << ", mode " << name(d["mode"]);
+  out << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << name(d["engine"]) << " engine)\n";
+  if (d.contains("command")) {
+    std::string cmd;
+    for (const auto& w : d["command"]) cmd += (cmd.empty() ? "" : " ") + w.get<std::string>();
+    out << "Command: " << name(cmd) << "  (exit status " << num(d, "exit_status") << ")\n";
+  }
   if (d["error"].is_string()) out << "Error: " << d["error"].get<std::string>() << "\n";
   const std::string from = d.value("counts_from", "");
   if (from == "torch._dynamo.explain") {

@@ -727,6 +727,9 @@ std::string render_tables_markdown(const json& original) {
   md << "### setup\n\n";
   if (model.value("id", "?") != "?" || !devices.empty())
     write_setup(md, model, devices);
+  else if (engines.size() == 1 && engines.begin()->first == "profile")
+    md << "A profiled program (`hookscope profile`): no checkpoint or device map of hookscope's; each run's command "
+          "and exit status: `hookscope explain FILE --run ID`.\n\n";
   else
     md << "No model or device recorded (an imported trace given no `--model`).\n\n";
   const json* torch = nullptr;

@@ -150,6 +150,11 @@ TEST(Profile, BothPoliciesRecordDynamosOwnBreaksHookRangesAndSwapsBetweenTheMark
   for (const auto& h : rd.hook_events(runs[0].id))
     blocks0 += h.module == "blocks.0.fc" && h.phase == hs::events::HookPhase::PreForward;
   EXPECT_EQ(blocks0, 3);
+  // explain names the program and its exit status; report says what kind of runs these are.
+  const auto ex = hs::test::hookscope({"explain", out.string(), "--run", std::to_string(runs[0].id)});
+  EXPECT_NE(ex.out.find("script.py 3 7  (exit status 7)"), std::string::npos) << ex.out;
+  const auto rep = hs::test::hookscope({"report", out.string()});
+  EXPECT_NE(rep.out.find("A profiled program (`hookscope profile`)"), std::string::npos) << rep.out;
 }
 
 TEST(Profile, CtrlCReachesTheScriptAndLeavesItsRunIncompleteWithWhatItRecorded) {
