@@ -91,6 +91,9 @@ void check_args(const ProfileArgs& a, const fs::path& out) {
                                 "hookscope_torch.start() / stop(): choose one");
   output::refuse_invalid_utf8("--label", a.label);
   output::refuse_control_characters("--label", a.label);
+  if (fs::is_directory(out)) throw std::invalid_argument("--out: " + out.string() + " is a folder; name the capture file");
+  if (fs::exists(out) && !fs::is_regular_file(out))
+    throw std::invalid_argument("--out: " + out.string() + " is not a regular file; refusing to write over it");
   if (fs::exists(out) && !a.append && !a.force_overwrite)
     throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add the runs to it, or --force-overwrite");
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
@@ -173,6 +176,19 @@ Recorded import_recording(storage::Store& store, int64_t run, const fs::path& di
         if (s.compile_log.contains(k)) r.result[k] = s.compile_log[k];
     r.diagnostics.insert(r.diagnostics.end(), s.diagnostics.begin(), s.diagnostics.end());
   }
+  if (!log_taken && fs::is_directory(dir / "torch_trace") && !fs::is_empty(dir / "torch_trace")) {
+    // No range was recorded (markers never called, a delay past the end): the compiles still count.
+    importers::RunFiles files;
+    files.compile_log = dir / "torch_trace";
+    importers::RunImportSummary s = importers::import_run_files(store, run, files, {{}, shift});
+    imports.push_back({{"trace", nullptr}, {"compile_log", s.compile_log}});
+    if (s.compile_log.is_object())
+      for (const char* k : {"recompiles", "frames_skipped", "recompile_limit_hits", "unique_graphs"})
+        if (s.compile_log.contains(k)) r.result[k] = s.compile_log[k];
+  }
+  if (doc.value("ranges", json::array()).empty())
+    r.diagnostics.push_back("profile: no capture range was recorded (--capture-range markers without "
+                            "hookscope_torch.start(), or a --delay past the program's end): the run holds its compile log only");
   r.result["profile"] = {{"capture_range", doc.value("capture_range", "")}, {"ranges", doc.value("ranges", json::array())},
                          {"models", doc.value("models", json::array())}, {"imports", imports}};
   r.result["versions"] = doc.value("versions", json::object());
@@ -209,7 +225,7 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
                    const std::atomic<int>& interrupted) {
   std::string tmpl = (fs::temp_directory_path() / "hookscope-profile-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot make a temporary folder in " + fs::temp_directory_path().string());
-  const fs::path dir = tmpl;
+  const fs::path dir = fs::absolute(tmpl);  // the program may change its directory
   tracer::RunInfo info;
   info.scenario = script_name(a.command);
   info.policy = p.name;
@@ -226,7 +242,9 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(dir, ec);
-    throw std::runtime_error(std::string(e.what()) + " (the command after --)");
+    const std::string why = std::string(e.what()) + " (the command after --)";
+    store.end_run(run, tracer::RunStatus::Failed, why);  // an appended capture keeps it, marked failed
+    throw std::runtime_error(why);
   }
   engines::ProgramRun& prog = *started;
   live = &prog;
@@ -259,9 +277,11 @@ int run_profile(const ProfileArgs& a) {
   check_args(a, out);
   const std::vector<Policy> policies = policies_of(a);
   const output::OutputLock lock(out);
-  if (a.append && fs::exists(out)) storage::CaptureReader check(out);  // only into a capture every reader opens
+  // Only into, or over, a capture every reader opens (never a file of other data).
+  if ((a.append || a.force_overwrite) && fs::exists(out)) storage::CaptureReader check(out);
   const bool in_place = a.append && fs::exists(out);
-  const fs::path target = in_place ? out : fs::path(out.string() + ".partial-" + std::to_string(::getpid()));
+  // OUT.PID.partial, as `capture` names it: import and other writers see a capture in progress.
+  const fs::path target = in_place ? out : fs::path(out.string() + "." + std::to_string(::getpid()) + ".partial");
   std::atomic<engines::ProgramRun*> live{nullptr};
   std::atomic<int> interrupted{0};
   // Ctrl+C / SIGTERM go to the program (its own process group); its run stays `incomplete`
@@ -271,12 +291,14 @@ int run_profile(const ProfileArgs& a) {
     if (engines::ProgramRun* p = live.load()) p->signal(signo);
   });
   int status = 0;
+  size_t ran = 0;
   std::string failure;
   {
     storage::Store store(target);
     try {
       for (const Policy& p : policies) {
         const Outcome o = run_policy(a, p, store, live, interrupted);
+        ++ran;
         if (!o.recorded && failure.empty()) failure = "policy " + p.name + ": " + o.error;
         if (o.status != 0 && status == 0) status = o.status;
         if (interrupted.load()) break;
@@ -295,8 +317,8 @@ int run_profile(const ProfileArgs& a) {
       for (const char* s : {"-wal", "-shm", "-journal"}) fs::remove(out.string() + s);
     fs::rename(target, out);
   }
-  std::fprintf(stderr, "[hookscope] wrote %zu run(s) to %s\n", policies.size(), output::terminal_text(out.string()).c_str());
-  std::fputs(output::open_hint(out, policies.size() + (in_place ? 1 : 0), a.command).c_str(), stderr);
+  std::fprintf(stderr, "[hookscope] wrote %zu run(s) to %s\n", ran, output::terminal_text(out.string()).c_str());
+  std::fputs(output::open_hint(out, ran + (in_place ? 1 : 0), a.command).c_str(), stderr);
   if (interrupted.load()) return 128 + interrupted.load();
   if (!failure.empty()) {
     std::fprintf(stderr, "hookscope: error: %s\n", output::terminal_text(failure).c_str());

@@ -147,7 +147,6 @@ struct Where {
 struct Extent {
   uint64_t begin = 0, end = 0;
   uint64_t ts_begin = 0, ts_end = 0, dur_begin = 0, dur_end = 0;
-  bool escaped_name = false;  // a member name of the first level has an escape: times from the DOM
 };
 
 // A key as a message names it: printable ASCII of at most 64 bytes as it is, anything else as
@@ -308,8 +307,8 @@ class Reader {
                                  : nullptr;
       if (slot) *slot = field.value;
     }
-    e.ts_ns = time(e, e.ts, "ts", x.ts_begin, x.ts_end, x.escaped_name);
-    e.dur_ns = time(e, e.dur, "dur", x.dur_begin, x.dur_end, x.escaped_name);
+    e.ts_ns = time(e, e.ts, "ts", x.ts_begin, x.ts_end);
+    e.dur_ns = time(e, e.dur, "dur", x.dur_begin, x.dur_end);
     if (cb_.event) cb_.event(e);
   }
 
@@ -329,13 +328,13 @@ class Reader {
 
   // The event's `key` in ns from the number's own text; nullopt when absent or not a number.
   std::optional<int64_t> time(const RawEvent& e, const std::optional<simdjson::dom::element>& v,
-                              std::string_view key, uint64_t begin, uint64_t end, bool escaped_name) const {
+                              std::string_view key, uint64_t begin, uint64_t end) const {
     if (!v || !v->is_number()) return std::nullopt;
     std::string_view text;
     char digits[64];
-    if (!escaped_name && begin < end) {
+    if (begin < end) {
       text = std::string_view(w_.ptr(begin), end - begin);
-    } else {  // a member name written with escapes: the parsed number, as its shortest text
+    } else {  // not seen by the scanner (an event reparsed()): the parsed number, as its shortest text
       const auto r = v->is_int64()    ? std::to_chars(digits, digits + sizeof digits, v->get_int64().value_unsafe())
                      : v->is_uint64() ? std::to_chars(digits, digits + sizeof digits, v->get_uint64().value_unsafe())
                                       : std::to_chars(digits, digits + sizeof digits, v->get_double().value_unsafe());
@@ -371,7 +370,7 @@ class Reader {
     x.begin = pos_;
     const char first = *w_.ptr(pos_);
     if (first != '{' && first != '[' && first != '"') return scan_scalar(where, x);
-    Scan st{where, x, times};
+    Scan st(where, x, times);
     uint64_t p = pos_;
     for (;;) {
       if (p == w_.end()) {
@@ -387,12 +386,15 @@ class Reader {
 
   // One scan's state: nesting, strings, the first level's member names.
   struct Scan {
+    Scan(const Where& w, Extent& e, bool t) : where(w), x(e), times(t) {}
     const Where& where;
     Extent& x;
     bool times;
     size_t depth = 0;
     bool in_string = false, escape = false, object = false, name_next = false, done = false;
     uint64_t string_begin = 0, name_begin = 0, name_end = 0;
+    std::string decoded;       // the last first-level name when it has escapes ("t\u0073" -> "ts")
+    bool escaped = false;
     uint64_t* slot = nullptr;  // x.ts_end / x.dur_end while a first-level ts / dur value is read
   };
 
@@ -410,7 +412,8 @@ class Reader {
     st.name_begin = st.string_begin + 1;
     st.name_end = at;
     st.name_next = false;
-    if (std::memchr(w_.ptr(st.name_begin), '\\', st.name_end - st.name_begin)) st.x.escaped_name = true;
+    st.escaped = std::memchr(w_.ptr(st.name_begin), '\\', st.name_end - st.name_begin) != nullptr;
+    if (st.escaped) st.decoded = depth_name(st.name_begin, st.name_end, true);
   }
 
   // One of {}[],: outside strings, at `at`.
@@ -425,7 +428,8 @@ class Reader {
       if (st.slot) *std::exchange(st.slot, nullptr) = at;
       st.name_next = st.object;
     } else if (c == ':' && st.depth == 1 && st.times && !st.slot) {
-      const std::string_view n(w_.ptr(st.name_begin), st.name_end - st.name_begin);
+      const std::string_view n =
+          st.escaped ? std::string_view(st.decoded) : std::string_view(w_.ptr(st.name_begin), st.name_end - st.name_begin);
       uint64_t* begin = n == "ts" ? &st.x.ts_begin : n == "dur" ? &st.x.dur_begin : nullptr;
       if (!begin) return;
       *begin = at + 1;
@@ -619,7 +623,13 @@ std::optional<int64_t> decimal_us_to_ns(std::string_view s) {
       if (dot) --scale;
       continue;
     }
-    if (++mantissa_digits > 36) return std::nullopt;
+    // Past 36 significant digits: in the integer part the value is past int64 ns; after the
+    // dot the digit lies 1e-17 ns or further below the ns and cannot change the rounding to it.
+    if (mantissa_digits == 36) {
+      if (!dot) return std::nullopt;
+      continue;
+    }
+    ++mantissa_digits;
     digits = digits * 10 + (c - '0');
     if (dot) --scale;
   }

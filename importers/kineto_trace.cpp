@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <set>
+#include <unordered_map>
 #include <string_view>
 
 #include "importers/kineto_reader.h"
@@ -136,16 +137,35 @@ std::string_view kept_args(const Args& a, std::string& out) {
                                                   "Python parent id"};
   out.clear();
   if (!a) return out;
-  for (auto it = a->begin(); it != a->end(); ++it) {
-    const std::string_view k = it.key();
-    if (std::find(std::begin(kDropped), std::end(kDropped), k) != std::end(kDropped)) continue;
-    bool repeated = false;  // named earlier: written there
-    for (auto prev = a->begin(); prev != it && !repeated; ++prev) repeated = prev.key() == k;
-    if (repeated) continue;
+  // Each name's last value, written where the name first appears: a name repeated (rare) is
+  // found through a map once an object has more than a few members.
+  std::vector<std::pair<std::string_view, Element>> members;
+  for (const auto field : *a) members.emplace_back(field.key, field.value);
+  std::unordered_map<std::string_view, size_t> last;
+  if (members.size() > 16)
+    for (size_t i = 0; i < members.size(); ++i) last[members[i].first] = i;
+  auto index_of_last = [&](size_t i) {
+    if (members.size() > 16) return last[members[i].first];
+    size_t j = i;
+    for (size_t k = i + 1; k < members.size(); ++k)
+      if (members[k].first == members[i].first) j = k;
+    return j;
+  };
+  auto first_seen = [&](size_t i) {
+    if (members.size() > 16) return last.count(members[i].first) && last.at(members[i].first) != SIZE_MAX;
+    for (size_t k = 0; k < i; ++k)
+      if (members[k].first == members[i].first) return false;
+    return true;
+  };
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::string_view k = members[i].first;
+    if (std::find(std::begin(kDropped), std::end(kDropped), k) != std::end(kDropped) || !first_seen(i)) continue;
+    const size_t j = index_of_last(i);
+    if (members.size() > 16) last[k] = SIZE_MAX;  // written: later copies are skipped
     out += out.empty() ? '{' : ',';
     append_string(out, k);
     out += ':';
-    append_json(out, *kineto::member(*a, k));
+    append_json(out, members[j].second);
   }
   if (!out.empty()) out += '}';
   return out;

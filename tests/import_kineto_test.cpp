@@ -762,6 +762,29 @@ TEST(ImportKineto, EscapesAndBracketsAtEveryBlockOffsetReadBack) {
   }
 }
 
+// Member names written with escapes: "t\u0073" is `ts` and its number text is read exactly; an
+// escaped name of another member changes nothing. An args object of many members (one named
+// twice) keeps each name once, with its last value, where it first appears.
+TEST(ImportKineto, EscapedNamesAndManyArgsReadAsJsonSaysTheyAre) {
+  const fs::path dir = test::scratch_dir("import_kineto_escaped_names");
+  std::string args = R"({"k0": 1)";
+  for (int i = 1; i < 40; ++i) args += ", \"k" + std::to_string(i) + "\": " + std::to_string(i);
+  args += R"(, "k3": "last"})";
+  write(dir / "trace.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "n\u0061me": "p", "pid": 1, "tid": 1, )"
+                            R"("t\u0073": 12345678901234.5674, "dur": 1.0004999, "args": )" + args + "}]}");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "trace.json");
+  const auto ops = storage::CaptureReader(im.capture).cpu_ops(im.run);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].name, "p");
+  EXPECT_EQ(ops[0].start_ns, 12345678901234567);
+  EXPECT_EQ(ops[0].end_ns - ops[0].start_ns, 1000);
+  const nlohmann::json kept = nlohmann::json::parse(ops[0].args);
+  EXPECT_EQ(kept.size(), 40u);
+  EXPECT_EQ(kept["k3"], "last");
+  EXPECT_EQ(ops[0].args.find("\"k3\""), ops[0].args.rfind("\"k3\"")) << ops[0].args;
+  EXPECT_LT(ops[0].args.find("\"k3\""), ops[0].args.find("\"k4\"")) << "written where it first appears";
+}
+
 TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
   using importers::kineto::decimal_us_to_ns;
   EXPECT_EQ(decimal_us_to_ns("5243847375771.562"), 5243847375771562);
@@ -778,6 +801,10 @@ TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
   EXPECT_EQ(decimal_us_to_ns("1e300"), std::nullopt);
   EXPECT_EQ(decimal_us_to_ns("abc"), std::nullopt);
   EXPECT_EQ(decimal_us_to_ns("1.2.3"), std::nullopt);
+  // Past 36 significant digits: zeros (or anything) after the dot cannot change the ns.
+  EXPECT_EQ(decimal_us_to_ns("1000.000000000000000000000000000000000000000"), 1000000);
+  EXPECT_EQ(decimal_us_to_ns("0.000499999999999999999999999999999999999999"), 0);
+  EXPECT_EQ(decimal_us_to_ns("1000000000000000000000000000000000000000"), std::nullopt);
   EXPECT_EQ(decimal_us_to_ns(""), std::nullopt);
 }
 

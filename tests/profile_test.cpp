@@ -194,6 +194,15 @@ TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   r = hs::test::hookscope({"profile", "-o", out.string(), "--capture-range", "markers", "--delay", "1", "--",
                            hs::test::python(), "-c", "0"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
+  // A folder, or a file that is no capture, is never written over (--force-overwrite included).
+  r = hs::test::hookscope({"profile", "-o", dir.string(), "--force-overwrite", "--", hs::test::python(), "-c", "0"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("is a folder"), std::string::npos) << r.err;
+  r = hs::test::hookscope({"profile", "-o", (dir / "tiny_net.py").string(), "--force-overwrite", "--", hs::test::python(),
+                           "-c", "0"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("not a hookscope capture"), std::string::npos) << r.err;
+  EXPECT_EQ(hs::test::read_file(dir / "tiny_net.py"), kNet);
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().extension(), ".py") << "nothing written: " << e.path();
 }

@@ -72,6 +72,10 @@ class Session:
                                f"{self.accelerate_path}")
         self.inst = _watching_instrumentation()
         atexit.register(self.finish)
+        # SIGTERM (hookscope passes it on) ends Python without its atexit handlers by default:
+        # as SystemExit instead, so the open range is written. A program's own handler replaces this.
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         if self.capture_range == "all":
             self.start()
         elif self.capture_range == "timer":
@@ -115,13 +119,14 @@ class Session:
         except Exception as e:  # noqa: BLE001  (the program's own exit must not be lost)
             self.errors.append(f"stopping the profiler: {type(e).__name__}: {e}")
         import torch
-        import transformers  # noqa: F401
+        transformers = sys.modules.get("transformers")  # only when the program imported it
         doc = {
             "capture_range": self.capture_range,
             "ranges": self.ranges,
             "trace_clock_offset_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC) - time.time_ns(),
             "versions": {"hookscope_torch": _version(), "python": platform.python_version(),
-                         "torch": torch.__version__, "transformers": sys.modules["transformers"].__version__,
+                         "torch": torch.__version__,
+                         "transformers": getattr(transformers, "__version__", None),
                          **self.policy_info,
                          "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
                          "threads": torch.get_num_threads()},
