@@ -131,15 +131,17 @@ void append_json(std::string& out, Element v) {
 /// (Ev Idx, Python id, Python parent id). What is left (shapes, types, strides, concrete inputs)
 /// repeats across events, so the capture stores each distinct args text once. "" when empty.
 /// The text is minified JSON, members in file order; a name given twice appears once, where it
-/// first appears, with its last value (kineto::member). Written into `out` (reused).
-std::string_view kept_args(const Args& a, std::string& out) {
+/// first appears, with its last value (kineto::member). Written into `out`; `members` is scratch
+/// (both reused from event to event).
+using Members = std::vector<std::pair<std::string_view, Element>>;
+std::string_view kept_args(const Args& a, std::string& out, Members& members) {
   static constexpr std::string_view kDropped[] = {"External id", "Sequence number", "Ev Idx", "Python id",
                                                   "Python parent id"};
   out.clear();
   if (!a) return out;
   // Each name's last value, written where the name first appears: a name repeated (rare) is
   // found through a map once an object has more than a few members.
-  std::vector<std::pair<std::string_view, Element>> members;
+  members.clear();
   for (const auto field : *a) members.emplace_back(field.key, field.value);
   std::unordered_map<std::string_view, size_t> last;
   if (members.size() > 16)
@@ -356,7 +358,8 @@ class Importer {
   std::set<int64_t> gpu_ids_;
   std::map<ThreadKey, std::vector<OpenRegion>> regions_;
   std::map<std::string, int64_t> unknown_ranges_;
-  std::string scratch_;  // kept_args' text, reused
+  std::string scratch_;  // kept_args' text and members, reused
+  Members members_;
 };
 
 int64_t Importer::int_field(const RawEvent& e, const std::optional<Element>& field, const char* key) const {
@@ -462,7 +465,7 @@ void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start
   tracer::CpuOpActivity op;
   op.os_tid = tid;
   op.name = rows_.keep(name);
-  op.args = rows_.keep(kept_args(a, scratch_));
+  op.args = rows_.keep(kept_args(a, scratch_, members_));
   op.external_id = arg_int(a, "External id");
   op.sequence_number = arg_int(a, "Sequence number");
   op.category = rows_.keep(cat);
