@@ -9,10 +9,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -160,32 +162,26 @@ Recorded import_recording(storage::Store& store, int64_t run, const fs::path& di
   const json doc = storage::parse_json_bounded(read_text(dir / "profile.json"), (dir / "profile.json").string());
   const int64_t shift = doc.value("trace_clock_offset_ns", int64_t{0});
   json imports = json::array();
-  bool log_taken = false;
-  for (const json& range : doc.value("ranges", json::array())) {
-    if (!range.value("trace", json()).is_string()) continue;
-    importers::RunFiles files;
-    files.trace = dir / range["trace"].get<std::string>();
-    if (!log_taken && fs::is_directory(dir / "torch_trace") && !fs::is_empty(dir / "torch_trace")) {
-      files.compile_log = dir / "torch_trace";
-      log_taken = true;
-    }
-    importers::RunImportSummary s = importers::import_run_files(store, run, files, {{}, shift});
-    imports.push_back({{"trace", s.trace}, {"compile_log", s.compile_log}});
+  auto take = [&](const importers::RunFiles& files) {
+    const importers::RunImportSummary s = importers::import_run_files(store, run, files, {{}, shift});
+    imports.push_back({{"trace", files.trace ? s.trace : json(nullptr)}, {"compile_log", s.compile_log}});
     if (s.compile_log.is_object())
       for (const char* k : {"recompiles", "frames_skipped", "recompile_limit_hits", "unique_graphs"})
         if (s.compile_log.contains(k)) r.result[k] = s.compile_log[k];
     r.diagnostics.insert(r.diagnostics.end(), s.diagnostics.begin(), s.diagnostics.end());
-  }
-  if (!log_taken && fs::is_directory(dir / "torch_trace") && !fs::is_empty(dir / "torch_trace")) {
-    // No range was recorded (markers never called, a delay past the end): the compiles still count.
+  };
+  // The compile log goes with the first trace; without any range (markers never called, a
+  // delay past the end) on its own: the compiles still count.
+  std::optional<fs::path> log;
+  if (fs::is_directory(dir / "torch_trace") && !fs::is_empty(dir / "torch_trace")) log = dir / "torch_trace";
+  for (const json& range : doc.value("ranges", json::array())) {
+    if (!range.value("trace", json()).is_string()) continue;
     importers::RunFiles files;
-    files.compile_log = dir / "torch_trace";
-    importers::RunImportSummary s = importers::import_run_files(store, run, files, {{}, shift});
-    imports.push_back({{"trace", nullptr}, {"compile_log", s.compile_log}});
-    if (s.compile_log.is_object())
-      for (const char* k : {"recompiles", "frames_skipped", "recompile_limit_hits", "unique_graphs"})
-        if (s.compile_log.contains(k)) r.result[k] = s.compile_log[k];
+    files.trace = dir / range["trace"].get<std::string>();
+    files.compile_log = std::exchange(log, std::nullopt);
+    take(files);
   }
+  if (log) take({std::nullopt, log, ""});
   if (doc.value("ranges", json::array()).empty())
     r.diagnostics.push_back("profile: no capture range was recorded (--capture-range markers without "
                             "hookscope_torch.start(), or a --delay past the program's end): the run holds its compile log only");
@@ -204,13 +200,21 @@ json machine() {
   return {{"hostname", host}, {"cpus", std::thread::hardware_concurrency()}};
 }
 
+// `s` as a JSON string can hold it: bytes that are not UTF-8 (a tail cut inside a character, a
+// program's binary output, a file name) become U+FFFD.
+json text(const std::string& s) {
+  return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 // The record of one policy's run of the program.
 json program_record(const ProfileArgs& a, int status, const engines::ProgramRun& prog) {
+  json command = json::array();
+  for (const auto& w : a.command) command.push_back(text(w));
   return {{"engine", "profile"},
-          {"command", a.command},
+          {"command", command},
           {"exit_status", status},
-          {"stdout_tail", prog.stdout_tail()},
-          {"stderr_tail", prog.stderr_tail()},
+          {"stdout_tail", text(prog.stdout_tail())},
+          {"stderr_tail", text(prog.stderr_tail())},
           {"machine", machine()}};
 }
 

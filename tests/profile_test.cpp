@@ -180,6 +180,23 @@ TEST(Profile, CtrlCReachesTheScriptAndLeavesItsRunIncompleteWithWhatItRecorded) 
   EXPECT_FALSE(rd.hook_events(runs[0].id).empty()) << "the range open at Ctrl+C is written at exit";
 }
 
+// Output that is not UTF-8 (binary bytes, a tail cut inside a character) is kept as text, and a
+// program that never calls start() under --capture-range markers still gets its run.
+TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
+  const fs::path dir = script_dir("profile-binary");
+  const fs::path out = dir / "cap.sqlite";
+  const auto r = hs::test::hookscope(
+      {"profile", "-o", out.string(), "--capture-range", "markers", "--", hs::test::python(), "-c",
+       "import sys; sys.stdout.buffer.write(b'\\xff\\xfe' + '\\u2588'.encode() * 9000); sys.stderr.write('e' * 5)"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  hs::storage::CaptureReader rd(out);
+  const auto runs = rd.runs();
+  ASSERT_EQ(runs.size(), 1u) << r.err;
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete) << runs[0].error;
+  EXPECT_EQ(runs[0].results.value("stderr_tail", ""), "eeeee");
+  EXPECT_NE(runs[0].results.value("stdout_tail", "").find("\u2588"), std::string::npos);
+}
+
 TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   const fs::path dir = script_dir("profile-bad");
   const fs::path out = dir / "cap.sqlite";
