@@ -11,6 +11,7 @@
 #include "output/text.h"
 #include "output/output_file.h"
 #include "facts/breaks.h"
+#include "facts/iterations.h"
 #include "importers/dynamo_text.h"
 #include "importers/kineto_trace.h"
 #include "tracer/kind_names.h"
@@ -224,6 +225,7 @@ class ChromeExporter {
   ChromeExporter(ExportRows rows, TraceWriter& w) : d_(std::move(rows)), w_(w) { index(); }
 
   void host_events();
+  void profiler_steps();
   void regions_and_breaks();
   void dynamo_breaks();
   void device_lanes();
@@ -358,6 +360,21 @@ void ChromeExporter::host_events() {
   for (const auto& s : d_.generation_steps)
     if (!carried("step"))
       range("user_annotation", RangeName("step").kv("step", s.step).kv("token", s.token), s.thread, s.start_ns, s.end_ns);
+}
+
+// One `ProfilerStep#N` per iteration of the run (facts/iterations.h), shaped as torch.profiler
+// writes it (a user_annotation on the host thread), so that HTA finds the iterations. A run whose
+// CPU_OPS hold torch.profiler's own steps has them written already, through CPU_OPS.
+void ChromeExporter::profiler_steps() {
+  const facts::Iterations it = facts::iterations(d_.cpu_ops, d_.cpu_op_pids, d_.generation_steps);
+  if (it.source == facts::IterationSource::ProfilerStep) return;
+  for (const facts::Iteration& s : it.steps) {
+    const bool host_thread = s.pid < 0;  // a generation step: on its recording thread
+    const int64_t pid = host_thread ? host_pid_ : s.pid;
+    const int64_t tid = host_thread ? host_tid(static_cast<uint32_t>(s.tid)) : s.tid;
+    if (!host_thread) tracks_.try_emplace({pid, tid}, "thread " + std::to_string(tid));
+    w_.slice("user_annotation", "ProfilerStep#" + std::to_string(s.number), pid, tid, s.start_ns, s.end_ns);
+  }
 }
 
 void ChromeExporter::regions_and_breaks() {
@@ -582,6 +599,7 @@ ChromeExportSummary export_chrome_trace(const CaptureReader& reader, int64_t run
   ChromeExportSummary summary;
   TraceWriter writer(file, base_ns, summary);
   ChromeExporter exporter(std::move(rows), writer);
+  exporter.profiler_steps();
   exporter.cpu_ops();
   exporter.host_events();
   exporter.regions_and_breaks();

@@ -19,6 +19,10 @@
 //     COMPILE_REGIONS         cpu_op 'Torch-Compiled Region: F/C' (imported runs), else user_annotation
 //                             'hookscope::region index= backend= op_count='
 //     GENERATION_STEPS        'hookscope::step step= token='
+//     iterations              ph X user_annotation 'ProfilerStep#N' (torch.profiler's shape, what HTA reads):
+//                             one per iteration of facts/iterations.h — a generation step, or a top-level
+//                             call of a dispatched model in a profiled program; a run whose CPU_OPS hold
+//                             torch.profiler's own ProfilerStep#N keeps those
 //     GRAPH_BREAKS            ph i (thread scope), cat cpu_instant_event, 'hookscope::graph_break function=
 //                             module=', args {reason, module_stack}
 //     CUDA runtime / driver   ph X cuda_runtime / cuda_driver, args {correlation, External id}; an ac2g

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <regex>
 #include <set>
 
@@ -145,6 +146,31 @@ void expect_event_shape(const json& e, std::set<int64_t>& pids, std::set<std::pa
   tracks.insert({pid, e["tid"].get<int64_t>()});
 }
 
+// One `ProfilerStep#N` per generation step, N from 0 in time order, shaped as torch.profiler
+// writes it (a user_annotation) on the thread and with the times of the step's own range.
+void expect_profiler_steps(const json& doc, std::vector<hs::storage::GenerationStepRow> steps) {
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  const auto ns = [&](const json& us) { return doc["baseTimeNanoseconds"].get<int64_t>() + std::llround(us.get<double>() * 1000.0); };
+  std::vector<json> marks, ranges;
+  for (const json& e : doc["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (name.rfind("ProfilerStep#", 0) == 0) marks.push_back(e);
+    if (name.rfind("hookscope::step ", 0) == 0) ranges.push_back(e);
+  }
+  ASSERT_EQ(marks.size(), steps.size());
+  ASSERT_EQ(ranges.size(), steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(marks[i].dump());
+    EXPECT_EQ(marks[i]["name"], "ProfilerStep#" + std::to_string(i));
+    EXPECT_EQ(marks[i]["ph"], "X");
+    EXPECT_EQ(marks[i]["cat"], "user_annotation");
+    EXPECT_EQ(ns(marks[i]["ts"]), steps[i].start_ns);
+    EXPECT_EQ(ns(marks[i]["ts"]) + std::llround(marks[i]["dur"].get<double>() * 1000.0), steps[i].end_ns);
+    EXPECT_EQ(marks[i]["pid"], ranges[i]["pid"]);
+    EXPECT_EQ(marks[i]["tid"], ranges[i]["tid"]);
+  }
+}
+
 TEST(Export, ChromeTraceIsKinetoShapedEventByEvent) {
   for (const int64_t run : capture().runs) {
     SCOPED_TRACE("run " + std::to_string(run));
@@ -175,8 +201,10 @@ TEST(Export, ChromeTraceIsKinetoShapedEventByEvent) {
     // Every kind of the run is there, as many times as SQL says.
     hs::storage::CaptureReader r(capture().db);
     auto n = [&](const char* table) { return r.count(table, run); };
+    // ... and one ProfilerStep#N per generation step, as torch.profiler names its steps.
     EXPECT_EQ(per_cat["user_annotation"], n("HOOK_EVENTS") + n("WEIGHT_SWAPS") + n("TRANSFERS") + n("DISABLED_SCOPES") +
-                                              n("GENERATION_STEPS") + n("COMPILE_REGIONS"));
+                                              2 * n("GENERATION_STEPS") + n("COMPILE_REGIONS"));
+    expect_profiler_steps(doc, r.generation_steps(run));
     EXPECT_EQ(per_cat["gpu_user_annotation"], n("MODULE_COMPUTE"));
     EXPECT_EQ(per_cat["cpu_instant_event"], n("GRAPH_BREAKS"));
     EXPECT_EQ(per_ph["C"], n("MEMORY_COUNTERS"));
@@ -388,6 +416,7 @@ TEST(Export, ImportReadsTheTraceBackWithTheSameRowsPerKind) {
     for (const char* t : {"HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "DISABLED_SCOPES", "GENERATION_STEPS",
                           "COMPILE_REGIONS", "MODULE_COMPUTE"})
       ranges += before.at(t);
+    ranges += before.at("GENERATION_STEPS");  // the ProfilerStep#N ranges
     for (const auto& [table, n] : before) {
       const int64_t want = table == "CPU_OPS" ? n + ranges : n;
       EXPECT_EQ(after.at(table), want) << table;
@@ -473,6 +502,159 @@ TEST(Export, GpuRecordsGoOnTheirDeviceAndStreamWithFlowsFromTheirLaunches) {
       hs::test::run_oracle("hta_counts.py", {"--trace-dir", (dir / "hta").string(), "--db", (dir / "gpu.sqlite").string()})));
   EXPECT_EQ(hta["0"]["hta"], hta["0"]["sql"]);
   EXPECT_EQ(hta["0"]["hta"]["kernel"], 2);
+}
+
+// HTA's analyses on exported runs, checked against the capture: the iterations HTA finds are the
+// run's generation steps (ProfilerStep#N), each with the hook work SQL puts inside it. On a CPU
+// run (no GPU kernels) HTA's temporal, idle-time and kernel breakdowns have nothing to measure:
+// the README says so, and this says it still holds.
+TEST(Export, HtaFindsOneIterationPerGenerationStep) {
+  const fs::path dir = capture().dir / "hta-steps";
+  fs::create_directories(dir);
+  const int64_t run = rich_run();
+  export_chrome(run, dir / "trace.json");
+  const json got = json::parse(last_line(hs::test::run_oracle("hta_counts.py", {"--trace-dir", dir.string(), "--analyses"})));
+  const json& v = got.at("0");
+  hs::storage::CaptureReader r(capture().db);
+  auto steps = r.generation_steps(run);
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  ASSERT_GE(steps.size(), 2u);
+  ASSERT_EQ(v["steps"].size(), steps.size()) << v.dump();
+  // Every hookscope range the run recorded, by its start: what HTA assigns to an iteration.
+  std::vector<int64_t> starts;
+  for (const auto& h : r.hook_events(run)) starts.push_back(h.start_ns);
+  for (const auto& s : r.weight_swaps(run)) starts.push_back(s.start_ns);
+  for (const auto& t : r.transfers(run)) starts.push_back(t.start_ns);
+  for (const auto& s : r.disabled_scopes(run)) starts.push_back(s.start_ns);
+  for (const auto& c : r.regions(run)) starts.push_back(c.start_ns);
+  int64_t inside_steps = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = v["steps"][i];
+    SCOPED_TRACE(s.dump());
+    EXPECT_EQ(s["n"], i);
+    EXPECT_EQ(s["start_ns"], steps[i].start_ns);
+    EXPECT_EQ(s["end_ns"], steps[i].end_ns);
+    const int64_t want = std::count_if(starts.begin(), starts.end(),
+                                       [&](int64_t t) { return t >= steps[i].start_ns && t < steps[i].end_ns; });
+    EXPECT_EQ(s["annotations"], want);
+    inside_steps += want;
+  }
+  EXPECT_GT(inside_steps, 0);
+  // As torch.profiler's traces: HTA leaves out the last step, unfinished in a real one.
+  std::vector<int64_t> all_but_last(steps.size() - 1);
+  std::iota(all_but_last.begin(), all_but_last.end(), 0);
+  EXPECT_EQ(v["iterations"], all_but_last);
+  EXPECT_EQ(v["profiler_steps"], all_but_last);
+  for (const char* analysis : {"temporal", "idle"}) EXPECT_TRUE(v[analysis].contains("error")) << analysis << ": " << v.dump();
+  EXPECT_EQ(v["kernels"], json::object());
+}
+
+// A torch engine run on a GPU, as its trace is shaped (this machine has none): per generate step a
+// `hookscope::step` range holding a hook, an op launching a GEMM, a host-to-device copy and a fused
+// kernel on stream 7. Step k's GEMM runs 100 + 10k µs; the steps are 1000 µs apart.
+std::string gpu_steps_trace(int steps) {
+  json events = json::array();
+  auto x = [&](const char* cat, const std::string& name, int pid, int tid, double ts, double dur, json args) {
+    json e{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
+    if (!args.is_null()) e["args"] = std::move(args);
+    events.push_back(std::move(e));
+  };
+  for (int k = 0; k < steps; ++k) {
+    const double s = 100 + 1000.0 * k;
+    const int c = 1000 + 10 * k;
+    const auto gpu = [](int corr) { return json{{"device", 0}, {"context", 1}, {"stream", 7}, {"correlation", corr}}; };
+    x("user_annotation", "hookscope::step step=" + std::to_string(k) + " token=" + std::to_string(7 + k), 4242, 4243, s,
+      900, nullptr);
+    x("user_annotation", "hookscope::pre_forward hook=AlignDevicesHook module=model.layers.0 device=cuda:0", 4242, 4243,
+      s + 5, 3, nullptr);
+    x("cpu_op", "aten::mm", 4242, 4243, s + 10, 190, {{"External id", 10 + k}});
+    x("cuda_runtime", "cudaLaunchKernel", 4242, 4243, s + 20, 10, {{"External id", 10 + k}, {"correlation", c}});
+    x("kernel", "gemm_kernel", 0, 7, s + 50, 100 + 10 * k, gpu(c));
+    x("cuda_runtime", "cudaMemcpyAsync", 4242, 4243, s + 300, 5, {{"correlation", c + 1}});
+    x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, s + 310, 20,
+      [&] { json a = gpu(c + 1); a["bytes"] = 4096; return a; }());
+    x("cuda_runtime", "cudaLaunchKernel", 4242, 4243, s + 400, 5, {{"correlation", c + 2}});
+    x("kernel", "triton_poi_fused_add_0", 0, 7, s + 500, 20, gpu(c + 2));
+  }
+  return json{{"deviceProperties", json::array({{{"id", 0}, {"name", "NVIDIA H200"}, {"totalGlobalMem", 150012411904},
+                                                  {"computeMajor", 9}, {"computeMinor", 0}, {"numSms", 132}}})},
+              {"distributedInfo", {{"backend", "nccl"}, {"rank", 0}, {"world_size", 1}}},
+              {"baseTimeNanoseconds", 1700000000000000000},
+              {"traceEvents", events}}
+      .dump(1);
+}
+
+// The union of [start, end) intervals: their total length.
+int64_t busy(std::vector<std::pair<int64_t, int64_t>> v) {
+  std::sort(v.begin(), v.end());
+  int64_t total = 0, end = INT64_MIN;
+  for (const auto& [s, e] : v) {
+    if (s >= end) total += e - s, end = e;
+    else if (e > end) total += e - end, end = e;
+  }
+  return total;
+}
+
+// HTA's temporal, idle-time and kernel breakdowns on an exported GPU run, each figure against
+// the capture: HTA keeps what the ops of every iteration but the last launched (torch.profiler's
+// last step is unfinished), so they hold only where the ProfilerStep#N are the run's steps; and
+// per iteration, the kernels its launches started.
+TEST(Export, HtaTemporalIdleAndKernelBreakdownsOnAGpuRunMatchItsSteps) {
+  const fs::path dir = capture().dir / "hta-gpu-steps";
+  fs::create_directories(dir / "trace");
+  std::ofstream(dir / "gpu.json") << gpu_steps_trace(4);
+  auto r = hookscope({"import", (dir / "gpu.json").string(), "-o", (dir / "gpu.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  export_chrome_from(dir / "gpu.sqlite", dir / "trace" / "gpu.json");
+  const json v = json::parse(last_line(hs::test::run_oracle("hta_counts.py", {"--trace-dir", (dir / "trace").string(), "--analyses"})))
+                     .at("0");
+  hs::storage::CaptureReader rd(dir / "gpu.sqlite");
+  auto steps = rd.generation_steps(1);
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  ASSERT_EQ(steps.size(), 4u);
+  std::map<uint32_t, int64_t> launched_at;  // correlation -> the launching call's start
+  for (const auto& c : rd.runtime_calls(1)) launched_at[c.correlation_id] = c.start_ns;
+  // What HTA keeps: the GPU work launched before the last step began.
+  const int64_t last = steps.back().start_ns;
+  std::vector<std::pair<int64_t, int64_t>> all, compute;
+  std::map<std::string, int64_t> per_kernel;
+  int64_t first = INT64_MAX, end = INT64_MIN;
+  auto keep = [&](uint32_t corr, int64_t s, int64_t e, const std::string& name, bool is_compute) {
+    if (!launched_at.count(corr) || launched_at[corr] >= last) return;
+    all.push_back({s, e});
+    if (is_compute) compute.push_back({s, e});
+    per_kernel[name] += e - s;
+    first = std::min(first, s), end = std::max(end, e);
+  };
+  for (const auto& k : rd.kernels(1)) keep(k.correlation_id, k.start_ns, k.end_ns, k.demangled_name, true);
+  for (const auto& m : rd.memcpys(1)) keep(m.correlation_id, m.start_ns, m.end_ns, "Memcpy HtoD (Pageable -> Device)", false);
+  ASSERT_EQ(all.size(), 9u);
+  const json& t = v["temporal"];
+  ASSERT_FALSE(t.contains("error")) << t.dump();
+  EXPECT_EQ(t["kernel_time_ns"], end - first);
+  EXPECT_EQ(t["idle_time_ns"], end - first - busy(all));
+  EXPECT_EQ(t["compute_time_ns"], busy(compute));
+  EXPECT_EQ(t["non_compute_time_ns"], busy(all) - busy(compute));
+  // One stream: its idle intervals add up to the temporal breakdown's idle time.
+  ASSERT_FALSE(v["idle"].contains("error")) << v["idle"].dump();
+  int64_t idle = 0;
+  for (const auto& [category, ns] : v["idle"].at("7").items()) idle += ns.get<int64_t>();
+  EXPECT_EQ(idle, t["idle_time_ns"].get<int64_t>());
+  EXPECT_EQ(v["kernels"], json(per_kernel));
+  // Per iteration (the last one included): the kernels its step's launches started.
+  ASSERT_EQ(v["steps"].size(), steps.size()) << v.dump();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    int64_t n = 0, ns = 0;
+    for (const auto& k : rd.kernels(1))
+      if (launched_at[k.correlation_id] >= steps[i].start_ns && launched_at[k.correlation_id] < steps[i].end_ns)
+        ++n, ns += k.end_ns - k.start_ns;
+    const json& s = v["steps"][i];
+    EXPECT_EQ(s["start_ns"], steps[i].start_ns);
+    EXPECT_EQ(s["kernels"], n) << s.dump();
+    EXPECT_EQ(s["kernel_ns"], ns) << s.dump();
+    EXPECT_EQ(s["annotations"], 1) << "the step's pre_forward";
+  }
+  EXPECT_EQ(v["iterations"], json({0, 1, 2}));
 }
 
 // RFC 4180: fields separated by commas, quoted fields with doubled quotes, CRLF line ends.
