@@ -461,6 +461,9 @@ bool Importer::complete(const RawEvent& e, std::string_view cat, int64_t start, 
 void Importer::host_slice(const RawEvent& e, std::string_view cat, int64_t start, int64_t end) {
   const int64_t pid = int_field(e, e.pid, "pid"), tid = int_field(e, e.tid, "tid");
   const std::string_view name = str_of(e.name);
+  // The driver enters its ranges through torch's _RecordFunctionFast, which Kineto writes as a
+  // cpu_op: a hookscope:: range is an annotation, never an op (opCount, HTA's op breakdowns).
+  if (cat == "cpu_op" && starts_with(name, kHookscopePrefix)) cat = "user_annotation";
   const Args a = args_of(e);
   tracer::CpuOpActivity op;
   op.os_tid = tid;

@@ -15,7 +15,9 @@
 //                                     send_to_device -> TRANSFERS; step -> GENERATION_STEPS; and the
 //                                     kinds `hookscope export` writes: module_compute (also as a
 //                                     gpu_user_annotation on a device lane) -> MODULE_COMPUTE,
-//                                     disabled_scope -> DISABLED_SCOPES, region -> COMPILE_REGIONS
+//                                     disabled_scope -> DISABLED_SCOPES, region -> COMPILE_REGIONS;
+//                                     a hookscope:: cpu_op (torch's _RecordFunctionFast) is filed
+//                                     as a user_annotation
 //   ph i, name 'hookscope::graph_break ...'  -> GRAPH_BREAKS (args: reason, module_stack)
 //   ph C, name 'hookscope::memory device=D'  -> MEMORY_COUNTERS (args: bytes)
 //   cat hookscope_transfer         -> skipped: export's per-device copies of TRANSFERS and their flows

@@ -632,6 +632,32 @@ TEST(ImportKineto, ReadsChromeArrayFormatAndCountsUnknownHookscopeRanges) {
   EXPECT_EQ(steps[0].end_ns, 1501) << "0.0005 µs rounds half away from zero";
 }
 
+// torch's _RecordFunctionFast (the driver's ranges) writes a cpu_op: a hookscope:: range is
+// filed as a user_annotation and never counts as an op of the compiled region around it.
+TEST(ImportKineto, AHookscopeRangeRecordedAsACpuOpIsAnAnnotation) {
+  const fs::path dir = test::scratch_dir("import_kineto_fast_range");
+  write(dir / "fast.json", R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 5, "tid": 6, "ts": 1, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "hookscope::pre_forward hook=AlignDevicesHook module=model.layers.0 device=cpu",
+     "pid": 5, "tid": 6, "ts": 2, "dur": 3, "args": {"External id": 9, "Record function id": 0}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 6, "ts": 6, "dur": 1}
+  ]})");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "fast.json");
+  storage::CaptureReader r(im.capture);
+  const auto ops = r.cpu_ops(im.run);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].category, "cpu_op");
+  EXPECT_EQ(ops[1].category, "user_annotation") << ops[1].name;
+  EXPECT_EQ(ops[2].category, "cpu_op");
+  const auto hooks = r.hook_events(im.run);
+  ASSERT_EQ(hooks.size(), 1u);
+  EXPECT_EQ(hooks[0].module, "model.layers.0");
+  EXPECT_EQ(hooks[0].start_ns - ops[0].start_ns, 1000);
+  const auto regions = r.regions(im.run);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].op_count, 1) << "aten::mm only";
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
   const fs::path dir = test::scratch_dir("import_kineto_bad");
