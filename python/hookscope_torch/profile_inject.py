@@ -9,7 +9,10 @@ The CLI starts the command with ``python/hookscope_torch/_inject`` first on PYTH
 - installs the hook ranges of ``hookscope_torch.instrument`` for whatever the program dispatches:
   the models accelerate's ``dispatch_model`` / ``cpu_offload`` / ``disk_offload`` /
   ``cpu_offload_with_hook`` are given (their modules' FQNs) and every hook class
-  ``add_hook_to_module`` attaches;
+  ``add_hook_to_module`` attaches; and those of ``hookscope_torch.hook_systems``: diffusers'
+  hooks (once the program imports diffusers.hooks) and plain ``register_forward_pre_hook`` /
+  ``register_forward_hook`` hooks, named by the FQNs of the models given to diffusers' apply
+  functions and to ``torch.compile`` as well;
 - runs ``torch.profiler`` over the capture range (``HOOKSCOPE_PROFILE_RANGE``): ``all`` (from
   here to the program's exit), ``markers`` (between ``hookscope_torch.start()`` and ``stop()``;
   several pairs make several traces), or ``timer`` (``HOOKSCOPE_PROFILE_DELAY_S`` after the
@@ -131,7 +134,7 @@ class Session:
                          "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
                          "threads": torch.get_num_threads()},
             "models": self.inst.models() if self.inst is not None else [],
-            "errors": self.errors,
+            "errors": self.errors + list(getattr(self.inst, "errors", [])),
         }
         tmp = self.out_dir / "profile.json.tmp"
         tmp.write_text(json.dumps(doc))
@@ -144,7 +147,11 @@ def _version() -> str:
 
 
 def _watching_instrumentation():
-    """hookscope_torch.instrument's ranges for models the program has not dispatched yet."""
+    """hookscope_torch.instrument's ranges for models the program has not dispatched yet, and
+    hookscope_torch.hook_systems' for diffusers' hooks and plain module hooks."""
+    import functools
+    import types
+
     import torch
     from hookscope_torch import instrument
 
@@ -152,6 +159,7 @@ def _watching_instrumentation():
         def __init__(self):
             super().__init__(torch.nn.Module())
             self._models: list = []
+            self.errors: list[str] = []  # what could not be instrumented (profile.json "errors")
 
         def models(self) -> list[dict]:
             return [{"class": type(m).__name__, "modules": sum(1 for _ in m.modules())} for m in self._models]
@@ -206,6 +214,23 @@ def _watching_instrumentation():
     inst._replace(hooks, "add_hook_to_module", add_hook_to_module)
     if getattr(accelerate, "add_hook_to_module", None) is add:
         inst._replace(accelerate, "add_hook_to_module", add_hook_to_module)
+
+    # Hook systems beyond accelerate's (hook_systems): plain module hooks, diffusers' hooks once
+    # diffusers.hooks is imported (never imported here), and the models given to torch.compile
+    # for their FQNs.
+    from hookscope_torch import hook_systems
+    hook_systems.PlainHooks(inst).patch()
+    hook_systems.after_import("diffusers.hooks", hook_systems.Diffusers(inst).patch)
+    compile_ = torch.compile
+
+    @functools.wraps(compile_)
+    def compile(model=None, *args, **kwargs):
+        target = getattr(model, "__self__", None) if isinstance(model, types.MethodType) else model
+        if isinstance(target, torch.nn.Module):  # torch.compile(model), Module.compile()
+            inst.learn(target)
+        return compile_(model, *args, **kwargs)
+
+    inst._replace(torch, "compile", compile)
     return inst
 
 
