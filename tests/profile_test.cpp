@@ -8,11 +8,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
 
@@ -101,10 +105,11 @@ fs::path script_dir(const std::string& name) {
   return dir;
 }
 
-// torch._dynamo.explain of the model under `policy`, in a process of its own.
-json explain(const fs::path& dir, const std::string& policy) {
+// The last stdout line of `script ARG` (JSON), run in `dir` by the project's Python, in a process
+// of its own (without hookscope).
+json python_json(const fs::path& dir, const std::string& script, const std::string& arg) {
   const std::string cmd = "cd '" + dir.string() + "' && PYTHONPATH='" + (hs::test::source_dir() / "python").string() +
-                          "' '" + hs::test::python() + "' explain_net.py " + policy + " 2>/dev/null";
+                          "' '" + hs::test::python() + "' " + script + " " + arg + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -112,6 +117,9 @@ json explain(const fs::path& dir, const std::string& policy) {
   if (p) ::pclose(p);
   return json::parse(out);
 }
+
+// torch._dynamo.explain of the model under `policy`, in a process of its own.
+json explain(const fs::path& dir, const std::string& policy) { return python_json(dir, "explain_net.py", policy); }
 
 TEST(Profile, BothPoliciesRecordDynamosOwnBreaksHookRangesAndSwapsBetweenTheMarkers) {
   const fs::path dir = script_dir("profile-policies");
@@ -195,6 +203,276 @@ TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
   EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete) << runs[0].error;
   EXPECT_EQ(runs[0].results.value("stderr_tail", ""), "eeeee");
   EXPECT_NE(runs[0].results.value("stdout_tail", "").find("\u2588"), std::string::npos);
+}
+
+// ---- diffusers' hooks ------------------------------------------------------------------------
+// A tiny UNet2DModel made from a config (no download), group-offloaded by diffusers at block
+// level (onload and offload device: the CPU; streams need an accelerator), and one with
+// layerwise casting. The expected bytes are torch's sizes of each group's tensors.
+const char* kUnet = R"(import torch
+from diffusers import UNet2DModel
+
+def unet():
+    torch.manual_seed(0)
+    return UNet2DModel(sample_size=8, in_channels=3, out_channels=3, layers_per_block=1,
+                       block_out_channels=(8, 16), norm_num_groups=4,
+                       down_block_types=("DownBlock2D", "DownBlock2D"),
+                       up_block_types=("UpBlock2D", "UpBlock2D")).eval()
+
+def offloaded():
+    model = unet()
+    model.enable_group_offload(onload_device=torch.device("cpu"), offload_device=torch.device("cpu"),
+                               offload_type="block_level", num_blocks_per_group=1)
+    return model
+
+def group_bytes():
+    """Bytes per block-level group (one block each): each block of the model's ModuleLists,
+    keyed by its FQN, and everything else (the top-level module's group, '')."""
+    model = unet()
+    size = lambda m: sum(t.numel() * t.element_size() for t in [*m.parameters(), *m.buffers()])
+    groups = {f"{name}.{i}": size(block) for name, child in model.named_children()
+              if isinstance(child, torch.nn.ModuleList) for i, block in enumerate(child)}
+    groups[""] = size(model) - sum(groups.values())
+    return groups
+
+def inputs():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(1, 3, 8, 8, generator=g), torch.tensor([3])
+)";
+
+// argv: OUT.json. One compiled call (compiles), then between the markers two eager calls, two
+// compiled calls and one eager call of the layerwise-cast model.
+const char* kUnetScript = R"(import json, sys, torch
+import hookscope_torch
+from tiny_unet import group_bytes, inputs, offloaded, unet
+
+model = offloaded()
+cast = unet()
+cast.enable_layerwise_casting(storage_dtype=torch.bfloat16, compute_dtype=torch.float32)
+compiled = torch.compile(model, backend="eager")
+x, t = inputs()
+with torch.no_grad():
+    compiled(x, t)
+    hookscope_torch.start()
+    for _ in range(2):
+        model(x, t)
+    for _ in range(2):
+        compiled(x, t)
+    cast(x, t)
+    hookscope_torch.stop()
+cast_hooked = [n for n, m in cast.named_modules()
+               if hasattr(m, "_diffusers_hook") and m._diffusers_hook.get_hook("layerwise_casting") is not None]
+json.dump({"groups": group_bytes(), "cast_hooked": cast_hooked}, open(sys.argv[1], "w"))
+print("diffusers-script-done")
+)";
+
+const char* kUnetExplain = R"(import json, sys, torch
+if sys.argv[1] == "offload-only":
+    from hookscope_torch import offload_only
+    offload_only.apply()
+from tiny_unet import inputs, offloaded
+with torch.no_grad():
+    e = torch._dynamo.explain(offloaded())(*inputs())
+print(json.dumps({"graph_count": e.graph_count, "graph_break_count": e.graph_break_count}))
+)";
+
+TEST(Profile, DiffusersGroupOffloadingUnderBothPoliciesRecordsItsHooksGroupSwapsWithTheirBytesAndDynamosBreaks) {
+  const fs::path dir = script_dir("profile-diffusers");
+  write(dir / "tiny_unet.py", kUnet);
+  write(dir / "unet_script.py", kUnetScript);
+  write(dir / "explain_unet.py", kUnetExplain);
+  const fs::path out = dir / "cap.sqlite", facts = dir / "facts.json";
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--policies", "whole-hook,offload-only",
+                                      "--capture-range", "markers", "--", hs::test::python(),
+                                      (dir / "unet_script.py").string(), facts.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("diffusers-script-done"), std::string::npos) << r.out;
+  const json expected = json::parse(hs::test::read_file(facts));
+  const auto& groups = expected["groups"];
+  ASSERT_EQ(groups.size(), 5u) << groups.dump();  // down_blocks.0/1, up_blocks.0/1, the top-level group
+  hs::storage::CaptureReader rd(out);
+  const auto runs = rd.runs();
+  ASSERT_EQ(runs.size(), 2u) << r.err;
+  for (const auto& run : runs) {
+    SCOPED_TRACE(run.policy);
+    EXPECT_EQ(run.status, hs::tracer::RunStatus::Complete) << run.error;
+    // Dynamo's own count for the compiled model, as explain gives it for the same model.
+    const json want = python_json(dir, "explain_unet.py", run.policy);
+    const json log = run.results["profile"]["imports"][0]["compile_log"];
+    EXPECT_EQ(log.value("graph_count", -1), want["graph_count"]) << log.dump();
+    EXPECT_EQ(log.value("graph_break_count", -1), want["graph_break_count"]) << log.dump();
+    EXPECT_GT(want.value("graph_break_count", 0), 0) << "onload_ / offload_ are compiler-disabled";
+
+    // One onload and one offload per group per call (2 eager, 2 compiled: onload_ and offload_
+    // are compiler-disabled, so they run eagerly in compiled calls too), each with the bytes of
+    // every tensor of the group, from and to the CPU.
+    std::map<std::string, int> onloads, offloads;
+    const auto swaps = rd.weight_swaps(run.id);
+    for (const auto& s : swaps) {
+      SCOPED_TRACE(s.module + " " + s.tensor);
+      ASSERT_TRUE(groups.contains(s.module)) << "a swap of no group";
+      EXPECT_EQ(s.bytes, groups[s.module].get<int64_t>());
+      EXPECT_EQ(s.dtype, "float32");
+      EXPECT_EQ(s.device, "cpu");
+      EXPECT_FALSE(s.pinned);
+      if (s.onload) {
+        EXPECT_EQ(s.source, hs::events::WeightSource::Cpu);
+      }
+      ++(s.onload ? onloads : offloads)[s.module];
+      EXPECT_EQ(s.tensor, s.module.empty() ? "conv_in+time_proj+time_embedding+mid_block+conv_norm_out+conv_act+conv_out" : "*");
+    }
+    for (const auto& [g, bytes] : groups.items()) {
+      EXPECT_EQ(onloads[g], 4) << g << " (" << bytes << " B)";
+      EXPECT_EQ(offloads[g], 4) << g;
+    }
+
+    // diffusers' hook phases: GroupOffloadingHook's on each hooked module, for every eager
+    // call at least; each eager onload lies inside its module's pre_forward.
+    const auto hooks = rd.hook_events(run.id);
+    std::map<std::tuple<std::string, std::string, int>, int> phases;
+    for (const auto& h : hooks) ++phases[{h.hook, h.module, static_cast<int>(h.phase)}];
+    for (const auto& [g, _] : groups.items()) {
+      EXPECT_GE((phases[{"GroupOffloadingHook", g, static_cast<int>(hs::events::HookPhase::PreForward)}]), 2) << g;
+      EXPECT_GE((phases[{"GroupOffloadingHook", g, static_cast<int>(hs::events::HookPhase::PostForward)}]), 2) << g;
+      int inside = 0;
+      for (const auto& s : swaps)
+        if (s.onload && s.module == g)
+          for (const auto& h : hooks)
+            inside += h.hook == "GroupOffloadingHook" && h.module == g && h.phase == hs::events::HookPhase::PreForward &&
+                      h.start_ns <= s.start_ns && s.end_ns <= h.end_ns;
+      EXPECT_GE(inside, 2) << g;
+    }
+    // Layerwise casting: one pre_forward and one post_forward per cast module (one eager call).
+    ASSERT_FALSE(expected["cast_hooked"].empty());
+    for (const std::string m : expected["cast_hooked"]) {
+      EXPECT_EQ((phases[{"LayerwiseCastingHook", m, static_cast<int>(hs::events::HookPhase::PreForward)}]), 1) << m;
+      EXPECT_EQ((phases[{"LayerwiseCastingHook", m, static_cast<int>(hs::events::HookPhase::PostForward)}]), 1) << m;
+    }
+    // The hook's send_to_device of its inputs: the CPU to itself, nothing moved.
+    const auto transfers = rd.transfers(run.id);
+    EXPECT_FALSE(transfers.empty());
+    for (const auto& t : transfers) EXPECT_EQ(t.bytes, 0) << t.module;
+
+    // Every break at diffusers' onload_ / offload_ is attributed to the hooked module call it
+    // happened under: the UNet's loops over its down and up blocks, and the compiled call itself.
+    const json summary = hs::importers::dynamo_summary(rd, run.id);
+    std::set<std::string> callees;
+    int hook_breaks = 0;
+    for (const auto& g : summary["break_reasons"]) {
+      const std::string reason = g.value("reason", "");
+      if (reason.find("ModuleGroup.onload_") == std::string::npos && reason.find("ModuleGroup.offload_") == std::string::npos)
+        continue;
+      hook_breaks += g["count"].get<int>();
+      int attributed = 0;
+      for (const auto& c : g["module_calls"]) {
+        callees.insert(c["callee"].get<std::string>());
+        attributed += c["count"].get<int>();
+      }
+      EXPECT_EQ(attributed, g["count"].get<int>()) << g.dump();
+    }
+    EXPECT_GT(hook_breaks, 0);
+    for (const char* c : {"downsample_block", "upsample_block", "compiled"}) EXPECT_TRUE(callees.count(c)) << c;
+  }
+}
+
+// ---- plain module hooks -----------------------------------------------------------------------
+const char* kHookedNet = R"(import functools, torch
+from tiny_net import Net
+
+def scale_input(module, args):
+    return (args[0] * 1.0,)
+
+@torch.compiler.disable
+def count_output(module, args, output):
+    count_output.calls += 1
+count_output.calls = 0
+
+class Tracker:
+    def note(self, module, args):
+        pass
+
+def hooked():
+    torch.manual_seed(0)
+    net = Net().eval()
+    net.blocks[1].register_forward_pre_hook(scale_input)
+    net.blocks[2].register_forward_hook(count_output)
+    net.head.register_forward_pre_hook(Tracker().note)
+    return net
+)";
+
+// Two eager calls of the hooked model and of a module nobody gave hookscope (named by its class),
+// then two compiled calls, between the markers.
+const char* kHookedScript = R"(import torch
+import hookscope_torch
+from hooked_net import hooked, scale_input
+
+net = hooked()
+loose = torch.nn.Linear(16, 16)
+loose.register_forward_pre_hook(scale_input)
+compiled = torch.compile(net, backend="eager")
+x = torch.randn(2, 16)
+with torch.no_grad():
+    compiled(x)
+    hookscope_torch.start()
+    for _ in range(2):
+        net(x)
+        loose(x)
+    for _ in range(2):
+        compiled(x)
+    hookscope_torch.stop()
+print("hooked-script-done")
+)";
+
+const char* kHookedExplain = R"(import json, torch
+from hooked_net import hooked
+with torch.no_grad():
+    e = torch._dynamo.explain(hooked())(torch.randn(2, 16))
+print(json.dumps({"graph_count": e.graph_count, "graph_break_count": e.graph_break_count}))
+)";
+
+TEST(Profile, PlainForwardHooksAreModuleRangesNamedByTheModulesFqnAndTheirBreaksByTheHookedCall) {
+  const fs::path dir = script_dir("profile-plain-hooks");
+  write(dir / "hooked_net.py", kHookedNet);
+  write(dir / "hooked_script.py", kHookedScript);
+  write(dir / "explain_hooked.py", kHookedExplain);
+  const fs::path out = dir / "cap.sqlite";
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--capture-range", "markers", "--",
+                                      hs::test::python(), (dir / "hooked_script.py").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hooked-script-done"), std::string::npos) << r.out;
+  hs::storage::CaptureReader rd(out);
+  const auto runs = rd.runs();
+  ASSERT_EQ(runs.size(), 1u) << r.err;
+  const auto& run = runs[0];
+  EXPECT_EQ(run.status, hs::tracer::RunStatus::Complete) << run.error;
+  std::map<std::tuple<std::string, std::string, int>, int> ranges;
+  for (const auto& h : rd.hook_events(run.id)) ++ranges[{h.hook, h.module, static_cast<int>(h.phase)}];
+  const int pre = static_cast<int>(hs::events::HookPhase::PreForward), post = static_cast<int>(hs::events::HookPhase::PostForward);
+  // The model given to torch.compile names its modules; every eager call records (compiled calls
+  // may add the hooks Dynamo did not trace).
+  EXPECT_GE((ranges[{"scale_input", "blocks.1", pre}]), 2);
+  EXPECT_GE((ranges[{"Tracker.note", "head", pre}]), 2);
+  // A module of no model hookscope saw: its class.
+  EXPECT_EQ((ranges[{"scale_input", "Linear", pre}]), 2);
+  // The compiler-disabled forward hook runs eagerly in compiled calls too: 2 + 2.
+  EXPECT_EQ((ranges[{"count_output", "blocks.2", post}]), 4);
+  for (const auto& [key, n] : ranges)
+    EXPECT_TRUE(std::get<0>(key) == "scale_input" || std::get<0>(key) == "Tracker.note" || std::get<0>(key) == "count_output")
+        << std::get<0>(key) << " on " << std::get<1>(key);
+  // Dynamo's count is explain's for the same hooked model, and the break at the disabled hook is
+  // attributed to the hooked module's call (Net.forward's `x = b(x)`).
+  const json want = python_json(dir, "explain_hooked.py", "");
+  const json log = run.results["profile"]["imports"][0]["compile_log"];
+  EXPECT_EQ(log.value("graph_count", -1), want["graph_count"]) << log.dump();
+  EXPECT_EQ(log.value("graph_break_count", -1), want["graph_break_count"]) << log.dump();
+  EXPECT_GT(want.value("graph_break_count", 0), 0);
+  bool attributed = false;
+  const json summary = hs::importers::dynamo_summary(rd, run.id);
+  for (const auto& g : summary["break_reasons"])
+    if (g.value("reason", "").find("count_output") != std::string::npos)
+      for (const auto& c : g["module_calls"])
+        attributed |= c["callee"] == "b" && c["site"].get<std::string>().rfind("tiny_net.py:", 0) == 0;
+  EXPECT_TRUE(attributed);
 }
 
 TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
