@@ -160,6 +160,8 @@ class _Context:
     """One hook method running eagerly: the hook, its module's FQN, and an onload range open
     between a weights_map lookup and the copy that follows it."""
 
+    __slots__ = ("hook", "module", "fqn", "open_onload")
+
     def __init__(self, hook, module, fqn: str):
         self.hook, self.module, self.fqn = hook, module, fqn
         self.open_onload = None
@@ -198,11 +200,6 @@ class _RangedWeights(Mapping):
 
     def __len__(self):
         return len(self._map)
-
-
-def _with(range_, fn):
-    with range_:
-        return fn()
 
 
 def _close_onload(ctx: _Context) -> None:
@@ -293,24 +290,34 @@ class Instrumentation:
         stack = self._stack()
         return stack[-1] if stack else None
 
-    def _run_in_context(self, hook, module, fn, range_):
-        if isinstance(getattr(hook, "weights_map", None), _RangedWeights):
+    def _run_in_context(self, hook, module, range_, inner, args, kwargs):
+        """Runs inner(hook, module, *args, **kwargs) as the current eager hook call, in `range_`
+        (None: no range of its own), with an offloading hook's weights_map proxied so each lookup
+        opens its onload range. Straight-line code: it runs for every hooked call recorded."""
+        weights = getattr(hook, "weights_map", None)
+        if isinstance(weights, _RangedWeights):
             # _onload_weights / _offload_weights inside this hook's eager pre/post_forward.
-            return fn() if range_ is None else _with(range_, fn)
-        ctx = _Context(hook, module, self._fqn.get(id(module), type(module).__name__))
-        proxied = getattr(hook, "offload", False) and getattr(hook, "weights_map", None) is not None
+            if range_ is None:
+                return inner(hook, module, *args, **kwargs)
+            with range_:
+                return inner(hook, module, *args, **kwargs)
+        ctx = _Context(hook, module, self._fqn.get(id(module)) or type(module).__name__)
+        proxied = weights is not None and getattr(hook, "offload", False)
         if proxied:
-            original_map = hook.weights_map
-            hook.weights_map = _RangedWeights(ctx, original_map)
+            hook.weights_map = _RangedWeights(ctx, weights)
         stack = self._stack()
         stack.append(ctx)
         try:
-            return fn() if range_ is None else _with(range_, fn)
+            if range_ is None:
+                return inner(hook, module, *args, **kwargs)
+            with range_:
+                return inner(hook, module, *args, **kwargs)
         finally:
-            _close_onload(ctx)
+            if ctx.open_onload is not None:
+                _close_onload(ctx)
             stack.pop()
             if proxied:
-                hook.weights_map = original_map
+                hook.weights_map = weights
 
     # -- wrappers ----------------------------------------------------------------------
     def _wrap_method(self, original, name: str):
@@ -336,7 +343,7 @@ class Instrumentation:
                         except TypeError:
                             pass
                 range_ = _Range(title)
-            return inst._run_in_context(hook, module, lambda: inner(hook, module, *args, **kwargs), range_)
+            return inst._run_in_context(hook, module, range_, inner, args, kwargs)
 
         new = rewrap(instrumented, original)
         new._hookscope_instrumented = True
@@ -372,22 +379,30 @@ class Instrumentation:
 
     def _wrap_send(self, original):
         inst = self
+        names: dict = {}  # (module, bytes, src, dst) -> range name
 
         @functools.wraps(original)
         def send_to_device(tensor, device, *args, **kwargs):
             ctx = None if torch.compiler.is_compiling() or not _profiling() else inst._current()
             if ctx is None or device is None:  # send_to_device(x, None) moves nothing
                 return original(tensor, device, *args, **kwargs)
-            skip = kwargs.get("skip_keys", args[1] if len(args) > 1 else None)
-            skip = [skip] if isinstance(skip, str) else skip
-            tensors = list(_tensors(tensor, skip))
-            if not tensors:
-                return original(tensor, device, *args, **kwargs)
+            if isinstance(tensor, torch.Tensor):  # most calls: one tensor (skip_keys apply to mappings)
+                tensors = (tensor,)
+            else:
+                skip = kwargs.get("skip_keys", args[1] if len(args) > 1 else None)
+                skip = [skip] if isinstance(skip, str) else skip
+                tensors = list(_tensors(tensor, skip))
+                if not tensors:
+                    return original(tensor, device, *args, **kwargs)
             dst = _dev(device)
             moved = [t for t in tensors if _dev(t.device) != dst]
-            src = _dev((moved or tensors)[0].device)
-            with _range("send_to_device", module=ctx.fqn, bytes=sum(_nbytes(t) for t in moved),
-                        src=src, dst=dst):
+            key = (ctx.fqn, sum(_nbytes(t) for t in moved), _dev((moved or tensors)[0].device), dst)
+            title = names.get(key)
+            if title is None:
+                title = _name("send_to_device", module=key[0], bytes=key[1], src=key[2], dst=dst)
+                if len(names) < 65536:
+                    names[key] = title
+            with _Range(title):
                 return original(tensor, device, *args, **kwargs)
 
         send_to_device._hookscope_instrumented = True
