@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -118,6 +119,28 @@ json python_json(const fs::path& dir, const std::string& script, const std::stri
   return json::parse(out);
 }
 
+// The compile-log figures of `script ARGS` run without hookscope (TORCH_TRACE set by hand,
+// imported by `hookscope import --compile-log`): what Dynamo does when nobody records.
+json unrecorded_compile_log(const fs::path& dir, const std::string& script, const std::string& args) {
+  const fs::path log = dir / "unrecorded_trace", cap = dir / "unrecorded.sqlite";
+  const std::string cmd = "cd '" + dir.string() + "' && PYTHONPATH='" + (hs::test::source_dir() / "python").string() +
+                          "' TORCH_TRACE='" + log.string() + "' '" + hs::test::python() + "' " + script + " " + args +
+                          " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return {{"error", "the script failed: " + cmd}};
+  const auto r = hs::test::hookscope({"import", "--compile-log", log.string(), "-o", cap.string()});
+  if (r.exit_code != 0) return {{"error", r.err}};
+  hs::storage::CaptureReader rd(cap);
+  return rd.runs().at(0).results["import"]["compile_log"];
+}
+
+// The figures of a compile log that say what Dynamo did: equal with and without hookscope.
+void expect_same_dynamo(const json& recorded, const json& unrecorded) {
+  for (const char* k : {"compiles", "graph_count", "graph_break_count", "graph_breaks", "recompiles", "frames_skipped",
+                        "recompile_limit_hits"})
+    EXPECT_EQ(recorded.value(k, json()), unrecorded.value(k, json())) << k << "\nrecorded: " << recorded.dump()
+                                                                       << "\nwithout hookscope: " << unrecorded.dump();
+}
+
 // torch._dynamo.explain of the model under `policy`, in a process of its own.
 json explain(const fs::path& dir, const std::string& policy) { return python_json(dir, "explain_net.py", policy); }
 
@@ -203,6 +226,9 @@ TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
   EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Complete) << runs[0].error;
   EXPECT_EQ(runs[0].results.value("stderr_tail", ""), "eeeee");
   EXPECT_NE(runs[0].results.value("stdout_tail", "").find("\u2588"), std::string::npos);
+  EXPECT_EQ(runs[0].scenario, "-c") << "filed under what Python runs, not an argument's .py";
+  EXPECT_EQ(runs[0].versions.value("torch", ""), runs[0].results["versions"].value("torch", "-")) << runs[0].versions;
+  EXPECT_TRUE(runs[0].versions.contains("hookscope"));
 }
 
 // ---- diffusers' hooks ------------------------------------------------------------------------
@@ -215,9 +241,8 @@ from diffusers import UNet2DModel
 def unet():
     torch.manual_seed(0)
     return UNet2DModel(sample_size=8, in_channels=3, out_channels=3, layers_per_block=1,
-                       block_out_channels=(8, 16), norm_num_groups=4,
-                       down_block_types=("DownBlock2D", "DownBlock2D"),
-                       up_block_types=("UpBlock2D", "UpBlock2D")).eval()
+                       block_out_channels=(8,), norm_num_groups=4, add_attention=False,
+                       down_block_types=("DownBlock2D",), up_block_types=("UpBlock2D",)).eval()
 
 def offloaded():
     model = unet()
@@ -266,14 +291,20 @@ json.dump({"groups": group_bytes(), "cast_hooked": cast_hooked}, open(sys.argv[1
 print("diffusers-script-done")
 )";
 
-const char* kUnetExplain = R"(import json, sys, torch
-if sys.argv[1] == "offload-only":
-    from hookscope_torch import offload_only
-    offload_only.apply()
+// torch._dynamo.explain of the offloaded model under each policy (one process: offload-only's
+// patch is applied after the whole-hook explain).
+const char* kUnetExplain = R"(import json, torch
+from hookscope_torch import offload_only
 from tiny_unet import inputs, offloaded
-with torch.no_grad():
-    e = torch._dynamo.explain(offloaded())(*inputs())
-print(json.dumps({"graph_count": e.graph_count, "graph_break_count": e.graph_break_count}))
+out = {}
+for policy in ("whole-hook", "offload-only"):
+    if policy == "offload-only":
+        offload_only.apply()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        e = torch._dynamo.explain(offloaded())(*inputs())
+    out[policy] = {"graph_count": e.graph_count, "graph_break_count": e.graph_break_count}
+print(json.dumps(out))
 )";
 
 TEST(Profile, DiffusersGroupOffloadingUnderBothPoliciesRecordsItsHooksGroupSwapsWithTheirBytesAndDynamosBreaks) {
@@ -289,7 +320,9 @@ TEST(Profile, DiffusersGroupOffloadingUnderBothPoliciesRecordsItsHooksGroupSwaps
   EXPECT_NE(r.out.find("diffusers-script-done"), std::string::npos) << r.out;
   const json expected = json::parse(hs::test::read_file(facts));
   const auto& groups = expected["groups"];
-  ASSERT_EQ(groups.size(), 5u) << groups.dump();  // down_blocks.0/1, up_blocks.0/1, the top-level group
+  ASSERT_EQ(groups.size(), 3u) << groups.dump();  // down_blocks.0, up_blocks.0, the top-level group
+  const json explained = python_json(dir, "explain_unet.py", "");
+  const json unrecorded = unrecorded_compile_log(dir, "unet_script.py", (dir / "unrecorded.json").string());
   hs::storage::CaptureReader rd(out);
   const auto runs = rd.runs();
   ASSERT_EQ(runs.size(), 2u) << r.err;
@@ -297,11 +330,13 @@ TEST(Profile, DiffusersGroupOffloadingUnderBothPoliciesRecordsItsHooksGroupSwaps
     SCOPED_TRACE(run.policy);
     EXPECT_EQ(run.status, hs::tracer::RunStatus::Complete) << run.error;
     // Dynamo's own count for the compiled model, as explain gives it for the same model.
-    const json want = python_json(dir, "explain_unet.py", run.policy);
+    const json want = explained[run.policy];
     const json log = run.results["profile"]["imports"][0]["compile_log"];
     EXPECT_EQ(log.value("graph_count", -1), want["graph_count"]) << log.dump();
     EXPECT_EQ(log.value("graph_break_count", -1), want["graph_break_count"]) << log.dump();
     EXPECT_GT(want.value("graph_break_count", 0), 0) << "onload_ / offload_ are compiler-disabled";
+    // The recording changed nothing Dynamo did: compiles, recompiles, skipped frames as without it.
+    expect_same_dynamo(log, unrecorded);
 
     // One onload and one offload per group per call (2 eager, 2 compiled: onload_ and offload_
     // are compiler-disabled, so they run eagerly in compiled calls too), each with the bytes of
@@ -319,7 +354,8 @@ TEST(Profile, DiffusersGroupOffloadingUnderBothPoliciesRecordsItsHooksGroupSwaps
         EXPECT_EQ(s.source, hs::events::WeightSource::Cpu);
       }
       ++(s.onload ? onloads : offloads)[s.module];
-      EXPECT_EQ(s.tensor, s.module.empty() ? "conv_in+time_proj+time_embedding+mid_block+conv_norm_out+conv_act+conv_out" : "*");
+      EXPECT_EQ(s.tensor, s.module.empty() ? "conv_in+time_proj+time_embedding+mid_block+conv_norm_out+conv_act+conv_out"
+                                           : "*");  // a block: all its own tensors
     }
     for (const auto& [g, bytes] : groups.items()) {
       EXPECT_EQ(onloads[g], 4) << g << " (" << bytes << " B)";
@@ -466,6 +502,7 @@ TEST(Profile, PlainForwardHooksAreModuleRangesNamedByTheModulesFqnAndTheirBreaks
   EXPECT_EQ(log.value("graph_count", -1), want["graph_count"]) << log.dump();
   EXPECT_EQ(log.value("graph_break_count", -1), want["graph_break_count"]) << log.dump();
   EXPECT_GT(want.value("graph_break_count", 0), 0);
+  expect_same_dynamo(log, unrecorded_compile_log(dir, "hooked_script.py", ""));
   bool attributed = false;
   const json summary = hs::importers::dynamo_summary(rd, run.id);
   for (const auto& g : summary["break_reasons"])
@@ -486,6 +523,10 @@ TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   r = hs::test::hookscope({"profile", "-o", out.string(), "--policies", "tree", "--", hs::test::python(), "-c", "0"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--policies: 'tree'"), std::string::npos) << r.err;
+  r = hs::test::hookscope({"profile", "-o", out.string(), "--policies", "whole-hook,offload-only,whole-hook", "--",
+                           hs::test::python(), "-c", "0"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--policies: 'whole-hook' is given twice"), std::string::npos) << r.err;
   r = hs::test::hookscope({"profile", "-o", out.string(), "--capture-range", "markers", "--delay", "1", "--",
                            hs::test::python(), "-c", "0"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
