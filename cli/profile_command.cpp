@@ -67,7 +67,9 @@ std::vector<Policy> policies_of(const ProfileArgs& a) {
   }
   std::vector<Policy> out;
   std::stringstream ss(a.policies);
+  std::set<std::string> seen;
   for (std::string p; std::getline(ss, p, ',');) {
+    if (!seen.insert(p).second) throw std::invalid_argument("--policies: '" + p + "' is given twice");
     if (p == "whole-hook" || p == "offload-only") {
       out.push_back({p, ""});
     } else if (auto it = trees.find(p); it != trees.end()) {
@@ -108,11 +110,32 @@ void check_args(const ProfileArgs& a, const fs::path& out) {
                                 " that is still running");
 }
 
-// The script the command runs (its first argument ending in .py), else the program's name.
+bool ends_with_py(const std::string& s) { return s.size() > 3 && s.compare(s.size() - 3, 3, ".py") == 0; }
+
+// What the runs are filed under (RUNS.scenario): for a Python interpreter, what it runs as
+// Python reads its command line — the script's file name, `-m`'s module, or `-c` —, the
+// interpreter's options (and the values of -W, -X, --check-hash-based-pycs) skipped; for another
+// program, its first argument ending in .py, else the program's name.
 std::string script_name(const std::vector<std::string>& command) {
+  const std::string program = fs::path(command.front()).filename().string();
+  if (ends_with_py(program)) return program;
+  if (program.rfind("python", 0) == 0) {
+    for (size_t i = 1; i < command.size(); ++i) {
+      const std::string& arg = command[i];
+      if (arg == "-c") return "-c";
+      if (arg == "-m") return i + 1 < command.size() ? command[i + 1] : program;
+      if (arg.rfind("-m", 0) == 0 && arg.size() > 2) return arg.substr(2);  // python -mpkg
+      if (arg == "-W" || arg == "-X" || arg == "--check-hash-based-pycs") {
+        ++i;
+        continue;
+      }
+      if (arg == "-" || arg.empty() || arg.front() != '-') return arg == "-" ? "<stdin>" : fs::path(arg).filename().string();
+    }
+    return program;
+  }
   for (const auto& arg : command)
-    if (arg.size() > 3 && arg.compare(arg.size() - 3, 3, ".py") == 0) return fs::path(arg).filename().string();
-  return fs::path(command.front()).filename().string();
+    if (ends_with_py(arg)) return fs::path(arg).filename().string();
+  return program;
 }
 
 // The variables that inject the recording (python/hookscope_torch/profile_inject.py).
@@ -262,6 +285,11 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
     rec.error = e.what();
   }
   result.update(rec.result);
+  if (const auto v = rec.result.find("versions"); v != rec.result.end() && v->is_object() && !v->empty()) {
+    json versions = {{"hookscope", "0.1.0"}};  // and what the program ran: RUNS.versions, as a torch engine run's
+    versions.update(*v);
+    store.set_run_versions(run, versions);
+  }
   for (const auto& d : rec.diagnostics) store.add_diagnostic(run, storage::Severity::Warning, "profile", d);
   result["status"] = rec.error.empty() ? "ok" : "failed";
   if (!rec.error.empty()) result["error"] = rec.error;

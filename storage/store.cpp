@@ -687,6 +687,20 @@ void Store::set_run_engine(int64_t run, const std::string& engine) {
   });
 }
 
+void Store::set_run_versions(int64_t run, const nlohmann::json& versions) {
+  if (!versions.is_object())
+    throw std::invalid_argument("set_run_versions: versions must be a JSON object, got: " + versions.dump());
+  Impl& m = *impl_;
+  std::lock_guard lk(m.mu);
+  m.require_open();
+  m.in_transaction([&] {
+    Stmt up(m.db, m.path, "UPDATE RUNS SET versions = ? WHERE id = ?");
+    up.bind(1, versions.dump()).bind(2, run).exec();
+    if (sqlite3_changes(m.db) == 0)
+      throw std::invalid_argument("set_run_versions: no run " + std::to_string(run) + " in capture " + m.path.string());
+  });
+}
+
 void Store::set_run_result(int64_t run, const nlohmann::json& results) {
   if (!results.is_object())
     throw std::invalid_argument("set_run_result: results must be a JSON object, got: " + results.dump());

@@ -83,6 +83,10 @@ class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
   /// Sets RUNS.engine of run `run`: how an import gives a `hookscope export` trace of a torch or
   /// LibTorch run its engine back. Throws std::invalid_argument for an unknown run.
   void set_run_engine(int64_t run, const std::string& engine);
+  /// Sets RUNS.versions of run `run` to `versions` (a JSON object): how a run whose stack is
+  /// known only once it has run (a profiled program) records it. Throws std::invalid_argument
+  /// for an unknown run or a non-object.
+  void set_run_versions(int64_t run, const nlohmann::json& versions);
   /// Sets META_DATA_EXPORT row `name` to `value` (added or replaced), e.g.
   /// HOOKSCOPE_CAPTURE_SETTINGS: the capture's settings as JSON. Throws std::invalid_argument
   /// for the rows the store itself owns (schema version, finalized flag, ...).
