@@ -389,6 +389,8 @@ class PlainHooks:
 
         @functools.wraps(register)
         def registering(module, hook, *args, **kwargs):
+            if _is_compiling():  # a hook registered in code Dynamo traces: as without hookscope
+                return register(module, hook, *args, **kwargs)
             return register(module, plain.wrap(hook, phase), *args, **kwargs)
 
         return registering
@@ -398,6 +400,8 @@ class PlainHooks:
 
         @functools.wraps(register)
         def registering(hook, *args, **kwargs):
+            if _is_compiling():
+                return register(hook, *args, **kwargs)
             return register(plain.wrap(hook, phase), *args, **kwargs)
 
         return registering

@@ -123,6 +123,7 @@ class Session:
             self.errors.append(f"stopping the profiler: {type(e).__name__}: {e}")
         import torch
         transformers = sys.modules.get("transformers")  # only when the program imported it
+        diffusers = sys.modules.get("diffusers")
         doc = {
             "capture_range": self.capture_range,
             "ranges": self.ranges,
@@ -130,6 +131,7 @@ class Session:
             "versions": {"hookscope_torch": _version(), "python": platform.python_version(),
                          "torch": torch.__version__,
                          "transformers": getattr(transformers, "__version__", None),
+                         "diffusers": getattr(diffusers, "__version__", None),
                          **self.policy_info,
                          "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
                          "threads": torch.get_num_threads()},
