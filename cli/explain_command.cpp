@@ -2,6 +2,7 @@
 // identical reasons grouped and counted. A torch-engine or imported run shows Dynamo's own
 // records (gb codes, frames skipped, recompiles); a LibTorch-engine run its disabled-scope
 // entries under their own name.
+#include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "cli/cli_util.h"
 #include "cli/report_command.h"
 #include "facts/breaks.h"
+#include "facts/iterations.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 #include "storage/run_results.h"
@@ -92,9 +94,11 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
     doc["break_reasons_from"] = "recorded";
   }
   if (doc["source"] == "libtorch") doc["recorded_disabled_scopes"] = rd.count("DISABLED_SCOPES", rec.id);
-  if (rec.engine == "profile")  // the program hookscope profile ran
+  if (rec.engine == "profile") {  // the program hookscope profile ran, and its iterations
     for (const char* k : {"command", "exit_status", "stderr_tail"})
       if (r.contains(k)) doc[k] = r[k];
+    doc["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
+  }
   return doc;
 }
 
@@ -139,6 +143,12 @@ void print_doc(const json& d, std::ostream& out) {
     std::string cmd;
     for (const auto& w : d["command"]) cmd += (cmd.empty() ? "" : " ") + w.get<std::string>();
     out << "Command: " << name(cmd) << "  (exit status " << num(d, "exit_status") << ")\n";
+  }
+  if (d.contains("iterations") && d["iterations"]["ms"].is_object()) {
+    char median[32];
+    std::snprintf(median, sizeof median, "%.2f", d["iterations"]["ms"]["median"].get<double>());
+    out << "Iterations (" << d["iterations"]["source"].get<std::string>() << "s, the export's ProfilerStep#N): "
+        << num(d["iterations"], "count") << ", median " << median << " ms\n";
   }
   if (d["error"].is_string()) out << "Error: " << d["error"].get<std::string>() << "\n";
   const std::string from = d.value("counts_from", "");

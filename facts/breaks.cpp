@@ -49,7 +49,9 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
     f[k] = nullptr;
   f["break_reasons"] = json::array();
   add_log(rd, rec.id, res, f);
-  const bool imported = rec.engine == "import";
+  // A profiled program's run (`hookscope profile`) has only its imported log too: no explain, no
+  // compile metrics of Dynamo's, so its figures keep the log's names as an import's do.
+  const bool imported = rec.engine == "import" || rec.engine == "profile";
   // A file written before runs named their engine holds LibTorch-engine runs only, which then
   // stored their disabled-scope entries as "graph_break_count": they are read as what they are.
   const bool legacy = rec.engine.empty() && !res.contains("disabled_scope_entries") && res.contains("graph_break_count") &&

@@ -40,6 +40,14 @@ const std::vector<Fact>& catalogue() {
       {"log_graph_break_count", "graphs − 1 in the log", "count", "TORCH_TRACE log",
        "torch._dynamo.explain's formula applied to a whole log: its graphs − 1 over every compile; one forward's "
        "graph_break_count only when the log holds exactly one forward"},
+      {"log_recompiles", "recompile_reasons in the log", "count", "TORCH_TRACE log",
+       "recompile_reasons records in the run's TORCH_TRACE log (an imported log or a profiled program's): every "
+       "compile a failed guard started, a recompile-limit failure included; not Dynamo's recompiles counter"},
+      {"log_frames_skipped", "compiles skipped or failed in the log", "count", "TORCH_TRACE log",
+       "compiles of the run's TORCH_TRACE log that ended skipped or failed, whose frame then ran eagerly (a "
+       "recompile-limit failure included)"},
+      {"log_recompile_limit_hits", "recompile-limit failures in the log", "count", "TORCH_TRACE log",
+       "compiles of the run's TORCH_TRACE log that failed on recompile_limit"},
       // The LibTorch engine's figures: its own names, marked †.
       {"disabled_scope_entries", "disabled-scope entries†", "count", "LibTorch engine",
        "compiler-disabled scopes one compiled forward entered inside a captured region, where hookscope's port cuts "
@@ -76,6 +84,21 @@ const std::vector<Fact>& catalogue() {
        "send_to_device calls whose tensors were already where they go (0 bytes): counted apart, not transfers"},
       {"weight_onloads", "weight onloads", "count", "recorded events",
        "offloaded weights materialised on their execution device before a forward (a run's recorded)"},
+      {"weight_onload_bytes", "weight onload bytes", "bytes", "recorded events", "bytes those onloads materialised"},
+      // A profiled program (`hookscope profile`): what it ran and its iterations.
+      {"command", "program", "text", "hookscope profile", "the command line hookscope profile ran, once per policy"},
+      {"exit_status", "exit status", "code", "hookscope profile",
+       "the program's exit status (128 + the signal when a signal ended it)"},
+      {"iterations", "iterations", "count", "recorded events",
+       "what torch.profiler calls steps (ProfilerStep#N), facts/iterations.h: the trace's own ProfilerStep#N, else "
+       "one per generation step, else one per top-level call of a model accelerate dispatched (the outermost range "
+       "holding its hook work: a Torch-Compiled Region, a record_function of the program's; uncompiled, from the "
+       "root module's pre_forward to its post_forward); the export writes one ProfilerStep#N each"},
+      {"iteration_ms", "iteration time", "ms", "recorded events",
+       "median (interquartile range) of the iterations' durations, within the capture range"},
+      {"iteration_speedup", "after vs before, iterations", "ratio", "recorded events",
+       "a profiled program's first policy's median iteration ÷ the second's (above 1: the second is faster), judged on "
+       "their interquartile ranges; the two runs ran one after the other, not interleaved"},
   };
   return facts;
 }

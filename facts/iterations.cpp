@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "measurement/spread.h"
+
 namespace hs::facts {
 
 namespace {
@@ -131,6 +133,14 @@ Iterations iterations(const std::vector<storage::CpuOpRow>& cpu_ops, const std::
 
 Iterations iterations(const storage::CaptureReader& reader, int64_t run) {
   return iterations(reader.cpu_ops(run), reader.activity_pids(run, "CPU_OPS"), reader.generation_steps(run));
+}
+
+nlohmann::json iteration_figures(const Iterations& it) {
+  std::vector<double> ms;
+  for (const Iteration& s : it.steps) ms.push_back(static_cast<double>(s.end_ns - s.start_ns) / 1e6);
+  return {{"source", iteration_source_name(it.source)},
+          {"count", it.steps.size()},
+          {"ms", ms.empty() ? nlohmann::json(nullptr) : measurement::Spread::of(ms).to_json()}};
 }
 
 }  // namespace hs::facts

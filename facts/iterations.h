@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "storage/capture_reader.h"
 
 namespace hs::facts {
@@ -53,5 +55,10 @@ Iterations iterations(const std::vector<storage::CpuOpRow>& cpu_ops, const std::
 
 /// The same, read from the capture. Throws storage::CaptureError when it cannot be read.
 Iterations iterations(const storage::CaptureReader& reader, int64_t run);
+
+/// A run's iteration figures as the report writes them (facts/catalogue.h "iterations",
+/// "iteration_ms"): {"source": iteration_source_name, "count", "ms": a measurement::Spread of
+/// the durations in ms, or null without iterations}.
+nlohmann::json iteration_figures(const Iterations& it);
 
 }  // namespace hs::facts

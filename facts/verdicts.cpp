@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "facts/breaks.h"
+#include "facts/profile_verdicts.h"
 #include "measurement/verdict.h"
 
 namespace hs::facts {
@@ -178,6 +179,7 @@ json scenario_verdicts(const json& report) {
   }
   for (const auto& engine : engines)
     for (const auto& sc : scenarios) {
+      if (engine == "profile") continue;  // profile_verdicts: no generate to time
       policies.clear();
       std::string mode;
       for (const auto& r : runs)
@@ -203,6 +205,7 @@ json scenario_verdicts(const json& report) {
       v["against_hypothesis"] = after ? against_hypothesis(v) : json::array();
       out.push_back(v);
     }
+  for (auto& v : profile_verdicts(report)) out.push_back(std::move(v));
   return out;
 }
 
@@ -281,6 +284,7 @@ std::vector<Claim> one_policy_diagnosis(const json& v, const Markup& m) {
 }  // namespace
 
 std::vector<Claim> diagnosis(const json& v, const Markup& m) {
+  if (v.value("engine", "") == "profile") return profile_diagnosis(v, m);
   if (!v["after"].is_object()) return one_policy_diagnosis(v, m);
   std::vector<Claim> claims;
   const json &b = v["before"], &a = v["after"];

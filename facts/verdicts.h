@@ -35,6 +35,7 @@ namespace hs::facts {
 ///    "against_hypothesis": what went against "after has fewer breaks, compiles faster and works
 ///      with fullgraph": [{"kind": "more_breaks", "before", "after"} | {"kind":
 ///      "slower_compiled"} | {"kind": "fullgraph_regressed"}]}.
+/// Then one block per profiled program (engine "profile", facts/profile_verdicts.h).
 nlohmann::json scenario_verdicts(const nlohmann::json& report);
 
 /// How a view marks up the names and run references in a diagnosis.
@@ -54,6 +55,7 @@ struct Claim {
 /// fullgraph before → after, and what went against the hypothesis. Names go through
 /// `markup.code`, a measurement's why through `markup.text`; hookscope's own words are plain
 /// ASCII and typography (→ × ÷), safe in Markdown and HTML alike.
+/// A profiled program's block gets profile_diagnosis' claims.
 std::vector<Claim> diagnosis(const nlohmann::json& verdict, const Markup& markup);
 
 }  // namespace hs::facts

@@ -147,6 +147,47 @@ std::string engine_name(const std::string& e) {
                            : e;
 }
 
+// A profiled program's figure as a verdict cell: a count ("–" without one).
+std::string count_cell(const json& v) { return v.is_number() ? std::to_string(v.get<int64_t>()) : "–"; }
+
+// A profiled program's block (facts/profile_verdicts.h): what each policy's run recorded, one
+// column per policy, then the diagnosis. Every row is a fact of facts/catalogue.h.
+void write_profile_verdict(std::ostringstream& md, const json& v, const facts::Markup& markup, bool links) {
+  md << "**" << engine_name("profile") << ", " << v.value("scenario", "") << "**\n\n";
+  std::vector<const json*> sides{&v["before"]};
+  if (v["after"].is_object()) sides.push_back(&v["after"]);
+  auto row = [&](const std::string& label, const std::function<std::string(const json&)>& cell) {
+    md << "| " << label << " |";
+    for (const json* s : sides) md << " " << cell(*s) << " |";
+    md << "\n";
+  };
+  auto label = [](const char* key) { return std::string(facts::fact(key).label); };
+  md << "| |";
+  for (size_t i = 0; i < sides.size(); ++i)
+    md << " " << md_code(sides[i]->value("policy", ""), MdPlace::cell) << (sides.size() > 1 ? i ? " (after)" : " (before)" : "")
+       << " |";
+  md << "\n|---|" << (sides.size() > 1 ? "---|---|" : "---|") << "\n";
+  row(label("command"), [](const json& s) { return s["command"].is_string() ? md_code(s["command"].get<std::string>(), MdPlace::cell) : "–"; });
+  row(label("exit_status"), [](const json& s) { return s["status"] == "incomplete" ? std::string("incomplete") : count_cell(s["exit_status"]); });
+  for (const char* k : {"log_graphs", "log_graph_break_count", "log_graph_break_records", "log_recompiles"})
+    row(label(k), [&](const json& s) { return count_cell(s[k]); });
+  row(label("iteration_ms") + ", ms (" + label("iterations") + ")", [](const json& s) {
+    return s["iteration_ms"].is_number() ? fmt(s["iteration_ms"].get<double>(), "%.2f") + " (" + count_cell(s["iterations"]) + ")"
+                                         : "– (" + count_cell(s["iterations"]) + ")";
+  });
+  row(label("hook_busy_ns") + ", ms (calls)", [](const json& s) {
+    if (!s["hook_calls"].is_number() || s["hook_calls"].get<int64_t>() == 0) return std::string("–");
+    return fmt(s["hook_busy_ns"].get<double>() / 1e6) + " (" + count_cell(s["hook_calls"]) + ")";
+  });
+  row(label("weight_onloads") + " (bytes)", [](const json& s) {
+    return count_cell(s["weight_onloads"]) +
+           (s["weight_onload_bytes"].is_number() ? " (" + bytes_h(s["weight_onload_bytes"].get<double>()) + ")" : "");
+  });
+  md << "\n";
+  for (const auto& c : facts::diagnosis(v, markup)) md << "- " << c.text << runs_ref(c.runs, links) << "\n";
+  md << "\n";
+}
+
 // The verdict blocks (facts/verdicts.h): per engine and scenario, the two policies' compiled
 // decode, their ratio, each against eager, breaks and fullgraph, and the diagnosis with the runs
 // it rests on. `verdicts` is md_safe'd: names are Markdown text already.
@@ -156,6 +197,10 @@ void write_verdicts(std::ostringstream& md, const json& verdicts, bool links) {
   const facts::Markup markup{[](const std::string& s) { return md_code(s, MdPlace::line); },
                              [](const std::string& s) { return s; }};
   for (const auto& v : verdicts) {
+    if (v.value("engine", "") == "profile") {
+      write_profile_verdict(md, v, markup, links);
+      continue;
+    }
     const json &b = v["before"], &a = v["after"];
     const bool libtorch = v.value("engine", "") == "libtorch";
     md << "**" << engine_name(v.value("engine", "")) << ", " << v.value("scenario", "") << ", mode " << v.value("mode", "")
@@ -569,6 +614,36 @@ std::string engine_title(const std::string& e) {
   return e.empty() ? "runs" : e + " engine";
 }
 
+// A profiled program's runs (`hookscope profile`): what ran, how it ended, what was recorded. The
+// generate tables (correctness, latency, peak memory of the model's weights) have nothing to
+// show for a program and are left out.
+// "23.62 (21.40–27.43)": the iterations' median and interquartile range, ms.
+std::string iteration_spread_cell(const json& it) {
+  const json& s = it.is_object() && it.contains("ms") ? it["ms"] : json();
+  if (!s.is_object() || !s.contains("median")) return "–";
+  return fmt(s.value("median", 0.0), "%.2f") + " (" + fmt(s.value("q1", 0.0), "%.2f") + "–" + fmt(s.value("q3", 0.0), "%.2f") + ")";
+}
+
+void write_profiled_programs(std::ostringstream& md, const Tables& t) {
+  md << "### the programs' runs\n\n| run | program | policy | status | " << facts::fact("exit_status").label
+     << " | capture range | " << facts::fact("iterations").label << " | " << facts::fact("iteration_ms").label
+     << ", ms |\n" << rule(8);
+  for (const auto& r : t.runs) {
+    std::string command;
+    if (r.contains("command") && r["command"].is_array())
+      for (const auto& w : r["command"]) command += (command.empty() ? "" : " ") + (w.is_string() ? w.get<std::string>() : "");
+    const json& it = r.value("iterations", json::object());
+    const std::string source = it.value("source", "");
+    md << "| " << r.value("id", json(0)).dump() << " | " << (command.empty() ? "–" : md_code(command, MdPlace::cell)) << " | "
+       << r.value("policy", "") << " | " << r.value("status", "") << " | "
+       << count_cell(r.value("exit_status", json(nullptr))) << " | "
+       << (r.contains("profile") && r["profile"].is_object() ? r["profile"].value("capture_range", "–") : "–") << " | "
+       << count_cell(it.value("count", json(nullptr))) << (source.empty() || source == "none" ? "" : " (" + source + ")") << " | "
+       << iteration_spread_cell(it) << " |\n";
+  }
+  md << "\n" << facts::fact("iterations").label << ": " << facts::fact("iterations").definition << ".\n";
+}
+
 // One line per compiled torch-engine run: what Dynamo did.
 void write_dynamo_story(std::ostringstream& md, const Tables& t) {
   bool header = false;
@@ -742,10 +817,14 @@ std::string render_tables_markdown(const json& original) {
   for (const auto& [e, v] : engines) {
     const Tables t = tables_of(v, devices);
     if (engines.size() > 1 || !e.empty()) md << "\n## " << engine_title(e) << "\n\n";
-    write_correctness(md, t);
-    write_latency(md, t);
-    if (e == "torch") write_dynamo_story(md, t);
-    write_peak_memory(md, t);
+    if (e == "profile") {
+      write_profiled_programs(md, t);
+    } else {
+      write_correctness(md, t);
+      write_latency(md, t);
+      if (e == "torch") write_dynamo_story(md, t);
+      write_peak_memory(md, t);
+    }
     write_breaks(md, t);
     write_incomplete(md, t);
   }

@@ -472,9 +472,16 @@ std::string runs_section(const json& runs, std::set<size_t>& explained) {
   if (labels) headers.push_back("label");
   for (const char* h : {"engine", "scenario", "policy", "mode", "fullgraph", "status"}) headers.push_back(h);
   for (const auto& s : stats) headers.push_back(s.second);
-  for (const char* h : {"graph breaks / disabled-scope entries†", "prefill argmax = eager", "logits bit-identical",
-                        "params on meta after forward", "transfers", "weight onloads", "error"})
-    headers.push_back(h);
+  // The generate's checks, where some run made them (a profiled program makes none).
+  std::vector<std::pair<const char*, const char*>> checks = {{"argmax_match", "prefill argmax = eager"},
+                                                             {"logits_identical", "logits bit-identical"},
+                                                             {"params_on_meta_after", "params on meta after forward"}};
+  std::erase_if(checks, [&](const auto& k) {
+    return std::none_of(runs.begin(), runs.end(), [&](const json& r) { return r.value(k.first, json()).is_boolean(); });
+  });
+  headers.push_back("graph breaks / disabled-scope entries†");
+  for (const auto& k : checks) headers.push_back(k.second);
+  for (const char* h : {"transfers", "weight onloads", "error"}) headers.push_back(h);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : runs) {
     const std::string id = esc(r.value("id", json()).dump());
@@ -486,7 +493,7 @@ std::string runs_section(const json& runs, std::set<size_t>& explained) {
     c.push_back("<td class=\"" + std::string(st == "ok" ? "ok" : "bad") + "\">" + esc(st) + "</td>");
     for (const auto& s : stats) c.push_back(stats_cell(r, s.first));
     c.push_back("<td class=\"num\">" + esc(facts::breaks_text(r)) + "</td>");
-    for (const char* k : {"argmax_match", "logits_identical", "params_on_meta_after"}) c.push_back(check_cell(r, k));
+    for (const auto& k : checks) c.push_back(check_cell(r, k.first));
     const json rec = r.value("recorded", json::object());
     c.push_back("<td class=\"num\">" + std::to_string(rec.value("transfers", int64_t{0})) + " (" +
                 bytes_h(rec.value("transfer_bytes", 0.0)) + ")</td>");

@@ -6,6 +6,7 @@
 
 #include "facts/breaks.h"
 #include "facts/catalogue.h"
+#include "facts/iterations.h"
 #include "facts/verdicts.h"
 #include "measurement/verdict.h"
 #include "reports/stats.h"
@@ -152,6 +153,8 @@ json build_report(const storage::CaptureReader& rd) {
     r["recorded"] = {{"transfers", t.transfers},          {"transfer_bytes", t.transfer_bytes},
                      {"empty_transfer_calls", t.empty_transfer_calls}, {"weight_onloads", t.onloads},
                      {"weight_onload_bytes", t.onload_bytes}};
+    // A profiled program's iterations (facts/iterations.h), which its verdict times.
+    if (rec.engine == "profile") r["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
     report["runs"].push_back(r);
   } catch (const json::exception& e) {  // a field of another type than hookscope writes
     throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(rec.id) +

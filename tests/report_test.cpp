@@ -1,7 +1,9 @@
 // The PR report's Markdown, rendered from report JSON (schema 1).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "cli/cli_util.h"
 #include "output/text.h"
@@ -322,4 +324,166 @@ TEST(MarkdownText, EscapesMarkupKeepsIdentifiersAndRoundTrips) {
   EXPECT_EQ(hs::reports::md_shortened(hs::reports::md_text("a|bcdef"), 5), "a...");
   EXPECT_EQ(hs::reports::md_shortened("\xc3\xa9\xc3\xa9\xc3\xa9", 5), "\xc3\xa9...");
   EXPECT_EQ(hs::reports::md_shortened("abc", 3), "abc");
+}
+
+namespace {
+
+// A program of the user's, profiled under both policies (`hookscope profile`): a small model
+// dispatched with accelerate's cpu_offload, compiled with Dynamo's eager backend, one warm-up call,
+// then `kProfiledCalls` calls between hookscope_torch.start() and stop(); it exits with status 3.
+constexpr int kProfiledCalls = 3;
+const char* kProgram = R"(import sys, torch
+import hookscope_torch
+from accelerate import cpu_offload
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(2))
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = torch.relu(b(x))
+        return self.head(x)
+
+torch.manual_seed(0)
+model = Net().eval()
+cpu_offload(model, execution_device=torch.device("cpu"))
+compiled = torch.compile(model, backend="eager")
+x = torch.randn(2, 16)
+with torch.no_grad():
+    compiled(x)
+    hookscope_torch.start()
+    for _ in range(int(sys.argv[1])):
+        compiled(x)
+    hookscope_torch.stop()
+sys.exit(3)
+)";
+
+struct ProfiledCapture {
+  std::filesystem::path dir, db;
+  json report;
+  std::string markdown, html;
+};
+
+const ProfiledCapture& profiled_capture() {
+  static const ProfiledCapture c = [] {
+    ProfiledCapture k;
+    k.dir = hs::test::scratch_dir("report-profiled");
+    k.db = k.dir / "cap.sqlite";
+    std::ofstream(k.dir / "prog.py") << kProgram;
+    auto r = hs::test::hookscope({"profile", "-o", k.db.string(), "--policies", "whole-hook,offload-only", "--capture-range",
+                                  "markers", "--", hs::test::python(), (k.dir / "prog.py").string(),
+                                  std::to_string(kProfiledCalls)});
+    if (r.exit_code != 3) throw std::runtime_error("profile: exit " + std::to_string(r.exit_code) + "\n" + r.err);
+    r = hs::test::hookscope({"report", k.db.string(), "--json", (k.dir / "r.json").string(), "--markdown",
+                             (k.dir / "r.md").string(), "--html", (k.dir / "r.html").string()});
+    if (r.exit_code != 0) throw std::runtime_error("report failed: " + r.err);
+    k.report = hs::test::read_json(k.dir / "r.json");
+    k.markdown = hs::test::read_file(k.dir / "r.md");
+    k.html = hs::test::read_file(k.dir / "r.html");
+    return k;
+  }();
+  return c;
+}
+
+json cli_json(const std::vector<std::string>& args) {
+  const auto r = hs::test::hookscope(args);
+  if (r.exit_code != 0) throw std::runtime_error(args[0] + " failed: " + r.err);
+  return json::parse(r.out);
+}
+
+// "| LABEL | A | B |": a verdict row as the Markdown writes it.
+std::string verdict_row(const std::string& label, const std::string& a, const std::string& b) {
+  return "| " + label + " | " + a + " | " + b + " |";
+}
+
+}  // namespace
+
+// A profiled program's report: its own verdict block (no generate to time, so no latency,
+// correctness or peak-memory table of a generate), every figure the one explain, stats and the
+// export show for the same run.
+TEST(Report, AProfiledProgramGetsItsOwnVerdictFromItsRunsFigures) {
+  const ProfiledCapture& c = profiled_capture();
+  const json& verdicts = c.report["verdicts"];
+  ASSERT_EQ(verdicts.size(), 1u) << verdicts.dump();
+  const json& v = verdicts[0];
+  EXPECT_EQ(v["engine"], "profile");
+  EXPECT_EQ(v["scenario"], "prog.py");
+  ASSERT_TRUE(v["after"].is_object());
+  std::map<std::string, std::string> md_cells;  // verdict row label -> "| label | before | after |"
+  for (const char* side : {"before", "after"}) {
+    const json& s = v[side];
+    SCOPED_TRACE(std::string(side) + " " + s.dump());
+    EXPECT_EQ(s["policy"], std::string(side) == "before" ? "whole-hook" : "offload-only");
+    const std::string id = std::to_string(s["run"].get<int64_t>());
+    // explain: the program, its exit status, the log's figures and the iterations.
+    const json e = cli_json({"explain", c.db.string(), "--run", id, "--json"});
+    std::string command;
+    for (const auto& w : e["command"]) command += (command.empty() ? "" : " ") + w.get<std::string>();
+    EXPECT_EQ(s["command"], command);
+    EXPECT_EQ(s["exit_status"], 3);
+    EXPECT_EQ(e["exit_status"], 3);
+    for (const char* k : {"log_graphs", "log_graph_break_count", "log_graph_break_records", "log_compiles", "log_recompiles",
+                          "log_frames_skipped", "log_recompile_limit_hits"})
+      EXPECT_EQ(s[k], e[k]) << k;
+    EXPECT_TRUE(s["log_graph_break_count"].is_number());
+    EXPECT_TRUE(e["recompiles"].is_null()) << "a log's count never under Dynamo's name";
+    EXPECT_EQ(s["iterations"], kProfiledCalls) << "one per call between the markers";
+    EXPECT_EQ(e["iterations"]["count"], s["iterations"]);
+    EXPECT_EQ(e["iterations"]["ms"]["median"], s["iteration_ms"]);
+    // stats: the hook time and the weight onloads.
+    const json st = cli_json({"stats", c.db.string(), "--run", id, "--format", "json"});
+    const json& t = st["runs"].at(0)["totals"];
+    EXPECT_EQ(s["hook_busy_ns"], t["hook_busy_ns"]);
+    EXPECT_EQ(s["hook_calls"], t["hook_calls"]);
+    EXPECT_EQ(s["weight_onloads"], t["onloads"]);
+    EXPECT_EQ(s["weight_onload_bytes"], t["onload_bytes"]);
+    EXPECT_GT(s["weight_onloads"].get<int64_t>(), 0);
+    // The export: one ProfilerStep#N per iteration.
+    const auto trace = c.dir / ("run-" + id + ".json");
+    const auto x = hs::test::hookscope({"export", c.db.string(), "--run", id, "-o", trace.string()});
+    ASSERT_EQ(x.exit_code, 0) << x.err;
+    int steps = 0;
+    const json doc = hs::test::read_json(trace);
+    for (const json& ev : doc["traceEvents"])
+      steps += ev.value("name", "").rfind("ProfilerStep#", 0) == 0 && ev["cat"] == "user_annotation";
+    EXPECT_EQ(steps, s["iterations"]);
+  }
+  const json &b = v["before"], &a = v["after"];
+  auto n = [](const json& j) { return std::to_string(j.get<int64_t>()); };
+  auto ms = [](const json& j) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", j.get<double>());
+    return std::string(buf);
+  };
+  const std::vector<std::string> rows = {
+      verdict_row("exit status", "3", "3"),
+      verdict_row("graphs in the log", n(b["log_graphs"]), n(a["log_graphs"])),
+      verdict_row("graphs − 1 in the log", n(b["log_graph_break_count"]), n(a["log_graph_break_count"])),
+      verdict_row("graph-break records in the log", n(b["log_graph_break_records"]), n(a["log_graph_break_records"])),
+      verdict_row("recompile_reasons in the log", n(b["log_recompiles"]), n(a["log_recompiles"])),
+      verdict_row("iteration time, ms (iterations)", ms(b["iteration_ms"]) + " (3)", ms(a["iteration_ms"]) + " (3)")};
+  for (const auto& row : rows) {
+    EXPECT_NE(c.markdown.find(row), std::string::npos) << row << "\n" << c.markdown;
+    // The HTML verdict is the same table.
+    std::string tr = "<tr>";
+    for (size_t at = 1, next; (next = row.find(" |", at)) != std::string::npos; at = next + 2)
+      tr += "<td>" + row.substr(at + 1, next - at - 1) + "</td>";
+    EXPECT_NE(c.html.find(tr + "</tr>"), std::string::npos) << tr;
+  }
+  EXPECT_NE(c.markdown.find("exited with status 3 under `whole-hook` and 3 under `offload-only`"), std::string::npos)
+      << c.markdown;
+  EXPECT_NE(c.markdown.find("graphs − 1 in the log: " + n(b["log_graph_break_count"]) + " under `whole-hook` → " +
+                            n(a["log_graph_break_count"]) + " under `offload-only`"),
+            std::string::npos)
+      << c.markdown;
+  // The generate's tables are left out, not dashed.
+  for (const char* gone : {"latency: median", "fullgraph and correctness", "peak resident memory", "prefill argmax"}) {
+    EXPECT_EQ(c.markdown.find(gone), std::string::npos) << gone;
+    EXPECT_EQ(c.html.find(gone), std::string::npos) << gone;
+  }
+  EXPECT_NE(c.markdown.find("### the programs' runs"), std::string::npos);
+  EXPECT_LT(c.markdown.find("### Verdict"), c.markdown.find("### setup"));
 }
