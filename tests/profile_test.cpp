@@ -121,12 +121,19 @@ json python_json(const fs::path& dir, const std::string& script, const std::stri
 
 // The compile-log figures of `script ARGS` run without hookscope (TORCH_TRACE set by hand,
 // imported by `hookscope import --compile-log`): what Dynamo does when nobody records.
-json unrecorded_compile_log(const fs::path& dir, const std::string& script, const std::string& args) {
+// With `stdout`, the script's last stdout line is parsed into it.
+json unrecorded_compile_log(const fs::path& dir, const std::string& script, const std::string& args,
+                            json* stdout_json = nullptr) {
   const fs::path log = dir / "unrecorded_trace", cap = dir / "unrecorded.sqlite";
   const std::string cmd = "cd '" + dir.string() + "' && PYTHONPATH='" + (hs::test::source_dir() / "python").string() +
                           "' TORCH_TRACE='" + log.string() + "' '" + hs::test::python() + "' " + script + " " + args +
-                          " >/dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) return {{"error", "the script failed: " + cmd}};
+                          " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string last;
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) last = buf;
+  if (!p || ::pclose(p) != 0) return {{"error", "the script failed: " + cmd}};
+  if (stdout_json) *stdout_json = json::parse(last);
   const auto r = hs::test::hookscope({"import", "--compile-log", log.string(), "-o", cap.string()});
   if (r.exit_code != 0) return {{"error", r.err}};
   hs::storage::CaptureReader rd(cap);
@@ -291,17 +298,21 @@ json.dump({"groups": group_bytes(), "cast_hooked": cast_hooked}, open(sys.argv[1
 print("diffusers-script-done")
 )";
 
-// torch._dynamo.explain of the offloaded model under each policy (one process: offload-only's
-// patch is applied after the whole-hook explain).
-const char* kUnetExplain = R"(import json, torch
+// argv: OUT.json. The profiled script run without hookscope (the compile log of the process is
+// its), then torch._dynamo.explain of the offloaded model under each policy, kept out of the log
+// (offload-only's patch applied after the whole-hook explain).
+const char* kUnetExplain = R"(import json, runpy, sys, torch
+sys.argv = ["unet_script.py", sys.argv[1]]
+runpy.run_path("unet_script.py", run_name="__main__")
 from hookscope_torch import offload_only
+from hookscope_torch.dynamo_facts import trace_log_paused
 from tiny_unet import inputs, offloaded
 out = {}
 for policy in ("whole-hook", "offload-only"):
     if policy == "offload-only":
         offload_only.apply()
     torch._dynamo.reset()
-    with torch.no_grad():
+    with torch.no_grad(), trace_log_paused():
         e = torch._dynamo.explain(offloaded())(*inputs())
     out[policy] = {"graph_count": e.graph_count, "graph_break_count": e.graph_break_count}
 print(json.dumps(out))
@@ -321,8 +332,9 @@ TEST(Profile, DiffusersGroupOffloadingUnderBothPoliciesRecordsItsHooksGroupSwaps
   const json expected = json::parse(hs::test::read_file(facts));
   const auto& groups = expected["groups"];
   ASSERT_EQ(groups.size(), 3u) << groups.dump();  // down_blocks.0, up_blocks.0, the top-level group
-  const json explained = python_json(dir, "explain_unet.py", "");
-  const json unrecorded = unrecorded_compile_log(dir, "unet_script.py", (dir / "unrecorded.json").string());
+  json explained;
+  const json unrecorded = unrecorded_compile_log(dir, "explain_unet.py", (dir / "unrecorded.json").string(), &explained);
+  ASSERT_TRUE(explained.contains("offload-only")) << explained.dump() << unrecorded.dump();
   hs::storage::CaptureReader rd(out);
   const auto runs = rd.runs();
   ASSERT_EQ(runs.size(), 2u) << r.err;

@@ -187,7 +187,7 @@ def after_import(name: str, then) -> None:
 # -- diffusers --------------------------------------------------------------------------------
 class Diffusers:
     """diffusers' hooks recorded through `inst` (a profile_inject Watching instrumentation:
-    `_fqn`, `_replace`, `_run_in_context`, `_wrap_send`, `learn`). `patch()` once diffusers.hooks
+    `_fqn`, `_replace`, `_stack`, `_wrap_send`, `learn`). `patch()` once diffusers.hooks
     is imported (after_import); errors go to `inst.errors`."""
 
     def __init__(self, inst):
