@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <system_error>
+#include <tuple>
 
 #include "storage/bounded_json.h"
 #include "storage/event_tables.h"
@@ -78,15 +80,27 @@ class Query : private ConnectionLock, public Stmt {
 };
 }  // namespace
 
+/// A private copy of a WAL capture the reader may not touch: removed when its last reader
+/// (the one that made it, or a sibling) closes.
+struct SnapshotDir {
+  fs::path dir;
+  ~SnapshotDir() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+};
+
 struct CaptureReader::Db : StmtCache {  // the caches below are guarded by StmtCache::mu
   std::shared_ptr<const std::vector<std::string>> strings;  ///< StringIds by id, loaded on first use
   std::map<std::string, std::string, std::less<>> select_sql;  ///< per event table, for this file's columns
-  fs::path snapshot;  ///< private copy of a WAL capture we may not touch (removed on close)
+  std::map<std::string, std::string, std::less<>> select_columns;  ///< per event table: its read columns
+  std::shared_ptr<SnapshotDir> snapshot;  ///< set when reading a private snapshot
+  std::string target;  ///< what sqlite3_open_v2 opens (the file, a URI, the snapshot's copy)
+  int flags = SQLITE_OPEN_READONLY;
+  int busy_timeout_ms = 2000;
   ~Db() {
     finalize_all();
     if (db) sqlite3_close_v2(db);
-    std::error_code ec;
-    if (!snapshot.empty()) fs::remove_all(snapshot, ec);
   }
 };
 
@@ -143,8 +157,10 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
   // its -wal through a -shm index it creates beside the file. Where that would touch anything
   // the reader must not (no -wal: it would create one; a folder or -shm we cannot write), read
   // a private snapshot instead.
-  std::string target = path_.string();
-  int flags = SQLITE_OPEN_READONLY;
+  std::string& target = db_->target;
+  int& flags = db_->flags;
+  target = path_.string();
+  db_->busy_timeout_ms = options.busy_timeout_ms;
   bool missing_wal = false;
   if (wal_mode(path_)) {
     const fs::path wal = path_.string() + "-wal", shm = path_.string() + "-shm";
@@ -156,8 +172,9 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
     } else if (access(dir.c_str(), W_OK) != 0 || (fs::exists(shm, ec) && access(shm.c_str(), W_OK) != 0)) {
       std::string tmpl = (fs::temp_directory_path() / "hookscope-reader-XXXXXX").string();
       if (!mkdtemp(tmpl.data())) throw CaptureError(path_, "cannot make a snapshot folder for " + path_.string());
-      db_->snapshot = tmpl;
-      const fs::path copy = db_->snapshot / path_.filename();
+      db_->snapshot = std::make_shared<SnapshotDir>();
+      db_->snapshot->dir = tmpl;
+      const fs::path copy = db_->snapshot->dir / path_.filename();
       fs::copy_file(path_, copy, ec);
       if (!ec) fs::copy_file(wal, copy.string() + "-wal", ec);
       if (ec)
@@ -165,10 +182,7 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
       target = copy.string();
     }
   }
-  const int rc = sqlite3_open_v2(target.c_str(), &db_->db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) detail::fail(path_, db_->db, rc, "opening");
-  sqlite3_extended_result_codes(db_->db, 1);
-  sqlite3_busy_timeout(db_->db, options.busy_timeout_ms);
+  open_connection();
   try {
     schema_version_ = detail::check_capture(db_->db, path_);
   } catch (const CaptureError& e) {
@@ -178,7 +192,37 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
   }
 }
 
+void CaptureReader::open_connection() {
+  const int rc = sqlite3_open_v2(db_->target.c_str(), &db_->db, db_->flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) detail::fail(path_, db_->db, rc, "opening");
+  sqlite3_extended_result_codes(db_->db, 1);
+  sqlite3_busy_timeout(db_->db, db_->busy_timeout_ms);
+}
+
+CaptureReader::CaptureReader(const CaptureReader& parent, Sibling)
+    : path_(parent.path_), db_(std::make_unique<Db>()), schema_version_(parent.schema_version_) {
+  auto strings = parent.string_table(-1);  // loaded once, shared
+  std::lock_guard<std::recursive_mutex> lock(parent.db_->mu);
+  db_->strings = std::move(strings);
+  db_->select_sql = parent.db_->select_sql;
+  db_->select_columns = parent.db_->select_columns;
+  db_->snapshot = parent.db_->snapshot;
+  db_->target = parent.db_->target;
+  db_->flags = parent.db_->flags;
+  db_->busy_timeout_ms = parent.db_->busy_timeout_ms;
+  open_connection();
+}
+
+std::unique_ptr<CaptureReader> CaptureReader::sibling() const {
+  return std::unique_ptr<CaptureReader>(new CaptureReader(*this, Sibling{}));
+}
+
 CaptureReader::~CaptureReader() = default;
+
+const std::string& SharedText::empty_string() noexcept {
+  static const std::string empty;
+  return empty;
+}
 
 std::map<std::string, std::string> CaptureReader::metadata() const {
   std::map<std::string, std::string> out;
@@ -433,20 +477,25 @@ constexpr bool is_read = kinds::has_column<Tag> && !std::is_empty_v<Stored::memb
 /// kinds without times). A column the file's table lacks (a capture written before the column
 /// was added, e.g. HOOK_EVENTS.externalId) is selected as NULL: its member reads 0, "" or nullopt.
 template <class Row>
-std::string select_sql(const std::set<std::string, std::less<>>& present) {
+std::string select_columns_of(const std::set<std::string, std::less<>>& present) {
   std::string columns;
   Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
     if constexpr (is_read<typename decltype(tag)::type>)
       columns += (columns.empty() ? "" : ", ") + (present.count(column) ? std::string(column) : std::string("NULL"));
   });
+  return columns;
+}
+
+template <class Row>
+std::string select_sql(const std::set<std::string, std::less<>>& present) {
   const bool timed = detail::has_tag<Row, kinds::Start>();
-  return "SELECT " + columns + " FROM " + std::string(Row::table) + " WHERE runId = ? ORDER BY " +
-         (timed ? "start, rowid" : "rowid");
+  return "SELECT " + select_columns_of<Row>(present) + " FROM " + std::string(Row::table) +
+         " WHERE runId = ? ORDER BY " + (timed ? "start, rowid" : "rowid");
 }
 
 // Reads column `col` into the row member of one line (see tracer/event_kinds.h for the tags).
-template <class Tag, class Member>
-void read_value(const Stmt& q, int col, Strings& str, Member& out) {
+template <class Tag, class Str, class Member>
+void read_value(const Stmt& q, int col, Str& str, Member& out) {
   if constexpr (kinds::is_text<Tag>) {
     out = str(q, col);
   } else if constexpr (std::is_same_v<Tag, kinds::GlobalTid>) {
@@ -508,6 +557,314 @@ RunRows CaptureReader::run_rows(int64_t run) const {
   HS_HOST_EVENT_KINDS(HS_READ_ALL_)
   HS_ACTIVITY_KINDS(HS_READ_ALL_)
 #undef HS_READ_ALL_
+  return out;
+}
+
+// ------------------------------------------------------------------ shared rows
+
+namespace {
+/// Resolves string columns to SharedText in one copy of StringIds (as Strings does), and adds
+/// each table it used to `held`.
+class SharedStrings {
+ public:
+  SharedStrings(std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load, StringTables& held)
+      : load_(std::move(load)), held_(held) {}
+  SharedText operator()(const Stmt& q, int col) {
+    if (q.is_null(col)) return {};
+    const int64_t id = q.int64(col);
+    if (id < 0) return {};
+    if (!v_) use(load_(-1));
+    if (static_cast<size_t>(id) >= v_->size() && !reloaded_) {
+      use(load_(id));  // once per read, as Strings
+      reloaded_ = true;
+    }
+    return static_cast<size_t>(id) < v_->size() ? SharedText((*v_)[static_cast<size_t>(id)]) : SharedText();
+  }
+
+ private:
+  void use(std::shared_ptr<const std::vector<std::string>> v) {
+    v_ = std::move(v);
+    if (std::find(held_.begin(), held_.end(), v_) == held_.end()) held_.push_back(v_);
+  }
+  std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load_;
+  StringTables& held_;
+  std::shared_ptr<const std::vector<std::string>> v_;
+  bool reloaded_ = false;
+};
+
+template <class Row>
+constexpr bool timed_kind = detail::has_tag<Row, kinds::Start>();
+
+/// The kinds check_rows checks: with times, not CUPTI's.
+template <class Row>
+constexpr bool checked_kind = timed_kind<Row> && !Row::table.starts_with("CUPTI_ACTIVITY_KIND_");
+
+/// Where a row's start, end and bytes are among the selected columns (−1: none).
+struct CheckedColumns {
+  int start = -1, end = -1, bytes = -1;
+};
+template <class Row>
+constexpr CheckedColumns checked_columns() {
+  CheckedColumns c;
+  int col = 0;
+  Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
+    using Tag = typename decltype(tag)::type;
+    if constexpr (is_read<Tag>) {
+      if (std::is_same_v<Tag, kinds::Start>) c.start = col;
+      if (std::is_same_v<Tag, kinds::End>) c.end = col;
+      if (column == "bytes") c.bytes = col;
+      ++col;
+    }
+  });
+  return c;
+}
+
+/// What check_rows refuses, looked for in each row as it is read: one flag, and the sums.
+class RowCheck {
+ public:
+  explicit RowCheck(CheckedColumns c) : c_(c) {}
+  void see(sqlite3_stmt* s) {
+    const int64_t start = time(s, c_.start);
+    if (c_.end >= 0) {
+      const int64_t end = time(s, c_.end);
+      bad_ |= end < start || __builtin_add_overflow(durations_, end - start, &durations_);
+    }
+    if (c_.bytes >= 0) {
+      const int64_t b = sqlite3_column_int64(s, c_.bytes);
+      bad_ |= sqlite3_column_type(s, c_.bytes) != SQLITE_INTEGER || b < 0 || __builtin_add_overflow(bytes_, b, &bytes_);
+    }
+  }
+  bool bad() const { return bad_; }
+
+ private:
+  int64_t time(sqlite3_stmt* s, int col) {
+    constexpr int64_t kLimit = int64_t{1} << 62;  // [-2^62, 2^62), as check_rows
+    const int64_t v = sqlite3_column_int64(s, col);
+    bad_ |= sqlite3_column_type(s, col) != SQLITE_INTEGER || v < -kLimit || v >= kLimit;
+    return v;
+  }
+  CheckedColumns c_;
+  bool bad_ = false;
+  int64_t durations_ = 0, bytes_ = 0;
+};
+
+/// The start of a timed row (an instant's time).
+template <class Row>
+int64_t start_of(const Row& r) {
+  int64_t v = 0;
+  Row::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    if constexpr (std::is_same_v<typename decltype(tag)::type, kinds::Start>) v = field(r);
+  });
+  return v;
+}
+
+/// Rows read by rowid into the reader's order: by start, rows with the same start by rowid.
+template <class Row>
+void sort_by_start(std::vector<Row>& rows) {
+  if (std::is_sorted(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return start_of(a) < start_of(b); }))
+    return;
+  std::vector<std::pair<int64_t, uint32_t>> keys(rows.size());  // (start, rowid order): unique, so sort is stable
+  for (size_t i = 0; i < rows.size(); ++i) keys[i] = {start_of(rows[i]), static_cast<uint32_t>(i)};
+  std::sort(keys.begin(), keys.end());
+  std::vector<Row> sorted;
+  sorted.reserve(rows.size());
+  for (const auto& [_, i] : keys) sorted.push_back(std::move(rows[i]));
+  rows.swap(sorted);
+}
+
+/// Adds rows read to `progress` every kBatch rows, and stops the read when it is cancelled.
+class ProgressTicker {
+ public:
+  static constexpr int64_t kBatch = 4096;
+  explicit ProgressTicker(ReadProgress* p) : p_(p) {}
+  ~ProgressTicker() { flush(); }
+  void tick() {
+    if (++n_ < kBatch) return;
+    flush();
+    if (p_ && p_->cancel.load(std::memory_order_relaxed)) throw ReadCancelled("read cancelled");
+  }
+  void flush() {
+    if (p_ && n_) p_->rows.fetch_add(n_, std::memory_order_relaxed);
+    n_ = 0;
+  }
+
+ private:
+  ReadProgress* p_;
+  int64_t n_ = 0;
+};
+
+/// Reads the row `q` is on into `r`.
+template <class Row, class Str>
+void read_row(const Stmt& q, Str& str, Row& r) {
+  int col = 0;
+  Row::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    using Tag = typename decltype(tag)::type;
+    if constexpr (is_read<Tag>) read_value<Tag>(q, col++, str, field(r));
+  });
+}
+}  // namespace
+
+template <class Row>
+std::string CaptureReader::select_columns() const {
+  std::lock_guard<std::recursive_mutex> lock(db_->mu);
+  auto it = db_->select_columns.find(Row::table);
+  if (it == db_->select_columns.end()) {
+    std::set<std::string, std::less<>> present;
+    Query info(*db_, path_, "SELECT name FROM pragma_table_info(?)");
+    info.bind(1, Row::table);
+    while (info.step()) present.insert(info.text(0));
+    it = db_->select_columns.emplace(std::string(Row::table), select_columns_of<Row>(present)).first;
+  }
+  return it->second;
+}
+
+/// [first, end) rowids of the run's rows in the kind's table, found by binary search on rowid,
+/// right when the table's runIds never decrease along its rowids (runs written one after the
+/// other); read_shared checks the rows it finds there against the plan's count.
+template <class Row>
+std::pair<int64_t, int64_t> CaptureReader::run_rowids(int64_t run) const {
+  const std::string table(Row::table);
+  int64_t lo = 0, hi = 0;
+  {
+    Query q(*db_, path_, "SELECT min(rowid), max(rowid) FROM " + table);
+    q.step();
+    lo = q.int64(0);
+    hi = q.int64(1) + 1;
+  }
+  Query probe(*db_, path_, "SELECT runId FROM " + table + " WHERE rowid >= ?1 ORDER BY rowid LIMIT 1");
+  // The first rowid x in [lo, hi] whose next row (rowid >= x) has a runId of at least `id`.
+  auto first_at_least = [&](int64_t id) {
+    int64_t a = lo, b = hi;
+    while (a < b) {
+      const int64_t mid = a + (b - a) / 2;
+      probe.reset();
+      probe.bind(1, mid);
+      if (probe.step() && probe.int64(0) < id)
+        a = mid + 1;
+      else
+        b = mid;
+    }
+    return a;
+  };
+  return {first_at_least(run), first_at_least(run + 1)};
+}
+
+template <class Row>
+ReadPlan CaptureReader::plan_shared(int64_t run) const {
+  ReadPlan p;
+  const std::string table(Row::table);
+  if (!has_table(Row::table)) {
+    p.rows = 0;
+    return p;
+  }
+  auto count = [&](const std::string& where) {
+    Query q(*db_, path_, "SELECT count(*) FROM " + table + where);
+    if (!where.empty()) q.bind(1, run);
+    q.step();
+    return q.int64(0);
+  };
+  if constexpr (!timed_kind<Row>) {
+    p.rows = count(" WHERE runId = ?1");
+    p.way = p.rows ? ReadPlan::Way::Ordered : ReadPlan::Way::None;
+    return p;
+  } else {
+    bool indexed = false;
+    {
+      Query q(*db_, path_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+      q.bind(1, table + "_runId_start");
+      indexed = q.step();
+    }
+    p.way = ReadPlan::Way::Scan;
+    if (!indexed) return p;  // a capture not finalized: every row visited anyway
+    Query q(*db_, path_, "SELECT min(runId), max(runId) FROM " + table);  // the index's ends
+    q.step();
+    if (q.is_null(0) || run < q.int64(0) || run > q.int64(1)) {
+      p.rows = 0;
+      p.way = ReadPlan::Way::None;
+    } else if (q.int64(0) == q.int64(1)) {
+      p.rows = count("");  // every row is the run's: the b-tree's count, no row visited
+    } else {
+      p.rows = count(" WHERE runId = ?1");
+      p.bounded = true;
+      std::tie(p.first_rowid, p.end_rowid) = run_rowids<Row>(run);
+    }
+    if (p.way == ReadPlan::Way::None) return p;
+    for (const char* f : {"min", "max"}) {  // each one seek in the index
+      Query e(*db_, path_, "SELECT " + std::string(f) + "(start) FROM " + table + " WHERE runId = ?1");
+      e.bind(1, run);
+      if (e.step() && !e.is_null(0)) (*f == 'm' && f[1] == 'i' ? p.min_start : p.max_start) = e.int64(0);
+    }
+    return p;
+  }
+}
+
+template <class Row>
+void CaptureReader::scan_shared(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
+                                std::vector<Row>& out) const {
+  const bool scan = plan.way == ReadPlan::Way::Scan;
+  std::string sql = "SELECT " + select_columns<Row>() + " FROM " + std::string(Row::table);
+  if (!scan)
+    sql += std::string(" WHERE runId = ?1 ORDER BY ") + (timed_kind<Row> ? "start, rowid" : "rowid");
+  else if (plan.bounded)
+    sql += " WHERE rowid >= ?2 AND rowid < ?3 AND +runId = ?1";  // '+': not through the index
+  else
+    sql += " WHERE +runId = ?1";
+  if (plan.rows > 0) out.reserve(static_cast<size_t>(plan.rows));
+  bool bad = false;
+  {
+    Query q(*db_, path_, sql);
+    q.bind(1, run);
+    if (scan && plan.bounded) q.bind(2, plan.first_rowid).bind(3, plan.end_rowid);
+    SharedStrings str([this](int64_t need) { return string_table(need); }, tables);
+    ProgressTicker ticker(progress);
+    RowCheck check(checked_columns<Row>());
+    while (q.step()) {
+      read_row(q, str, out.emplace_back());
+      if constexpr (checked_kind<Row>) check.see(q.raw());
+      ticker.tick();
+    }
+    bad = check.bad();
+  }
+  if (bad) check_rows(run);  // throws its CaptureError naming the table, row and reason
+}
+
+template <class Row>
+std::vector<Row> CaptureReader::read_shared(int64_t run, const ReadPlan& plan, StringTables& tables,
+                                            ReadProgress* progress) const {
+  std::vector<Row> out;
+  if (plan.way == ReadPlan::Way::None) return out;
+  scan_shared(run, plan, tables, progress, out);
+  if (plan.way != ReadPlan::Way::Scan) return out;
+  if (plan.bounded && static_cast<int64_t>(out.size()) != plan.rows) {
+    // Some of the run's rows lie outside the rowids found (runs written interleaved): in order
+    // through the index instead.
+    if (progress) progress->rows.fetch_sub(static_cast<int64_t>(out.size()), std::memory_order_relaxed);
+    out.clear();
+    ReadPlan ordered = plan;
+    ordered.way = ReadPlan::Way::Ordered;
+    scan_shared(run, ordered, tables, progress, out);
+    return out;
+  }
+  if constexpr (timed_kind<Row>) sort_by_start(out);
+  return out;
+}
+
+#define HS_SHARED_INSTANCES_(Type, Row, rows, ...)                                                          \
+  template ReadPlan CaptureReader::plan_shared<Shared##Row>(int64_t) const;                                 \
+  template std::vector<Shared##Row> CaptureReader::read_shared<Shared##Row>(int64_t, const ReadPlan&,       \
+                                                                            StringTables&, ReadProgress*) const;
+HS_HOST_EVENT_KINDS(HS_SHARED_INSTANCES_)
+HS_ACTIVITY_KINDS(HS_SHARED_INSTANCES_)
+#undef HS_SHARED_INSTANCES_
+
+SharedRunRows CaptureReader::shared_run_rows(int64_t run, ReadProgress* progress) const {
+  SharedRunRows out;
+  out.run = this->run(run);
+#define HS_READ_SHARED_(Type, Row, rows, ...) \
+  out.rows = read_shared<Shared##Row>(run, plan_shared<Shared##Row>(run), out.string_tables, progress);
+  HS_HOST_EVENT_KINDS(HS_READ_SHARED_)
+  HS_ACTIVITY_KINDS(HS_READ_SHARED_)
+#undef HS_READ_SHARED_
   return out;
 }
 

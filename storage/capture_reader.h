@@ -12,14 +12,25 @@
 // capture: FILE (no META_DATA_EXPORT / schema version)" or "(not an SQLite database: ...)"),
 // has a newer schema version, is corrupt, locked or missing. Query failures also throw
 // `CaptureError`. Times are host steady-clock ns, sizes bytes. One reader may be used from
-// several threads: its queries take turns on the connection (one lock, held for a query's length).
+// several threads: its queries take turns on the connection (one lock, held for a query's
+// length, so a long read makes every other query of that reader wait for it). A thread that
+// reads much while others query (the viewer's background load) reads through a `sibling()`:
+// a second connection to the same file, with a lock of its own.
+//
+// Two forms of a run's rows: `RunRows` (each string its own std::string; reports, exports) and
+// `SharedRunRows` (each string a `SharedText` into the capture's StringIds, read once: the
+// viewer's timeline of millions of rows), read kind by kind with `plan_shared` / `read_shared`.
 #pragma once
 
+#include <atomic>
+#include <compare>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,6 +107,85 @@ HS_HOST_EVENT_KINDS(HS_ROW_TYPE_)
 HS_ACTIVITY_KINDS(HS_ROW_TYPE_)
 #undef HS_ROW_TYPE_
 
+/// A string of a capture's StringIds table, shared by every row that names it: 8 bytes, no
+/// allocation, read as a `const std::string&` or a std::string_view (implicitly) or through the
+/// few members below.
+/// It points into a string table the reader loaded once; whoever keeps rows holding it keeps
+/// that table (`SharedRunRows::string_tables`). Default: "".
+class SharedText {
+ public:
+  SharedText() noexcept : s_(&empty_string()) {}
+  explicit SharedText(const std::string& s) noexcept : s_(&s) {}
+  const std::string& str() const noexcept { return *s_; }
+  operator const std::string&() const noexcept { return *s_; }
+  operator std::string_view() const noexcept { return *s_; }
+  std::string_view view() const noexcept { return *s_; }
+  bool empty() const noexcept { return s_->empty(); }
+  size_t size() const noexcept { return s_->size(); }
+  const char* c_str() const noexcept { return s_->c_str(); }
+  const char* data() const noexcept { return s_->data(); }
+  char operator[](size_t i) const noexcept { return (*s_)[i]; }
+  size_t find(std::string_view what, size_t pos = 0) const noexcept { return s_->find(what, pos); }
+  size_t find(char c, size_t pos = 0) const noexcept { return s_->find(c, pos); }
+  size_t rfind(char c, size_t pos = std::string::npos) const noexcept { return s_->rfind(c, pos); }
+  std::string substr(size_t pos, size_t n = std::string::npos) const { return s_->substr(pos, n); }
+  bool starts_with(std::string_view p) const noexcept { return s_->starts_with(p); }
+  bool ends_with(std::string_view p) const noexcept { return s_->ends_with(p); }
+  int compare(std::string_view o) const noexcept { return s_->compare(o); }
+  /// The same for two values read from one string table entry (one id): a key for caches of
+  /// what is made from a string (labels), never compared across tables.
+  const void* key() const noexcept { return s_; }
+
+  friend bool operator==(const SharedText& a, const SharedText& b) noexcept { return a.s_ == b.s_ || *a.s_ == *b.s_; }
+  friend bool operator==(const SharedText& a, std::string_view b) noexcept { return a.view() == b; }
+  friend std::strong_ordering operator<=>(const SharedText& a, const SharedText& b) noexcept {
+    return a.view().compare(b.view()) <=> 0;
+  }
+  friend std::strong_ordering operator<=>(const SharedText& a, std::string_view b) noexcept {
+    return a.view().compare(b) <=> 0;
+  }
+  friend std::string operator+(const SharedText& a, std::string_view b) { return concat(a.view(), b); }
+  friend std::string operator+(std::string_view a, const SharedText& b) { return concat(a, b.view()); }
+  friend std::string operator+(const SharedText& a, const SharedText& b) { return concat(a.view(), b.view()); }
+  friend std::string operator+(const SharedText& a, char b) { return concat(a.view(), std::string_view(&b, 1)); }
+  friend std::ostream& operator<<(std::ostream& os, const SharedText& t) { return os << t.str(); }
+
+ private:
+  static const std::string& empty_string() noexcept;
+  static std::string concat(std::string_view a, std::string_view b) {
+    std::string s;
+    s.reserve(a.size() + b.size());
+    return s.append(a).append(b);
+  }
+  const std::string* s_;
+};
+inline void to_json(nlohmann::json& j, const SharedText& t) { j = t.str(); }
+
+/// The form of rows read with shared strings: `Stored`'s, with SharedText for each string.
+template <class Tag>
+struct shared_member : stored_member<Tag> {};
+template <>
+struct shared_member<kinds::Text> {
+  using type = SharedText;
+};
+template <>
+struct shared_member<kinds::TextOrNull> {
+  using type = SharedText;
+};
+struct Shared {
+  template <class Tag>
+  using member = typename shared_member<Tag>::type;
+};
+// One row type per event kind in that form: `SharedHookEventRow`, `SharedKernelRow`, ...
+#define HS_SHARED_ROW_TYPE_(Type, Row, ...) using Shared##Row = kinds::Type##Row<Shared>;
+HS_HOST_EVENT_KINDS(HS_SHARED_ROW_TYPE_)
+HS_ACTIVITY_KINDS(HS_SHARED_ROW_TYPE_)
+#undef HS_SHARED_ROW_TYPE_
+
+/// The StringIds tables that SharedText values point into (immutable; a capture still being
+/// written may need a newer one while it is read).
+using StringTables = std::vector<std::shared_ptr<const std::vector<std::string>>>;
+
 struct ModuleRow {
   std::string fqn, module_class;
 };
@@ -146,6 +236,44 @@ struct RunRows {
 #undef HS_RUN_ROWS_MEMBER_
 };
 
+/// RunRows in the Shared form: the same rows in the same order, strings shared, with the
+/// string tables they point into.
+struct SharedRunRows {
+  RunRecord run;
+#define HS_SHARED_RUN_ROWS_MEMBER_(Type, Row, rows, ...) std::vector<Shared##Row> rows;
+  HS_HOST_EVENT_KINDS(HS_SHARED_RUN_ROWS_MEMBER_)
+  HS_ACTIVITY_KINDS(HS_SHARED_RUN_ROWS_MEMBER_)
+#undef HS_SHARED_RUN_ROWS_MEMBER_
+  StringTables string_tables;
+};
+
+/// How far the reads of one load have come, and how to stop them, shared between the threads
+/// that read and those that watch.
+struct ReadProgress {
+  std::atomic<int64_t> rows{0};     ///< rows read so far, added every few thousand
+  std::atomic<bool> cancel{false};  ///< set: each read stops at its next few thousand rows (ReadCancelled)
+};
+/// What a read throws when its ReadProgress::cancel was set.
+class ReadCancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// How `read_shared` reads one kind's rows of one run (from `plan_shared`).
+struct ReadPlan {
+  enum class Way {
+    None,     ///< the file has no row of the run in that table (or no such table)
+    Scan,     ///< the table's rows by rowid (in [first_rowid, end_rowid) when bounded), sorted after
+    Ordered,  ///< one query in the kind's order (a kind without times: by rowid)
+  };
+  Way way = Way::None;
+  int64_t rows = -1;  ///< the run's rows in the table; −1 when it is not known before reading
+  /// The earliest and latest start of those rows, when the (runId, start) index says them.
+  std::optional<int64_t> min_start, max_start;
+  bool bounded = false;
+  int64_t first_rowid = 0, end_rowid = 0;
+};
+
 class CaptureReader {
  public:
   /// Opens `path` read-only and checks it is a capture this build reads (see above).
@@ -192,6 +320,35 @@ class CaptureReader {
   /// All of the above for run `run`, with its record. Throws as `run(id)` for an unknown run
   /// (it does not check_rows).
   RunRows run_rows(int64_t run) const;
+
+  /// How the rows of kind `Row` (a Shared...Row) of run `run` will be read, with their count
+  /// when the file says it cheaply: a finalized capture holding one run in the table (its
+  /// row count: no row visited), else the run's rows counted through the (runId, start) index
+  /// and their rowids bounded by a binary search on rowid; a table without that index (a
+  /// capture not finalized) is scanned whole, its count unknown. A kind without times is read
+  /// by one query in rowid order (counted). Throws CaptureError as the other queries.
+  template <class Row>
+  ReadPlan plan_shared(int64_t run) const;
+  /// The rows of kind `Row` of run `run` in the Shared form, in the order of the kind's Stored
+  /// reader (by start, then rowid): a table scan (SQLite visits each row once instead of
+  /// through the index), sorted by start after. A bounded scan that finds fewer rows than the
+  /// plan counted (runs written interleaved) is read again in order through the index. The
+  /// string tables the rows point into are added to `tables`. While reading, rows
+  /// `check_rows` refuses are looked for (a start or end that is no integer in [-2^62, 2^62),
+  /// an end before its start, bytes negative or no integer, sums past int64); when one is
+  /// seen, `check_rows(run)` throws its CaptureError. With `progress`, rows read are added to
+  /// it and a set `cancel` throws ReadCancelled.
+  template <class Row>
+  std::vector<Row> read_shared(int64_t run, const ReadPlan& plan, StringTables& tables,
+                               ReadProgress* progress = nullptr) const;
+  /// Every kind of run `run` in the Shared form, with its record (plan_shared + read_shared
+  /// per kind, on this thread). Throws as `run(id)` for an unknown run.
+  SharedRunRows shared_run_rows(int64_t run, ReadProgress* progress = nullptr) const;
+  /// Another reader of the same file (the same private snapshot, when this one reads one) on
+  /// a connection of its own: its queries never wait for this reader's, nor this one's for
+  /// it. It starts with this reader's string table. Throws CaptureError when the file can no
+  /// longer be opened.
+  std::unique_ptr<CaptureReader> sibling() const;
   std::vector<ModuleRow> modules(int64_t run) const;
   std::vector<ThreadRow> threads(int64_t run) const;
   /// The process id of each of a run's rows of activity table `table` (CPU_OPS,
@@ -231,6 +388,18 @@ class CaptureReader {
   /// StringIds by id (shared, immutable); reloaded when `need` is past its end.
   std::shared_ptr<const std::vector<std::string>> string_table(int64_t need) const;
   struct Db;
+  struct Sibling {};
+  CaptureReader(const CaptureReader& parent, Sibling);
+  /// Opens db_'s connection to db_->target (after the constructor chose it).
+  void open_connection();
+  /// The selected columns of kind `Row` for this file (cached per table).
+  template <class Row>
+  std::string select_columns() const;
+  template <class Row>
+  std::pair<int64_t, int64_t> run_rowids(int64_t run) const;
+  template <class Row>
+  void scan_shared(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
+                   std::vector<Row>& out) const;
   std::filesystem::path path_;
   std::unique_ptr<Db> db_;
   int schema_version_ = 0;

@@ -45,15 +45,37 @@ int RunTimeline::group_of(const std::string& device) const {
 }
 
 uint32_t RunTimeline::intern(const std::string& s) {
-  auto [it, added] = ids_.try_emplace(s, static_cast<uint32_t>(strings.size()));
-  if (added) {
-    // A box's label is measured and fitted every frame: one of megabytes (a hand-made capture's
-    // name) would stall each frame. Past kMaxLabelBytes it ends in "..." (the tables show it whole).
-    size_t cut = s.size() <= kMaxLabelBytes ? s.size() : kMaxLabelBytes - 3;
-    while (cut < s.size() && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
-    strings.push_back(cut == s.size() ? s : s.substr(0, cut) + "...");
+  if (s.size() > kMaxLabelBytes) {
+    auto [it, added] = long_ids_.try_emplace(s, static_cast<uint32_t>(strings.size()));
+    if (added) {
+      // A box's label is measured and fitted every frame: one of megabytes (a hand-made capture's
+      // name) would stall each frame. Past kMaxLabelBytes it ends in "..." (the tables show it whole).
+      size_t cut = kMaxLabelBytes - 3;
+      while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+      strings.push_back(s.substr(0, cut) + "...");
+    }
+    return it->second;
   }
-  return it->second;
+  if (slots_.empty()) slots_.resize(256);
+  const uint64_t h = std::hash<std::string_view>{}(s);
+  const uint32_t tag = static_cast<uint32_t>(h >> 32);
+  size_t i = h & (slots_.size() - 1);
+  for (; slots_[i].second; i = (i + 1) & (slots_.size() - 1))
+    if (slots_[i].first == tag && strings[slots_[i].second - 1] == s) return slots_[i].second - 1;
+  const auto id = static_cast<uint32_t>(strings.size());
+  strings.push_back(s);
+  slots_[i] = {tag, id + 1};
+  if (++used_ * 2 > slots_.size()) {  // grow: every short label again, by its hash
+    std::vector<std::pair<uint32_t, uint32_t>> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const auto& [t, k] : old)
+      if (k) {
+        size_t j = std::hash<std::string_view>{}(strings[k - 1]) & (slots_.size() - 1);
+        while (slots_[j].second) j = (j + 1) & (slots_.size() - 1);
+        slots_[j] = {t, k};
+      }
+  }
+  return id;
 }
 
 namespace {
@@ -211,7 +233,7 @@ void describe_hookscope(const RunTimeline& tl, Source source, uint32_t row, Fiel
       if (!r.compile_id.empty()) f.emplace_back("Torch-Compiled Region", r.compile_id);
       f.emplace_back("compiled region", std::to_string(r.index));
       f.emplace_back("ops", std::to_string(r.op_count));
-      f.emplace_back("backend", r.backend.empty() ? "(not in the trace)" : r.backend);
+      f.emplace_back("backend", r.backend.empty() ? std::string("(not in the trace)") : r.backend.str());
       break;
     }
     case Source::Step: {

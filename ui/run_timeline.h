@@ -203,18 +203,23 @@ struct SwapGroup {
   uint32_t first_swap = 0, last_swap = 0;  ///< rows into RunTimeline::weight_swaps
 };
 
-/// A run as the viewer draws it. Its rows are the run's (storage::RunRows, absolute times),
+/// A run as the viewer draws it. Its rows are the run's (storage::SharedRunRows, absolute times),
 /// indexed by Slice::row through the track's Source, with two exceptions: `dynamo_graph_breaks`
 /// keeps the records that have a time (DynamoGraphBreakRow::time_ns), in log order: instants on
 /// the thread that ran the generation steps (Dynamo compiles on the thread that calls the
 /// model), most of them in the first generate, before the trace; `memory_counters` is empty
 /// (the counters become memory lanes).
-struct RunTimeline : storage::RunRows {
+struct RunTimeline : storage::SharedRunRows {
   int64_t origin_ns = 0;    ///< absolute host-clock ns of relative time 0
   int64_t duration_ns = 0;  ///< relative end of the last event
   std::vector<std::string> strings;
   std::vector<LaneGroup> groups;  ///< devices (accelerators by index, then cpu, disk), then host threads
   std::vector<Flow> flows;        ///< sorted by start
+  /// A preview drawn while the run loads (ui/timeline_loader.h): only some kinds are read yet;
+  /// `pending` names the others that have rows (the reader's names: "hook_events", ...), whose
+  /// lanes and rows are still empty. False, and `pending` empty, for a whole run.
+  bool partial = false;
+  std::vector<std::string> pending;
 
   std::vector<ResidencyUnit> residency_units;
   /// How many of `dynamo_graph_breaks` were logged before the recording's first event (negative
@@ -233,7 +238,11 @@ struct RunTimeline : storage::RunRows {
   static constexpr size_t kMaxLabelBytes = 512;
 
  private:
-  std::unordered_map<std::string, uint32_t> ids_;
+  /// Labels of up to kMaxLabelBytes by their text: open addressing, each slot (hash's high
+  /// half, index into `strings` + 1; 0: empty). Longer ones (stored cut) by their whole text.
+  std::vector<std::pair<uint32_t, uint32_t>> slots_;
+  size_t used_ = 0;
+  std::unordered_map<std::string, uint32_t> long_ids_;
 };
 
 /// A module's name as the views show it: "<root>" for the root module ("").

@@ -5,12 +5,14 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_set>
 #include <string_view>
 #include <utility>
 
 #include "importers/dynamo_text.h"
 #include "tracer/kind_names.h"
 #include "ui/run_timeline.h"
+#include "ui/timeline_loader.h"
 
 namespace hs::ui {
 
@@ -186,6 +188,63 @@ bool under(const std::string& module, const std::string& key) {
          (module.size() > key.size() && module.compare(0, key.size(), key) == 0 && module[key.size()] == '.');
 }
 
+/// Labels made from a few fields of a row (strings by their SharedText key, numbers as they
+/// are), each made and interned once per distinct fields: a run of millions of rows names a
+/// few thousand things. Open addressing, linear probing. Where the fields are mostly distinct
+/// (a region index that never repeats), it stops caching and interns what `make` gives.
+class LabelCache {
+ public:
+  explicit LabelCache(RunTimeline& tl) : tl_(tl), slots_(64) {}
+  template <class Make>
+  uint32_t get(uint64_t a, uint64_t b, uint64_t c, Make&& make) {
+    if (bypass_) return tl_.intern(make());
+    if (++gets_ == kTrial && used_ * 2 > kTrial) {
+      bypass_ = true;
+      slots_ = {};
+      return tl_.intern(make());
+    }
+    const Key k{a, b, c};
+    size_t i = hash(k) & (slots_.size() - 1);
+    for (; slots_[i].used; i = (i + 1) & (slots_.size() - 1))
+      if (slots_[i].key == k) return slots_[i].label;
+    const uint32_t label = tl_.intern(make());
+    slots_[i] = {k, label, true};
+    if (++used_ * 2 > slots_.size()) grow();
+    return label;
+  }
+  static uint64_t of(const storage::SharedText& t) { return reinterpret_cast<uintptr_t>(t.key()); }
+
+ private:
+  struct Key {
+    uint64_t a, b, c;
+    bool operator==(const Key&) const = default;
+  };
+  struct Slot {
+    Key key{};
+    uint32_t label = 0;
+    bool used = false;
+  };
+  static size_t hash(const Key& k) {
+    uint64_t h = k.a * 0x9E3779B97F4A7C15ull ^ (k.b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full ^ k.c * 0x165667B19E3779F9ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.used) {
+        size_t i = hash(s.key) & (slots_.size() - 1);
+        while (slots_[i].used) i = (i + 1) & (slots_.size() - 1);
+        slots_[i] = s;
+      }
+  }
+  static constexpr size_t kTrial = 1 << 16;  ///< lookups after which a cache missing half of them stops
+  RunTimeline& tl_;
+  std::vector<Slot> slots_;
+  size_t used_ = 0, gets_ = 0;
+  bool bypass_ = false;
+};
+
 bool by_start(const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; }
 
 /// A track of `lane` with its slices split into nesting levels.
@@ -259,10 +318,10 @@ class DeviceIndex {
   std::unordered_map<std::string, int> index_;
 };
 
-/// Reads the run's rows into `tl`; returns its memory counters (they become lanes, not rows).
-std::vector<storage::MemoryCounterRow> read_rows(const storage::CaptureReader& rd, int64_t run_id, RunTimeline& tl) {
-  static_cast<storage::RunRows&>(tl) = rd.run_rows(run_id);
-  std::erase_if(tl.dynamo_graph_breaks, [](const storage::DynamoGraphBreakRow& b) { return !b.time_ns; });
+/// Readies the rows read into `tl` for the layout; returns its memory counters (they become
+/// lanes, not rows).
+std::vector<storage::SharedMemoryCounterRow> take_rows(RunTimeline& tl) {
+  std::erase_if(tl.dynamo_graph_breaks, [](const storage::SharedDynamoGraphBreakRow& b) { return !b.time_ns; });
   for (uint32_t i = 0; i < tl.runtime_calls.size(); ++i)
     if (tl.runtime_calls[i].correlation_id) tl.launches.try_emplace(tl.runtime_calls[i].correlation_id, Source::Runtime, i);
   for (uint32_t i = 0; i < tl.driver_calls.size(); ++i)
@@ -270,9 +329,12 @@ std::vector<storage::MemoryCounterRow> read_rows(const storage::CaptureReader& r
   return std::exchange(tl.memory_counters, {});
 }
 
-/// Origin (the earliest event) and duration (to the latest) over every event of the run.
-void set_extent(RunTimeline& tl, const std::vector<storage::MemoryCounterRow>& memory) {
+/// Origin (the earliest event) and duration (to the latest) over every event of the run, and
+/// over `hint` (the extent of rows not read yet, for a preview).
+void set_extent(RunTimeline& tl, const std::vector<storage::SharedMemoryCounterRow>& memory,
+                const std::optional<std::pair<int64_t, int64_t>>& hint) {
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  if (hint) lo = hint->first, hi = hint->second;
   auto see = [&](int64_t a, int64_t b) {
     lo = std::min(lo, a);
     hi = std::max(hi, b);
@@ -333,19 +395,23 @@ std::vector<std::pair<uint32_t, uint32_t>> gpu_annotation_devices(const RunTimel
 /// The devices shown, in accelerate's order: the run's devices plus any device an event names
 /// (a trace's "cuda:N" as "N"; GPU records by their device id).
 std::vector<std::string> device_names(const RunTimeline& tl, const std::map<std::string, storage::DeviceInfo>& infos,
-                                      const std::vector<storage::MemoryCounterRow>& memory,
+                                      const std::vector<storage::SharedMemoryCounterRow>& memory,
                                       const std::vector<std::pair<uint32_t, uint32_t>>& annotations) {
   std::set<std::string> names;
   for (const auto& [n, _] : infos)
     if (n != "disk") names.insert(n);  // disk holds weights, it never computes: shown only if used
-  for (const auto& r : tl.module_compute) names.insert(canonical_device(r.device));
+  std::unordered_set<const void*> seen;  // each string of the capture once
+  auto add = [&](const storage::SharedText& d) {
+    if (seen.insert(d.key()).second) names.insert(canonical_device(d));
+  };
+  for (const auto& r : tl.module_compute) add(r.device);
   for (const auto& r : tl.transfers) {
-    names.insert(canonical_device(r.src));
-    names.insert(canonical_device(r.dst));
+    add(r.src);
+    add(r.dst);
   }
   for (const auto& r : tl.weight_swaps)
-    if (r.onload) names.insert(canonical_device(r.device));
-  for (const auto& r : memory) names.insert(canonical_device(r.device));
+    if (r.onload) add(r.device);
+  for (const auto& r : memory) add(r.device);
   std::set<uint32_t> gpus;
   for (const auto& r : tl.kernels) gpus.insert(r.device_id);
   for (const auto& r : tl.memcpys) gpus.insert(r.device_id);
@@ -387,7 +453,7 @@ LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info,
 /// elsewhere, so only the rows of its own (if any) and the devices its events name are shown
 /// for it: no empty lanes of accelerators it never used.
 void add_device_groups(RunTimeline& tl, const std::vector<storage::DeviceRow>& devices,
-                       const std::vector<storage::GpuInfo>& gpus, const std::vector<storage::MemoryCounterRow>& memory,
+                       const std::vector<storage::GpuInfo>& gpus, const std::vector<storage::SharedMemoryCounterRow>& memory,
                        const std::vector<std::pair<uint32_t, uint32_t>>& annotations) {
   std::map<std::string, storage::DeviceInfo> infos;
   const bool elsewhere = storage::recorded_from_trace(tl.run);
@@ -406,6 +472,7 @@ void add_device_groups(RunTimeline& tl, const std::vector<storage::DeviceRow>& d
 /// Module compute onto the devices' compute lanes. Returns the root module's compute rows: the
 /// whole model's forward is host work (a lane of its thread), not device work.
 std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
+  LabelCache labels(tl);
   std::vector<uint32_t> root_forward;
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.module_compute.size(); ++i) {
@@ -416,7 +483,8 @@ std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std
     }
     const int g = dev(r.device);
     if (g < 0) continue;
-    lanes[g].compute.push_back({r.start_ns - o, r.end_ns - o, tl.intern(module_label(r.module)), i, kCompute});
+    const uint32_t label = labels.get(LabelCache::of(r.module), 0, 0, [&] { return module_label(r.module); });
+    lanes[g].compute.push_back({r.start_ns - o, r.end_ns - o, label, i, kCompute});
   }
   return root_forward;
 }
@@ -425,12 +493,14 @@ std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std
 /// lane. Returns the flows between the two groups, when both are shown (their tracks are
 /// resolved later).
 std::vector<Flow> place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
+  LabelCache labels(tl);
   std::vector<Flow> flows;
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.transfers.size(); ++i) {
     const auto& r = tl.transfers[i];
     if (r.bytes == 0) continue;  // a send_to_device that moved nothing is not a transfer (the Transfers tab lists it)
-    const uint32_t label = tl.intern(r.src + " -> " + r.dst + (r.module.empty() ? "" : " " + r.module));
+    const uint32_t label = labels.get(LabelCache::of(r.src), LabelCache::of(r.dst), LabelCache::of(r.module),
+                                      [&] { return r.src + " -> " + r.dst + (r.module.empty() ? "" : " " + r.module); });
     const uint8_t cat = copy_category(r.copy_kind);
     const int s = dev(r.src), d = dev(r.dst);
     if (s >= 0) lanes[s].transfers_out.push_back({r.start_ns - o, r.end_ns - o, label, i, cat});
@@ -452,46 +522,57 @@ std::vector<Flow> place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::
 /// gpu_user_annotation ops onto its annotations lane.
 void place_gpu_rows(RunTimeline& tl, const DeviceIndex& dev,
                     const std::vector<std::pair<uint32_t, uint32_t>>& annotations, std::vector<DeviceLanes>& lanes) {
+  LabelCache labels(tl);
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.kernels.size(); ++i) {
     const auto& r = tl.kernels[i];
     const int g = dev.gpu(r.device_id);
     if (g < 0) continue;
-    const uint32_t label = tl.intern(r.short_name.empty() ? r.demangled_name : r.short_name);
+    const uint32_t label = labels.get(LabelCache::of(r.short_name), LabelCache::of(r.demangled_name), 1, [&] {
+      return r.short_name.empty() ? r.demangled_name.str() : r.short_name.str();
+    });
     lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kKernel});
   }
   for (uint32_t i = 0; i < tl.memcpys.size(); ++i) {
     const auto& r = tl.memcpys[i];
     const int g = dev.gpu(r.device_id);
     if (g < 0) continue;
-    const uint32_t label =
-        tl.intern(std::string(copy_kind_name(r.copy_kind)) + " " + format_bytes(static_cast<double>(r.bytes)));
+    const uint32_t label = labels.get(static_cast<uint64_t>(r.copy_kind), static_cast<uint64_t>(r.bytes), 2, [&] {
+      return std::string(copy_kind_name(r.copy_kind)) + " " + format_bytes(static_cast<double>(r.bytes));
+    });
     lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, copy_category(r.copy_kind)});
   }
   for (uint32_t i = 0; i < tl.memsets.size(); ++i) {
     const auto& r = tl.memsets[i];
     const int g = dev.gpu(r.device_id);
     if (g < 0) continue;
-    const uint32_t label = tl.intern("memset " + format_bytes(static_cast<double>(r.bytes)));
+    const uint32_t label = labels.get(static_cast<uint64_t>(r.bytes), 0, 3,
+                                      [&] { return "memset " + format_bytes(static_cast<double>(r.bytes)); });
     lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kMemset});
   }
   for (uint32_t i = 0; i < tl.syncs.size(); ++i) {  // as nsys draws them: on the stream that waits
     const auto& r = tl.syncs[i];
     const int g = dev.gpu(r.device_id);
     if (g < 0) continue;
-    const uint32_t label = tl.intern(std::string(tracer::sync_type_name(r.sync_type, "Unknown Sync")));
+    const uint32_t label = labels.get(static_cast<uint64_t>(r.sync_type), 0, 4, [&] {
+      return std::string(tracer::sync_type_name(r.sync_type, "Unknown Sync"));
+    });
     lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kSync});
   }
   for (const auto& [row, device] : annotations) {
     const auto& r = tl.cpu_ops[row];
     const int g = dev.gpu(device);
-    if (g >= 0) lanes[g].gpu_annotations.push_back({r.start_ns - o, r.end_ns - o, tl.intern(r.name), row, kGpuAnnotation});
+    if (g >= 0)
+      lanes[g].gpu_annotations.push_back({r.start_ns - o, r.end_ns - o,
+                                          labels.get(LabelCache::of(r.name), 0, 5, [&] { return r.name.str(); }), row,
+                                          kGpuAnnotation});
   }
 }
 
 /// Weight swaps onto the swap lane of the device they onload to (offloads: of the device the
 /// module last onloaded to). Returns each swapped module's residency.
 ResidencyMap place_swaps(RunTimeline& tl, const DeviceIndex& dev, std::vector<DeviceLanes>& lanes) {
+  LabelCache labels(tl);
   ResidencyMap res;
   std::map<std::string, std::string> last_onload_device;  // module → device
   const int64_t o = tl.origin_ns;
@@ -513,10 +594,11 @@ ResidencyMap place_swaps(RunTimeline& tl, const DeviceIndex& dev, std::vector<De
     const int g = dev(r.onload ? r.device : last_onload_device[r.module]);
     if (g < 0) continue;
     // Onloads say where the weights came from (cpu memory or the disk offload folder).
-    const std::string label =
-        module_label(r.module) + (r.onload ? std::string(" <- ") + weight_source_name(r.source) : " -> meta");
-    lanes[g].swaps.push_back(
-        {r.start_ns - o, r.end_ns - o, tl.intern(label), i, static_cast<uint8_t>(r.onload ? kOnload : kOffload)});
+    const uint32_t label =
+        labels.get(LabelCache::of(r.module), r.onload, static_cast<uint64_t>(r.source), [&] {
+          return module_label(r.module) + (r.onload ? std::string(" <- ") + weight_source_name(r.source) : " -> meta");
+        });
+    lanes[g].swaps.push_back({r.start_ns - o, r.end_ns - o, label, i, static_cast<uint8_t>(r.onload ? kOnload : kOffload)});
   }
   return res;
 }
@@ -563,7 +645,7 @@ void place_residency(RunTimeline& tl, const DeviceIndex& dev, ResidencyMap& res,
   }
 }
 
-void place_memory(const RunTimeline& tl, const std::vector<storage::MemoryCounterRow>& memory, const DeviceIndex& dev,
+void place_memory(const RunTimeline& tl, const std::vector<storage::SharedMemoryCounterRow>& memory, const DeviceIndex& dev,
                   std::vector<DeviceLanes>& lanes) {
   for (const auto& r : memory) {
     const int g = dev(r.device);
@@ -718,12 +800,14 @@ class HostIndex {
 /// CPU ops onto their thread's CPU ops or Python stack lane (gpu_user_annotation ones are on
 /// their GPU's lanes), CUDA API calls onto its CUDA API lane.
 void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
+  LabelCache names(tl);  // CPU ops and CUDA calls: by name
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.cpu_ops.size(); ++i) {
     const auto& r = tl.cpu_ops[i];
     if (r.category == "gpu_user_annotation") continue;
     HostLanes& l = host[hi.tid(r.os_tid)];
-    const Slice s{r.start_ns - o, r.end_ns - o, tl.intern(r.name), i, kCpuOp};
+    const Slice s{r.start_ns - o, r.end_ns - o, names.get(LabelCache::of(r.name), 0, 0, [&] { return r.name.str(); }), i,
+                  kCpuOp};
     if (r.category == "python_function") {
       l.python.push_back(s);
       l.python.back().category = kPythonFunction;
@@ -734,11 +818,13 @@ void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
   }
   for (uint32_t i = 0; i < tl.runtime_calls.size(); ++i) {
     const auto& r = tl.runtime_calls[i];
-    host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, tl.intern(r.name), i, kCudaRuntime});
+    const uint32_t label = names.get(LabelCache::of(r.name), 0, 0, [&] { return r.name.str(); });
+    host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, label, i, kCudaRuntime});
   }
   for (uint32_t i = 0; i < tl.driver_calls.size(); ++i) {
     const auto& r = tl.driver_calls[i];
-    host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, tl.intern(r.name), i, kCudaDriver});
+    const uint32_t label = names.get(LabelCache::of(r.name), 0, 0, [&] { return r.name.str(); });
+    host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, label, i, kCudaDriver});
   }
 }
 
@@ -773,6 +859,7 @@ void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
 /// steps (Dynamo compiles on the thread calling the model), else the thread with the most CPU
 /// ops. Kept as a lane only when something was logged.
 void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
+  LabelCache labels(tl);
   if (tl.dynamo_graph_breaks.empty()) return;
   HostLanes* lanes = nullptr;
   if (!tl.generation_steps.empty()) {
@@ -789,7 +876,9 @@ void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
   for (uint32_t i = 0; i < tl.dynamo_graph_breaks.size(); ++i) {
     const auto& b = tl.dynamo_graph_breaks[i];
     const int64_t t = *b.time_ns - o;
-    lanes->dynamo_breaks.push_back({t, t, tl.intern(importers::break_label(b.gb_code, b.gb_type, b.reason)), i, kBreak});
+    const uint32_t label = labels.get(LabelCache::of(b.gb_code), LabelCache::of(b.gb_type), LabelCache::of(b.reason),
+                                      [&] { return importers::break_label(b.gb_code, b.gb_type, b.reason); });
+    lanes->dynamo_breaks.push_back({t, t, label, i, kBreak});
     tl.dynamo_breaks_before += t < 0;
   }
   // Most are logged while Dynamo compiles (the first generate), before the recorded one: at
@@ -803,6 +892,7 @@ void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
 /// compute rows.
 std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& hi,
                                              const std::vector<uint32_t>& root_forward) {
+  LabelCache labels(tl);
   std::map<HostKey, HostLanes> host;
   const int64_t o = tl.origin_ns;
   auto on = [&](uint32_t thread) -> HostLanes& {
@@ -812,24 +902,31 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
   };
   for (uint32_t i : root_forward) {
     const auto& r = tl.module_compute[i];
-    on(r.thread).model_forward.push_back(
-        {r.start_ns - o, r.end_ns - o, tl.intern("model forward (on " + r.device + ")"), i, kCompute});
+    const uint32_t label =
+        labels.get(LabelCache::of(r.device), 0, 0, [&] { return "model forward (on " + r.device + ")"; });
+    on(r.thread).model_forward.push_back({r.start_ns - o, r.end_ns - o, label, i, kCompute});
   }
   for (uint32_t i = 0; i < tl.hook_events.size(); ++i) {
     const auto& r = tl.hook_events[i];
-    const uint32_t label = tl.intern(r.hook + "." + hook_phase_name(r.phase) + " " + module_label(r.module));
+    const uint32_t label = labels.get(LabelCache::of(r.hook), LabelCache::of(r.module), static_cast<uint64_t>(r.phase) + 1, [&] {
+      return r.hook + "." + hook_phase_name(r.phase) + " " + module_label(r.module);
+    });
     on(r.thread).hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
   }
   for (uint32_t i = 0; i < tl.disabled_scopes.size(); ++i) {
     const auto& r = tl.disabled_scopes[i];
-    on(r.thread).disabled.push_back(
-        {r.start_ns - o, r.end_ns - o, tl.intern(r.function + " " + module_label(r.module)), i, kDisabled});
+    const uint32_t label = labels.get(LabelCache::of(r.function), LabelCache::of(r.module), 1 << 8,
+                                      [&] { return r.function + " " + module_label(r.module); });
+    on(r.thread).disabled.push_back({r.start_ns - o, r.end_ns - o, label, i, kDisabled});
   }
   for (uint32_t i = 0; i < tl.regions.size(); ++i) {
     const auto& r = tl.regions[i];
     // An imported 'Torch-Compiled Region: F/C' is named by its compile id.
-    const std::string label = r.compile_id.empty() ? "region " + std::to_string(r.index) : "region " + r.compile_id;
-    on(r.thread).regions.push_back({r.start_ns - o, r.end_ns - o, tl.intern(label), i, kRegion});
+    const uint32_t label =
+        labels.get(LabelCache::of(r.compile_id), static_cast<uint64_t>(r.index), 2 << 8, [&] {
+          return r.compile_id.empty() ? "region " + std::to_string(r.index) : "region " + r.compile_id;
+        });
+    on(r.thread).regions.push_back({r.start_ns - o, r.end_ns - o, label, i, kRegion});
   }
   const std::vector<std::string> gens = generate_labels(tl);
   for (uint32_t i = 0; i < tl.generation_steps.size(); ++i) {
@@ -839,7 +936,8 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
   }
   for (uint32_t i = 0; i < tl.graph_breaks.size(); ++i) {
     const auto& r = tl.graph_breaks[i];
-    on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, tl.intern(r.function), i, kBreak});
+    const uint32_t label = labels.get(LabelCache::of(r.function), 0, 3 << 8, [&] { return r.function.str(); });
+    on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, label, i, kBreak});
   }
   if (!tl.generation_steps.empty()) place_phases(tl, on(tl.generation_steps.front().thread).steps);
   place_dynamo_breaks(tl, hi, host);
@@ -976,14 +1074,19 @@ void add_flows(RunTimeline& tl, std::vector<Flow> transfers, const DeviceIndex& 
 
 }  // namespace
 
-RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) {
+RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, const std::atomic<bool>* cancel,
+                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint) {
+  auto check = [cancel] {
+    if (cancel && cancel->load(std::memory_order_relaxed)) throw storage::ReadCancelled("layout cancelled");
+  };
   RunTimeline tl;
-  const auto memory = read_rows(rd, run_id, tl);
-  set_extent(tl, memory);
+  static_cast<storage::SharedRunRows&>(tl) = std::move(rows);
+  const auto memory = take_rows(tl);
+  set_extent(tl, memory, extent_hint);
   const bool keep_empty = keeps_empty_lanes(tl.run);
 
   const auto annotations = gpu_annotation_devices(tl);
-  add_device_groups(tl, rd.devices(run_id), rd.gpus(), memory, annotations);
+  add_device_groups(tl, context.devices, context.gpus, memory, annotations);
   const DeviceIndex dev(tl);
   std::vector<DeviceLanes> lanes(tl.groups.size());
   const std::vector<uint32_t> root_forward = place_compute(tl, dev, lanes);
@@ -993,19 +1096,26 @@ RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) 
   place_residency(tl, dev, residency, lanes);
   place_memory(tl, memory, dev, lanes);
   place_gpu_rows(tl, dev, annotations, lanes);
+  check();
   for (size_t g = 0; g < lanes.size(); ++g) finish_device_group(tl, tl.groups[g], std::move(lanes[g]), keep_empty);
+  check();
 
-  const HostIndex hi(rd.threads(run_id));
+  const HostIndex hi(context.threads);
   std::map<HostKey, uint32_t> group_of_key;
   for (auto& [key, host_lanes] : place_host_rows(tl, hi, root_forward)) {
     group_of_key[key] = static_cast<uint32_t>(tl.groups.size());
     tl.groups.push_back(host_group(key, hi.os_tid(key), std::move(host_lanes), keep_empty));
   }
+  check();
   std::unordered_map<int64_t, uint32_t> api_group;  // tid → its host group
   for (const auto& r : tl.runtime_calls) api_group.try_emplace(r.os_tid, group_of_key.at(hi.tid(r.os_tid)));
   for (const auto& r : tl.driver_calls) api_group.try_emplace(r.os_tid, group_of_key.at(hi.tid(r.os_tid)));
   add_flows(tl, std::move(transfer_flows), dev, api_group);
   return tl;
+}
+
+RunTimeline load_run_timeline(const storage::CaptureReader& rd, int64_t run_id) {
+  return load_timeline(rd, run_id, LoadControl{});
 }
 
 }  // namespace hs::ui

@@ -42,7 +42,8 @@ void check_output(const char* flag, const std::filesystem::path& out, const std:
   }
 }
 
-/// The View on the options' captures with the runs the flags ask for.
+/// The View on the options' captures with the runs the flags ask for: loading in the
+/// background for a window (usable at once), loaded before it returns for a screenshot.
 std::unique_ptr<View> open_view(const ViewerOptions& o) {
   std::vector<std::shared_ptr<const storage::CaptureReader>> readers{
       std::make_shared<const storage::CaptureReader>(o.file)};
@@ -54,13 +55,18 @@ std::unique_ptr<View> open_view(const ViewerOptions& o) {
   }
   const Tab tab = parse_tab(o.view);
   // A run's results of another shape than hookscope writes fail here naming the run and field
-  // (as report and explain do), not in the middle of a frame.
+  // (as report and explain do), not in the middle of a frame. So do rows no capture writes for
+  // a screenshot; a window opens at once and says so for the run that has them when it loads
+  // it (its load checks the rows it reads, storage::CaptureReader::read_shared).
+  const bool window = !o.screenshot;
   for (const auto& rd : readers)
     for (const auto& run : rd->runs()) {
       storage::check_run_results(run.results, *rd, run.id);
-      rd->check_rows(run.id);
+      if (!window) rd->check_rows(run.id);
     }
-  auto view = std::make_unique<View>(std::move(readers), labels);
+  ViewOptions options;
+  options.background = window;
+  auto view = std::make_unique<View>(std::move(readers), labels, options);
   const size_t compare_capture = o.other ? 1 : 0;
   // An unknown id names the flag that gave it.
   auto flagged = [](const char* flag, const std::function<void()>& fn) {

@@ -33,23 +33,48 @@ void TimeView::pan_px(float dx_px) { start_ns -= dx_px * ns_per_px; }
 void TimeView::center_on(double t_ns) { start_ns = t_ns - 0.5 * width_px * ns_per_px; }
 
 std::vector<std::vector<Slice>> build_levels(std::vector<Slice> slices) {
-  std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;  // parents first
-  });
-  std::vector<std::vector<Slice>> levels;
+  // By start, parents first (the longer of two that start together), ties in input order. A
+  // lane's slices come from rows read by start, so usually only runs of equal starts need it.
+  auto parents_first = [](const Slice& a, const Slice& b) { return a.end_ns > b.end_ns; };
+  if (std::is_sorted(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) { return a.start_ns < b.start_ns; })) {
+    for (auto a = slices.begin(); a != slices.end();) {
+      auto b = a + 1;
+      while (b != slices.end() && b->start_ns == a->start_ns) ++b;
+      if (b - a > 1) std::stable_sort(a, b, parents_first);
+      a = b;
+    }
+  } else {
+    std::stable_sort(slices.begin(), slices.end(), [&](const Slice& a, const Slice& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : parents_first(a, b);
+    });
+  }
+  // Two passes: each slice's level, then every level filled at its size (no regrowth of
+  // levels of millions of slices).
+  std::vector<uint32_t> depth(slices.size());
+  std::vector<size_t> sizes;
+  std::vector<int64_t> level_end;  // where each level's last slice ends
   std::vector<int64_t> open_ends;  // ends of the slices that contain the current point, by depth
-  for (const Slice& s : slices) {
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const Slice& s = slices[i];
     while (!open_ends.empty() && open_ends.back() <= s.start_ns) open_ends.pop_back();
     size_t d = open_ends.size();
     // A slice that only partly overlaps its would-be parent, or meets a leftover at this
     // depth, goes down to the first level where it fits.
-    while (d < levels.size() && !levels[d].empty() && levels[d].back().end_ns > s.start_ns) ++d;
-    if (d == levels.size()) levels.emplace_back();
-    levels[d].push_back(s);
+    while (d < sizes.size() && sizes[d] > 0 && level_end[d] > s.start_ns) ++d;
+    if (d == sizes.size()) {
+      sizes.push_back(0);
+      level_end.push_back(0);
+    }
+    ++sizes[d];
+    level_end[d] = s.end_ns;
+    depth[i] = static_cast<uint32_t>(d);
     if (d >= open_ends.size()) open_ends.resize(d + 1, s.start_ns);
     open_ends[d] = s.end_ns;
     open_ends.resize(d + 1);
   }
+  std::vector<std::vector<Slice>> levels(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) levels[d].reserve(sizes[d]);
+  for (size_t i = 0; i < slices.size(); ++i) levels[depth[i]].push_back(slices[i]);
   return levels;
 }
 

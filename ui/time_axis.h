@@ -50,7 +50,8 @@ struct Slice {
 /// Splits slices into nesting levels: level 0 holds slices not contained in another, level
 /// k+1 those directly inside a level-k slice. Each level comes out sorted by start and free
 /// of overlaps, which is what `layout_level` needs. Partially overlapping (non-nested)
-/// slices go to the next free level. Input order does not matter. O(n log n).
+/// slices go to the next free level. Slices with the same start and end keep their input order.
+/// O(n log n); O(n) for slices already by start (but for runs of equal starts).
 std::vector<std::vector<Slice>> build_levels(std::vector<Slice> slices);
 
 /// What to draw for one level at the current view: either one slice (`count == 1`, `first`

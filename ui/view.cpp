@@ -78,6 +78,17 @@ nlohmann::json FrameLayout::to_json() const {
     j["memory_axes"].push_back(
         {{"run", a.run_id}, {"device", a.device}, {"top_bytes", a.top_bytes}, {"labels", a.labels}, {"y", {a.y0, a.y1}}});
   j["run_filter"] = run_filter;
+  j["loads"] = nlohmann::json::array();
+  for (const auto& l : loads)
+    j["loads"].push_back({{"slot", l.slot},
+                          {"capture", l.capture},
+                          {"run", l.run_id},
+                          {"rows_read", l.rows_read},
+                          {"rows_total", l.rows_total},
+                          {"laying_out", l.laying_out},
+                          {"preview", l.preview},
+                          {"failed", l.failed},
+                          {"text", l.text}});
   j["run_rows"] = nlohmann::json::array();
   for (const auto& r : run_rows) j["run_rows"].push_back({{"capture", r.capture}, {"run", r.run_id}, {"y", {r.y0, r.y1}}});
   for (const auto& r : compare_rows)
@@ -92,10 +103,13 @@ nlohmann::json FrameLayout::to_json() const {
   return j;
 }
 
-View::View(std::shared_ptr<const storage::CaptureReader> reader)
-    : View(std::vector<std::shared_ptr<const storage::CaptureReader>>{std::move(reader)}) {}
+View::View(std::shared_ptr<const storage::CaptureReader> reader, ViewOptions options)
+    : View(std::vector<std::shared_ptr<const storage::CaptureReader>>{std::move(reader)}, {}, std::move(options)) {}
 
-View::View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, std::vector<std::string> labels) {
+View::View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, std::vector<std::string> labels,
+           ViewOptions options)
+    : m_options(std::move(options)) {
+  if (!m_options.background) m_options.load.preview = false;  // nothing is drawn before the whole run
   if (readers.empty()) throw std::invalid_argument("View: no capture to show");
   if (!labels.empty() && labels.size() != readers.size())
     throw std::invalid_argument("View: " + std::to_string(labels.size()) + " labels for " +
@@ -117,7 +131,15 @@ View::View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, s
   OpenDefaultRuns();
 }
 
-View::~View() = default;
+View::~View() {
+  // Every load stops first (each at its next few thousand rows), then each is waited for: no
+  // thread outlives the View, none reads a reader the View let go.
+  for (auto& l : m_load)
+    if (l) l->cancel();
+  for (auto& l : m_retired) l->cancel();
+  for (auto& l : m_load) l.reset();
+  m_retired.clear();
+}
 
 /// Opens the first capture's first compiled run (torch engine first: regions and graph breaks
 /// to show), else its
@@ -139,19 +161,19 @@ void View::OpenDefaultRuns() {
 }
 
 std::optional<int64_t> View::MatchingRun(size_t capture) const {
-  if (!m_timeline[0]) return std::nullopt;
-  const storage::RunRecord& p = m_timeline[0]->run;
+  const storage::RunRecord* p = primary_run();
+  if (!p) return std::nullopt;
   for (const auto& r : capture_at(capture).runs)
-    if (r.engine == p.engine && r.scenario == p.scenario && r.policy == p.policy && r.mode == p.mode &&
-        r.fullgraph == p.fullgraph && !(capture == m_timeline_capture[0] && r.id == p.id))
+    if (r.engine == p->engine && r.scenario == p->scenario && r.policy == p->policy && r.mode == p->mode &&
+        r.fullgraph == p->fullgraph && !(capture == m_timeline_capture[0] && r.id == p->id))
       return r.id;
   return std::nullopt;
 }
 
 const storage::RunRecord* View::primary_run() const {
-  if (!m_timeline[0]) return nullptr;
+  if (!m_slot_run[0]) return nullptr;
   for (const auto& r : capture_at(m_timeline_capture[0]).runs)
-    if (r.id == m_timeline[0]->run.id) return &r;
+    if (r.id == *m_slot_run[0]) return &r;
   return nullptr;
 }
 
@@ -167,8 +189,14 @@ std::string View::capture_prefix(size_t capture) const {
 }
 
 void View::LoadRun(int slot, size_t capture, int64_t run_id) {
-  m_timeline[slot] = std::make_unique<RunTimeline>(load_run_timeline(*capture_at(capture).reader, run_id));
+  if (m_load[slot]) {  // superseded: it stops on its own thread, the frames go on
+    m_load[slot]->cancel();
+    m_retired.push_back(std::move(m_load[slot]));
+  }
+  m_slot_run[slot] = run_id;
   m_timeline_capture[slot] = capture;
+  m_timeline[slot].reset();
+  m_load_error[slot].clear();
   m_range_cache_run[slot] = -1;  // run ids repeat across captures: recompute for the new run
   if (slot == 0) {
     for (auto& t : m_table_run) t = -1;
@@ -181,17 +209,93 @@ void View::LoadRun(int slot, size_t capture, int64_t run_id) {
   }
   m_hover.reset();
   m_fit_pending = true;
+  m_load[slot] = std::make_unique<TimelineLoader>(capture_at(capture).reader, run_id, m_options.load);
+  if (m_options.background) return;
+  m_load[slot]->wait();
+  const std::exception_ptr error = m_load[slot]->error();
+  PollLoads();
+  if (error) std::rethrow_exception(error);
+}
+
+void View::PollLoads() {
+  for (int slot = 0; slot < 2; ++slot) {
+    if (!m_load[slot]) continue;
+    if (auto tl = m_load[slot]->take()) AdoptTimeline(slot, std::move(tl));
+    if (!m_load[slot]->done()) continue;
+    if (auto tl = m_load[slot]->take()) AdoptTimeline(slot, std::move(tl));  // published just before done
+    if (const std::exception_ptr e = m_load[slot]->error()) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        m_load_error[slot] = x.what();
+      } catch (...) {
+        m_load_error[slot] = "unknown error";
+      }
+    }
+    m_load[slot].reset();
+  }
+  std::erase_if(m_retired, [](const std::unique_ptr<TimelineLoader>& l) { return l->done(); });
+}
+
+/// A slot's next timeline (a preview, then the whole run) replaces its last: what was computed
+/// from the last is recomputed, the view is refitted unless the user moved it since its fit,
+/// and a selection of a row the new timeline also has is kept.
+void View::AdoptTimeline(int slot, std::shared_ptr<const RunTimeline> tl) {
+  const bool had = m_timeline[slot] != nullptr;
+  m_timeline[slot] = std::move(tl);
+  m_range_cache_run[slot] = -1;
+  if (slot == 0) {
+    for (auto& t : m_table_run) t = -1;
+    m_categories_run = m_search_run = -1;
+    m_match.reset();
+  }
+  m_hover.reset();
+  if (m_selected && m_selected->run == slot) {
+    try {
+      (void)extent(*m_timeline[slot], m_selected->source, m_selected->row);
+    } catch (const std::out_of_range&) {
+      m_selected.reset();
+    }
+  }
+  if (had && m_auto_fit && m_time.start_ns == m_auto_fit->first && m_time.ns_per_px == m_auto_fit->second)
+    m_fit_pending = true;
+}
+
+bool View::loading(int slot) const { return (slot == 0 || slot == 1) && m_load[slot] != nullptr; }
+
+std::optional<TimelineLoader::Progress> View::load_progress(int slot) const {
+  if (!loading(slot)) return std::nullopt;
+  return m_load[slot]->progress();
+}
+
+const std::string& View::load_error(int slot) const {
+  static const std::string none;
+  return slot == 0 || slot == 1 ? m_load_error[slot] : none;
+}
+
+void View::WaitForLoads() {
+  for (auto& l : m_load)
+    if (l) l->wait();
+  PollLoads();
 }
 
 void View::SelectRun(int64_t run_id, size_t capture) {
   (void)capture_at(capture).reader->run(run_id);  // throws std::out_of_range naming the file and run
-  if (m_timeline[0] && m_timeline[0]->run.id == run_id && m_timeline_capture[0] == capture) return;
+  if (m_slot_run[0] == run_id && m_timeline_capture[0] == capture) return;
   LoadRun(0, capture, run_id);
 }
 
 void View::SetCompareRun(std::optional<int64_t> run_id, size_t capture) {
   if (!run_id) {
+    if (m_load[1]) {
+      m_load[1]->cancel();
+      m_retired.push_back(std::move(m_load[1]));
+    }
+    m_slot_run[1].reset();
     m_timeline[1].reset();
+    m_load_error[1].clear();
+    if (m_selected && m_selected->run == 1) m_selected.reset();
+    m_hover.reset();
     m_fit_pending = true;
     return;
   }
@@ -204,13 +308,10 @@ void View::SetTab(Tab t) {
   m_tab_request = true;
 }
 
-std::optional<int64_t> View::run_id() const {
-  if (!m_timeline[0]) return std::nullopt;
-  return m_timeline[0]->run.id;
-}
+std::optional<int64_t> View::run_id() const { return m_slot_run[0]; }
 
 std::optional<size_t> View::run_capture(int slot) const {
-  if ((slot != 0 && slot != 1) || !m_timeline[slot]) return std::nullopt;
+  if ((slot != 0 && slot != 1) || !m_slot_run[slot]) return std::nullopt;
   return m_timeline_capture[slot];
 }
 
@@ -250,6 +351,8 @@ void View::Frame(float width, float height) {
   m_layout.memory_axes.clear();
   m_layout.search.highlighted = false;
   m_layout.tab = m_tab;
+  PollLoads();
+  RecordLoads();
   HandleGlobalKeys();
 
   ImGui::SetNextWindowPos(ImVec2(0, 0));
@@ -348,9 +451,7 @@ void View::DrawRuns(float, float) {
 void View::DrawRunRows(size_t capture, const ImGuiTextFilter& filter, bool labels) {
   const bool files = m_captures.size() > 1;
   const Capture& cap = m_captures[capture];
-  auto shown = [&](int slot, int64_t id) {
-    return m_timeline[slot] && m_timeline[slot]->run.id == id && m_timeline_capture[slot] == capture;
-  };
+  auto shown = [&](int slot, int64_t id) { return m_slot_run[slot] == id && m_timeline_capture[slot] == capture; };
   ImGui::PushID(static_cast<int>(capture));
   for (const auto& r : cap.runs) {
     const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"

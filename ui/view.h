@@ -18,10 +18,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +32,7 @@
 #include "ui/run_timeline.h"
 #include "ui/time_axis.h"
 #include "ui/text_fit.h"
+#include "ui/timeline_loader.h"
 
 struct ImDrawList;
 struct ImVec2;
@@ -146,18 +149,43 @@ struct FrameLayout {
     float y0, y1;
   };
   std::vector<MemoryAxis> memory_axes;
+  /// A run still loading, or that failed to, in either slot (0 primary, 1 compared), as the
+  /// views said it this frame.
+  struct Load {
+    int slot = 0, capture = 0;
+    int64_t run_id = 0;
+    int64_t rows_read = 0, rows_total = -1;  ///< −1: not counted (yet)
+    bool laying_out = false;  ///< every row read, lanes being laid out
+    bool preview = false;     ///< a preview of the run is drawn meanwhile
+    std::string text;         ///< "loading run 3 (...): 1,234,567 of 10,000,049 rows (12%)", or why it failed
+    bool failed = false;
+  };
+  std::vector<Load> loads;
   nlohmann::json to_json() const;
+};
+
+/// How a View loads the runs it shows.
+struct ViewOptions {
+  /// On a thread of their own while frames are drawn (the window: usable at once, the timeline
+  /// saying what it loads, Nsight-style). False: the constructor, SelectRun and SetCompareRun
+  /// return with the run loaded (headless: --screenshot, tests), and throw what a load throws.
+  bool background = false;
+  TimelineLoader::Options load;  ///< reading threads, preview, a hook (tests)
 };
 
 class View {
  public:
   /// Opens nothing itself: takes a reader the caller opened (read-only).
-  explicit View(std::shared_ptr<const storage::CaptureReader> reader);
+  explicit View(std::shared_ptr<const storage::CaptureReader> reader, ViewOptions options = {});
   /// Several captures side by side (before/after), each shown under its label (default: the
   /// file names). Throws std::invalid_argument when `readers` is empty or `labels` is given
   /// with another count.
-  View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, std::vector<std::string> labels = {});
+  View(std::vector<std::shared_ptr<const storage::CaptureReader>> readers, std::vector<std::string> labels = {},
+       ViewOptions options = {});
+  /// Cancels the loads under way and waits for their threads (a few thousand rows).
   ~View();
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
 
   /// Draws one full-window frame of `width` × `height` pixels (call between ImGui::NewFrame
   /// and ImGui::Render).
@@ -184,7 +212,18 @@ class View {
   std::optional<Pick> selection() const { return m_selected; }
   /// What the mouse was over in the last frame's timeline (its tooltip shows `describe`).
   std::optional<Pick> hovered() const { return m_hover; }
+  /// The timeline drawn in slot `i` (0 primary, 1 compared): the whole run, a preview of it
+  /// while it loads (RunTimeline::partial), or nullptr (no run, or nothing read yet).
   const RunTimeline* timeline(int i = 0) const;
+  /// Whether slot `slot`'s run is still loading.
+  bool loading(int slot = 0) const;
+  /// Where slot `slot`'s load stands (nullopt when none is under way).
+  std::optional<TimelineLoader::Progress> load_progress(int slot = 0) const;
+  /// Why slot `slot`'s run could not be loaded ("" when it was, or still loads).
+  const std::string& load_error(int slot = 0) const;
+  /// Blocks until the loads under way have finished and takes their timelines (headless
+  /// callers of a background View).
+  void WaitForLoads();
   /// Selects a source row of run `run` (0/1) and centres the timeline on it, widening the
   /// view when the event is wider than it (what clicking a table row does).
   void Focus(int run, Source source, uint32_t row);
@@ -204,6 +243,17 @@ class View {
   void DrawDetails();
   void LoadRun(int slot, size_t capture, int64_t run_id);
   void OpenDefaultRuns();
+  /// Takes what the loads have published (a preview, the whole run) and ends finished loads.
+  void PollLoads();
+  void AdoptTimeline(int slot, std::shared_ptr<const RunTimeline> tl);
+  /// The status line of slot `slot`'s load (FrameLayout::Load), recorded in m_layout.loads.
+  void RecordLoads();
+  /// Draws slot `slot`'s load status (progress bar, or why it failed) when it has one; returns
+  /// whether it did.
+  bool DrawLoadStatus(int slot);
+  /// A table of run slot 0 that needs kinds `kinds` (the reader's names): while they load,
+  /// draws the load status instead and returns true.
+  bool TableLoading(std::initializer_list<std::string_view> kinds);
   void DrawRunRows(size_t capture, const ImGuiTextFilter& filter, bool labels);
   // view_timeline.cpp
   void DrawTimelineTab();
@@ -274,8 +324,14 @@ class View {
   std::string capture_prefix(size_t capture) const;
 
   std::vector<Capture> m_captures;
-  std::unique_ptr<RunTimeline> m_timeline[2];
+  ViewOptions m_options;
+  std::optional<int64_t> m_slot_run[2];   ///< the run each slot shows (or loads); empty: none
   size_t m_timeline_capture[2] = {0, 0};  ///< the capture each slot's run comes from
+  std::shared_ptr<const RunTimeline> m_timeline[2];  ///< drawn: a preview, then the whole run
+  std::unique_ptr<TimelineLoader> m_load[2];          ///< the slot's load under way
+  std::string m_load_error[2];                        ///< why the slot's run could not be loaded
+  std::vector<std::unique_ptr<TimelineLoader>> m_retired;  ///< loads superseded, stopping
+  std::optional<std::pair<double, double>> m_auto_fit;  ///< the view's last automatic fit (start, ns/px)
   Tab m_tab = Tab::Timeline;
   bool m_tab_request = true;  ///< select m_tab on the next frame's tab bar
   TimeView m_time;

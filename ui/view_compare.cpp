@@ -275,7 +275,7 @@ void run_ids_cell(const MatrixRow& row) {
 }  // namespace
 
 void View::DrawCompareTab() {
-  const bool aligned = m_timeline[0] && m_timeline[1];
+  const bool aligned = m_slot_run[0] && m_slot_run[1];
   const float matrix_h = aligned ? ImGui::GetContentRegionAvail().y * 0.45f : 0.0f;
   ImGui::BeginChild("matrix", ImVec2(0, matrix_h), false);
   // One matrix per capture, every latency bar on one scale.
@@ -300,8 +300,8 @@ void View::DrawCompareTab() {
   if (aligned) {
     ImGui::Separator();
     ImGui::Text("Aligned timelines: %srun %lld above %srun %lld, same time scale from each run's start",
-                capture_prefix(m_timeline_capture[0]).c_str(), static_cast<long long>(m_timeline[0]->run.id),
-                capture_prefix(m_timeline_capture[1]).c_str(), static_cast<long long>(m_timeline[1]->run.id));
+                capture_prefix(m_timeline_capture[0]).c_str(), static_cast<long long>(*m_slot_run[0]),
+                capture_prefix(m_timeline_capture[1]).c_str(), static_cast<long long>(*m_slot_run[1]));
     DrawTimelineArea(ImGui::GetContentRegionAvail().y);
   }
 }
@@ -346,7 +346,7 @@ void View::DrawCompareScenario(const CompareMatrix& matrix, size_t si) {
 /// One row, cell by cell in Column order; clicking it opens its run (ctrl+click: compares it).
 void View::DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row) {
   const storage::RunRecord* m = row.measured();
-  const int64_t primary = m_timeline[0] && m_timeline_capture[0] == matrix.capture ? m_timeline[0]->run.id : -1;
+  const int64_t primary = m_slot_run[0] && m_timeline_capture[0] == matrix.capture ? *m_slot_run[0] : -1;
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   const float y0 = ImGui::GetCursorScreenPos().y;

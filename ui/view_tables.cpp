@@ -292,7 +292,7 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
 }
 
 void View::DrawBreaksTab() {
-  if (!m_timeline[0]) return;
+  if (TableLoading({"graph_breaks", "dynamo_graph_breaks"})) return;
   const RunTimeline& tl = *m_timeline[0];
   // A torch run, or one with a compile log: Dynamo's records. Otherwise the LibTorch engine's.
   if (const storage::RunRecord* run = primary_run();
@@ -334,7 +334,7 @@ void View::DrawBreaksTab() {
 }
 
 void View::DrawTransfersTab() {
-  if (!m_timeline[0]) return;
+  if (TableLoading({"transfers"})) return;
   const RunTimeline& tl = *m_timeline[0];
   const auto& rows = tl.transfers;
   int64_t bytes = 0, moved = 0;
@@ -375,7 +375,7 @@ void View::DrawTransfersTab() {
 }
 
 void View::DrawSwapsTab() {
-  if (!m_timeline[0]) return;
+  if (TableLoading({"weight_swaps"})) return;
   const RunTimeline& tl = *m_timeline[0];
   const auto& rows = tl.weight_swaps;
   int64_t bytes = 0, onloads = 0;

@@ -24,10 +24,15 @@ constexpr int kKeyZoomIn = 'W', kKeyZoomOut = 'S', kKeyPanLeft = 'A', kKeyPanRig
 }  // namespace
 
 void View::DrawTimelineTab() {
-  if (!m_timeline[0]) {
+  if (!m_slot_run[0]) {
     ImGui::TextDisabled("This capture holds no runs.");
     return;
   }
+  if (!m_timeline[0]) {  // nothing read yet (or the run failed): what it loads, how far
+    DrawLoadStatus(0);
+    return;
+  }
+  DrawLoadStatus(0);  // a preview is drawn: the rest still loads
   DrawTimelineToolbar();
   const float area_h = std::max(ImGui::GetContentRegionAvail().y - kBottomPaneHeight, 120.0f);
   DrawTimelineArea(area_h);
@@ -58,6 +63,7 @@ void View::DrawTimelineArea(float height) {
     for (const auto& t : m_timeline)
       if (t) dur = std::max(dur, t->duration_ns);
     m_time.fit(0, static_cast<double>(dur));
+    m_auto_fit = std::make_pair(m_time.start_ns, m_time.ns_per_px);
     m_fit_pending = false;
   }
   m_hover.reset();
@@ -66,7 +72,7 @@ void View::DrawTimelineArea(float height) {
   const bool ruler_hovered = DrawRulerStrip(origin, full_w, x0, x1);
   // Lanes: one scrolling pane per run (two when comparing, each half the height), all on the
   // same time scale.
-  const int panes = m_timeline[1] ? 2 : 1;
+  const int panes = m_slot_run[1] ? 2 : 1;
   const float lanes_h = std::max(height - style::kRulerHeight, 50.0f);
   bool lanes_hovered = false;
   m_layout.panes.clear();
@@ -132,7 +138,13 @@ bool View::DrawLanePane(int slot, int panes, float full_w, float lanes_h, float 
   const ImVec2 wpos = ImGui::GetWindowPos();
   const float clip0 = wpos.y, clip1 = wpos.y + ImGui::GetWindowHeight();
   m_layout.panes.emplace_back(clip0, clip1);
-  const float y = DrawRunLanes(dl, slot, x0, x1, p.y, clip0, clip1) + kLanesBottomPad;
+  if (!m_timeline[slot]) {  // the compared run is loading (or failed): say so in its pane
+    if (!DrawLoadStatus(slot)) ImGui::TextDisabled("loading");
+    ImGui::EndChild();
+    return false;
+  }
+  if (slot == 1) DrawLoadStatus(1);  // its preview is drawn under the status
+  const float y = DrawRunLanes(dl, slot, x0, x1, ImGui::GetCursorScreenPos().y, clip0, clip1) + kLanesBottomPad;
   const float content_h = std::max(y - p.y, clip1 - clip0 - 1);
 
   // Range band and cursor line over every lane.
@@ -179,6 +191,7 @@ bool View::DrawLanePane(int slot, int panes, float full_w, float lanes_h, float 
 void View::DrawHoverTooltip() {
   if (m_hover) {
     const RunTimeline* tl = timeline(m_hover->run);
+    if (!tl) return;
     ImGui::BeginTooltip();
     for (const auto& [k, v] : describe(*tl, m_hover->source, m_hover->row)) {
       ImGui::TextDisabled("%s", k.c_str());
