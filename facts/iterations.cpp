@@ -78,20 +78,29 @@ void model_calls(const std::vector<Op>& ops, int64_t pid, int64_t tid, std::vect
   close_top();
 }
 
-Iterations from_cpu_ops(const std::vector<storage::CpuOpRow>& cpu_ops, const std::vector<int64_t>& pids) {
+bool host_range(const storage::CpuOpRow& op) {
+  return op.category != "gpu_user_annotation" && op.category != "python_function";
+}
+
+// Rules 1 and (with `find_calls`) 3 of the header over the run's CPU ops.
+Iterations from_cpu_ops(const std::vector<storage::CpuOpRow>& cpu_ops, const std::vector<int64_t>& pids, bool find_calls) {
   Iterations it;
-  std::map<std::pair<int64_t, int64_t>, std::vector<Op>> threads;
+  auto pid_of = [&](size_t i) { return i < pids.size() ? pids[i] : 0; };
+  bool hook_work = false;
   for (size_t i = 0; i < cpu_ops.size(); ++i) {
     const storage::CpuOpRow& op = cpu_ops[i];
-    if (op.category == "gpu_user_annotation" || op.category == "python_function") continue;
-    const int64_t pid = i < pids.size() ? pids[i] : 0, tid = op.os_tid & kTidBits;
+    if (!host_range(op)) continue;
     if (const auto n = profiler_step_number(op.name)) {
       it.source = IterationSource::ProfilerStep;
-      it.steps.push_back({*n, op.start_ns, op.end_ns, pid, tid});
+      it.steps.push_back({*n, op.start_ns, op.end_ns, pid_of(i), op.os_tid & kTidBits});
     }
-    threads[{pid, tid}].push_back({op.start_ns, op.end_ns, op.name});
+    hook_work |= starts_with(op.name, kHookscope);
   }
-  if (it.source == IterationSource::ProfilerStep) return it;
+  if (it.source == IterationSource::ProfilerStep || !find_calls || !hook_work) return it;
+  std::map<std::pair<int64_t, int64_t>, std::vector<Op>> threads;
+  for (size_t i = 0; i < cpu_ops.size(); ++i)
+    if (host_range(cpu_ops[i]))
+      threads[{pid_of(i), cpu_ops[i].os_tid & kTidBits}].push_back({cpu_ops[i].start_ns, cpu_ops[i].end_ns, cpu_ops[i].name});
   for (auto& [thread, ops] : threads) {
     std::sort(ops.begin(), ops.end(),
               [](const Op& a, const Op& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
@@ -117,7 +126,7 @@ std::string_view iteration_source_name(IterationSource s) {
 
 Iterations iterations(const std::vector<storage::CpuOpRow>& cpu_ops, const std::vector<int64_t>& cpu_op_pids,
                       const std::vector<storage::GenerationStepRow>& generation_steps) {
-  Iterations it = from_cpu_ops(cpu_ops, cpu_op_pids);
+  Iterations it = from_cpu_ops(cpu_ops, cpu_op_pids, generation_steps.empty());
   if (it.source == IterationSource::ProfilerStep || generation_steps.empty()) {
     std::stable_sort(it.steps.begin(), it.steps.end(),
                      [](const Iteration& a, const Iteration& b) { return a.start_ns < b.start_ns; });

@@ -552,7 +552,9 @@ TEST(Export, HtaFindsOneIterationPerGenerationStep) {
 // A torch engine run on a GPU, as its trace is shaped (this machine has none): per generate step a
 // `hookscope::step` range holding a hook, an op launching a GEMM, a host-to-device copy and a fused
 // kernel on stream 7. Step k's GEMM runs 100 + 10k µs; the steps are 1000 µs apart.
-std::string gpu_steps_trace(int steps) {
+// With `first_profiler_step` >= 0 each step also lies in torch.profiler's own
+// `ProfilerStep#N` (N from that number on), as a trace recorded with a schedule has them.
+std::string gpu_steps_trace(int steps, int first_profiler_step = -1) {
   json events = json::array();
   auto x = [&](const char* cat, const std::string& name, int pid, int tid, double ts, double dur, json args) {
     json e{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}};
@@ -563,6 +565,8 @@ std::string gpu_steps_trace(int steps) {
     const double s = 100 + 1000.0 * k;
     const int c = 1000 + 10 * k;
     const auto gpu = [](int corr) { return json{{"device", 0}, {"context", 1}, {"stream", 7}, {"correlation", corr}}; };
+    if (first_profiler_step >= 0)
+      x("user_annotation", "ProfilerStep#" + std::to_string(first_profiler_step + k), 4242, 4243, s - 1, 950, nullptr);
     x("user_annotation", "hookscope::step step=" + std::to_string(k) + " token=" + std::to_string(7 + k), 4242, 4243, s,
       900, nullptr);
     x("user_annotation", "hookscope::pre_forward hook=AlignDevicesHook module=model.layers.0 device=cuda:0", 4242, 4243,
@@ -612,6 +616,7 @@ TEST(Export, HtaTemporalIdleAndKernelBreakdownsOnAGpuRunMatchItsSteps) {
   auto steps = rd.generation_steps(1);
   std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   ASSERT_EQ(steps.size(), 4u);
+  expect_profiler_steps(hs::test::read_json(dir / "trace" / "gpu.json"), steps);
   std::map<uint32_t, int64_t> launched_at;  // correlation -> the launching call's start
   for (const auto& c : rd.runtime_calls(1)) launched_at[c.correlation_id] = c.start_ns;
   // What HTA keeps: the GPU work launched before the last step began.
@@ -655,6 +660,28 @@ TEST(Export, HtaTemporalIdleAndKernelBreakdownsOnAGpuRunMatchItsSteps) {
     EXPECT_EQ(s["annotations"], 1) << "the step's pre_forward";
   }
   EXPECT_EQ(v["iterations"], json({0, 1, 2}));
+}
+
+// A trace recorded with torch.profiler's own steps keeps them, numbers and all: the export
+// writes them once (through the run's CPU ops) and makes none of its own; HTA's iterations are
+// those numbers.
+TEST(Export, ATracesOwnProfilerStepsAreKept) {
+  const fs::path dir = capture().dir / "own-profiler-steps";
+  fs::create_directories(dir / "trace");
+  std::ofstream(dir / "gpu.json") << gpu_steps_trace(3, 10);
+  auto r = hookscope({"import", (dir / "gpu.json").string(), "-o", (dir / "gpu.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  export_chrome_from(dir / "gpu.sqlite", dir / "trace" / "gpu.json");
+  std::vector<std::string> names;
+  const json doc = hs::test::read_json(dir / "trace" / "gpu.json");
+  for (const json& e : doc["traceEvents"])
+    if (e.value("name", "").rfind("ProfilerStep#", 0) == 0) names.push_back(e["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#12"}));
+  const json v = json::parse(last_line(hs::test::run_oracle("hta_counts.py", {"--trace-dir", (dir / "trace").string(), "--analyses"})))
+                     .at("0");
+  EXPECT_EQ(v["iterations"], json({10, 11}));
+  ASSERT_EQ(v["steps"].size(), 3u);
+  EXPECT_EQ(v["steps"][2]["n"], 12);
 }
 
 // RFC 4180: fields separated by commas, quoted fields with doubled quotes, CRLF line ends.
