@@ -343,8 +343,13 @@ RunResult TorchEngine::result_of(const json& reply) {
   for (const char* k : {"break_reasons", "recompile_limit_hits", "frames_skipped", "unique_graphs", "compile_time_s",
                         "device_map", "hooked_modules", "cache_implementation", "scenario_note", "versions",
                         "measurement", "op_count", "compile_time_total_s", "cudagraph_skips", "skipped_frames",
-                        "tokens", "tokens_match_reference", "backend", "execution_device", "prefill_argmax"})
+                        "tokens", "tokens_match_reference", "backend", "execution_device", "prefill_argmax",
+                        "profiled_run"})
     if (reply.contains(k)) extra[k] = reply[k];
+  // The measured generates' wall times, beside profiled_run.generate_ms (the generate the
+  // timeline shows, recorded): what recording costs (facts: recording_overhead).
+  if (const auto l = reply.find("latency"); l != reply.end() && l->is_object() && l->contains("generate_ms"))
+    extra["generate_ms"] = (*l)["generate_ms"];
   return r;
 }
 

@@ -73,6 +73,10 @@ const std::vector<Fact>& catalogue() {
        "the PR's headline: the first policy's compiled decode ÷ the second's (whole-hook ÷ offload-only; above 1: "
        "the change makes the compiled model faster); when the two cells' eager drifted apart, decided on each one's "
        "speed-up over its own eager instead"},
+      {"recording_overhead", "timeline's generate vs unrecorded", "ratio", "measured",
+       "the wall time of the generate a torch engine run's timeline shows (recorded: torch.profiler and the hook "
+       "ranges on) ÷ the median wall time of the run's measured, unrecorded generates; the timeline's durations are "
+       "about this much longer than the latency tables' (facts/recording.h)"},
       {"hook_busy_ns", "hook time", "ns", "recorded events",
        "time inside at least one hook call (pre_forward, post_forward; nesting counted once): a run's stats.totals"},
       {"disabled_busy_ns", "compiler-disabled time", "ns", "recorded events",

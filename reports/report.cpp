@@ -3,6 +3,7 @@
 #include "reports/report_stats.h"
 #include "facts/breaks.h"
 #include "facts/catalogue.h"
+#include "facts/recording.h"
 #include "facts/verdicts.h"
 
 #include <algorithm>
@@ -412,11 +413,17 @@ void write_correctness(std::ostringstream& md, const Tables& t) {
 // Latency per scenario, mode and policy: prefill, decode per token and tokens/s as median
 // (interquartile range), and a compiled run's speed-up against eager with its verdict
 // (measurement/verdict.h).
+// The run's recording_overhead (facts/recording.h), as every view writes it.
+std::string overhead_cell(const json& r) {
+  const auto o = facts::recording_overhead(r);
+  return o ? facts::recording_overhead_text(*o) : "–";
+}
+
 void write_latency(std::ostringstream& md, const Tables& t) {
   md << "\n### latency: median (interquartile range) of the measured generates\n\n"
         "| scenario | mode | policy | n | prefill, ms | decode, ms/token | tokens/s | eager decode, ms/token "
-        "(interleaved) | vs eager |\n"
-     << rule(9);
+        "(interleaved) | vs eager | " << facts::fact("recording_overhead").label << " |\n"
+     << rule(10);
   std::vector<std::string> notes;
   for (const auto& sc : t.scenarios)
     for (const auto& mode : t.modes)
@@ -430,7 +437,7 @@ void write_latency(std::ostringstream& md, const Tables& t) {
            << " | " << spread_cell(r, "prefill_ms") << " | " << spread_cell(r, "decode_ms_per_token", "%.2f") << " | "
            << spread_cell(r, "tokens_per_s") << " | "
            << (eager ? std::string("–") : spread_cell(r, "eager_decode_ms_per_token", "%.2f")) << " | "
-           << (eager ? std::string("–") : speedup_cell(r, notes)) << " |\n";
+           << (eager ? std::string("–") : speedup_cell(r, notes)) << " | " << overhead_cell(*r) << " |\n";
       }
   md << "\nprefill = the generate's first forward (the prompt); decode = (end of the last step − end of the "
         "prefill) / (tokens − 1). A compiled run's speed-up is eager over compiled decode, both measured in "
@@ -438,7 +445,8 @@ void write_latency(std::ostringstream& md, const Tables& t) {
         "per side, interquartile ranges apart and the per-round speed-ups on one side of 1; otherwise the "
         "comparison reads *within noise* (why below) or *not judged*. When eager itself drifted between the "
         "policies of a scenario beyond its spread, only an effect larger than that drift is decided (the note "
-        "below gives both).\n";
+        "below gives both). " << facts::fact("recording_overhead").label << ": " << facts::fact("recording_overhead").definition
+     << " (torch engine; – where nothing ran unrecorded).\n";
   for (size_t i = 0; i < notes.size(); ++i) md << "\n[" << i + 1 << "] " << notes[i] << "\n";
 }
 

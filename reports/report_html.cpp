@@ -5,6 +5,8 @@
 #include "output/text.h"
 #include "reports/report.h"
 #include "facts/breaks.h"
+#include "facts/catalogue.h"
+#include "facts/recording.h"
 
 #include <algorithm>
 #include <cctype>
@@ -472,6 +474,9 @@ std::string runs_section(const json& runs, std::set<size_t>& explained) {
   if (labels) headers.push_back("label");
   for (const char* h : {"engine", "scenario", "policy", "mode", "fullgraph", "status"}) headers.push_back(h);
   for (const auto& s : stats) headers.push_back(s.second);
+  const bool overheads =
+      std::any_of(runs.begin(), runs.end(), [](const json& r) { return facts::recording_overhead(r).has_value(); });
+  if (overheads) headers.push_back(std::string(facts::fact("recording_overhead").label));
   // The generate's checks, where some run made them (a profiled program makes none).
   std::vector<std::pair<const char*, const char*>> checks = {{"argmax_match", "prefill argmax = eager"},
                                                              {"logits_identical", "logits bit-identical"},
@@ -492,6 +497,10 @@ std::string runs_section(const json& runs, std::set<size_t>& explained) {
     const std::string st = r.value("status", "?");
     c.push_back("<td class=\"" + std::string(st == "ok" ? "ok" : "bad") + "\">" + esc(st) + "</td>");
     for (const auto& s : stats) c.push_back(stats_cell(r, s.first));
+    if (overheads) {
+      const auto o = facts::recording_overhead(r);
+      c.push_back("<td class=\"num\">" + (o ? esc(facts::recording_overhead_text(*o)) : std::string("–")) + "</td>");
+    }
     c.push_back("<td class=\"num\">" + esc(facts::breaks_text(r)) + "</td>");
     for (const auto& k : checks) c.push_back(check_cell(r, k.first));
     const json rec = r.value("recorded", json::object());

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "facts/breaks.h"
+#include "facts/recording.h"
 #include "facts/catalogue.h"
 #include "facts/iterations.h"
 #include "facts/verdicts.h"
@@ -142,6 +143,8 @@ json build_report(const storage::CaptureReader& rd) {
       r["peak_memory_bytes"] = peaks;
     }
     add_break_facts(rd, rec, r);
+    const auto overhead = facts::recording_overhead(r);
+    r["recording_overhead"] = overhead ? json(overhead->ratio) : json(nullptr);
     // reports/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
     static const std::vector<std::string> kReportStats = {"hook_time_by_device", "device_compute", "transfers",
                                                           "weight_swaps", "compiler_disabled", "graph_breaks"};

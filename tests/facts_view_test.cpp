@@ -13,6 +13,7 @@
 
 #include "facts/breaks.h"
 #include "facts/catalogue.h"
+#include "facts/recording.h"
 #include "facts/verdicts.h"
 #include "storage/capture_reader.h"
 #include "tests/test_util.h"
@@ -271,6 +272,33 @@ TEST(Facts, ReportExplainStatsAndHtmlAgree) {
   ExplainAndStatsShowTheReportsFigures();
   MarkdownAndHtmlShowTheSameBreaksCell();
   TheVerdictComesFirstWithItsEvidence();
+}
+
+// What recording cost the torch runs' timelines (facts/recording.h): in report.json, the
+// Markdown latency table and the HTML runs table, the same figure, from the driver's own times.
+TEST(Facts, TheTimelinesRecordingOverheadReadsTheSameInEveryReport) {
+  const Capture& c = capture();
+  int torch_runs = 0;
+  for (const auto& run : c.report["runs"]) {
+    const auto o = hs::facts::recording_overhead(run);
+    if (run["engine"] != "torch") {
+      EXPECT_FALSE(o) << "only the torch engine times a generate unrecorded: run " << id_of(run);
+      EXPECT_TRUE(run["recording_overhead"].is_null());
+      continue;
+    }
+    if (run["status"] != "ok") continue;  // e.g. fullgraph raised: no generate ran
+    ++torch_runs;
+    ASSERT_TRUE(o) << run.dump();
+    EXPECT_EQ(run["recording_overhead"].get<double>(), o->ratio);
+    EXPECT_EQ(o->ratio, run["profiled_run"]["generate_ms"].get<double>() / o->unrecorded_median_ms);
+    EXPECT_GT(o->ratio, 0.2) << "a recorded generate is not five times faster than an unrecorded one";
+    const std::string text = hs::facts::recording_overhead_text(*o);
+    if (!run["fullgraph"].get<bool>()) {  // the latency table's runs
+      EXPECT_NE(c.markdown.find(" | " + text + " |"), std::string::npos) << text;
+    }
+    EXPECT_NE(c.html.find(">" + text + "</td>"), std::string::npos) << text;
+  }
+  EXPECT_GT(torch_runs, 0);
 }
 
 // The verdict rules on made-up report runs: the ratio, each side against eager, and a result

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli/cli_util.h"
+#include "facts/recording.h"
 #include "output/text.h"
 #include "reports/markdown_text.h"
 #include "reports/report.h"
@@ -79,6 +80,25 @@ TEST(Report, MarkdownHasTheReferenceTables) {
   EXPECT_NE(md.find("| sharded | default | 9 | 0 |"), std::string::npos) << md;
   // The default run breaks there once, and the fullgraph run stops there: two.
   EXPECT_NE(md.find("| `AlignDevicesHook.pre_forward` | 2 | 2 | 1 | `model.layers.0` |"), std::string::npos) << md;
+}
+
+// The timeline's generate against the measured ones (facts/recording.h): the median of the
+// measured wall times, the numbers only, beside the latency.
+TEST(Report, TheRecordingOverheadIsTheProfiledGenerateOverTheMeasuredMedian) {
+  json r = sample_report();
+  r["runs"][4]["profiled_run"] = {{"generate_ms", 130.0}, {"recompiles", 0}};
+  r["runs"][4]["generate_ms"] = {110.0, 90.0, 1000.0, 100.0, "x", -5.0};  // median of 90, 100, 110, 1000: 105
+  const auto o = hs::facts::recording_overhead(r["runs"][4]);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->unrecorded_n, 4);
+  EXPECT_DOUBLE_EQ(o->unrecorded_median_ms, 105.0);
+  EXPECT_EQ(hs::facts::recording_overhead_text(*o), "1.24×");
+  const std::string md = hs::reports::render_markdown(r);
+  EXPECT_NE(md.find("| 2.00× faster | 1.24× |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.83× slower | – |"), std::string::npos) << "no profiled generate, no figure: " << md;
+  for (const json& bad : {json(nullptr), json{{"generate_ms", "130"}}, json{{"generate_ms", 0}}})
+    EXPECT_FALSE(hs::facts::recording_overhead({{"profiled_run", bad}, {"generate_ms", {100.0}}})) << bad;
+  EXPECT_FALSE(hs::facts::recording_overhead({{"profiled_run", {{"generate_ms", 130.0}}}, {"generate_ms", json::array()}}));
 }
 
 TEST(Report, NoiseIsNotColouredAsAWinAndSaysWhy) {
