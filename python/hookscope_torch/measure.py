@@ -132,7 +132,8 @@ class Generator:
         `hookscope::generate cell=ID repeat=N` with a step range per forward, exported to `path`
         as a Chrome trace."""
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        with profile(activities=acts, record_shapes=True, profile_memory=True) as prof:
+        # acc_events: one object, one generate; it only keeps torch from warning into the driver log.
+        with profile(activities=acts, record_shapes=True, profile_memory=True, acc_events=True) as prof:
             with record_function(f"hookscope::generate cell={cell_id} repeat={repeat}"):
                 run = self.run(range_tokens)
         prof.export_chrome_trace(str(path))

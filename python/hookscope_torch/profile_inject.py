@@ -101,7 +101,11 @@ class Session:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self.prof = torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)
+        options = dict(activities=activities, record_shapes=True, profile_memory=True)
+        try:  # one profile object per range: acc_events only keeps torch from warning into the program's stderr
+            self.prof = torch.profiler.profile(**options, acc_events=True)
+        except TypeError:  # a torch before acc_events
+            self.prof = torch.profiler.profile(**options)
         self.prof.start()
         self.ranges.append({"trace": None, "start_ns": time.monotonic_ns(), "end_ns": None})
 
