@@ -168,6 +168,8 @@ TEST(Profile, BothPoliciesRecordDynamosOwnBreaksHookRangesAndSwapsBetweenTheMark
     EXPECT_EQ(run.status, hs::tracer::RunStatus::Complete) << run.error;
     EXPECT_EQ(run.results.value("exit_status", -1), 7);
     EXPECT_NE(run.results.value("stdout_tail", "").find("profiled-script-done"), std::string::npos);
+    EXPECT_EQ(run.results.value("stderr_tail", "").find("Profiler clears events"), std::string::npos)
+        << "hookscope's profiler says nothing into the program's stderr";
     EXPECT_EQ(run.results["command"].back(), "7");
     EXPECT_EQ(run.results["versions"].value("policy", ""), run.policy);
     // Dynamo's own count for the compiled model, as explain gives it for the same model.
