@@ -184,13 +184,13 @@ using rebind_t = typename rebind<K, Rep>::type;
 
 #define HS_WEIGHT_SWAP_FIELDS(F, T, C)                                                             \
   HS_HOST_SPAN_(T, C)                                                                              \
-  F(bool, onload, "onload", "1: materialised on the execution device for a forward, 0: back to meta") \
+  F(bool, onload, "onload", "1: materialised on the execution device for a forward, 0: offloaded") \
   F(Text, module, "moduleId", "FQN of the hooked module")                                          \
-  F(Text, tensor, "tensorId", "tensor name relative to the module ('weight', '0.bias')")           \
+  F(Text, tensor, "tensorId", "tensor name relative to the module ('weight'); a diffusers group: '*' or its members") \
   F(int64_t, bytes, "bytes", "bytes")                                                              \
   F(Text, dtype, "dtypeId", "'float32', 'bfloat16', ...")                                          \
   F(events::WeightSource, source, "source", "ENUM_WEIGHT_SOURCE: where an onloaded weight came from") \
-  F(Text, device, "device", "destination logical device ('0', 'cpu', 'meta')")                     \
+  F(Text, device, "device", "destination logical device ('0', 'cpu', 'meta', 'disk')")             \
   F(bool, pinned, "pinned", "1: the host source was pinned memory")
 
 #define HS_TRANSFER_FIELDS(F, T, C)                                                                \
@@ -245,7 +245,8 @@ using rebind_t = typename rebind<K, Rep>::type;
     "A hook callback span, e.g. AlignDevicesHook.pre_forward on model.layers.3.",                  \
     HS_HOOK_SPAN_FIELDS, hook_span)                                                                \
   X(WeightSwap, WeightSwapRow, weight_swaps, "WEIGHT_SWAPS",                                       \
-    "A weight onload (weights_map -> execution device) or offload (-> meta) of one tensor.",       \
+    "A weight onload (-> execution device) or offload (accelerate: -> meta; diffusers: -> its "     \
+    "offload device) of one tensor, or of one diffusers offload group.",                           \
     HS_WEIGHT_SWAP_FIELDS, weight_swap)                                                            \
   X(Transfer, TransferRow, transfers, "TRANSFERS",                                                 \
     "An activation / tensor copy between two logical devices (weight onloads are WEIGHT_SWAPS).", \
