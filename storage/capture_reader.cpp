@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -15,6 +16,7 @@
 #include <tuple>
 
 #include "storage/bounded_json.h"
+#include "storage/btree_pages.h"
 #include "storage/event_tables.h"
 #include "storage/sqlite_util.h"
 
@@ -394,7 +396,8 @@ class Strings {
   explicit Strings(std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load)
       : load_(std::move(load)) {}
   /// The string of column `col` ("" for NULL or an id the file does not define).
-  std::string operator()(const Stmt& q, int col) {
+  template <class Src>
+  std::string operator()(const Src& q, int col) {
     if (q.is_null(col)) return {};
     const int64_t id = q.int64(col);
     if (id < 0) return {};
@@ -494,8 +497,8 @@ std::string select_sql(const std::set<std::string, std::less<>>& present) {
 }
 
 // Reads column `col` into the row member of one line (see tracer/event_kinds.h for the tags).
-template <class Tag, class Str, class Member>
-void read_value(const Stmt& q, int col, Str& str, Member& out) {
+template <class Tag, class Src, class Str, class Member>
+void read_value(const Src& q, int col, Str& str, Member& out) {
   if constexpr (kinds::is_text<Tag>) {
     out = str(q, col);
   } else if constexpr (std::is_same_v<Tag, kinds::GlobalTid>) {
@@ -569,7 +572,8 @@ class SharedStrings {
  public:
   SharedStrings(std::function<std::shared_ptr<const std::vector<std::string>>(int64_t)> load, StringTables& held)
       : load_(std::move(load)), held_(held) {}
-  SharedText operator()(const Stmt& q, int col) {
+  template <class Src>
+  SharedText operator()(const Src& q, int col) {
     if (q.is_null(col)) return {};
     const int64_t id = q.int64(col);
     if (id < 0) return {};
@@ -623,29 +627,49 @@ constexpr CheckedColumns checked_columns() {
 class RowCheck {
  public:
   explicit RowCheck(CheckedColumns c) : c_(c) {}
-  void see(sqlite3_stmt* s) {
+  template <class Src>
+  void see(const Src& s) {
     const int64_t start = time(s, c_.start);
     if (c_.end >= 0) {
       const int64_t end = time(s, c_.end);
       bad_ |= end < start || __builtin_add_overflow(durations_, end - start, &durations_);
     }
     if (c_.bytes >= 0) {
-      const int64_t b = sqlite3_column_int64(s, c_.bytes);
-      bad_ |= sqlite3_column_type(s, c_.bytes) != SQLITE_INTEGER || b < 0 || __builtin_add_overflow(bytes_, b, &bytes_);
+      const int64_t b = s.int64(c_.bytes);
+      bad_ |= s.type(c_.bytes) != SQLITE_INTEGER || b < 0 || __builtin_add_overflow(bytes_, b, &bytes_);
     }
   }
   bool bad() const { return bad_; }
 
  private:
-  int64_t time(sqlite3_stmt* s, int col) {
+  template <class Src>
+  int64_t time(const Src& s, int col) {
     constexpr int64_t kLimit = int64_t{1} << 62;  // [-2^62, 2^62), as check_rows
-    const int64_t v = sqlite3_column_int64(s, col);
-    bad_ |= sqlite3_column_type(s, col) != SQLITE_INTEGER || v < -kLimit || v >= kLimit;
+    const int64_t v = s.int64(col);
+    bad_ |= s.type(col) != SQLITE_INTEGER || v < -kLimit || v >= kLimit;
     return v;
   }
   CheckedColumns c_;
   bool bad_ = false;
   int64_t durations_ = 0, bytes_ = 0;
+};
+
+/// A statement's row, read as the readers read a row.
+struct StmtRow {
+  const Stmt& q;
+  int64_t int64(int col) const { return q.int64(col); }
+  bool is_null(int col) const { return q.is_null(col); }
+  int type(int col) const { return sqlite3_column_type(q.raw(), col); }
+};
+
+/// A record read from its page (detail::PageFile), its selected columns by their index in the
+/// table (−1: a column the file's table lacks, NULL).
+struct PageRow {
+  const detail::Record& r;
+  const std::vector<int>& cid;
+  int64_t int64(int col) const { return cid[col] < 0 ? 0 : r.int64(cid[col]); }
+  bool is_null(int col) const { return cid[col] < 0 || r.is_null(cid[col]); }
+  int type(int col) const { return cid[col] < 0 ? SQLITE_NULL : r.type(cid[col]); }
 };
 
 /// The start of a timed row (an instant's time).
@@ -666,10 +690,21 @@ void sort_by_start(std::vector<Row>& rows) {
   std::vector<std::pair<int64_t, uint32_t>> keys(rows.size());  // (start, rowid order): unique, so sort is stable
   for (size_t i = 0; i < rows.size(); ++i) keys[i] = {start_of(rows[i]), static_cast<uint32_t>(i)};
   std::sort(keys.begin(), keys.end());
-  std::vector<Row> sorted;
-  sorted.reserve(rows.size());
-  for (const auto& [_, i] : keys) sorted.push_back(std::move(rows[i]));
-  rows.swap(sorted);
+  // In place, cycle by cycle (no second copy of millions of rows): position p takes row keys[p].
+  constexpr uint32_t kPlaced = UINT32_MAX;
+  for (size_t p = 0; p < keys.size(); ++p) {
+    if (keys[p].second == kPlaced || keys[p].second == p) continue;
+    Row held = std::move(rows[p]);
+    size_t at = p;
+    while (keys[at].second != p) {
+      const size_t from = keys[at].second;
+      rows[at] = std::move(rows[from]);
+      keys[at].second = kPlaced;
+      at = from;
+    }
+    rows[at] = std::move(held);
+    keys[at].second = kPlaced;
+  }
 }
 
 /// Adds rows read to `progress` every kBatch rows, and stops the read when it is cancelled.
@@ -694,8 +729,8 @@ class ProgressTicker {
 };
 
 /// Reads the row `q` is on into `r`.
-template <class Row, class Str>
-void read_row(const Stmt& q, Str& str, Row& r) {
+template <class Row, class Src, class Str>
+void read_row(const Src& q, Str& str, Row& r) {
   int col = 0;
   Row::columns([&](auto tag, std::string_view, std::string_view, auto field) {
     using Tag = typename decltype(tag)::type;
@@ -776,12 +811,16 @@ ReadPlan CaptureReader::plan_shared(int64_t run) const {
     }
     p.way = ReadPlan::Way::Scan;
     if (!indexed) return p;  // a capture not finalized: every row visited anyway
-    Query q(*db_, path_, "SELECT min(runId), max(runId) FROM " + table);  // the index's ends
-    q.step();
-    if (q.is_null(0) || run < q.int64(0) || run > q.int64(1)) {
+    // The index's ends: one query each (SQLite seeks for a lone min() or max() only).
+    std::optional<int64_t> ends[2];
+    for (int i = 0; i < 2; ++i) {
+      Query q(*db_, path_, std::string(i ? "SELECT max(runId) FROM " : "SELECT min(runId) FROM ") + table);
+      if (q.step() && !q.is_null(0)) ends[i] = q.int64(0);
+    }
+    if (!ends[0] || !ends[1] || run < *ends[0] || run > *ends[1]) {
       p.rows = 0;
       p.way = ReadPlan::Way::None;
-    } else if (q.int64(0) == q.int64(1)) {
+    } else if (*ends[0] == *ends[1]) {
       p.rows = count("");  // every row is the run's: the b-tree's count, no row visited
     } else {
       p.rows = count(" WHERE runId = ?1");
@@ -798,10 +837,85 @@ ReadPlan CaptureReader::plan_shared(int64_t run) const {
   }
 }
 
+namespace {
+/// Ends a read transaction however its scope is left.
+struct ReadTransaction {
+  sqlite3* db;
+  const fs::path& path;
+  ReadTransaction(sqlite3* d, const fs::path& p) : db(d), path(p) { detail::exec(db, path, "BEGIN", "reading"); }
+  ~ReadTransaction() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); }
+};
+}  // namespace
+
+template <class Row>
+bool CaptureReader::scan_pages(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
+                               std::vector<Row>& out, bool& bad) const {
+  if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return false;  // WAL captures: their pages are not all in the file
+  std::lock_guard<std::recursive_mutex> lock(db_->mu);
+  const ReadTransaction transaction(db_->db, path_);  // SQLite's shared lock: no writer commits meanwhile
+  uint32_t root = 0;
+  {
+    Query q(*db_, path_, "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?");
+    q.bind(1, Row::table);
+    if (!q.step() || q.text(1).find("WITHOUT ROWID") != std::string::npos) return false;
+    root = static_cast<uint32_t>(q.int64(0));
+  }
+  // The selected columns by their index in the table's records (−1: absent, NULL), and runId's.
+  std::map<std::string, int, std::less<>> cid_of;
+  int columns = 0;
+  {
+    Query q(*db_, path_, "SELECT cid, name, pk, dflt_value IS NOT NULL FROM pragma_table_info(?)");
+    q.bind(1, Row::table);
+    while (q.step()) {
+      if (q.int64(2) != 0 || q.int64(3) != 0) return false;  // a rowid alias or a default: SQLite knows them
+      cid_of[q.text(1)] = static_cast<int>(q.int64(0));
+      columns = std::max(columns, static_cast<int>(q.int64(0)) + 1);
+    }
+  }
+  std::vector<int> cid;
+  Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
+    if constexpr (is_read<typename decltype(tag)::type>) {
+      auto it = cid_of.find(column);
+      cid.push_back(it == cid_of.end() ? -1 : it->second);
+    }
+  });
+  const auto run_col = cid_of.find("runId");
+  if (run_col == cid_of.end()) return false;
+  const int run_cid = run_col->second;
+  try {
+    detail::PageFile file(db_->target);
+    SharedStrings str([this](int64_t need) { return string_table(need); }, tables);
+    RowCheck check(checked_columns<Row>());
+    {
+      ProgressTicker ticker(progress);
+      file.scan(root, columns, plan.bounded ? plan.first_rowid : std::numeric_limits<int64_t>::min(),
+                plan.bounded ? plan.end_rowid : std::numeric_limits<int64_t>::max(),
+                [&](int64_t, const detail::Record& r) {
+                  if (r.type(run_cid) != SQLITE_INTEGER || r.int64(run_cid) != run) return;
+                  const PageRow row{r, cid};
+                  read_row(row, str, out.emplace_back());
+                  if constexpr (checked_kind<Row>) check.see(row);
+                  ticker.tick();
+                });
+    }
+    bad = check.bad();
+    return true;
+  } catch (const detail::PageFormatError&) {
+    if (progress) progress->rows.fetch_sub(static_cast<int64_t>(out.size()), std::memory_order_relaxed);
+    out.clear();
+    return false;
+  }
+}
+
 template <class Row>
 void CaptureReader::scan_shared(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
                                 std::vector<Row>& out) const {
   const bool scan = plan.way == ReadPlan::Way::Scan;
+  if (plan.rows > 0) out.reserve(static_cast<size_t>(plan.rows));
+  if (bool bad = false; scan && scan_pages(run, plan, tables, progress, out, bad)) {
+    if (bad) check_rows(run);  // throws its CaptureError naming the table, row and reason
+    return;
+  }
   std::string sql = "SELECT " + select_columns<Row>() + " FROM " + std::string(Row::table);
   if (!scan)
     sql += std::string(" WHERE runId = ?1 ORDER BY ") + (timed_kind<Row> ? "start, rowid" : "rowid");
@@ -809,7 +923,6 @@ void CaptureReader::scan_shared(int64_t run, const ReadPlan& plan, StringTables&
     sql += " WHERE rowid >= ?2 AND rowid < ?3 AND +runId = ?1";  // '+': not through the index
   else
     sql += " WHERE +runId = ?1";
-  if (plan.rows > 0) out.reserve(static_cast<size_t>(plan.rows));
   bool bad = false;
   {
     Query q(*db_, path_, sql);
@@ -819,8 +932,9 @@ void CaptureReader::scan_shared(int64_t run, const ReadPlan& plan, StringTables&
     ProgressTicker ticker(progress);
     RowCheck check(checked_columns<Row>());
     while (q.step()) {
-      read_row(q, str, out.emplace_back());
-      if constexpr (checked_kind<Row>) check.see(q.raw());
+      const StmtRow row{q};
+      read_row(row, str, out.emplace_back());
+      if constexpr (checked_kind<Row>) check.see(row);
       ticker.tick();
     }
     bad = check.bad();

@@ -400,6 +400,11 @@ class CaptureReader {
   template <class Row>
   void scan_shared(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
                    std::vector<Row>& out) const;
+  /// The scan of scan_shared from the file's pages (storage/btree_pages.h); false (nothing
+  /// read) when the file is not one to read so, or its pages are not as the format says.
+  template <class Row>
+  bool scan_pages(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
+                  std::vector<Row>& out, bool& bad) const;
   std::filesystem::path path_;
   std::unique_ptr<Db> db_;
   int schema_version_ = 0;

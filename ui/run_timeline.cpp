@@ -58,24 +58,45 @@ uint32_t RunTimeline::intern(const std::string& s) {
   }
   if (slots_.empty()) slots_.resize(256);
   const uint64_t h = std::hash<std::string_view>{}(s);
-  const uint32_t tag = static_cast<uint32_t>(h >> 32);
   size_t i = h & (slots_.size() - 1);
   for (; slots_[i].second; i = (i + 1) & (slots_.size() - 1))
-    if (slots_[i].first == tag && strings[slots_[i].second - 1] == s) return slots_[i].second - 1;
+    if (slots_[i].first == h && strings[slots_[i].second - 1] == s) return slots_[i].second - 1;
   const auto id = static_cast<uint32_t>(strings.size());
   strings.push_back(s);
-  slots_[i] = {tag, id + 1};
+  slots_[i] = {h, id + 1};
   if (++used_ * 2 > slots_.size()) {  // grow: every short label again, by its hash
-    std::vector<std::pair<uint32_t, uint32_t>> old(slots_.size() * 2);
+    std::vector<std::pair<uint64_t, uint32_t>> old(slots_.size() * 2);
     old.swap(slots_);
-    for (const auto& [t, k] : old)
+    for (const auto& [hash, k] : old)
       if (k) {
-        size_t j = std::hash<std::string_view>{}(strings[k - 1]) & (slots_.size() - 1);
+        size_t j = hash & (slots_.size() - 1);
         while (slots_[j].second) j = (j + 1) & (slots_.size() - 1);
-        slots_[j] = {t, k};
+        slots_[j] = {hash, k};
       }
   }
   return id;
+}
+
+std::vector<uint32_t> RunTimeline::merge_strings(const RunTimeline& other) {
+  // The table at its final size at once: no regrowth while millions of labels come in.
+  size_t want = 256;
+  while (want < 2 * (used_ + other.used_ + 1)) want *= 2;
+  if (want > slots_.size()) {
+    std::vector<std::pair<uint64_t, uint32_t>> old(want);
+    old.swap(slots_);
+    for (const auto& [hash, k] : old)
+      if (k) {
+        size_t j = hash & (slots_.size() - 1);
+        while (slots_[j].second) j = (j + 1) & (slots_.size() - 1);
+        slots_[j] = {hash, k};
+      }
+  }
+  strings.reserve(strings.size() + other.strings.size());
+  std::vector<const std::string*> key(other.strings.size());  // what intern() was given for each
+  for (const auto& [whole, id] : other.long_ids_) key[id] = &whole;
+  std::vector<uint32_t> remap(other.strings.size());
+  for (size_t i = 0; i < other.strings.size(); ++i) remap[i] = intern(key[i] ? *key[i] : other.strings[i]);
+  return remap;
 }
 
 namespace {

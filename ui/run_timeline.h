@@ -235,12 +235,15 @@ struct RunTimeline : storage::SharedRunRows {
   int group_of(const std::string& device) const;
   /// The index of `s` in `strings`, adding it (cut to kMaxLabelBytes, ending in "...") if new.
   uint32_t intern(const std::string& s);
+  /// Interns every label of `other` in its order (as intern() met them there); returns each
+  /// one's index here, by its index there.
+  std::vector<uint32_t> merge_strings(const RunTimeline& other);
   static constexpr size_t kMaxLabelBytes = 512;
 
  private:
-  /// Labels of up to kMaxLabelBytes by their text: open addressing, each slot (hash's high
-  /// half, index into `strings` + 1; 0: empty). Longer ones (stored cut) by their whole text.
-  std::vector<std::pair<uint32_t, uint32_t>> slots_;
+  /// Labels of up to kMaxLabelBytes by their text: open addressing, each slot (the text's
+  /// hash, index into `strings` + 1; 0: empty). Longer ones (stored cut) by their whole text.
+  std::vector<std::pair<uint64_t, uint32_t>> slots_;
   size_t used_ = 0;
   std::unordered_map<std::string, uint32_t> long_ids_;
 };

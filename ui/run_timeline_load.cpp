@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_set>
 #include <string_view>
 #include <utility>
@@ -267,12 +268,14 @@ struct DeviceLanes {
   std::map<uint32_t, std::vector<Slice>> streams;   ///< by CUDA stream id
 };
 
-/// The slices of one host thread while loading, one vector per lane.
+/// The slices of one host thread while loading, one vector per lane; a lane's nesting levels
+/// once the part of the layout that placed it built them (`levels`, its vector then empty).
 struct HostLanes {
   std::vector<Slice> model_forward, hooks, disabled, regions, breaks, dynamo_breaks, steps;
   std::string dynamo_name;  ///< the Dynamo lane's title
   std::vector<Slice> cpu_ops, python, cuda_api;
   bool hookscope = false;  ///< the tracer recorded hookscope events on this thread
+  std::map<Lane, std::vector<std::vector<Slice>>> levels;
 };
 
 /// A host group while loading: the tracer's threads first (by index), then threads only CPU ops
@@ -311,11 +314,18 @@ class DeviceIndex {
       it = index_.find(canonical_device(device));
     return it == index_.end() ? -1 : it->second;
   }
+  /// The same for a string of the capture: looked up once per string (rows name few devices).
+  int operator()(const storage::SharedText& device) const {
+    auto [it, added] = by_key_.try_emplace(device.key(), 0);
+    if (added) it->second = (*this)(device.str());
+    return it->second;
+  }
   /// The group of CUDA device `id` (−1 if none).
   int gpu(uint32_t id) const { return (*this)(std::to_string(id)); }
 
  private:
   std::unordered_map<std::string, int> index_;
+  mutable std::unordered_map<const void*, int> by_key_;
 };
 
 /// Readies the rows read into `tl` for the layout; returns its memory counters (they become
@@ -475,6 +485,10 @@ std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std
   LabelCache labels(tl);
   std::vector<uint32_t> root_forward;
   const int64_t o = tl.origin_ns;
+  std::vector<size_t> count(lanes.size());  // each lane at its size: no regrowth of millions of slices
+  for (const auto& r : tl.module_compute)
+    if (const int g = dev(r.device); g >= 0 && !r.module.empty()) ++count[static_cast<size_t>(g)];
+  for (size_t g = 0; g < lanes.size(); ++g) lanes[g].compute.reserve(count[g]);
   for (uint32_t i = 0; i < tl.module_compute.size(); ++i) {
     const auto& r = tl.module_compute[i];
     if (r.module.empty()) {
@@ -799,8 +813,9 @@ class HostIndex {
 
 /// CPU ops onto their thread's CPU ops or Python stack lane (gpu_user_annotation ones are on
 /// their GPU's lanes), CUDA API calls onto its CUDA API lane.
-void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
-  LabelCache names(tl);  // CPU ops and CUDA calls: by name
+void place_host_activity(const RunTimeline& tl, RunTimeline& out, const HostIndex& hi,
+                         std::map<HostKey, HostLanes>& host) {
+  LabelCache names(out);  // CPU ops and CUDA calls: by name
   const int64_t o = tl.origin_ns;
   for (uint32_t i = 0; i < tl.cpu_ops.size(); ++i) {
     const auto& r = tl.cpu_ops[i];
@@ -830,15 +845,15 @@ void place_host_activity(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
 
 /// The parts of the run outside its generation steps onto the steps lane `steps` (of the
 /// thread that ran the steps): what came before step 0 and, in an interleaved run, each eager
-/// generate (a gap in the recording) before a compiled one.
-void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
+/// generate (a gap in the recording) before a compiled one. Labels and phases into `out`.
+void place_phases(const RunTimeline& tl, RunTimeline& out, std::vector<Slice>& steps) {
   std::vector<uint32_t> order(tl.generation_steps.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return tl.generation_steps[a].start_ns < tl.generation_steps[b].start_ns; });
   auto add = [&](RunPhase p) {
-    steps.push_back({p.start_ns, p.end_ns, tl.intern(p.name), static_cast<uint32_t>(tl.phases.size()), kPhase});
-    tl.phases.push_back(std::move(p));
+    steps.push_back({p.start_ns, p.end_ns, out.intern(p.name), static_cast<uint32_t>(out.phases.size()), kPhase});
+    out.phases.push_back(std::move(p));
   };
   const int64_t o = tl.origin_ns, first = tl.generation_steps[order[0]].start_ns - o;
   const bool eager_gaps = interleaved(tl);
@@ -858,8 +873,9 @@ void place_phases(RunTimeline& tl, std::vector<Slice>& steps) {
 /// Dynamo's graph-break records onto the thread that compiled: the one that ran the generation
 /// steps (Dynamo compiles on the thread calling the model), else the thread with the most CPU
 /// ops. Kept as a lane only when something was logged.
-void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey, HostLanes>& host) {
-  LabelCache labels(tl);
+void place_dynamo_breaks(const RunTimeline& tl, RunTimeline& out, const HostIndex& hi,
+                         std::map<HostKey, HostLanes>& host) {
+  LabelCache labels(out);
   if (tl.dynamo_graph_breaks.empty()) return;
   HostLanes* lanes = nullptr;
   if (!tl.generation_steps.empty()) {
@@ -879,40 +895,69 @@ void place_dynamo_breaks(RunTimeline& tl, const HostIndex& hi, std::map<HostKey,
     const uint32_t label = labels.get(LabelCache::of(b.gb_code), LabelCache::of(b.gb_type), LabelCache::of(b.reason),
                                       [&] { return importers::break_label(b.gb_code, b.gb_type, b.reason); });
     lanes->dynamo_breaks.push_back({t, t, label, i, kBreak});
-    tl.dynamo_breaks_before += t < 0;
+    out.dynamo_breaks_before += t < 0;
   }
   // Most are logged while Dynamo compiles (the first generate), before the recorded one: at
   // negative times, left of where the view opens.
   lanes->dynamo_name = lane_name(Lane::DynamoBreaks);
-  if (tl.dynamo_breaks_before)
-    lanes->dynamo_name = "Dynamo breaks (" + std::to_string(tl.dynamo_breaks_before) + " < 0 s)";
+  if (out.dynamo_breaks_before)
+    lanes->dynamo_name = "Dynamo breaks (" + std::to_string(out.dynamo_breaks_before) + " < 0 s)";
 }
 
-/// The host rows sorted onto their threads' lanes; `root_forward` are the root module's
-/// compute rows.
-std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& hi,
-                                             const std::vector<uint32_t>& root_forward) {
+/// The thread of `thread` in `host`, marked as one the tracer recorded hookscope events on.
+HostLanes& tracer_thread(std::map<HostKey, HostLanes>& host, const HostIndex& hi, uint32_t thread) {
+  HostLanes& l = host[hi.thread(thread)];
+  l.hookscope = true;
+  return l;
+}
+
+/// Splits lanes `lanes` of every thread of `host` into their nesting levels.
+void level_lanes(std::map<HostKey, HostLanes>& host,
+                 std::initializer_list<std::pair<Lane, std::vector<Slice> HostLanes::*>> lanes) {
+  for (auto& [_, l] : host)
+    for (const auto& [lane, slices] : lanes)
+      if (!(l.*slices).empty()) l.levels[lane] = build_levels(std::exchange(l.*slices, {}));
+}
+
+/// The first part of the host rows onto their threads' lanes (labels into `tl`): the root
+/// module's forward (`root_forward`: its compute rows) and the hooks.
+std::map<HostKey, HostLanes> place_host_hooks(RunTimeline& tl, const HostIndex& hi,
+                                              const std::vector<uint32_t>& root_forward) {
   LabelCache labels(tl);
   std::map<HostKey, HostLanes> host;
   const int64_t o = tl.origin_ns;
-  auto on = [&](uint32_t thread) -> HostLanes& {
-    HostLanes& l = host[hi.thread(thread)];
-    l.hookscope = true;
-    return l;
-  };
   for (uint32_t i : root_forward) {
     const auto& r = tl.module_compute[i];
     const uint32_t label =
         labels.get(LabelCache::of(r.device), 0, 0, [&] { return "model forward (on " + r.device + ")"; });
-    on(r.thread).model_forward.push_back({r.start_ns - o, r.end_ns - o, label, i, kCompute});
+    tracer_thread(host, hi, r.thread).model_forward.push_back({r.start_ns - o, r.end_ns - o, label, i, kCompute});
   }
+  if (!tl.hook_events.empty())  // most runs record on one thread (capacity past what is used is never touched)
+    tracer_thread(host, hi, tl.hook_events.front().thread).hooks.reserve(tl.hook_events.size());
   for (uint32_t i = 0; i < tl.hook_events.size(); ++i) {
     const auto& r = tl.hook_events[i];
     const uint32_t label = labels.get(LabelCache::of(r.hook), LabelCache::of(r.module), static_cast<uint64_t>(r.phase) + 1, [&] {
       return r.hook + "." + hook_phase_name(r.phase) + " " + module_label(r.module);
     });
-    on(r.thread).hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
+    tracer_thread(host, hi, r.thread).hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
   }
+  level_lanes(host, {{Lane::ModelForward, &HostLanes::model_forward}, {Lane::Hooks, &HostLanes::hooks}});
+  return host;
+}
+
+/// The rest of the host rows onto their threads' lanes, after the hooks' (labels, phases and
+/// the Dynamo count into `out`, the run's rows read from `tl` only: this part runs beside the
+/// one that writes `tl`): compiler-disabled scopes, regions, steps, graph breaks, the phases,
+/// Dynamo's breaks, CPU ops and CUDA calls.
+std::map<HostKey, HostLanes> place_host_rest(const RunTimeline& tl, RunTimeline& out, const HostIndex& hi) {
+  LabelCache labels(out);
+  std::map<HostKey, HostLanes> host;
+  const int64_t o = tl.origin_ns;
+  auto on = [&](uint32_t thread) -> HostLanes& { return tracer_thread(host, hi, thread); };
+  // Most runs record on one thread: its lanes at their sizes (capacity not used is never touched).
+  if (!tl.disabled_scopes.empty()) on(tl.disabled_scopes.front().thread).disabled.reserve(tl.disabled_scopes.size());
+  if (!tl.regions.empty()) on(tl.regions.front().thread).regions.reserve(tl.regions.size());
+  if (!tl.graph_breaks.empty()) on(tl.graph_breaks.front().thread).breaks.reserve(tl.graph_breaks.size());
   for (uint32_t i = 0; i < tl.disabled_scopes.size(); ++i) {
     const auto& r = tl.disabled_scopes[i];
     const uint32_t label = labels.get(LabelCache::of(r.function), LabelCache::of(r.module), 1 << 8,
@@ -932,17 +977,55 @@ std::map<HostKey, HostLanes> place_host_rows(RunTimeline& tl, const HostIndex& h
   for (uint32_t i = 0; i < tl.generation_steps.size(); ++i) {
     const auto& r = tl.generation_steps[i];
     on(r.thread).steps.push_back(
-        {r.start_ns - o, r.end_ns - o, tl.intern(gens[i] + "step " + std::to_string(r.step)), i, kStep});
+        {r.start_ns - o, r.end_ns - o, out.intern(gens[i] + "step " + std::to_string(r.step)), i, kStep});
   }
   for (uint32_t i = 0; i < tl.graph_breaks.size(); ++i) {
     const auto& r = tl.graph_breaks[i];
     const uint32_t label = labels.get(LabelCache::of(r.function), 0, 3 << 8, [&] { return r.function.str(); });
     on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, label, i, kBreak});
   }
-  if (!tl.generation_steps.empty()) place_phases(tl, on(tl.generation_steps.front().thread).steps);
-  place_dynamo_breaks(tl, hi, host);
-  place_host_activity(tl, hi, host);
+  if (!tl.generation_steps.empty()) place_phases(tl, out, on(tl.generation_steps.front().thread).steps);
+  place_dynamo_breaks(tl, out, hi, host);
+  place_host_activity(tl, out, hi, host);
+  level_lanes(host, {{Lane::CompilerDisabled, &HostLanes::disabled},
+                     {Lane::Regions, &HostLanes::regions},
+                     {Lane::Steps, &HostLanes::steps},
+                     {Lane::CpuOps, &HostLanes::cpu_ops},
+                     {Lane::PythonStack, &HostLanes::python},
+                     {Lane::CudaApi, &HostLanes::cuda_api}});
   return host;
+}
+
+/// Labels of `host` renumbered (`remap`: a label's index in the table it was made in → in the run's).
+void relabel(std::map<HostKey, HostLanes>& host, const std::vector<uint32_t>& remap) {
+  auto apply = [&](std::vector<Slice>& v) {
+    for (Slice& x : v) x.label = remap[x.label];
+  };
+  for (auto& [_, l] : host) {
+    for (auto* v : {&l.model_forward, &l.hooks, &l.disabled, &l.regions, &l.breaks, &l.dynamo_breaks, &l.steps,
+                    &l.cpu_ops, &l.python, &l.cuda_api})
+      apply(*v);
+    for (auto& [lane, levels] : l.levels)
+      for (auto& level : levels) apply(level);
+  }
+}
+
+/// `rest`'s lanes added to `host`'s thread by thread (each lane was placed in one of them).
+void merge_host_lanes(std::map<HostKey, HostLanes>& host, std::map<HostKey, HostLanes>&& rest) {
+  for (auto& [key, b] : rest) {
+    HostLanes& a = host[key];
+    a.hookscope = a.hookscope || b.hookscope;
+    a.disabled = std::move(b.disabled);
+    a.regions = std::move(b.regions);
+    a.breaks = std::move(b.breaks);
+    a.dynamo_breaks = std::move(b.dynamo_breaks);
+    a.dynamo_name = std::move(b.dynamo_name);
+    a.steps = std::move(b.steps);
+    a.cpu_ops = std::move(b.cpu_ops);
+    a.python = std::move(b.python);
+    a.cuda_api = std::move(b.cuda_api);
+    for (auto& [lane, levels] : b.levels) a.levels[lane] = std::move(levels);
+  }
 }
 
 /// An instants lane of `g` (sorted by time), when it has any.
@@ -967,7 +1050,17 @@ LaneGroup host_group(const HostKey& key, std::optional<int64_t> os_tid, HostLane
   g.title = key.tid_only ? "host thread" : "host thread " + std::to_string(key.id);
   if (os_tid) g.title += " (tid " + std::to_string(*os_tid) + ")";
   auto add = [&](Lane lane, std::vector<Slice>& slices, bool always) {
-    if (always || !slices.empty()) g.tracks.push_back(slice_track(lane, std::move(slices)));
+    auto built = lanes.levels.find(lane);
+    if (built != lanes.levels.end()) {  // levels built where the lane was placed
+      Track t;
+      t.name = lane_name(lane);
+      t.lane = lane;
+      t.source = lane_source(lane);
+      t.levels = std::move(built->second);
+      g.tracks.push_back(std::move(t));
+    } else if (always || !slices.empty()) {
+      g.tracks.push_back(slice_track(lane, std::move(slices)));
+    }
   };
   if (lanes.hookscope) {
     const bool always = keep_empty;
@@ -1075,7 +1168,7 @@ void add_flows(RunTimeline& tl, std::vector<Flow> transfers, const DeviceIndex& 
 }  // namespace
 
 RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, const std::atomic<bool>* cancel,
-                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint) {
+                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint, int threads) {
   auto check = [cancel] {
     if (cancel && cancel->load(std::memory_order_relaxed)) throw storage::ReadCancelled("layout cancelled");
   };
@@ -1084,6 +1177,28 @@ RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, 
   const auto memory = take_rows(tl);
   set_extent(tl, memory, extent_hint);
   const bool keep_empty = keeps_empty_lanes(tl.run);
+
+  // The host rows after the hooks' are laid out beside the devices' and the hooks', with labels
+  // of their own merged after (so that they number as one pass in that order numbers them).
+  const HostIndex hi(context.threads);
+  RunTimeline rest_out;
+  std::map<HostKey, HostLanes> rest;
+  std::exception_ptr rest_error;
+  auto lay_out_rest = [&] {
+    try {
+      rest = place_host_rest(tl, rest_out, hi);
+    } catch (...) {
+      rest_error = std::current_exception();
+    }
+  };
+  std::thread beside;
+  if (threads > 1) beside = std::thread(lay_out_rest);
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{beside};
 
   const auto annotations = gpu_annotation_devices(tl);
   add_device_groups(tl, context.devices, context.gpus, memory, annotations);
@@ -1100,9 +1215,19 @@ RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, 
   for (size_t g = 0; g < lanes.size(); ++g) finish_device_group(tl, tl.groups[g], std::move(lanes[g]), keep_empty);
   check();
 
-  const HostIndex hi(context.threads);
+  std::map<HostKey, HostLanes> host = place_host_hooks(tl, hi, root_forward);
+  if (beside.joinable())
+    beside.join();
+  else
+    lay_out_rest();
+  if (rest_error) std::rethrow_exception(rest_error);
+  relabel(rest, tl.merge_strings(rest_out));
+  tl.phases = std::move(rest_out.phases);
+  tl.dynamo_breaks_before = rest_out.dynamo_breaks_before;
+  merge_host_lanes(host, std::move(rest));
+  check();
   std::map<HostKey, uint32_t> group_of_key;
-  for (auto& [key, host_lanes] : place_host_rows(tl, hi, root_forward)) {
+  for (auto& [key, host_lanes] : host) {
     group_of_key[key] = static_cast<uint32_t>(tl.groups.size());
     tl.groups.push_back(host_group(key, hi.os_tid(key), std::move(host_lanes), keep_empty));
   }

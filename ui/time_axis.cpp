@@ -73,6 +73,10 @@ std::vector<std::vector<Slice>> build_levels(std::vector<Slice> slices) {
     open_ends.resize(d + 1);
   }
   std::vector<std::vector<Slice>> levels(sizes.size());
+  if (sizes.size() == 1) {  // nothing nested (regions, most scopes): the slices are the level
+    levels[0] = std::move(slices);
+    return levels;
+  }
   for (size_t d = 0; d < sizes.size(); ++d) levels[d].reserve(sizes[d]);
   for (size_t i = 0; i < slices.size(); ++i) levels[depth[i]].push_back(slices[i]);
   return levels;

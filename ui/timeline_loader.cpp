@@ -224,10 +224,11 @@ RunTimeline load_timeline(const CaptureReader& rd, int64_t run, const LoadContro
   const RunContext context{own->devices(run), own->gpus(), own->threads(run)};
   std::vector<Kind> kinds = plan_kinds(*own, run);
   if (c.on_total) c.on_total(total_rows(kinds));
-  Reading(run, std::move(kinds), rows, progress, c, context).run(*own, c.threads > 0 ? c.threads : default_threads());
+  const int threads = c.threads > 0 ? c.threads : default_threads();
+  Reading(run, std::move(kinds), rows, progress, c, context).run(*own, threads);
   if (c.on_layout) c.on_layout();
   if (c.hook) c.hook("layout", progress.cancel);
-  return lay_out_run(std::move(rows), context, &progress.cancel);
+  return lay_out_run(std::move(rows), context, &progress.cancel, std::nullopt, threads);
 }
 
 // ------------------------------------------------------------------ TimelineLoader

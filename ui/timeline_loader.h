@@ -37,11 +37,13 @@ struct RunContext {
 
 /// Lays out rows already read: every kind of the run (load_run_timeline's result), or some of
 /// them (a preview; `extent_hint`: the run's (earliest start, latest start) over every kind, so
-/// that its times are the whole run's). Throws storage::ReadCancelled between its stages once
-/// `cancel` is set.
+/// that its times are the whole run's). With `threads` > 1 the host threads' lanes after the
+/// hooks' are laid out on a second thread, beside the devices' and the hooks' (the same
+/// timeline). Throws storage::ReadCancelled between its stages once `cancel` is set.
 RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context,
                         const std::atomic<bool>* cancel = nullptr,
-                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint = std::nullopt);
+                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint = std::nullopt,
+                        int threads = 1);
 
 /// Called by a load's threads before each step it takes ("plan", each kind's reader name such as
 /// "hook_events", "preview", "layout"), with the load's cancel flag: tests hold a load midway
