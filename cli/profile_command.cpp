@@ -290,7 +290,10 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
     versions.update(*v);
     store.set_run_versions(run, versions);
   }
-  for (const auto& d : rec.diagnostics) store.add_diagnostic(run, storage::Severity::Warning, "profile", d);
+  for (const auto& d : rec.diagnostics) {
+    store.add_diagnostic(run, storage::Severity::Warning, "profile", d);
+    std::fprintf(stderr, "[hookscope] profile: run %lld: %s\n", static_cast<long long>(run), output::terminal_text(d).c_str());
+  }
   result["status"] = rec.error.empty() ? "ok" : "failed";
   if (!rec.error.empty()) result["error"] = rec.error;
   store.set_run_result(run, result);

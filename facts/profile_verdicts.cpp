@@ -54,12 +54,17 @@ json log_break_site(const json& r) {
     if (counts.emplace(key, 0).second) order.push_back(key);
     counts[key] += b.contains("count") && b["count"].is_number() ? b["count"].get<int64_t>() : 1;
   }
+  int64_t total = 0;  // every record, named function or not
+  for (const json& b : r["log_break_reasons"])
+    if (b.is_object()) total += b.contains("count") && b["count"].is_number() ? b["count"].get<int64_t>() : 1;
   json best = nullptr;
   for (const auto& key : order)
     if (best.is_null() || counts[key] > best["count"].get<int64_t>())
-      best = {{"function", key.first}, {"gb_code", key.second}, {"count", counts[key]}};
+      best = {{"function", key.first}, {"gb_code", key.second}, {"count", counts[key]}, {"of", total}};
   return best;
 }
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 json side(const json& r) {
   std::string command;
@@ -69,6 +74,11 @@ json side(const json& r) {
   json s{{"policy", r.value("policy", "")},
          {"run", r.value("id", json(nullptr))},
          {"status", r.value("status", "")},
+         {"error", r.contains("error") && r["error"].is_string() ? json(first_line(r["error"].get<std::string>())) : json(nullptr)},
+         {"capture_ranges", r.contains("profile") && r["profile"].is_object() && r["profile"].contains("ranges") &&
+                                    r["profile"]["ranges"].is_array()
+                                ? json(r["profile"]["ranges"].size())
+                                : json(nullptr)},
          {"command", command.empty() ? json(nullptr) : json(command)},
          {"exit_status", number_at(r, {"exit_status"})},
          {"breaks", breaks_text(r)},
@@ -200,9 +210,11 @@ Claim side_claim(const json& s, const Markup& m) {
   std::vector<std::string> parts;
   if (s["break_site"].is_object()) {
     const json& site = s["break_site"];
-    std::string p = "the log's breaks mostly at " + m.code(site["function"].get<std::string>());
+    const int64_t count = site["count"].get<int64_t>(), of = site.value("of", count);
+    std::string p = std::string(2 * count > of ? "the log's breaks mostly at " : "the log's breaks include ") +
+                    m.code(site["function"].get<std::string>());
     const std::string code = site["gb_code"].get<std::string>();
-    p += " (" + (code.empty() ? "" : code + ", ") + num(site["count"]) + " records)";
+    p += " (" + (code.empty() ? "" : code + ", ") + num(site["count"]) + " of " + std::to_string(of) + " records)";
     parts.push_back(p);
   }
   if (s["log_recompiles"].is_number())
@@ -211,6 +223,11 @@ Claim side_claim(const json& s, const Markup& m) {
   if (s["hook_calls"].is_number() && s["hook_calls"].get<int64_t>() > 0)
     parts.push_back("hook time " + fmt(s["hook_busy_ns"].get<double>() / 1e6, "%.1f") + " ms over " +
                     counted(s["hook_calls"], "call"));
+  else if (s["status"] == "error")
+    parts.push_back("the run failed" + (s["error"].is_string() ? ": " + m.text(s["error"].get<std::string>()) : std::string()));
+  else if (s["capture_ranges"] == 0)
+    parts.push_back("no capture range was recorded (--capture-range markers without hookscope_torch.start(), or a "
+                    "--delay past the program's end): the run holds its compile log only");
   else
     parts.push_back("no hook call recorded (a hook Dynamo traces into the graph records none)");
   if (s["weight_onloads"].is_number() && s["weight_onloads"].get<int64_t>() > 0)
@@ -222,13 +239,19 @@ Claim side_claim(const json& s, const Markup& m) {
 // "`python script.py` exited with status 7 under `whole-hook` and 7 under `offload-only`".
 std::optional<Claim> program_claim(const json& b, const json& a, const Markup& m) {
   if (!b["command"].is_string()) return std::nullopt;
-  auto status = [&](const json& s) {
-    if (s["status"] == "incomplete") return std::string("stopped before its end (incomplete)");
-    return s["exit_status"].is_number() ? std::to_string(s["exit_status"].get<int64_t>()) : std::string("–");
+  // "exited with status 7", "was stopped before its end (the run is incomplete)"; `again`: the
+  // second side's shorter form after the first's ("7 under ...").
+  auto ended = [&](const json& s, bool again) {
+    if (s["status"] == "incomplete") return std::string("was stopped before its end (the run is incomplete)");
+    const std::string code = s["exit_status"].is_number() ? std::to_string(s["exit_status"].get<int64_t>()) : "–";
+    return again ? code : "exited with status " + code;
   };
-  std::string text = m.code(b["command"].get<std::string>()) + " exited with status " + status(b) + " under " +
+  const bool same_form = a.is_object() && (a["status"] == "incomplete") == (b["status"] == "incomplete");
+  std::string text = m.code(b["command"].get<std::string>()) + " " + ended(b, false) + " under " +
                      m.code(b["policy"].get<std::string>());
-  if (a.is_object()) text += " and " + status(a) + " under " + m.code(a["policy"].get<std::string>());
+  if (a.is_object())
+    text += " and " + (same_form && a["status"] != "incomplete" ? ended(a, true) : ended(a, false)) + " under " +
+            m.code(a["policy"].get<std::string>());
   return Claim{text, a.is_object() ? runs_of({&b, &a}) : runs_of({&b})};
 }
 
