@@ -2,6 +2,7 @@
 // then cpu, disk), each filled lane by lane; then one host group per thread (the tracer's
 // recording threads, then threads only CPU ops or CUDA API calls name); then the flows.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -1167,45 +1168,65 @@ void add_flows(RunTimeline& tl, std::vector<Flow> transfers, const DeviceIndex& 
 
 }  // namespace
 
-RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, const std::atomic<bool>* cancel,
-                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint, int threads) {
-  auto check = [cancel] {
-    if (cancel && cancel->load(std::memory_order_relaxed)) throw storage::ReadCancelled("layout cancelled");
-  };
-  RunTimeline tl;
-  static_cast<storage::SharedRunRows&>(tl) = std::move(rows);
-  const auto memory = take_rows(tl);
-  set_extent(tl, memory, extent_hint);
-  const bool keep_empty = keeps_empty_lanes(tl.run);
+namespace {
 
-  // The host rows after the hooks' are laid out beside the devices' and the hooks', with labels
-  // of their own merged after (so that they number as one pass in that order numbers them).
-  const HostIndex hi(context.threads);
-  RunTimeline rest_out;
-  std::map<HostKey, HostLanes> rest;
-  std::exception_ptr rest_error;
-  auto lay_out_rest = [&] {
+/// The host rows after the hooks' (place_host_rest), laid out on a thread of their own beside
+/// the rest of the layout when `beside`, else when finished.
+class HostRest {
+ public:
+  HostRest(const RunTimeline& tl, const HostIndex& hi, bool beside) : tl_(tl), hi_(hi) {
+    if (beside) thread_ = std::thread([this] { run(); });
+  }
+  ~HostRest() {
+    if (thread_.joinable()) thread_.join();
+  }
+  HostRest(const HostRest&) = delete;
+  HostRest& operator=(const HostRest&) = delete;
+  /// Its lanes with their labels numbered in `tl`'s table (after every label made so far),
+  /// its phases and Dynamo count moved into `tl`.
+  std::map<HostKey, HostLanes> finish(RunTimeline& tl) {
+    if (thread_.joinable())
+      thread_.join();
+    else
+      run();
+    if (error_) std::rethrow_exception(error_);
+    relabel(lanes_, tl.merge_strings(out_));
+    tl.phases = std::move(out_.phases);
+    tl.dynamo_breaks_before = out_.dynamo_breaks_before;
+    return std::move(lanes_);
+  }
+
+ private:
+  void run() {
     try {
-      rest = place_host_rest(tl, rest_out, hi);
+      lanes_ = place_host_rest(tl_, out_, hi_);
     } catch (...) {
-      rest_error = std::current_exception();
+      error_ = std::current_exception();
     }
-  };
-  std::thread beside;
-  if (threads > 1) beside = std::thread(lay_out_rest);
-  struct Join {
-    std::thread& t;
-    ~Join() {
-      if (t.joinable()) t.join();
-    }
-  } join{beside};
+  }
+  const RunTimeline& tl_;
+  const HostIndex& hi_;
+  RunTimeline out_;  ///< its labels, phases and Dynamo count
+  std::map<HostKey, HostLanes> lanes_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
 
-  const auto annotations = gpu_annotation_devices(tl);
-  add_device_groups(tl, context.devices, context.gpus, memory, annotations);
-  const DeviceIndex dev(tl);
+/// What the device groups' layout leaves for the host groups and the flows.
+struct DeviceLayout {
+  std::vector<uint32_t> root_forward;  ///< the root module's compute rows
+  std::vector<Flow> transfer_flows;
+};
+
+/// The device groups of the run, each lane filled (labels into `tl`).
+DeviceLayout lay_out_devices(RunTimeline& tl, const std::vector<storage::SharedMemoryCounterRow>& memory,
+                             const DeviceIndex& dev,
+                             const std::vector<std::pair<uint32_t, uint32_t>>& annotations, bool keep_empty,
+                             const std::function<void()>& check) {
+  DeviceLayout out;
   std::vector<DeviceLanes> lanes(tl.groups.size());
-  const std::vector<uint32_t> root_forward = place_compute(tl, dev, lanes);
-  std::vector<Flow> transfer_flows = place_transfers(tl, dev, lanes);
+  out.root_forward = place_compute(tl, dev, lanes);
+  out.transfer_flows = place_transfers(tl, dev, lanes);
   ResidencyMap residency = place_swaps(tl, dev, lanes);
   add_mapped_residency(tl, residency);
   place_residency(tl, dev, residency, lanes);
@@ -1213,29 +1234,52 @@ RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, 
   place_gpu_rows(tl, dev, annotations, lanes);
   check();
   for (size_t g = 0; g < lanes.size(); ++g) finish_device_group(tl, tl.groups[g], std::move(lanes[g]), keep_empty);
-  check();
+  return out;
+}
 
-  std::map<HostKey, HostLanes> host = place_host_hooks(tl, hi, root_forward);
-  if (beside.joinable())
-    beside.join();
-  else
-    lay_out_rest();
-  if (rest_error) std::rethrow_exception(rest_error);
-  relabel(rest, tl.merge_strings(rest_out));
-  tl.phases = std::move(rest_out.phases);
-  tl.dynamo_breaks_before = rest_out.dynamo_breaks_before;
-  merge_host_lanes(host, std::move(rest));
-  check();
+/// One group per host thread of `host` after the device groups; returns each CUDA-calling
+/// tid's group.
+std::unordered_map<int64_t, uint32_t> add_host_groups(RunTimeline& tl, const HostIndex& hi,
+                                                      std::map<HostKey, HostLanes>&& host, bool keep_empty) {
   std::map<HostKey, uint32_t> group_of_key;
   for (auto& [key, host_lanes] : host) {
     group_of_key[key] = static_cast<uint32_t>(tl.groups.size());
     tl.groups.push_back(host_group(key, hi.os_tid(key), std::move(host_lanes), keep_empty));
   }
-  check();
   std::unordered_map<int64_t, uint32_t> api_group;  // tid → its host group
   for (const auto& r : tl.runtime_calls) api_group.try_emplace(r.os_tid, group_of_key.at(hi.tid(r.os_tid)));
   for (const auto& r : tl.driver_calls) api_group.try_emplace(r.os_tid, group_of_key.at(hi.tid(r.os_tid)));
-  add_flows(tl, std::move(transfer_flows), dev, api_group);
+  return api_group;
+}
+
+}  // namespace
+
+RunTimeline lay_out_run(storage::SharedRunRows rows, const RunContext& context, const std::atomic<bool>* cancel,
+                        const std::optional<std::pair<int64_t, int64_t>>& extent_hint, int threads) {
+  const std::function<void()> check = [cancel] {
+    if (cancel && cancel->load(std::memory_order_relaxed)) throw storage::ReadCancelled("layout cancelled");
+  };
+  RunTimeline tl;
+  static_cast<storage::SharedRunRows&>(tl) = std::move(rows);
+  const auto memory = take_rows(tl);
+  set_extent(tl, memory, extent_hint);
+  const bool keep_empty = keeps_empty_lanes(tl.run);
+  const HostIndex hi(context.threads);
+  // The host rows after the hooks' are laid out beside the devices' and the hooks', with labels
+  // of their own merged after (so that they number as one pass in that order numbers them).
+  HostRest rest(tl, hi, threads > 1);
+
+  const auto annotations = gpu_annotation_devices(tl);
+  add_device_groups(tl, context.devices, context.gpus, memory, annotations);
+  const DeviceIndex dev(tl);
+  DeviceLayout devices = lay_out_devices(tl, memory, dev, annotations, keep_empty, check);
+  check();
+  std::map<HostKey, HostLanes> host = place_host_hooks(tl, hi, devices.root_forward);
+  merge_host_lanes(host, rest.finish(tl));
+  check();
+  const auto api_group = add_host_groups(tl, hi, std::move(host), keep_empty);
+  check();
+  add_flows(tl, std::move(devices.transfer_flows), dev, api_group);
   return tl;
 }
 
