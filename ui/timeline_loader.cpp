@@ -233,8 +233,9 @@ RunTimeline load_timeline(const CaptureReader& rd, int64_t run, const LoadContro
 
 // ------------------------------------------------------------------ TimelineLoader
 
-TimelineLoader::TimelineLoader(std::shared_ptr<const storage::CaptureReader> reader, int64_t run, Options options)
-    : reader_(std::move(reader)), run_(run), options_(std::move(options)) {
+TimelineLoader::TimelineLoader(std::shared_ptr<const storage::CaptureReader> reader, int64_t run, Options options,
+                               std::shared_ptr<const RunTimeline> discard)
+    : reader_(std::move(reader)), run_(run), options_(std::move(options)), discard_(std::move(discard)) {
   thread_ = std::thread([this] { run_load(); });
 }
 
@@ -244,6 +245,7 @@ TimelineLoader::~TimelineLoader() {
 }
 
 void TimelineLoader::run_load() {
+  discard_.reset();
   LoadControl c;
   c.threads = options_.threads;
   c.progress = &progress_;

@@ -81,7 +81,10 @@ class TimelineLoader {
     bool laying_out = false;  ///< every row is read
     bool done = false;        ///< finished, failed or cancelled
   };
-  TimelineLoader(std::shared_ptr<const storage::CaptureReader> reader, int64_t run, Options options);
+  /// `discard`: a timeline its owner let go (the run shown before): freed on the load's thread,
+  /// not the owner's (millions of rows take a while to free).
+  TimelineLoader(std::shared_ptr<const storage::CaptureReader> reader, int64_t run, Options options,
+                 std::shared_ptr<const RunTimeline> discard = nullptr);
   ~TimelineLoader();
   TimelineLoader(const TimelineLoader&) = delete;
   TimelineLoader& operator=(const TimelineLoader&) = delete;
@@ -111,6 +114,7 @@ class TimelineLoader {
   std::atomic<bool> laying_out_{false}, done_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
+  std::shared_ptr<const RunTimeline> discard_;    ///< freed first thing on the load's thread
   std::shared_ptr<const RunTimeline> published_;  ///< guarded by mu_
   std::exception_ptr error_;                      ///< guarded by mu_
   std::thread thread_;                            ///< last: started once the rest exists

@@ -195,7 +195,7 @@ void View::LoadRun(int slot, size_t capture, int64_t run_id) {
   }
   m_slot_run[slot] = run_id;
   m_timeline_capture[slot] = capture;
-  m_timeline[slot].reset();
+  std::shared_ptr<const RunTimeline> shown = std::move(m_timeline[slot]);  // freed by the next load's thread
   m_load_error[slot].clear();
   m_range_cache_run[slot] = -1;  // run ids repeat across captures: recompute for the new run
   if (slot == 0) {
@@ -209,7 +209,7 @@ void View::LoadRun(int slot, size_t capture, int64_t run_id) {
   }
   m_hover.reset();
   m_fit_pending = true;
-  m_load[slot] = std::make_unique<TimelineLoader>(capture_at(capture).reader, run_id, m_options.load);
+  m_load[slot] = std::make_unique<TimelineLoader>(capture_at(capture).reader, run_id, m_options.load, std::move(shown));
   if (m_options.background) return;
   m_load[slot]->wait();
   const std::exception_ptr error = m_load[slot]->error();
