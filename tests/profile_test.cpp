@@ -2,7 +2,7 @@
 // dispatched with accelerate's cpu_offload, compiled with Dynamo's eager backend, called in a
 // loop with hookscope_torch.start() / stop() around the measured calls), profiled under both
 // policies. Its breaks per run are compared with torch._dynamo.explain of the same model under
-// the same policy, in this test.
+// the same policy, and its compile log with the same script's run without hookscope, in this test.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -84,12 +84,22 @@ print("profiled-script-done", float(y.sum()))
 sys.exit(status)
 )";
 
-const char* kExplain = R"(import json, sys, torch
-if sys.argv[1] == "offload-only":
+// argv: POLICY. The profiled script (`script.py 3 7`) run without hookscope under POLICY (the
+// compile log of the process is its), then torch._dynamo.explain of the model, kept out of the log.
+const char* kUnrecordedNet = R"(import json, runpy, sys, torch
+policy = sys.argv[1]
+if policy == "offload-only":
     from hookscope_torch import offload_only
     offload_only.apply()
+sys.argv = ["script.py", "3", "7"]
+try:
+    runpy.run_path("script.py", run_name="__main__")
+except SystemExit:
+    pass
+from hookscope_torch.dynamo_facts import trace_log_paused
 from tiny_net import offloaded
-with torch.no_grad():
+torch._dynamo.reset()
+with torch.no_grad(), trace_log_paused():
     e = torch._dynamo.explain(offloaded())(torch.randn(2, 16))
 print(json.dumps({"graph_count": e.graph_count, "graph_break_count": e.graph_break_count}))
 )";
@@ -102,7 +112,7 @@ fs::path script_dir(const std::string& name) {
   const fs::path dir = hs::test::scratch_dir(name);
   write(dir / "tiny_net.py", kNet);
   write(dir / "script.py", kScript);
-  write(dir / "explain_net.py", kExplain);
+  write(dir / "unrecorded_net.py", kUnrecordedNet);
   return dir;
 }
 
@@ -121,10 +131,11 @@ json python_json(const fs::path& dir, const std::string& script, const std::stri
 
 // The compile-log figures of `script ARGS` run without hookscope (TORCH_TRACE set by hand,
 // imported by `hookscope import --compile-log`): what Dynamo does when nobody records.
-// With `stdout`, the script's last stdout line is parsed into it.
+// With `stdout`, the script's last stdout line is parsed into it. `name`: the log's folder and
+// capture in `dir` (one per run of a test).
 json unrecorded_compile_log(const fs::path& dir, const std::string& script, const std::string& args,
-                            json* stdout_json = nullptr) {
-  const fs::path log = dir / "unrecorded_trace", cap = dir / "unrecorded.sqlite";
+                            json* stdout_json = nullptr, const std::string& name = "unrecorded") {
+  const fs::path log = dir / (name + "_trace"), cap = dir / (name + ".sqlite");
   const std::string cmd = "cd '" + dir.string() + "' && PYTHONPATH='" + (hs::test::source_dir() / "python").string() +
                           "' TORCH_TRACE='" + log.string() + "' '" + hs::test::python() + "' " + script + " " + args +
                           " 2>/dev/null";
@@ -148,9 +159,6 @@ void expect_same_dynamo(const json& recorded, const json& unrecorded) {
                                                                        << "\nwithout hookscope: " << unrecorded.dump();
 }
 
-// torch._dynamo.explain of the model under `policy`, in a process of its own.
-json explain(const fs::path& dir, const std::string& policy) { return python_json(dir, "explain_net.py", policy); }
-
 TEST(Profile, BothPoliciesRecordDynamosOwnBreaksHookRangesAndSwapsBetweenTheMarkers) {
   const fs::path dir = script_dir("profile-policies");
   const fs::path out = dir / "cap.sqlite";
@@ -172,11 +180,18 @@ TEST(Profile, BothPoliciesRecordDynamosOwnBreaksHookRangesAndSwapsBetweenTheMark
         << "hookscope's profiler says nothing into the program's stderr";
     EXPECT_EQ(run.results["command"].back(), "7");
     EXPECT_EQ(run.results["versions"].value("policy", ""), run.policy);
-    // Dynamo's own count for the compiled model, as explain gives it for the same model.
-    const json want = explain(dir, run.policy);
+    // Dynamo's own count for the compiled model, as explain gives it for the same model, in the
+    // process that ran the script without hookscope under the same policy.
+    json want;
+    const json unrecorded = unrecorded_compile_log(dir, "unrecorded_net.py", run.policy, &want, "unrecorded-" + run.policy);
+    ASSERT_TRUE(want.contains("graph_count")) << want.dump() << unrecorded.dump();
     const json log = run.results["profile"]["imports"][0]["compile_log"];
     EXPECT_EQ(log.value("graph_count", -1), want["graph_count"]) << log.dump();
     EXPECT_EQ(log.value("graph_break_count", -1), want["graph_break_count"]) << log.dump();
+    // The recording changed nothing Dynamo did: instrument.py's wrappers, its helpers and the
+    // weights_map proxy are frames Dynamo never compiles (the compiles, recompiles and skipped
+    // frames are the script's without hookscope).
+    expect_same_dynamo(log, unrecorded);
     // The offloaded weights swapped in and out, with their bytes: 16x16 float32 = 1024 B.
     const auto swaps = rd.weight_swaps(run.id);
     ASSERT_FALSE(swaps.empty());

@@ -31,12 +31,24 @@ compiling: no range, no graph break — that work is part of the compiled graph.
 come from the parts that run eagerly (``_onload_weights`` / ``_offload_weights``, frames Dynamo
 skipped, eager mode).
 
+What Dynamo compiles is unchanged too. While a compiled model runs eagerly between its graphs,
+Dynamo's frame evaluation sees every Python frame called: the code of every function this module
+runs on the recording path (the wrappers, the per-thread stack, the weights_map proxy, the
+helpers that name a range) is marked with torch's ``skip_code`` (``_never_compiled``), a flag of
+the code object that Dynamo reads, free per call: it never compiles such a frame, still evaluates
+its callees (the hook's own method, accelerate's ``send_to_device``: compiled as their own frames,
+as without hookscope), and still inlines the wrapper where it traces the call. Each wrapped method
+gets a code object of its own (``_own_code``): Dynamo keeps its compiled code and guards per code
+object (accelerate's lazy ``_compiler_disable`` wrapper guards on ``fn.__code__``), so one
+wrapper code shared by every method would merge what Dynamo keeps apart without hookscope.
+
 Works for accelerate as installed (whole-hook), after ``offload_only.apply()``, and for a
 patched source tree; apply the offload-only patch before installing.
 """
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Mapping
 
@@ -44,12 +56,59 @@ import torch
 
 __all__ = ["Instrumentation", "install"]
 
+
+# Code objects to mark for Dynamo (_never_compiled) once torch._dynamo is imported: importing it
+# takes seconds, and until it is nothing can compile.
+_UNMARKED: list = []
+_awaiting_dynamo = False
+
+
+def _never_compiled(*functions):
+    """Marks the code of each function (a method's: its ``__func__``) as a frame Dynamo's frame
+    evaluation never compiles while still evaluating its callees (torch's ``skip_code``, what
+    ``torch.compiler.disable(recursive=False)`` applies, without the disable: Dynamo still inlines
+    the function where it traces a call to it); now if Dynamo is imported, else when it is (see
+    ``_mark_when_dynamo_loads``). Returns the last function."""
+    fn = None
+    for fn in functions:
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        if code is not None:
+            _UNMARKED.append(code)
+    _mark_unmarked()
+    return fn
+
+
+def _mark_unmarked(_module=None) -> bool:
+    """Marks the waiting code objects if torch._dynamo is imported; whether it is."""
+    skip_code = getattr(sys.modules.get("torch._dynamo.eval_frame"), "skip_code", None)
+    if skip_code is None:
+        return False
+    while _UNMARKED:
+        skip_code(_UNMARKED.pop())
+    return True
+
+
+def _mark_when_dynamo_loads() -> None:
+    global _awaiting_dynamo
+    if not _mark_unmarked() and not _awaiting_dynamo:
+        _awaiting_dynamo = True
+        from hookscope_torch.hook_systems import after_import
+        after_import("torch._dynamo.eval_frame", _mark_unmarked)
+
+
+def _own_code(fn):
+    """`fn` with a copy of its code: a code object of its own, for Dynamo's per-code cache and
+    guards (``___check_obj_id(fn.__code__)``), never compiled as a frame (_never_compiled)."""
+    fn.__code__ = fn.__code__.replace()
+    return _never_compiled(fn)
+
+
 _PHASES = ("pre_forward", "post_forward")     # ranges of their own
 _SWAPS = ("_onload_weights", "_offload_weights")  # the offload-only policy's disabled helpers
 
 
-def _profiling() -> bool:
-    return torch._C._autograd._profiler_enabled()
+# Whether a profiler records: a C function (no Python frame per call).
+_profiling = torch._C._autograd._profiler_enabled
 
 
 _DEV_NAMES: dict = {}  # device value -> its name: torch.device() and str() are slow per call
@@ -238,6 +297,7 @@ class Instrumentation:
         self._replace(hooks, "set_module_tensor_to_device",
                       self._wrap_set_tensor(hooks.set_module_tensor_to_device))
         self._replace(hooks, "send_to_device", self._wrap_send(hooks.send_to_device))
+        _mark_when_dynamo_loads()
         return self
 
     def _instrument_class(self, cls: type) -> None:
@@ -295,7 +355,7 @@ class Instrumentation:
         (None: no range of its own), with an offloading hook's weights_map proxied so each lookup
         opens its onload range. Straight-line code: it runs for every hooked call recorded."""
         weights = getattr(hook, "weights_map", None)
-        if isinstance(weights, _RangedWeights):
+        if type(weights) is _RangedWeights:  # not isinstance: a Mapping's is Python (abc) per call
             # _onload_weights / _offload_weights inside this hook's eager pre/post_forward.
             if range_ is None:
                 return inner(hook, module, *args, **kwargs)
@@ -345,7 +405,7 @@ class Instrumentation:
                 range_ = _Range(title)
             return inst._run_in_context(hook, module, range_, inner, args, kwargs)
 
-        new = rewrap(instrumented, original)
+        new = rewrap(_own_code(instrumented), original)
         new._hookscope_instrumented = True
         return new
 
@@ -375,7 +435,7 @@ class Instrumentation:
             finally:
                 _close_onload(ctx)
 
-        return set_module_tensor_to_device
+        return _never_compiled(set_module_tensor_to_device)
 
     def _wrap_send(self, original):
         inst = self
@@ -405,6 +465,7 @@ class Instrumentation:
             with _Range(title):
                 return original(tensor, device, *args, **kwargs)
 
+        _never_compiled(send_to_device)
         send_to_device._hookscope_instrumented = True
         return send_to_device
 
@@ -426,6 +487,15 @@ def _disabled_parts(method):
     if getattr(method, "_torchdynamo_disable", False):
         return method._torchdynamo_orig_callable, lambda fn, original: torch.compiler.disable(fn)
     return method, lambda fn, original: fn
+
+
+# Every function of this module that runs on the recording path, while a compiled model may run
+# eagerly between its graphs (the wrappers are marked where they are made).
+_never_compiled(_dev, _dtype, _nbytes, _name, _range, _tensors, _weight_source, _lookup, _close_onload,
+                _SlowRange.__init__, _SlowRange.__enter__, _SlowRange.__exit__, _Context.__init__,
+                _RangedWeights.__init__, _RangedWeights.__getitem__, _RangedWeights.__contains__,
+                _RangedWeights.__iter__, _RangedWeights.__len__,
+                Instrumentation._stack, Instrumentation._current, Instrumentation._run_in_context)
 
 
 def install(model: torch.nn.Module) -> Instrumentation:
