@@ -251,6 +251,11 @@ TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
   EXPECT_EQ(runs[0].results.value("stderr_tail", ""), "eeeee");
   EXPECT_NE(runs[0].results.value("stdout_tail", "").find("\u2588"), std::string::npos);
   EXPECT_EQ(runs[0].scenario, "-c") << "filed under what Python runs, not an argument's .py";
+  EXPECT_NE(r.err.find("no capture range was recorded"), std::string::npos) << "said as it happens\n" << r.err;
+  const auto report = hs::test::hookscope({"report", out.string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("no capture range was recorded"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << "not the wrong cause\n" << report.out;
   EXPECT_EQ(runs[0].versions.value("torch", ""), runs[0].results["versions"].value("torch", "-")) << runs[0].versions;
   EXPECT_TRUE(runs[0].versions.contains("hookscope"));
 }
