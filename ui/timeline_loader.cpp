@@ -122,17 +122,13 @@ class Reading {
   /// Reads with `threads` threads (this one and threads − 1 more, each on a sibling of `rd`);
   /// rethrows the first error.
   void run(const CaptureReader& rd, int threads) {
+    // The helpers' connections first: a sibling is made under `rd`'s lock, which a read holds.
+    std::vector<std::unique_ptr<CaptureReader>> readers;
     std::vector<std::thread> helpers;
     try {
-      for (int i = 1; i < threads; ++i)
-        helpers.emplace_back([this, &rd] {
-          try {
-            const auto own = rd.sibling();
-            work(*own);
-          } catch (...) {
-            fail(std::current_exception());
-          }
-        });
+      for (int i = 1; i < threads; ++i) readers.push_back(rd.sibling());
+      for (auto& r : readers)
+        helpers.emplace_back([this, own = r.get()] { work(*own); });
     } catch (...) {
       fail(std::current_exception());
     }
