@@ -330,8 +330,9 @@ class CaptureReader {
   template <class Row>
   ReadPlan plan_shared(int64_t run) const;
   /// The rows of kind `Row` of run `run` in the Shared form, in the order of the kind's Stored
-  /// reader (by start, then rowid): a table scan (SQLite visits each row once instead of
-  /// through the index), sorted by start after. A bounded scan that finds fewer rows than the
+  /// reader (by start, then rowid): a table scan (each row visited once instead of through the
+  /// index; a closed capture's records decoded straight from its pages, storage/btree_pages.h,
+  /// else through SQLite), sorted by start after. A bounded scan that finds fewer rows than the
   /// plan counted (runs written interleaved) is read again in order through the index. The
   /// string tables the rows point into are added to `tables`. While reading, rows
   /// `check_rows` refuses are looked for (a start or end that is no integer in [-2^62, 2^62),
