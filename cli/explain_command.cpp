@@ -2,6 +2,7 @@
 // identical reasons grouped and counted. A torch-engine or imported run shows Dynamo's own
 // records (gb codes, frames skipped, recompiles); a LibTorch-engine run its disabled-scope
 // entries under their own name.
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -15,7 +16,10 @@
 #include "cli/cli_util.h"
 #include "cli/report_command.h"
 #include "facts/breaks.h"
+#include "facts/catalogue.h"
 #include "facts/iterations.h"
+#include "facts/profile_verdicts.h"
+#include "facts/recording.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
 #include "storage/run_results.h"
@@ -99,6 +103,10 @@ json explain_doc(const storage::CaptureReader& rd, const storage::RunRecord& rec
       if (r.contains(k)) doc[k] = r[k];
     doc["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
   }
+  // What recording cost the generate the run's timeline shows (facts/recording.h), as
+  // report.json has it: null where nothing ran unrecorded beside it.
+  const auto overhead = facts::recording_overhead(r);
+  doc["recording_overhead"] = overhead ? json(overhead->ratio) : json(nullptr);
   return doc;
 }
 
@@ -140,8 +148,7 @@ void print_doc(const json& d, std::ostream& out) {
   if (!d["mode"].get<std::string>().empty()) out << ", mode " << name(d["mode"]);
   out << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << name(d["engine"]) << " engine)\n";
   if (d.contains("command")) {
-    std::string cmd;
-    for (const auto& w : d["command"]) cmd += (cmd.empty() ? "" : " ") + w.get<std::string>();
+    const std::string cmd = facts::program_command(d);
     out << "Command: " << name(cmd) << "  (exit status " << num(d, "exit_status") << ")\n";
   }
   if (d.contains("iterations") && d["iterations"]["ms"].is_object()) {
@@ -197,6 +204,20 @@ void print_doc(const json& d, std::ostream& out) {
   }
 }
 
+// The run's recording_overhead under its catalogue label: a torch engine run's (or "not
+// measured" when it has none), any other run's only where its results hold one.
+void print_recording_overhead(const storage::RunRecord& rec, std::ostream& out) {
+  const auto o = facts::recording_overhead(rec.results);
+  if (!o && rec.engine != "torch") return;  // nothing ran unrecorded: no figure to speak of
+  std::string label(facts::fact("recording_overhead").label);
+  label[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(label[0])));
+  if (o)
+    out << label << ": " << facts::recording_overhead_text(*o) << "  (" << facts::recording_overhead_detail(*o)
+        << "; the timeline's durations are about this much longer than the latency tables')\n";
+  else
+    out << label << ": not measured (the run holds no profiled generate beside measured ones)\n";
+}
+
 int run_explain(const ExplainArgs& a) {
   storage::CaptureReader rd(a.file);
   auto runs = rd.runs();
@@ -240,6 +261,7 @@ int run_explain(const ExplainArgs& a) {
   }
   std::ostringstream out;
   print_doc(doc, out);
+  print_recording_overhead(rec, out);
   std::cout << output::terminal_text(out.str());  // names and reasons from the capture and its log
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "cli/profile_command.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +28,7 @@
 #include "output/text.h"
 #include "storage/bounded_json.h"
 #include "storage/capture_reader.h"
+#include "storage/capture_settings.h"
 #include "storage/store.h"
 
 namespace hs::cli {
@@ -243,6 +245,7 @@ json program_record(const ProfileArgs& a, int status, const engines::ProgramRun&
 
 struct Outcome {
   int status = 0;              // the program's exit status
+  int term_signal = 0;         // the signal that ended it, 0 where it exited
   bool recorded = false;       // its recording was imported
   std::string error;           // why not
 };
@@ -261,7 +264,7 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
   info.versions_json = json{{"hookscope", "0.1.0"}}.dump();
   const int64_t run = store.add_run(info);
   std::fprintf(stderr, "[hookscope] profile: run %lld, policy %s: %s\n", static_cast<long long>(run), p.name.c_str(),
-               output::terminal_text(a.command.front()).c_str());
+               output::terminal_text(storage::shell_command(a.command)).c_str());
   Outcome o;
   std::unique_ptr<engines::ProgramRun> started;
   try {
@@ -276,6 +279,7 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
   engines::ProgramRun& prog = *started;
   live = &prog;
   o.status = prog.wait();
+  o.term_signal = prog.term_signal();
   live = nullptr;
   json result = program_record(a, o.status, prog);
   Recorded rec;
@@ -297,7 +301,7 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
   result["status"] = rec.error.empty() ? "ok" : "failed";
   if (!rec.error.empty()) result["error"] = rec.error;
   store.set_run_result(run, result);
-  const bool stopped = interrupted.load() != 0;
+  const bool stopped = interrupted.load() != 0 || o.term_signal == SIGINT;  // Ctrl+C, forwarded or not
   store.end_run(run, stopped ? tracer::RunStatus::Incomplete : rec.error.empty() ? tracer::RunStatus::Complete : tracer::RunStatus::Failed,
                 rec.error);
   std::error_code ec;
@@ -337,6 +341,12 @@ int run_profile(const ProfileArgs& a) {
         if (!o.recorded && failure.empty()) failure = "policy " + p.name + ": " + o.error;
         if (o.status != 0 && status == 0) status = o.status;
         if (interrupted.load()) break;
+        // A program ended by SIGINT that hookscope did not forward (hookscope started with
+        // SIGINT ignored, a `kill -INT` to the program): stop as a shell's loop does.
+        if (o.term_signal == SIGINT && &p != &policies.back()) {
+          std::fprintf(stderr, "[hookscope] profile: the program was ended by SIGINT: no further policy runs\n");
+          break;
+        }
       }
     } catch (...) {  // the program could not be started: nothing is left behind
       store.close();

@@ -119,6 +119,7 @@ int ProgramRun::wait() {
   }
   for (std::string& t : tail_)
     if (t.size() > kTailBytes) t.erase(0, t.size() - kTailBytes);
+  term_signal_ = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 }
 

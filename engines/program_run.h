@@ -34,6 +34,9 @@ class ProgramRun {
   const std::string& stdout_tail() const { return tail_[0]; }
   const std::string& stderr_tail() const { return tail_[1]; }
   pid_t pid() const { return pid_; }
+  /// The signal that ended the program (after wait()), 0 where it exited: an `exit(130)` and a
+  /// death by SIGINT share the status 130, not this.
+  int term_signal() const { return term_signal_; }
 
  private:
   bool pump(int timeout_ms);  // passes on what is there; false when both pipes are closed
@@ -42,6 +45,7 @@ class ProgramRun {
   int out_[2] = {-1, -1};  // read ends: stdout, stderr
   std::string tail_[2];
   bool exited_ = false;
+  int term_signal_ = 0;
 };
 
 }  // namespace hs::engines

@@ -78,7 +78,12 @@ const std::vector<Fact>& catalogue() {
        "ranges on) ÷ the median wall time of the run's measured, unrecorded generates; the timeline's durations are "
        "about this much longer than the latency tables' (facts/recording.h)"},
       {"hook_busy_ns", "hook time", "ns", "recorded events",
-       "time inside at least one hook call (pre_forward, post_forward; nesting counted once): a run's stats.totals"},
+       "time inside at least one hook call (pre_forward, post_forward; nesting counted once), less the time Dynamo "
+       "spent compiling frames inside them (hook_compile_ns): a run's stats.totals"},
+      {"hook_compile_ns", "Dynamo compiling inside hooks", "ns", "recorded events",
+       "time inside hook calls during which Dynamo was compiling a frame (torch.profiler's "
+       "'_compile.compile_inner (dynamo_timed)' ranges: a hook whose frame Dynamo compiled on its first calls, or "
+       "a compile the hook's work started); left out of hook time: a run's stats.totals"},
       {"disabled_busy_ns", "compiler-disabled time", "ns", "recorded events",
        "time inside at least one compiler-disabled scope (nesting counted once): a run's stats.totals"},
       {"transfers", "activation transfers", "count", "recorded events",

@@ -9,6 +9,7 @@
 #include "facts/breaks.h"
 #include "importers/dynamo_text.h"
 #include "measurement/verdict.h"
+#include "storage/capture_settings.h"
 
 namespace hs::facts {
 
@@ -67,10 +68,7 @@ json log_break_site(const json& r) {
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 json side(const json& r) {
-  std::string command;
-  if (r.contains("command") && r["command"].is_array())
-    for (const json& w : r["command"])
-      if (w.is_string()) command += (command.empty() ? "" : " ") + w.get<std::string>();
+  const std::string command = program_command(r);
   json s{{"policy", r.value("policy", "")},
          {"run", r.value("id", json(nullptr))},
          {"status", r.value("status", "")},
@@ -85,6 +83,7 @@ json side(const json& r) {
          {"break_site", log_break_site(r)},
          {"hook_busy_ns", number_at(r, {"stats", "totals", "hook_busy_ns"})},
          {"hook_calls", number_at(r, {"stats", "totals", "hook_calls"})},
+         {"hook_compile_ns", number_at(r, {"stats", "totals", "hook_compile_ns"})},
          {"weight_onloads", number_at(r, {"recorded", "weight_onloads"})},
          {"weight_onload_bytes", number_at(r, {"recorded", "weight_onload_bytes"})},
          {"iterations", number_at(r, {"iterations", "count"})},
@@ -98,8 +97,12 @@ json side(const json& r) {
   return s;
 }
 
-// before ÷ after median iteration, judged on the two runs' spreads (one after the other, not
-// interleaved: no drift can be told apart).
+// Iterations per policy below which their times are not judged: the two runs were made one
+// after the other, not interleaved (no drift can be told apart), and a program's first calls
+// hold Dynamo's compiles.
+constexpr size_t kMinIterations = 5;
+
+// before ÷ after median iteration, judged on the two runs' spreads.
 json iteration_speedup(const json& before_run, const json& after_run, const std::string& before, const std::string& after) {
   auto spread = [](const json& r) -> std::optional<measurement::Spread> {
     if (!r.contains("iterations") || !r["iterations"].is_object() || !r["iterations"]["ms"].is_object()) return std::nullopt;
@@ -108,7 +111,12 @@ json iteration_speedup(const json& before_run, const json& after_run, const std:
   const auto b = spread(before_run), a = spread(after_run);
   if (!a || !b || a->median <= 0 || b->median <= 0) return nullptr;
   measurement::Judgement j = measurement::judge(*a, *b, {});
-  if (j.verdict != measurement::Verdict::NotJudged)
+  if (const size_t n = std::min(a->n, b->n); n < kMinIterations) {
+    j.verdict = measurement::Verdict::NotJudged;
+    j.why = std::to_string(n) + " iteration" + (n == 1 ? "" : "s") + " " +
+            (a->n == b->n ? std::string("under each policy") : "under " + (a->n < b->n ? after : before)) + ": at least " + std::to_string(kMinIterations) +
+            " per policy are needed to judge two runs made one after the other";
+  } else
     j.why = std::string("interquartile ranges ") + (j.verdict == measurement::Verdict::WithinNoise ? "overlap" : "apart") +
             ": " + before + " " + fmt(b->q1, "%.2f") + "–" + fmt(b->q3, "%.2f") + ", " + after + " " +
             fmt(a->q1, "%.2f") + "–" + fmt(a->q3, "%.2f") + " ms";
@@ -141,6 +149,14 @@ std::string counted(const json& v, const std::string& what) {
 }
 
 }  // namespace
+
+std::string program_command(const json& run) {
+  if (!run.is_object() || !run.contains("command") || !run["command"].is_array()) return "";
+  std::vector<std::string> words;
+  for (const json& w : run["command"])
+    if (w.is_string()) words.push_back(w.get<std::string>());
+  return storage::shell_command(words);
+}
 
 json profile_verdicts(const json& report) {
   json out = json::array();
@@ -222,7 +238,11 @@ Claim side_claim(const json& s, const Markup& m) {
                     counted(s["log_frames_skipped"], "compile") + " skipped or failed");
   if (s["hook_calls"].is_number() && s["hook_calls"].get<int64_t>() > 0)
     parts.push_back("hook time " + fmt(s["hook_busy_ns"].get<double>() / 1e6, "%.1f") + " ms over " +
-                    counted(s["hook_calls"], "call"));
+                    counted(s["hook_calls"], "call") +
+                    (s["hook_compile_ns"].is_number() && s["hook_compile_ns"].get<int64_t>() > 0
+                         ? " (besides " + fmt(s["hook_compile_ns"].get<double>() / 1e6, "%.1f") +
+                               " ms of Dynamo compiling inside them)"
+                         : std::string()));
   else if (s["status"] == "error")
     parts.push_back("the run failed" + (s["error"].is_string() ? ": " + m.text(s["error"].get<std::string>()) : std::string()));
   else if (s["capture_ranges"] == 0)

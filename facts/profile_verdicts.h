@@ -7,6 +7,7 @@
 // renders the others.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,11 @@
 #include "facts/verdicts.h"
 
 namespace hs::facts {
+
+/// A profiled run's command (RUNS.results' "command", an array of words) as a shell would need
+/// it typed (storage::shell_command: `python -c 'print(1)'`); "" where the run has none. Every
+/// view that shows the command shows this.
+std::string program_command(const nlohmann::json& run);
 
 /// One block per program (RUNS.scenario: the script's file name) with a run under at least one
 /// policy, the first two policies in capture order as before / after:
@@ -23,7 +29,7 @@ namespace hs::facts {
 ///      "log_graph_break_count", "log_graph_break_records", "log_compiles", "log_recompiles",
 ///      "log_frames_skipped", "log_recompile_limit_hits", "break_site": {"function", "gb_code",
 ///      "count"} | null (the log's most frequent break naming a function), "hook_busy_ns",
-///      "hook_calls", "weight_onloads", "weight_onload_bytes", "iterations", "iteration_source",
+///      "hook_calls", "hook_compile_ns", "weight_onloads", "weight_onload_bytes", "iterations", "iteration_source",
 ///      "iteration_ms" (median) — each null where the run has none},
 ///    "iteration_speedup": {"ratio" (before ÷ after median iteration), "verdict", "why"} | null,
 ///    "policy_speedup": null,

@@ -208,13 +208,24 @@ std::vector<StackFrame> stack_frames(std::string_view text) {
 }
 
 /// "decoder_layer" of "hidden_states = decoder_layer(", "self" of "return self(**inputs)".
+std::string_view trimmed(std::string_view s) {
+  const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+  return a == std::string_view::npos ? std::string_view() : s.substr(a, b - a + 1);
+}
+
+// The module called on a source line: the called expression of its one call
+// ("self.embed_tokens" in `x: T = self.embed_tokens(ids)`); on a line of several calls, where the
+// stack cannot tell which one was the module's, the whole call expression
+// ("torch.relu(l(x))"), not a guess.
 std::string_view callee_of(std::string_view source) {
   const size_t paren = source.find('(');
   std::string_view head = source.substr(0, paren == std::string_view::npos ? source.size() : paren);
-  if (const size_t eq = head.rfind('='); eq != std::string_view::npos) head.remove_prefix(eq + 1);
-  if (const size_t r = head.find("return "); r != std::string_view::npos) head.remove_prefix(r + 7);
-  const size_t a = head.find_first_not_of(' '), b = head.find_last_not_of(' ');
-  return a == std::string_view::npos ? std::string_view() : head.substr(a, b - a + 1);
+  size_t from = 0;
+  if (const size_t eq = head.rfind('='); eq != std::string_view::npos) from = eq + 1;
+  if (const size_t r = head.find("return ", from); r != std::string_view::npos) from = r + 7;
+  if (paren != std::string_view::npos && source.find('(', paren + 1) != std::string_view::npos)
+    return trimmed(source.substr(from));
+  return trimmed(head.substr(from));
 }
 }  // namespace
 

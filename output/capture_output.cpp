@@ -19,6 +19,7 @@
 #include "output/paths.h"
 #include "output/text.h"
 #include "storage/capture_reader.h"
+#include "storage/capture_settings.h"
 
 namespace hs::output {
 
@@ -418,20 +419,8 @@ std::string signal_name(int signo) {
   return "signal " + std::to_string(signo);
 }
 
-namespace {
-
-std::string shell_quoted(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@%") ==
-                        std::string::npos)
-    return s;
-  std::string out = "'";
-  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
 std::string open_hint(const std::filesystem::path& capture, size_t runs, const std::vector<std::string>& inputs) {
-  const std::string f = shell_quoted(capture.string());
+  const std::string f = storage::shell_word(capture.string());
   std::filesystem::path chrome = capture;
   chrome.replace_extension(runs == 1 ? ".json" : "");
   if (runs != 1) chrome += "-chrome";
@@ -443,9 +432,9 @@ std::string open_hint(const std::filesystem::path& capture, size_t runs, const s
   if (taken(chrome)) chrome = capture.parent_path() / (capture.stem().string() + ".trace.json");
   if (taken(chrome)) chrome = capture.parent_path() / (capture.stem().string() + ".export.json");
   const std::string export_line =
-      runs == 1 ? "hookscope export " + f + " --format chrome -o " + shell_quoted(chrome.string()) +
+      runs == 1 ? "hookscope export " + f + " --format chrome -o " + storage::shell_word(chrome.string()) +
                       "   (Perfetto, chrome://tracing, HTA)"
-                : "hookscope export " + f + " --run all --format chrome -o " + shell_quoted(chrome.string()) +
+                : "hookscope export " + f + " --run all --format chrome -o " + storage::shell_word(chrome.string()) +
                       "   (a trace per run for Perfetto, chrome://tracing, HTA; --run ID for one)";
   return "[hookscope] open it with:\n  hookscope report " + f + "     (Markdown / JSON comparison)\n  hookscope view " + f +
          "       (timeline viewer)\n  " + export_line + "\n";

@@ -3,6 +3,7 @@
 #include "reports/report_stats.h"
 #include "facts/breaks.h"
 #include "facts/catalogue.h"
+#include "facts/profile_verdicts.h"
 #include "facts/recording.h"
 #include "facts/verdicts.h"
 
@@ -637,9 +638,7 @@ void write_profiled_programs(std::ostringstream& md, const Tables& t) {
      << " | capture range | " << facts::fact("iterations").label << " | " << facts::fact("iteration_ms").label
      << ", ms |\n" << rule(8);
   for (const auto& r : t.runs) {
-    std::string command;
-    if (r.contains("command") && r["command"].is_array())
-      for (const auto& w : r["command"]) command += (command.empty() ? "" : " ") + (w.is_string() ? w.get<std::string>() : "");
+    const std::string command = facts::program_command(r);
     const json& it = r.value("iterations", json::object());
     const std::string source = it.value("source", "");
     md << "| " << r.value("id", json(0)).dump() << " | " << (command.empty() ? "–" : md_code(command, MdPlace::cell)) << " | "

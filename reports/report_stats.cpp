@@ -57,7 +57,8 @@ std::string render_where_time_goes(const json& runs) {
     if (!header)
       md << "\n### where the time goes (per run, summed over what it recorded: a libtorch run every recorded "
             "generate, warm-ups and measured ones, prefill and decode, the interleaved eager generates left out; a "
-            "torch run its one profiled generate; `hookscope stats FILE` has the breakdown)\n\n"
+            "torch run its one profiled generate, a profiled program its capture ranges; `hookscope stats FILE` has the "
+            "breakdown)\n\n"
             "| engine | scenario | policy | mode | hook time, ms (calls) | compiler-disabled, ms (entries) | "
             "transfers | weight onloads |\n|---|---|---|---|---|---|---|---|\n";
     header = true;
@@ -69,7 +70,10 @@ std::string render_where_time_goes(const json& runs) {
     md << "| " << r.value("engine", "") << " | " << r.value("scenario", "") << " | " << r.value("policy", "") << " | "
        << r.value("mode", "") << " | "
        << (traced_hooks ? std::string("– (traced into the compiled graph: no ranges of their own)")
-                        : time_cell(t, "hook_busy_ns", "hook_calls"))
+                        : time_cell(t, "hook_busy_ns", "hook_calls") +
+                              (t.value("hook_compile_ns", int64_t{0}) > 0
+                                   ? "; besides " + ms(t["hook_compile_ns"].get<int64_t>()) + " ms of Dynamo compiling inside them"
+                                   : std::string()))
        << " | "
        << time_cell(t, "disabled_busy_ns", "disabled_entries") << " | "
        << bytes_cell(t, "transfers", "transfer_bytes", "transfer_ns")

@@ -32,6 +32,10 @@ namespace {
 
 using Span = std::pair<int64_t, int64_t>;
 
+// The range torch.profiler records around each of Dynamo's frame compiles (torch/_dynamo:
+// dynamo_timed("_compile.compile_inner") through compile_time_record_function).
+constexpr std::string_view kDynamoCompileRange = "_compile.compile_inner (dynamo_timed)";
+
 DurationStats duration_stats(std::vector<int64_t> ns) {
   DurationStats d;
   if (ns.empty()) return d;
@@ -330,7 +334,15 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
   std::vector<Span> spans;
   for (const auto& h : d.hooks) spans.emplace_back(h.start_ns, h.end_ns);
   t.hook_calls = static_cast<int64_t>(d.hooks.size());
-  t.hook_busy_ns = union_ns(std::move(spans));
+  const int64_t in_hooks = union_ns(spans);
+  // Dynamo compiling inside a hook call: the overlap of the two unions, |H| + |C| − |H ∪ C|.
+  std::vector<Span> compiles = d.hooks.empty() ? std::vector<Span>{} : d.rd.cpu_op_spans(d.run, kDynamoCompileRange);
+  if (!compiles.empty()) {
+    const int64_t compiling = union_ns(compiles);
+    spans.insert(spans.end(), compiles.begin(), compiles.end());
+    t.hook_compile_ns = in_hooks + compiling - union_ns(std::move(spans));
+  }
+  t.hook_busy_ns = in_hooks - t.hook_compile_ns;
   spans.clear();
   for (const auto& x : scopes) spans.emplace_back(x.start_ns, x.end_ns);
   t.disabled_entries = static_cast<int64_t>(scopes.size());
@@ -508,6 +520,7 @@ const std::vector<ReportSpec>& specs() {
 json stats_totals_json(const StatsTotals& t) {
   return {{"hook_calls", t.hook_calls},
           {"hook_busy_ns", t.hook_busy_ns},
+          {"hook_compile_ns", t.hook_compile_ns},
           {"disabled_entries", t.disabled_entries},
           {"disabled_busy_ns", t.disabled_busy_ns},
           {"transfers", t.transfers},

@@ -108,7 +108,10 @@ struct GpuCallerRow {
 /// The run-level sums behind "where the time goes". Busy times are unions of spans (time
 /// inside at least one span, nesting counted once).
 struct StatsTotals {
-  int64_t hook_calls = 0, hook_busy_ns = 0;
+  /// hook_busy_ns: time inside at least one hook call, less hook_compile_ns, the time Dynamo
+  /// spent compiling frames inside them (torch.profiler's "_compile.compile_inner (dynamo_timed)"
+  /// ranges: a hook whose frame Dynamo compiled on its first calls). facts/catalogue.h.
+  int64_t hook_calls = 0, hook_busy_ns = 0, hook_compile_ns = 0;
   int64_t disabled_entries = 0, disabled_busy_ns = 0;
   int64_t transfers = 0, transfer_bytes = 0, transfer_ns = 0;  ///< transfers that moved bytes
   /// transfer calls that moved nothing (0 bytes: a send_to_device of tensors already in place)

@@ -1050,6 +1050,18 @@ std::vector<WeightSwapSum> CaptureReader::weight_swap_sums(int64_t run) const {
   return out;
 }
 
+std::vector<std::pair<int64_t, int64_t>> CaptureReader::cpu_op_spans(int64_t run, std::string_view name) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (!has_table(table_of<kinds::CpuOpActivity>)) return out;
+  Query q(*db_, path_,
+          "SELECT start, end FROM CPU_OPS WHERE runId = ? AND nameId = (SELECT id FROM StringIds WHERE value = ?) "
+          "ORDER BY start, rowid");
+  q.bind(1, run);
+  q.bind(2, name);
+  while (q.step()) out.emplace_back(q.int64(0), q.int64(1));
+  return out;
+}
+
 #undef HS_STR
 #undef HS_SV
 

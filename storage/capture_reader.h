@@ -365,6 +365,9 @@ class CaptureReader {
   /// tensors already where they go): how many, and their summed duration (ns). Not transfers.
   std::pair<int64_t, int64_t> empty_transfers(int64_t run) const;
   std::vector<WeightSwapSum> weight_swap_sums(int64_t run) const;
+  /// The [start, end] ns of each of the run's CPU ops named exactly `name` (e.g. Dynamo's
+  /// "_compile.compile_inner (dynamo_timed)"), by start; empty when the file lacks CPU_OPS.
+  std::vector<std::pair<int64_t, int64_t>> cpu_op_spans(int64_t run, std::string_view name) const;
 
   /// Compile results of one run, or of every run when `run` is empty.
   std::vector<CompileResultRow> compile_results(std::optional<int64_t> run = std::nullopt) const;

@@ -18,13 +18,6 @@ bool plain(const std::string& a) {
   return true;
 }
 
-std::string quoted(const std::string& a) {
-  if (plain(a)) return a;
-  std::string q = "'";
-  for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // The value after "KEY:" on the first line of `file` that starts with KEY, trimmed.
 std::string field(const char* file, const std::string& key) {
   std::ifstream f(file);
@@ -40,6 +33,22 @@ std::string field(const char* file, const std::string& key) {
 
 }  // namespace
 
+std::string shell_word(const std::string& a) {
+  if (plain(a)) return a;
+  std::string q = "'";
+  for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string shell_command(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    out += shell_word(w);
+  }
+  return out;
+}
+
 std::string command_line() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
   const std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -49,7 +58,7 @@ std::string command_line() {
     size_t end = raw.find('\0', start);
     if (end == std::string::npos) end = raw.size();
     if (!out.empty()) out += ' ';
-    out += quoted(raw.substr(start, end - start));
+    out += shell_word(raw.substr(start, end - start));
     start = end + 1;
   }
   return out;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,9 +13,15 @@ namespace hs::storage {
 /// The META_DATA_EXPORT row the settings live in.
 inline constexpr const char* kCaptureSettingsKey = "HOOKSCOPE_CAPTURE_SETTINGS";
 
-/// This process's command line as a shell would need it typed (arguments single-quoted where
-/// they hold anything but [A-Za-z0-9_./=,:+-]), read from /proc/self/cmdline; "" where that
-/// cannot be read.
+/// `word` as a POSIX shell would need it typed: as it is where it holds only
+/// [A-Za-z0-9_./=,:+-] and is not empty, else single-quoted (a ' written '\'').
+std::string shell_word(const std::string& word);
+
+/// `words` as a shell would need them typed: each shell_word, joined by spaces.
+std::string shell_command(const std::vector<std::string>& words);
+
+/// This process's command line as a shell would need it typed (shell_command), read from
+/// /proc/self/cmdline; "" where that cannot be read.
 std::string command_line();
 
 /// The current UTC time as ISO 8601 ("2026-12-01T08:15:00Z").

@@ -844,6 +844,12 @@ TEST(ImportTorchTrace, ABreaksHookedModuleCallIsTheInnermostModuleCall) {
   EXPECT_EQ(c.site, "modeling_llama.py:370 in forward");
   EXPECT_EQ(importers::module_call(stack.substr(0, stack.find("  File \"/x/transformers/models"))).callee, "self");
   EXPECT_TRUE(importers::module_call("  File \"/x/a.py\", line 1, in f\n    g()\n").empty());
+  // A line of several calls: which one called the module the stack cannot say, so the whole
+  // call expression, not the outer function.
+  const std::string nested = "  File \"/x/net.py\", line 9, in forward\n    x = torch.relu(l(x))\n"
+                             "  File \"/x/torch/nn/modules/module.py\", line 1779, in _wrapped_call_impl\n"
+                             "    return self._call_impl(*args, **kwargs)\n";
+  EXPECT_EQ(importers::module_call(nested).callee, "torch.relu(l(x))");
   EXPECT_EQ(importers::break_label("GB0098", "Skip calling", "function `<function AlignDevicesHook.pre_forward at 0x1>`"),
             "GB0098 AlignDevicesHook.pre_forward");
 

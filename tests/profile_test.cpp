@@ -256,8 +256,33 @@ TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("no capture range was recorded"), std::string::npos) << report.out;
   EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << "not the wrong cause\n" << report.out;
+  const auto ex = hs::test::hookscope({"explain", out.string(), "--run", std::to_string(runs[0].id)});
+  EXPECT_NE(ex.out.find("Command: " + hs::test::python() + " -c 'import sys; "), std::string::npos)
+      << "the command as it would be typed\n" << ex.out;
   EXPECT_EQ(runs[0].versions.value("torch", ""), runs[0].results["versions"].value("torch", "-")) << runs[0].versions;
   EXPECT_TRUE(runs[0].versions.contains("hookscope"));
+}
+
+// A program that SIGINT ends without hookscope forwarding it (a `kill -INT` to the program, or
+// hookscope started with SIGINT ignored): its run is incomplete, no further policy runs, as a
+// shell's loop stops; and its `-c` command reads as it would be typed.
+TEST(Profile, AProgramEndedBySigintStopsThePoliciesAndItsCommandReadsAsTyped) {
+  const fs::path dir = script_dir("profile-sigint");
+  const fs::path out = dir / "cap.sqlite";
+  const std::string code = "import os, signal; print(\"it's here\"); os.kill(os.getpid(), signal.SIGINT)";
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--policies", "whole-hook,offload-only", "--",
+                                      hs::test::python(), "-c", code});
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("ended by SIGINT: no further policy runs"), std::string::npos) << r.err;
+  hs::storage::CaptureReader rd(out);
+  const auto runs = rd.runs();
+  ASSERT_EQ(runs.size(), 1u) << r.err;
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Incomplete) << runs[0].error;
+  const std::string typed =
+      hs::test::python() + " -c 'import os, signal; print(\"it'\\''s here\"); os.kill(os.getpid(), signal.SIGINT)'";
+  EXPECT_NE(r.err.find("policy whole-hook: " + typed), std::string::npos) << "the progress line names the command\n" << r.err;
+  const auto report = hs::test::hookscope({"report", out.string()});
+  EXPECT_NE(report.out.find(typed), std::string::npos) << report.out;
 }
 
 // ---- diffusers' hooks ------------------------------------------------------------------------

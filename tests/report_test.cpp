@@ -6,7 +6,9 @@
 #include <map>
 
 #include "cli/cli_util.h"
+#include "facts/profile_verdicts.h"
 #include "facts/recording.h"
+#include "measurement/spread.h"
 #include "output/text.h"
 #include "reports/markdown_text.h"
 #include "reports/report.h"
@@ -99,6 +101,39 @@ TEST(Report, TheRecordingOverheadIsTheProfiledGenerateOverTheMeasuredMedian) {
   for (const json& bad : {json(nullptr), json{{"generate_ms", "130"}}, json{{"generate_ms", 0}}})
     EXPECT_FALSE(hs::facts::recording_overhead({{"profiled_run", bad}, {"generate_ms", {100.0}}})) << bad;
   EXPECT_FALSE(hs::facts::recording_overhead({{"profiled_run", {{"generate_ms", 130.0}}}, {"generate_ms", json::array()}}));
+}
+
+// A profiled program's block: its iterations are judged only with enough of them per policy
+// (the two runs were made one after the other); the hook time leaves out Dynamo's compiling
+// inside the hooks and says how much that was; the command reads as it would be typed.
+TEST(Report, AProfiledProgramsVerdictJudgesEnoughIterationsAndKeepsCompilesOutOfHookTime) {
+  auto run = [](int64_t id, const char* policy, std::vector<double> ms) {
+    json r{{"id", id},         {"engine", "profile"},
+           {"scenario", "-c"}, {"policy", policy},
+           {"status", "complete"}, {"exit_status", 0},
+           {"command", {"python", "-c", "print('hi')"}},
+           {"stats", {{"totals", {{"hook_busy_ns", 2'500'000}, {"hook_calls", 10}, {"hook_compile_ns", 800'000'000}}}}}};
+    r["iterations"] = {{"source", "model call"}, {"count", ms.size()}, {"ms", hs::measurement::Spread::of(ms).to_json()}};
+    return r;
+  };
+  const hs::facts::Markup plain{[](const std::string& s) { return "`" + s + "`"; }, [](const std::string& s) { return s; }};
+  // Three each, far apart: not judged (it would read "faster" from the spreads alone).
+  json report{{"runs", {run(1, "whole-hook", {10, 10.1, 10.2}), run(2, "offload-only", {5, 5.1, 5.2})}}};
+  json v = hs::facts::profile_verdicts(report).at(0);
+  EXPECT_EQ(v["iteration_speedup"]["verdict"], "not judged") << v.dump();
+  EXPECT_EQ(v["iteration_speedup"]["why"],
+            "3 iterations under each policy: at least 5 per policy are needed to judge two runs made one after the other");
+  EXPECT_EQ(hs::facts::program_command(report["runs"][0]), "python -c 'print('\\''hi'\\'')'");
+  std::string text;
+  for (const auto& c : hs::facts::profile_diagnosis(v, plain)) text += c.text + "\n";
+  EXPECT_NE(text.find("hook time 2.5 ms over 10 calls (besides 800.0 ms of Dynamo compiling inside them)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("`python -c 'print('\\''hi'\\'')'` exited with status 0"), std::string::npos) << text;
+  // Five each: judged.
+  report = {{"runs", {run(1, "whole-hook", {10, 10.1, 10.2, 10.1, 10}), run(2, "offload-only", {5, 5.1, 5.2, 5.1, 5})}}};
+  v = hs::facts::profile_verdicts(report).at(0);
+  EXPECT_EQ(v["iteration_speedup"]["verdict"], "faster") << v.dump();
 }
 
 TEST(Report, NoiseIsNotColouredAsAWinAndSaysWhy) {

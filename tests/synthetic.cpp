@@ -131,7 +131,7 @@ SyntheticResult write_synthetic_run(Store& store, const SyntheticRun& s) {
       // post_forward
       const int64_t p0 = t;
       for (size_t k = 0; s.offload && k < tensors.size(); ++k) {
-        tr.weight_swap({false, layer[l], tensors[k], weight_bytes, "float32", events::WeightSource::Device, "meta", false,
+        tr.weight_swap({false, layer[l], tensors[k], weight_bytes, "float32", events::WeightSource::Device, s.offload_to, false,
                         t, t + C::kOffload});
         resident[std::stoi(dev[l])] -= weight_bytes;
         tr.memory_counter({dev[l], resident[std::stoi(dev[l])], t + C::kOffload});
@@ -353,6 +353,11 @@ SyntheticTrace write_large_trace_run(Store& store, int64_t launches) {
 }  // namespace hs::storage
 
 namespace hs::storage {
+
+void set_torch_generate_times(Store& store, int64_t run, double profiled_ms, const std::vector<double>& measured_ms) {
+  store.set_run_engine(run, "torch");
+  store.set_run_result(run, {{"profiled_run", {{"generate_ms", profiled_ms}}}, {"generate_ms", measured_ms}});
+}
 
 void write_dynamo_breaks(Store& store, int64_t run) {
   tracer::DynamoGraphBreak b[2]{};

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "storage/store.h"
 
@@ -22,6 +23,9 @@ struct SyntheticRun {
   int layers = 8;        ///< decoder layers, spread evenly over the devices
   bool offload = false;  ///< weights live in cpu (or disk when `disk`) and are onloaded per layer
   bool disk = false;
+  /// Where offloads send the weights: "meta" (accelerate drops them), or the offload device of
+  /// a diffusers group ("cpu").
+  std::string offload_to = "meta";
   int64_t tokens = 4;    ///< generation steps (each a forward over every layer)
   /// When > 0: the step number restarts at 0 every this many steps (several generates).
   int64_t steps_per_generate = 0;
@@ -94,6 +98,12 @@ SyntheticTrace write_synthetic_trace_run(Store& store, const std::string& label 
 /// kTraceBase (while Dynamo compiled, before the trace), the second kDynamoBreakAt ns after it.
 inline constexpr int64_t kDynamoBreakBefore = 5'000'000'000, kDynamoBreakAt = 45'000;
 void write_dynamo_breaks(Store& store, int64_t run);
+
+/// Makes run `run` a torch engine run (RUNS.engine "torch") whose results hold the times its
+/// recording_overhead divides (facts/recording.h), as the torch engine stores them: the profiled
+/// generate's wall time (profiled_run.generate_ms) and the measured, unrecorded generates'
+/// (generate_ms).
+void set_torch_generate_times(Store& store, int64_t run, double profiled_ms, const std::vector<double>& measured_ms);
 
 /// A large imported trace run for LOD tests and benchmarks: `launches` times, every 2 us from
 /// kTraceBase, an 'aten::mm' CPU op [0, 1500 ns] on tid 4243 holding a cudaLaunchKernel

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 #include "storage/capture_reader.h"
 #include "tests/synthetic.h"
@@ -444,6 +445,37 @@ TEST(RunTimeline, WeightSwapsAreAggregatedPerGenerationStep) {
         EXPECT_TRUE(t.aggregate.empty()) << t.name;
       }
     }
+}
+
+// An offload is labelled with where it went: accelerate's to 'meta', a diffusers group's back
+// to its offload device.
+TEST(RunTimeline, AnOffloadSaysWhereTheWeightsWent) {
+  for (const std::string to : {"meta", "cpu"}) {
+    SCOPED_TRACE(to);
+    const auto file = test::scratch_dir("rt_offload_to_" + to) / "synthetic.sqlite";
+    storage::SyntheticResult r;
+    {
+      storage::Store store(file);
+      storage::add_synthetic_devices(store, 1);
+      storage::SyntheticRun s;
+      s.scenario = "cpu-offload";
+      s.devices = 1;
+      s.layers = 2;
+      s.tokens = 1;
+      s.offload = true;
+      s.offload_to = to;
+      r = storage::write_synthetic_run(store, s);
+      store.finalize();
+      store.close();
+    }
+    storage::CaptureReader rd(file);
+    const auto tl = load_run_timeline(rd, r.run_id);
+    std::set<std::string> labels;
+    for (const auto& level : track(group(tl, "0"), "weight onload/offload").levels)
+      for (const auto& sl : level) labels.insert(tl.strings[sl.label]);
+    EXPECT_TRUE(labels.count("model.layers.0 -> " + to)) << ::testing::PrintToString(labels);
+    EXPECT_TRUE(labels.count("model.layers.0 <- cpu")) << ::testing::PrintToString(labels);
+  }
 }
 
 // The search finds events by label or module, ignoring case, in time order.

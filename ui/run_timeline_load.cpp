@@ -610,9 +610,13 @@ ResidencyMap place_swaps(RunTimeline& tl, const DeviceIndex& dev, std::vector<De
     if (g < 0) continue;
     // Onloads say where the weights came from (cpu memory or the disk offload folder).
     const uint32_t label =
-        labels.get(LabelCache::of(r.module), r.onload, static_cast<uint64_t>(r.source), [&] {
-          return module_label(r.module) + (r.onload ? std::string(" <- ") + weight_source_name(r.source) : " -> meta");
-        });
+        // Offloads say where they went: 'meta' (accelerate drops the weights), 'cpu' or 'disk'
+        // (a diffusers group).
+        labels.get(LabelCache::of(r.module), r.onload,
+                   r.onload ? static_cast<uint64_t>(r.source) : LabelCache::of(r.device), [&] {
+                     return module_label(r.module) + (r.onload ? std::string(" <- ") + weight_source_name(r.source)
+                                                               : " -> " + std::string(r.device.str()));
+                   });
     lanes[g].swaps.push_back({r.start_ns - o, r.end_ns - o, label, i, static_cast<uint8_t>(r.onload ? kOnload : kOffload)});
   }
   return res;

@@ -8,6 +8,7 @@
 
 #include <imgui.h>
 
+#include "facts/catalogue.h"
 #include "importers/dynamo_text.h"
 #include "ui/view.h"
 #include "ui/view_style.h"
@@ -245,12 +246,16 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
   const auto num = [&](const char* k) {
     return res.contains(k) && res[k].is_number() ? std::to_string(res[k].get<int64_t>()) : std::string("-");
   };
-  m_layout.table_title = "graph breaks (Dynamo, one forward): " + num("graph_break_count") +
-                         "    graph-break records in the log: " + num("log_graph_break_records") +
-                         " (every compile of run " + std::to_string(run.id) +
-                         ": prefill, decode steps, restarts)    recompiles: " + num("recompiles") +
-                         "    frames skipped: " + num("frames_skipped") +
-                         "    recompile_limit hits: " + num("recompile_limit_hits");
+  // Each figure under its catalogue name (facts/catalogue.h), as report and explain print it. A
+  // torch engine run has Dynamo's count of one forward; a profiled program or an imported log
+  // only the log's, over every compile of the run.
+  const auto figure = [&](const char* k) { return std::string(facts::fact(k).label) + ": " + num(k); };
+  const bool one_forward = run.engine == "torch";
+  m_layout.table_title =
+      (one_forward ? figure("graph_break_count") : figure("log_graphs") + "    " + figure("log_graph_break_count")) +
+      "    " + figure("log_graph_break_records") + " (every compile of run " + std::to_string(run.id) +
+      (one_forward ? ": prefill, decode steps, restarts)" : ")") + "    " + figure("recompiles") + "    " +
+      figure("frames_skipped") + "    " + figure("recompile_limit_hits");
   text(m_layout.table_title);
   if (rows.empty())
     return empty_note(run.mode == "eager" ? "no graph breaks: eager runs compile nothing"
