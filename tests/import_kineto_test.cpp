@@ -658,6 +658,29 @@ TEST(ImportKineto, AHookscopeRangeRecordedAsACpuOpIsAnAnnotation) {
   EXPECT_EQ(regions[0].op_count, 1) << "aten::mm only";
 }
 
+// Hook time leaves out Dynamo's compiling inside the hooks (the first calls of a compiled model:
+// a hook's frame compiled inside its range), and says how much that was; a compile outside any
+// hook is neither.
+TEST(ImportKineto, HookTimeLeavesOutDynamosCompilingInsideTheHooks) {
+  const fs::path dir = test::scratch_dir("import_kineto_hook_compile");
+  write(dir / "t.json", R"J({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "hookscope::pre_forward hook=AlignDevicesHook module=m0 device=cpu",
+     "pid": 5, "tid": 6, "ts": 10, "dur": 100},
+    {"ph": "X", "cat": "cpu_op", "name": "_compile.compile_inner (dynamo_timed)", "pid": 5, "tid": 6, "ts": 20, "dur": 60},
+    {"ph": "X", "cat": "cpu_op", "name": "_compile.compile_inner (dynamo_timed)", "pid": 5, "tid": 6, "ts": 190, "dur": 20},
+    {"ph": "X", "cat": "user_annotation", "name": "hookscope::post_forward hook=AlignDevicesHook module=m0 device=cpu",
+     "pid": 5, "tid": 6, "ts": 200, "dur": 20},
+    {"ph": "X", "cat": "cpu_op", "name": "_compile.compile_inner (dynamo_timed)", "pid": 5, "tid": 6, "ts": 300, "dur": 50}
+  ]})J");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "t.json");
+  const auto r = test::hookscope({"stats", im.capture.string(), "--format", "json", "-o", (dir / "s.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json t = test::read_json(dir / "s.json")["runs"].at(0)["totals"];
+  EXPECT_EQ(t["hook_calls"], 2);
+  EXPECT_EQ(t["hook_compile_ns"], 70'000) << "60 µs inside pre_forward, 10 µs of post_forward";
+  EXPECT_EQ(t["hook_busy_ns"], 120'000 - 70'000) << t.dump();
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
   const fs::path dir = test::scratch_dir("import_kineto_bad");
