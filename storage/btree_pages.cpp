@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kInteger = 1, kNull = 5;  // SQLITE_INTEGER, SQLITE_NULL
 constexpr int kMaxDepth = 40;            // a b-tree of 2^40 pages is no capture
+constexpr int64_t kNoEnd = INT64_MAX;    // an end_rowid reading to the table's end, rowid INT64_MAX included
 
 uint32_t be16(const uint8_t* p) { return static_cast<uint32_t>(p[0]) << 8 | p[1]; }
 uint32_t be32(const uint8_t* p) {
@@ -123,6 +124,7 @@ void PageFile::scan_tree(uint32_t root, int columns, int64_t first_rowid, int64_
   end_ = end_rowid;
   visits_ = 0;
   done_ = false;
+  if (end_rowid <= first_rowid && end_rowid != kNoEnd) return;  // no rowid (and end_ − 1 is then always defined)
   walk(root, 0);
 }
 
@@ -147,7 +149,7 @@ void PageFile::walk(uint32_t n, int depth) {
     varint(p + off + 4, end, key);
     if (static_cast<int64_t>(key) < first_) continue;  // its child holds rowids <= key
     walk(be32(p + off), depth + 1);
-    if (done_ || static_cast<int64_t>(key) >= end_ - 1) {  // what follows is past end_
+    if (done_ || (end_ != kNoEnd && static_cast<int64_t>(key) >= end_ - 1)) {  // what follows is past end_
       done_ = true;
       return;
     }
@@ -170,15 +172,16 @@ bool PageFile::leaf(const uint8_t* p, const uint8_t* hdr) {
     c += varint(c, end, key);
     const auto rowid = static_cast<int64_t>(key);
     if (rowid < first_) continue;
-    if (rowid >= end_) return true;
+    if (rowid >= end_ && end_ != kNoEnd) return true;
     if (payload > max_local) throw PageFormatError("a record on overflow pages");
-    if (c + payload > end) throw PageFormatError("a record past its page");
+    if (payload > static_cast<uint64_t>(end - c)) throw PageFormatError("a record past its page");
     const uint8_t* rec_end = c + payload;
     uint64_t header = 0;
     const uint8_t* h = c + varint(c, rec_end, header);
     if (header > payload) throw PageFormatError("a record header past its record");
     const uint8_t* body = c + header;
-    uint64_t at = 0;
+    const uint64_t body_size = payload - header;
+    uint64_t at = 0;  // at most body_size: each value's size is checked before it is added
     int col = 0;
     while (h < body) {
       if (col >= columns_) throw PageFormatError("a record with more columns than its table");
@@ -186,10 +189,11 @@ bool PageFile::leaf(const uint8_t* p, const uint8_t* hdr) {
       h += varint(h, body, t);
       record_.serial_[col] = static_cast<uint8_t>(t < 12 ? t : 12 + (t & 1));  // text and blobs: not read
       record_.offset_[col] = static_cast<uint32_t>(at);
+      // Not `at + size > body_size`: sizes of up to 2^63 each could wrap the sum past zero.
+      if (serial_size(t) > body_size - at) throw PageFormatError("a record's values past its record");
       at += serial_size(t);
       ++col;
     }
-    if (body + at > rec_end) throw PageFormatError("a record's values past its record");
     record_.body_ = body;
     record_.columns_ = col;
     visitor_->record(rowid, record_);

@@ -54,7 +54,8 @@ class PageFile {
   PageFile& operator=(const PageFile&) = delete;
 
   /// Calls `on_record(rowid, record)` for every record of the table whose b-tree starts at page
-  /// `root`, in rowid order, for rowids in [first_rowid, end_rowid). `columns`: the table's
+  /// `root`, in rowid order, for rowids in [first_rowid, end_rowid) (end_rowid INT64_MAX: to the
+  /// table's end, rowid INT64_MAX included; an empty range reads no page). `columns`: the table's
   /// column count (a record holds at most that many). Throws PageFormatError (see above), or
   /// whatever `on_record` throws.
   template <class F>

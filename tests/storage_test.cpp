@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "importers/dynamo_summary.h"
 #include "storage/bounded_json.h"
+#include "storage/btree_pages.h"
 #include "storage/capture_reader.h"
 #include "storage/schema.h"
 #include "storage/sqlite_util.h"
@@ -1581,4 +1583,135 @@ TEST(CaptureReader, ARunsTableRebuiltWithoutItsPrimaryKeyIsRefused) {
   msg = capture_error([&] { Store store(file); });
   EXPECT_NE(msg.find(want), std::string::npos) << msg;
   EXPECT_TRUE(file_state(file) == before) << "nothing written";
+}
+
+// ---- the page reader (storage/btree_pages.h) -----------------------------------------------
+// Its inputs are written here: a table through SQLite, in two tests then changed (a record's
+// bytes, a row deleted). fuzz/btree_pages_fuzz.cpp checks it against SQLite on arbitrary files.
+namespace {
+namespace pages = hs::storage::detail;
+
+constexpr int64_t kRowidMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kRowidMax = std::numeric_limits<int64_t>::max();
+
+/// A table written by SQLite with 512-byte pages, in rollback-journal mode (the page reader's
+/// files): `sql` run on a new database at `file`; the root page of table t.
+uint32_t write_table(const fs::path& file, const std::string& sql) {
+  RawDb raw(file, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  raw.exec("PRAGMA page_size=512; PRAGMA journal_mode=DELETE; " + sql);
+  return static_cast<uint32_t>(std::stoul(raw.one("SELECT rootpage FROM sqlite_master WHERE name = 't'")));
+}
+
+/// SQLite's 9-byte varint of `v` (8 bytes of 7 bits, the last of 8): any value, in the longest
+/// form a reader must decode.
+std::string varint9(uint64_t v) {
+  std::string out(9, '\0');
+  out[8] = static_cast<char>(v & 0xff);
+  v >>= 8;
+  for (int i = 7; i >= 0; --i, v >>= 7) out[static_cast<size_t>(i)] = static_cast<char>(0x80 | (v & 0x7f));
+  return out;
+}
+
+/// The rowids `scan` reads from the table at `root`, over [first, end).
+std::vector<int64_t> scanned_rowids(const fs::path& file, uint32_t root, int columns, int64_t first, int64_t end) {
+  pages::PageFile f(file);
+  std::vector<int64_t> out;
+  f.scan(root, columns, first, end, [&](int64_t rowid, const pages::Record&) { out.push_back(rowid); });
+  return out;
+}
+}  // namespace
+
+// A record whose header gives values of up to 2^63 bytes each, their sizes summing to 2^64 + 8:
+// the sum wrapped to 8, inside the record, and the integer between them was read at its
+// offset's low 32 bits, 1 MiB past the record and the file (the reader's check was on the sum).
+// Each value's size is now checked against what is left of the record: the record is refused.
+TEST(PageReader, ValuesWhoseSizesWrapPastTheRecordAreRefused) {
+  const fs::path file = test::scratch_dir("pages_wrapping_sizes") / "t.sqlite";
+  const uint32_t root = write_table(file, "CREATE TABLE t (a, b, c, d); INSERT INTO t VALUES (zeroblob(40), NULL, NULL, NULL)");
+  // The one cell of the root leaf: payload 45 (1 byte), rowid 1, then the record: header 5
+  // bytes (its size, then serial types 92 = a 40-byte blob, NULL, NULL, NULL) and 40 bytes.
+  std::string bytes = test::read_file(file);
+  const size_t page = static_cast<size_t>(root - 1) * 512;
+  ASSERT_EQ(static_cast<uint8_t>(bytes[page]), 13) << "a table leaf";
+  const size_t cell = page + (static_cast<uint8_t>(bytes[page + 8]) << 8 | static_cast<uint8_t>(bytes[page + 9]));
+  ASSERT_EQ(bytes.substr(cell, 4), std::string("\x2d\x01\x05\x5c", 4));
+  // The same 45 bytes: a header of 29 (its size; a blob of 2^62 + 2^20 bytes; an 8-byte integer;
+  // blobs of 2^62 and 2^63 - 2^20 bytes), a body of 16.
+  const uint64_t blob0 = (uint64_t{1} << 62) + (uint64_t{1} << 20), blob2 = uint64_t{1} << 62,
+                 blob3 = (uint64_t{1} << 63) - (uint64_t{1} << 20);
+  const std::string record = std::string(1, '\x1d') + varint9(2 * blob0 + 12) + std::string(1, '\x06') +
+                             varint9(2 * blob2 + 12) + varint9(2 * blob3 + 12) + std::string(16, '\0');
+  ASSERT_EQ(record.size(), 45u);
+  bytes.replace(cell + 2, record.size(), record);
+  write_bytes(file, bytes);
+
+  pages::PageFile f(file);
+  int records = 0;
+  try {
+    f.scan(root, 4, kRowidMin, kRowidMax, [&](int64_t, const pages::Record& r) {
+      ++records;
+      EXPECT_EQ(r.type(1), SQLITE_NULL) << "column b an integer 1 MiB past its record";
+    });
+    ADD_FAILURE() << "the record was read";
+  } catch (const pages::PageFormatError& e) {
+    EXPECT_STREQ(e.what(), "a record's values past its record");
+  }
+  EXPECT_EQ(records, 0);
+}
+
+// The end of a whole scan (INT64_MAX, as the capture reader asks for one) was one past the last
+// rowid read: a row at rowid 2^63 - 1 was left out, where SQLite reads it. It reads to the
+// table's end now, as SQLite does; ranges below it are as they were.
+TEST(PageReader, AScanToTheEndReadsRowidInt64MaxAsSQLiteDoes) {
+  const fs::path file = test::scratch_dir("pages_rowid_max") / "t.sqlite";
+  const uint32_t root = write_table(
+      file,
+      "CREATE TABLE t (runId INTEGER, v INTEGER); "
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO t SELECT 1, i FROM n; "
+      "INSERT INTO t (rowid, runId, v) VALUES (-9223372036854775808, 1, 0), (9223372036854775807, 1, 301)");
+  std::vector<int64_t> sqlite_rowids;
+  {
+    RawDb raw(file);
+    for (const auto& r : raw.rows("SELECT rowid FROM t")) sqlite_rowids.push_back(std::stoll(r[0]));
+  }
+  ASSERT_EQ(sqlite_rowids.size(), 302u);
+  EXPECT_EQ(scanned_rowids(file, root, 2, kRowidMin, kRowidMax), sqlite_rowids);
+  EXPECT_EQ(scanned_rowids(file, root, 2, 300, kRowidMax), (std::vector<int64_t>{300, kRowidMax}));
+  EXPECT_EQ(scanned_rowids(file, root, 2, 299, kRowidMax - 1), (std::vector<int64_t>{299, 300}));
+  EXPECT_EQ(scanned_rowids(file, root, 2, kRowidMin, 2), (std::vector<int64_t>{kRowidMin, 1}));
+}
+
+// An empty or reversed range reads no page. It walked the tree before, and where an interior
+// key was no rowid of its child (the child's largest row deleted since: SQLite leaves the key)
+// it computed end − 1 of an end of INT64_MIN, a signed overflow (UBSan, the fuzz target's first
+// finding).
+TEST(PageReader, AnEmptyOrReversedRangeReadsNoPage) {
+  const fs::path file = test::scratch_dir("pages_empty_range") / "t.sqlite";
+  const uint32_t root = write_table(
+      file,
+      "CREATE TABLE t (v INTEGER); "
+      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO t SELECT i FROM n");
+  // The root's first cell: its left child's largest rowid, when the child split off.
+  const std::string bytes = test::read_file(file);
+  const size_t page = static_cast<size_t>(root - 1) * 512;
+  ASSERT_EQ(static_cast<uint8_t>(bytes[page]), 5) << "an interior table page";
+  const size_t cell = page + (static_cast<uint8_t>(bytes[page + 12]) << 8 | static_cast<uint8_t>(bytes[page + 13]));
+  int64_t key = 0;
+  for (size_t i = cell + 4;; ++i) {  // a small varint: rowids up to 300
+    key = key << 7 | (static_cast<uint8_t>(bytes[i]) & 0x7f);
+    if (!(static_cast<uint8_t>(bytes[i]) & 0x80)) break;
+  }
+  ASSERT_GT(key, 1);
+  ASSERT_LT(key, 300);
+  {
+    RawDb raw(file, SQLITE_OPEN_READWRITE);
+    raw.exec("DELETE FROM t WHERE rowid = " + std::to_string(key));
+  }
+  ASSERT_EQ(scanned_rowids(file, root, 1, key, key + 2), (std::vector<int64_t>{key + 1})) << "the key outlived its row";
+  for (const auto& [first, end] : std::vector<std::pair<int64_t, int64_t>>{
+           {key, kRowidMin}, {kRowidMin, kRowidMin}, {5, 5}, {kRowidMax - 1, kRowidMax - 1}, {300, 1}})
+    EXPECT_EQ(scanned_rowids(file, root, 1, first, end), std::vector<int64_t>{}) << first << ", " << end;
+  // No page read: a root past the file is not looked at.
+  EXPECT_EQ(scanned_rowids(file, 100000, 1, 7, 3), std::vector<int64_t>{});
+  EXPECT_THROW(scanned_rowids(file, 100000, 1, 3, 7), pages::PageFormatError);
 }
