@@ -107,7 +107,27 @@ struct RunData {
   std::vector<storage::HookEventRow> hooks;
   std::vector<storage::ModuleComputeRow> compute;
   std::map<std::string, std::string> device_of;  ///< module FQN → execution device
+  std::vector<Span> compiling;  ///< Dynamo's frame compiles (kDynamoCompileRange), merged: sorted, disjoint
 };
+
+// `spans` merged into sorted, disjoint spans.
+std::vector<Span> merged(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::vector<Span> out;
+  for (const Span& x : spans)
+    if (!out.empty() && x.first <= out.back().second) out.back().second = std::max(out.back().second, x.second);
+    else out.push_back(x);
+  return out;
+}
+
+// The time of [a, b] during which Dynamo was compiling (d.compiling).
+int64_t compiling_within(const RunData& d, int64_t a, int64_t b) {
+  int64_t ns = 0;
+  auto it = std::lower_bound(d.compiling.begin(), d.compiling.end(), a,
+                             [](const Span& s, int64_t t) { return s.second <= t; });
+  for (; it != d.compiling.end() && it->first < b; ++it) ns += std::min(b, it->second) - std::max(a, it->first);
+  return ns;
+}
 
 // Execution devices of the run's hooked modules (see compute_stats).
 void find_devices(RunData& d) {
@@ -145,7 +165,7 @@ void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_devic
   std::map<std::tuple<std::string, int, std::string>, std::vector<int64_t>> by_module;
   std::map<std::tuple<std::string, int, std::string>, std::pair<std::set<std::string>, std::vector<int64_t>>> by_device;
   for (const auto& h : d.hooks) {
-    const int64_t ns = h.end_ns - h.start_ns;
+    const int64_t ns = h.end_ns - h.start_ns - compiling_within(d, h.start_ns, h.end_ns);  // hook time's definition
     const int phase = static_cast<int>(h.phase);
     if (per_module) by_module[{h.hook, phase, h.module}].push_back(ns);
     if (per_device) {
@@ -336,10 +356,9 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
   t.hook_calls = static_cast<int64_t>(d.hooks.size());
   const int64_t in_hooks = union_ns(spans);
   // Dynamo compiling inside a hook call: the overlap of the two unions, |H| + |C| − |H ∪ C|.
-  std::vector<Span> compiles = d.hooks.empty() ? std::vector<Span>{} : d.rd.cpu_op_spans(d.run, kDynamoCompileRange);
-  if (!compiles.empty()) {
-    const int64_t compiling = union_ns(compiles);
-    spans.insert(spans.end(), compiles.begin(), compiles.end());
+  if (!d.compiling.empty()) {
+    const int64_t compiling = union_ns(d.compiling);
+    spans.insert(spans.end(), d.compiling.begin(), d.compiling.end());
     t.hook_compile_ns = in_hooks + compiling - union_ns(std::move(spans));
   }
   t.hook_busy_ns = in_hooks - t.hook_compile_ns;
@@ -377,7 +396,8 @@ RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& r
   s.mode = rec.mode;
   s.fullgraph = rec.fullgraph;
   s.status = std::string(tracer::to_string(rec.status));
-  RunData d{rd, rec.id, rd.hook_events(rec.id), rd.module_compute(rec.id), {}};
+  RunData d{rd, rec.id, rd.hook_events(rec.id), rd.module_compute(rec.id), {}, {}};
+  if (!d.hooks.empty()) d.compiling = merged(rd.cpu_op_spans(rec.id, kDynamoCompileRange));
   if (want.count("hook_time_by_device") || want.count("hook_time")) find_devices(d);
   hook_reports(d, s, want.count("hook_time") > 0, want.count("hook_time_by_device") > 0);
   if (want.count("device_compute")) device_compute(d, s);

@@ -22,6 +22,8 @@ namespace hs::reports {
 /// The reports, in the order `hookscope stats` prints them:
 ///   hook_time            hook class × phase × module (with the module's execution device)
 ///   hook_time_by_device  hook class × phase × execution device (modules pooled)
+///                        (both: each call's time less Dynamo's compiling inside it, as
+///                        StatsTotals::hook_busy_ns)
 ///   device_compute       module compute per execution device
 ///   transfers            activation transfers that moved bytes, by copy kind and device pair
 ///                        (src → dst); calls that moved nothing are counted apart in the totals

@@ -679,6 +679,12 @@ TEST(ImportKineto, HookTimeLeavesOutDynamosCompilingInsideTheHooks) {
   EXPECT_EQ(t["hook_calls"], 2);
   EXPECT_EQ(t["hook_compile_ns"], 70'000) << "60 µs inside pre_forward, 10 µs of post_forward";
   EXPECT_EQ(t["hook_busy_ns"], 120'000 - 70'000) << t.dump();
+  // Each call's hook time in the breakdown leaves it out the same way: 100 − 60, 20 − 10 µs.
+  std::map<std::string, int64_t> by_phase;
+  const nlohmann::json doc = test::read_json(dir / "s.json");
+  for (const auto& row : doc["reports"]["hook_time"])
+    by_phase[row["phase"].get<std::string>()] = row["total_ns"].get<int64_t>();
+  EXPECT_EQ(by_phase, (std::map<std::string, int64_t>{{"post_forward", 10'000}, {"pre_forward", 40'000}}));
 }
 
 // ---- bad input -------------------------------------------------------------------------------
