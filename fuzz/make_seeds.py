@@ -36,6 +36,11 @@ The seeds, per target:
   torch_trace_fuzz        tests/oracles/compile_log.py's per-cell TORCH_TRACE logs
   capture_reader_fuzz     captures written by the real Store (fuzz/make_capture_seed, the tests'
                           synthetic writer), and one with RUNS JSON nested past the readers' bound
+  btree_pages_fuzz        those captures, closed (rollback-journal mode: the page reader's files)
+                          and rewritten with 512-byte pages, and a small database written by
+                          Python's sqlite3 with every integer width, NULLs, REAL, TEXT, BLOB,
+                          extreme rowids, added columns, a rowid alias, an index, a WITHOUT ROWID
+                          table, a generated column and an overflowed record
 Each part is skipped when its output is already there (--force rewrites everything).
 """
 import argparse
@@ -488,7 +493,76 @@ def capture_part(s, tool):
     return {}
 
 
-PARTS = ["tokenizer", "safetensors", "config", "offload", "device_map", "kineto", "torch_trace", "capture"]
+def values_db(path):
+    """A small database of every kind of value the page reader meets, 512-byte pages (trees two
+    and three pages deep), in rollback-journal mode."""
+    import sqlite3
+    if os.path.exists(path):
+        os.remove(path)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA page_size=512")
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.execute("CREATE TABLE ints (a INTEGER, b, c REAL, d TEXT, e BLOB)")
+    widths = [0, 1, -1, 2, 127, -128, 128, 32767, -32768, 2**23 - 1, -2**23, 2**31 - 1, -2**31, 2**47 - 1,
+              -2**47, 2**47, 2**63 - 1, -2**63]
+    rows = []
+    for i in range(240):
+        w = widths[i % len(widths)]
+        rows.append((w, None if i % 7 == 0 else i * 1000003, float(i) if i % 3 else i + 0.5,
+                     None if i % 5 else "t%d" % i, bytes([i % 256]) * (i % 9) if i % 4 == 0 else None))
+    con.executemany("INSERT INTO ints VALUES (?, ?, ?, ?, ?)", rows)
+    # Records written before a column was added: shorter than the table.
+    con.execute("ALTER TABLE ints ADD COLUMN f INTEGER")
+    con.execute("ALTER TABLE ints ADD COLUMN g INTEGER DEFAULT 7")
+    con.execute("INSERT INTO ints (a, f, g) VALUES (1, 2, 3)")
+    # Rowids at int64's ends and below zero (last: past 2**63 - 1 SQLite picks new ones at random).
+    for rowid in (-2**63, -5, -1, 2**63 - 1):
+        con.execute("INSERT INTO ints (rowid, a, b) VALUES (?, ?, ?)", (rowid, rowid, 7))
+    con.execute("CREATE INDEX ints_b ON ints (b)")
+    con.execute("CREATE TABLE alias (id INTEGER PRIMARY KEY, v INTEGER)")
+    con.executemany("INSERT INTO alias VALUES (?, ?)", [(i * 3, -i) for i in range(60)])
+    con.execute("CREATE TABLE named (rowid INTEGER, oid INTEGER, x)")
+    con.executemany("INSERT INTO named VALUES (?, ?, ?)", [(-i, i, i * i) for i in range(20)])
+    con.execute("CREATE TABLE keyed (k INTEGER PRIMARY KEY, v) WITHOUT ROWID")
+    con.executemany("INSERT INTO keyed VALUES (?, ?)", [(i, i) for i in range(30)])
+    con.execute("CREATE TABLE gen (a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL, c INTEGER)")
+    con.executemany("INSERT INTO gen (a, c) VALUES (?, ?)", [(i, -i) for i in range(10)])
+    con.execute("CREATE TABLE big (a INTEGER, b BLOB)")
+    con.executemany("INSERT INTO big VALUES (?, ?)", [(1, b"x" * 1500), (2, b"y" * 400), (3, None)])
+    con.commit()
+    con.close()
+
+
+def btree_pages_part(s, tool):
+    if not s.fresh("btree_pages_fuzz"):
+        return {}
+    if not tool or not os.access(tool, os.X_OK):
+        sys.exit(f"make_seeds: no capture seed writer at {tool} (build the make_capture_seed target)")
+    import sqlite3
+    d = os.path.join(s.work, "btree-pages")
+    shutil.rmtree(d, ignore_errors=True)
+    subprocess.run([tool, d], check=True)
+    for f in sorted(os.listdir(d)):
+        if not f.endswith(".sqlite"):
+            continue
+        path = os.path.join(d, f)
+        con = sqlite3.connect(path)
+        mode = con.execute("PRAGMA journal_mode").fetchone()[0]
+        con.execute("PRAGMA page_size=512")
+        con.execute("VACUUM")
+        con.close()
+        if mode != "delete":
+            sys.exit(f"make_seeds: {path} is in journal mode {mode}, not the closed capture's 'delete'")
+        s.seed("btree_pages_fuzz", f[:-len(".sqlite")] + "-p512.sqlite", open(path, "rb").read())
+    values = os.path.join(d, "values.sqlite")
+    values_db(values)
+    s.seed("btree_pages_fuzz", "values.sqlite", open(values, "rb").read())
+    s.done("btree_pages_fuzz")
+    return {}
+
+
+PARTS = ["tokenizer", "safetensors", "config", "offload", "device_map", "kineto", "torch_trace", "capture",
+         "btree_pages"]
 
 
 def main():
@@ -510,7 +584,7 @@ def main():
         if part == "offload" and "safetensors" not in parts:
             safetensors_part(s)  # the offload oracle reads the tiny checkpoint it writes
         fn = globals()[f"{part}_part"]
-        env.update(fn(s, a.capture_seed) if part == "capture" else fn(s))
+        env.update(fn(s, a.capture_seed) if part in ("capture", "btree_pages") else fn(s))
     for k, v in env.items():
         print(f"export {k}={v}")
 
