@@ -118,4 +118,17 @@ const Fact& fact(std::string_view key) {
   throw std::out_of_range("hookscope has no fact named '" + std::string(key) + "'");
 }
 
+bool applies_to(const Fact& f, const std::set<std::string>& engines) {
+  const auto any = [&](std::initializer_list<const char*> of) {
+    for (const char* e : of)
+      if (engines.count(e)) return true;
+    return false;
+  };
+  if (f.source == "torch._dynamo.explain" || f.source == "Dynamo's compilation metrics") return any({"torch", "import"});
+  if (f.source == "LibTorch engine") return any({"libtorch", "import"});
+  if (f.source == "measured" || f.source == "accelerate") return any({"torch", "libtorch"});
+  if (f.source == "hookscope profile") return any({"profile"});
+  return true;
+}
+
 }  // namespace hs::facts

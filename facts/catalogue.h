@@ -9,6 +9,8 @@
 // name of its own.
 #pragma once
 
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,5 +31,12 @@ const std::vector<Fact>& catalogue();
 /// The fact named `key`. Throws std::out_of_range naming the key when there is none (a view
 /// asking for an undeclared figure is a programming error).
 const Fact& fact(std::string_view key);
+
+/// Whether a figure of `f`'s source can be shown for runs of `engines` (RUNS.engine: "torch",
+/// "libtorch", "profile", "import"): Dynamo's explain and compile metrics for torch engine runs,
+/// the LibTorch engine's for its own, both for imported exports; measured generates and
+/// accelerate's hooked modules for the two engines; a profiled program's for profiled runs; the
+/// TORCH_TRACE log's and the recorded events' for every run. A glossary lists these only.
+bool applies_to(const Fact& f, const std::set<std::string>& engines);
 
 }  // namespace hs::facts

@@ -239,11 +239,13 @@ void write_verdicts(std::ostringstream& md, const json& verdicts, bool links) {
   md << "A run's breaks: `hookscope explain FILE --run ID`; every figure is defined under \"figures\" at the end.\n\n";
 }
 
-// The figures the report names, each with its one definition (facts/catalogue.h).
-void write_glossary(std::ostringstream& md) {
+// The figures the report can name for runs of `engines`, each with its one definition
+// (facts/catalogue.h).
+void write_glossary(std::ostringstream& md, const std::set<std::string>& engines) {
   md << "\n### figures\n\n";
   for (const facts::Fact& f : facts::catalogue())
-    md << "- **" << f.label << "** (" << f.unit << "; " << f.source << "): " << f.definition << "\n";
+    if (facts::applies_to(f, engines))
+      md << "- **" << f.label << "** (" << f.unit << "; " << f.source << "): " << f.definition << "\n";
 }
 
 // What every table of the report reads: the runs, the devices, and the scenarios and modes in
@@ -840,7 +842,9 @@ std::string render_tables_markdown(const json& original) {
     md << "\n";
     write_settings(md, report["settings"]);
   }
-  write_glossary(md);
+  std::set<std::string> engine_names;
+  for (const auto& [e, v] : engines) engine_names.insert(e.empty() ? "libtorch" : e);  // files before engines were named
+  write_glossary(md, engine_names);
   return md.str();
 }
 

@@ -256,6 +256,10 @@ TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("no capture range was recorded"), std::string::npos) << report.out;
   EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << "not the wrong cause\n" << report.out;
+  // The figures it defines are those a profiled program can have: no generate's, no explain's.
+  EXPECT_NE(report.out.find("- **exit status** ("), std::string::npos) << report.out;
+  for (const char* absent : {"- **compiled decode** (", "- **graph breaks (Dynamo, one forward)** (", "- **captured regions†** ("})
+    EXPECT_EQ(report.out.find(absent), std::string::npos) << absent;
   const auto ex = hs::test::hookscope({"explain", out.string(), "--run", std::to_string(runs[0].id)});
   EXPECT_NE(ex.out.find("Command: " + hs::test::python() + " -c 'import sys; "), std::string::npos)
       << "the command as it would be typed\n" << ex.out;

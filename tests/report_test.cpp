@@ -136,6 +136,28 @@ TEST(Report, AProfiledProgramsVerdictJudgesEnoughIterationsAndKeepsCompilesOutOf
   EXPECT_EQ(v["iteration_speedup"]["verdict"], "faster") << v.dump();
 }
 
+// The figures at the end define what the report's runs can show: a LibTorch engine capture (a
+// file from before engines were named reads as one) no explain figure, a torch one no region
+// figure, neither a profiled program's.
+TEST(Report, TheFiguresListedAreThoseItsEnginesCanShow) {
+  json r = sample_report();
+  auto listed = [](const std::string& md, const char* label) {
+    return md.find("- **" + std::string(label) + "** (") != std::string::npos;
+  };
+  std::string md = hs::reports::render_markdown(r);
+  EXPECT_TRUE(listed(md, "compiled decode"));
+  EXPECT_TRUE(listed(md, "captured regions†"));
+  EXPECT_TRUE(listed(md, "graph-break records in the log"));
+  EXPECT_FALSE(listed(md, "graph breaks (Dynamo, one forward)"));
+  EXPECT_FALSE(listed(md, "exit status"));
+  for (auto& run : r["runs"]) run["engine"] = "torch";
+  md = hs::reports::render_markdown(r);
+  EXPECT_TRUE(listed(md, "graph breaks (Dynamo, one forward)"));
+  EXPECT_TRUE(listed(md, "compiled decode"));
+  EXPECT_FALSE(listed(md, "captured regions†"));
+  EXPECT_FALSE(listed(md, "exit status"));
+}
+
 TEST(Report, NoiseIsNotColouredAsAWinAndSaysWhy) {
   json r = sample_report();
   r["runs"][4]["speedup"] = {{"vs_eager", 1.04}, {"verdict", "within noise"},
