@@ -879,7 +879,13 @@ void Importer::metadata(std::string_view key, const json& v) {
     }
   } else if (key == "ERROR" || key == "WARNING") {
     for (const json& line : v.is_array() ? v : json::array({v}))
-      if (line.is_string()) s_.diagnostics.push_back("Kineto " + std::string(key) + ": " + line.get<std::string>());
+      if (line.is_string()) {
+        std::string d = "Kineto " + std::string(key) + ": " + line.get<std::string>();
+        // A CUDA build of torch on a machine without a GPU says this on every trace.
+        if (d.find("gpuGetDeviceCount failed") != std::string::npos)
+          d += " (Kineto found no CUDA device: the trace holds host activity only)";
+        s_.diagnostics.push_back(std::move(d));
+      }
   }
 }
 

@@ -687,6 +687,22 @@ TEST(ImportKineto, HookTimeLeavesOutDynamosCompilingInsideTheHooks) {
   EXPECT_EQ(by_phase, (std::map<std::string, int64_t>{{"post_forward", 10'000}, {"pre_forward", 40'000}}));
 }
 
+// Kineto's own errors are kept as the run's notes; the one a CUDA build of torch writes on a
+// machine without a GPU says what it means.
+TEST(ImportKineto, KinetosNoDeviceErrorSaysWhatItMeans) {
+  const fs::path dir = test::scratch_dir("import_kineto_no_gpu");
+  write(dir / "t.json", R"J({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 6, "ts": 1, "dur": 1}],
+    "ERROR": ["ERROR:2026-12-06 18:28:54 15918:15918 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35"]})J");
+  const Imported im = import_trace(dir / "capture.hscope", dir / "t.json");
+  std::string notes;
+  for (const auto& d : im.summary.diagnostics) notes += d + "\n";
+  EXPECT_NE(notes.find("Kineto ERROR: ERROR:2026-12-06 18:28:54 15918:15918 DeviceProperties.cpp:48] gpuGetDeviceCount "
+                       "failed with code 35 (Kineto found no CUDA device: the trace holds host activity only)"),
+            std::string::npos)
+      << notes;
+}
+
 // ---- bad input -------------------------------------------------------------------------------
 TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
   const fs::path dir = test::scratch_dir("import_kineto_bad");
