@@ -168,7 +168,8 @@ std::string read_text(const fs::path& f) {
 struct Recorded {
   json result = json::object();
   std::string error;
-  std::vector<std::string> diagnostics;
+  std::vector<std::string> diagnostics;   // the recording's notes, stored by the caller
+  std::vector<std::string> import_notes;  // the import's, already stored (source "import"): printed only
 };
 
 // The session's profile.json and traces, and the compile log, into run `run`.
@@ -193,7 +194,7 @@ Recorded import_recording(storage::Store& store, int64_t run, const fs::path& di
     if (s.compile_log.is_object())
       for (const char* k : {"recompiles", "frames_skipped", "recompile_limit_hits", "unique_graphs"})
         if (s.compile_log.contains(k)) r.result[k] = s.compile_log[k];
-    r.diagnostics.insert(r.diagnostics.end(), s.diagnostics.begin(), s.diagnostics.end());
+    r.import_notes.insert(r.import_notes.end(), s.diagnostics.begin(), s.diagnostics.end());
   };
   // The compile log goes with the first trace; without any range (markers never called, a
   // delay past the end) on its own: the compiles still count.
@@ -294,10 +295,10 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
     versions.update(*v);
     store.set_run_versions(run, versions);
   }
-  for (const auto& d : rec.diagnostics) {
-    store.add_diagnostic(run, storage::Severity::Warning, "profile", d);
-    std::fprintf(stderr, "[hookscope] profile: run %lld: %s\n", static_cast<long long>(run), output::terminal_text(d).c_str());
-  }
+  for (const auto& d : rec.diagnostics) store.add_diagnostic(run, storage::Severity::Warning, "profile", d);
+  for (const auto* notes : {&rec.import_notes, &rec.diagnostics})
+    for (const auto& d : *notes)
+      std::fprintf(stderr, "[hookscope] profile: run %lld: %s\n", static_cast<long long>(run), output::terminal_text(d).c_str());
   result["status"] = rec.error.empty() ? "ok" : "failed";
   if (!rec.error.empty()) result["error"] = rec.error;
   store.set_run_result(run, result);

@@ -179,6 +179,12 @@ TEST(Profile, BothPoliciesRecordDynamosOwnBreaksHookRangesAndSwapsBetweenTheMark
     EXPECT_EQ(run.results.value("stderr_tail", "").find("Profiler clears events"), std::string::npos)
         << "hookscope's profiler says nothing into the program's stderr";
     EXPECT_EQ(run.results["command"].back(), "7");
+    std::set<std::string> notes;  // each note once (the import's are not stored again by profile)
+    for (const auto& d : rd.diagnostics(run.id)) {
+      if (d.run_id) {
+        EXPECT_TRUE(notes.insert(d.text).second) << d.text;
+      }
+    }
     EXPECT_EQ(run.results["versions"].value("policy", ""), run.policy);
     // Dynamo's own count for the compiled model, as explain gives it for the same model, in the
     // process that ran the script without hookscope under the same policy.

@@ -247,15 +247,17 @@ void View::DrawLogBreaks(const storage::RunRecord& run) {
     return res.contains(k) && res[k].is_number() ? std::to_string(res[k].get<int64_t>()) : std::string("-");
   };
   // Each figure under its catalogue name (facts/catalogue.h), as report and explain print it. A
-  // torch engine run has Dynamo's count of one forward; a profiled program or an imported log
-  // only the log's, over every compile of the run.
+  // torch engine run (or its export imported back) has Dynamo's count of one forward; a profiled
+  // program or an imported log only the log's, over every compile of the run.
   const auto figure = [&](const char* k) { return std::string(facts::fact(k).label) + ": " + num(k); };
-  const bool one_forward = run.engine == "torch";
+  const bool one_forward = res.contains("graph_break_count") && res["graph_break_count"].is_number();
   m_layout.table_title =
       (one_forward ? figure("graph_break_count") : figure("log_graphs") + "    " + figure("log_graph_break_count")) +
       "    " + figure("log_graph_break_records") + " (every compile of run " + std::to_string(run.id) +
-      (one_forward ? ": prefill, decode steps, restarts)" : ")") + "    " + figure("recompiles") + "    " +
-      figure("frames_skipped") + "    " + figure("recompile_limit_hits");
+      (one_forward ? ": prefill, decode steps, restarts)    " + figure("recompiles") + "    " + figure("frames_skipped") +
+                         "    " + figure("recompile_limit_hits")
+                   : ")    " + figure("log_recompiles") + "    " + figure("log_frames_skipped") + "    " +
+                         figure("log_recompile_limit_hits"));
   text(m_layout.table_title);
   if (rows.empty())
     return empty_note(run.mode == "eager" ? "no graph breaks: eager runs compile nothing"
