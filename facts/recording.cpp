@@ -32,4 +32,11 @@ std::string recording_overhead_text(const RecordingOverhead& o) {
   return buf;
 }
 
+std::string recording_overhead_detail(const RecordingOverhead& o) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.2f ms recorded ÷ %.2f ms, the median of %lld unrecorded generate%s", o.profiled_ms,
+                o.unrecorded_median_ms, static_cast<long long>(o.unrecorded_n), o.unrecorded_n == 1 ? "" : "s");
+  return buf;
+}
+
 }  // namespace hs::facts

@@ -2,8 +2,9 @@
 // its measured generates unrecorded and then runs one more generate under torch.profiler with
 // the hook ranges (the one its trace, so its timeline, holds): that generate's wall time over
 // the median of the measured ones says how much longer every duration on the timeline is than
-// the run the latency tables time. The report's latency table and the viewer's timeline header
-// read it from here (catalogue key `recording_overhead`).
+// the run the latency tables time. report.json, the report's latency and runs tables, the
+// viewer's timeline header, `stats`, `explain` and the Chrome export read it from here (catalogue
+// key `recording_overhead`); a run without it shows none.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +29,9 @@ std::optional<RecordingOverhead> recording_overhead(const nlohmann::json& result
 
 /// "1.27×" (two decimals): how every view writes the ratio.
 std::string recording_overhead_text(const RecordingOverhead& o);
+
+/// "130.00 ms recorded ÷ 100.00 ms, the median of 3 unrecorded generates": the two times the
+/// ratio divides, as the views that explain it write them.
+std::string recording_overhead_detail(const RecordingOverhead& o);
 
 }  // namespace hs::facts
