@@ -13,6 +13,8 @@
 
 #include "cli/cli_util.h"
 #include "facts/breaks.h"
+#include "facts/catalogue.h"
+#include "facts/recording.h"
 #include "storage/capture_reader.h"
 #include "output/paths.h"
 #include "output/text.h"
@@ -77,6 +79,38 @@ std::string text_cell(const std::string& column, const json& v) {
   return v.dump();
 }
 
+// The runs' recording_overhead (facts/recording.h) as a table of the text form, under the
+// catalogue's label: every selected run, "not measured" where nothing ran unrecorded beside its
+// profiled generate; no table when no run has the figure (a capture without torch engine runs).
+std::optional<reports::StatsTable> recording_table(const storage::CaptureReader& rd,
+                                                   const std::vector<reports::RunStats>& runs) {
+  const facts::Fact& f = facts::fact("recording_overhead");
+  reports::StatsTable t{"recording_overhead", std::string(f.label) + ": " + std::string(f.definition), "",
+                        {"run", "engine", "cell", std::string(f.label), "recorded generate (ms)",
+                         "unrecorded median (ms)", "unrecorded generates"},
+                        {}};
+  bool any = false;
+  const auto ms = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    return json(buf);
+  };
+  for (const reports::RunStats& r : runs) {
+    const auto o = facts::recording_overhead(rd.run(r.run).results);
+    any |= o.has_value();
+    std::vector<json> row{r.run, reports::shortened_text(r.engine, reports::kMaxStatsCell),
+                          reports::shortened_text(r.cell, reports::kMaxStatsCell)};
+    if (o)
+      row.insert(row.end(), {facts::recording_overhead_text(*o), ms(o->profiled_ms), ms(o->unrecorded_median_ms),
+                             json(std::to_string(o->unrecorded_n))});
+    else
+      row.insert(row.end(), {"not measured", "", "", ""});
+    t.rows.push_back(std::move(row));
+  }
+  if (!any) return std::nullopt;
+  return t;
+}
+
 struct StatsArgs {
   std::string file, reports, format = "table", out;
   int64_t run_id = 0;
@@ -122,10 +156,14 @@ int run_stats(const StatsArgs& a) {
                             "recompile_limit_hits", "log_graph_break_records", "disabled_scope_entries",
                             "captured_regions", "recorded_disabled_scope_entries"})
         b[k] = f[k];
+      // What recording cost the run's timeline, as report.json has it (null: not measured).
+      const auto o = facts::recording_overhead(rd.run(runs[i].run).results);
+      doc["runs"][i]["recording_overhead"] = o ? json(o->ratio) : json(nullptr);
     }
     text = output::json_text(doc, 2) + "\n";
   } else {
-    text = stats_text(tables);
+    const auto overhead = recording_table(rd, runs);
+    text = (overhead ? stats_text({*overhead}) : "") + stats_text(tables);
   }
   if (a.out.empty()) {
     std::cout << (a.format == "json" ? text : output::terminal_text(text));  // names from the capture and its logs
