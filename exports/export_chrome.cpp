@@ -11,7 +11,9 @@
 #include "output/text.h"
 #include "output/output_file.h"
 #include "facts/breaks.h"
+#include "facts/catalogue.h"
 #include "facts/iterations.h"
+#include "facts/recording.h"
 #include "importers/dynamo_text.h"
 #include "importers/kineto_trace.h"
 #include "tracer/kind_names.h"
@@ -559,6 +561,20 @@ void ChromeExporter::metadata() {
   }
 }
 
+// The run's recording_overhead as the export writes it: {ratio, text, label, profiled_ms,
+// unrecorded_median_ms, unrecorded_n}, or null.
+std::string recording_overhead_json(const nlohmann::json& results) {
+  const auto o = facts::recording_overhead(results);
+  if (!o) return "null";
+  const nlohmann::json j{{"ratio", o->ratio},
+                         {"text", facts::recording_overhead_text(*o)},
+                         {"label", std::string(facts::fact("recording_overhead").label)},
+                         {"profiled_ms", o->profiled_ms},
+                         {"unrecorded_median_ms", o->unrecorded_median_ms},
+                         {"unrecorded_n", o->unrecorded_n}};
+  return output::json_text(j, -1);
+}
+
 std::string header(const ExportRows& d, const CaptureReader& reader, int64_t base_ns, const ChromeExportOptions& o) {
   std::string h = "{\n\"schemaVersion\": 1,\n\"deviceProperties\": [";
   for (size_t i = 0; i < d.gpus.size(); ++i) {
@@ -583,6 +599,9 @@ std::string header(const ExportRows& d, const CaptureReader& reader, int64_t bas
   // The run's break facts (facts/breaks.h), the figures report and explain show: what `import`
   // gives the run back, so a round trip keeps Dynamo's counts and the log's records.
   hs.raw("facts", output::json_text(facts::break_facts(reader, d.run), -1));
+  // What recording cost this timeline (facts/recording.h): a torch engine run's profiled generate
+  // over its unrecorded ones, as report.json has it; null where nothing ran unrecorded beside it.
+  hs.raw("recording_overhead", recording_overhead_json(d.run.results));
   h += "\"hookscope\": {" + hs.inner() + "},\n";
   h += "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": " + std::to_string(base_ns) + ",\n\"traceEvents\": [";
   return h;

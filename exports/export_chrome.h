@@ -5,7 +5,9 @@
 //
 // The document: `schemaVersion`, `deviceProperties` (TARGET_INFO_GPU), `distributedInfo`
 // ({"rank": R, "world_size": W}), `baseTimeNanoseconds` (the run's earliest event, whole µs),
-// a `hookscope` object naming the capture and the run, then `traceEvents`. Every `ts` / `dur`
+// a `hookscope` object naming the capture and the run (with its break facts and, for a torch
+// engine run, `recording_overhead`: what recording cost this timeline, facts/recording.h; null
+// for any other run), then `traceEvents`. Every `ts` / `dur`
 // is µs since baseTimeNanoseconds with three decimals (ns precision, written from integers).
 //
 // Where each kind goes (the hookscope:: range names are the importer's, docs/torch-engine.md):
