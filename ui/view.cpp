@@ -55,6 +55,7 @@ nlohmann::json FrameLayout::to_json() const {
   j["table_rows"] = static_cast<int64_t>(table_rows.size());
   j["table_headers"] = nlohmann::json::array();
   for (const auto& h : table_headers) j["table_headers"].push_back({{"name", h.name}, {"rect", {h.x0, h.y0, h.x1, h.y1}}});
+  j["run_headers"] = run_headers;
   j["diagnostic_lines"] = diagnostic_lines;
   j["merged_samples"] = nlohmann::json::array();
   for (const auto& m : merged_samples)
@@ -339,6 +340,7 @@ void View::Frame(float width, float height) {
   m_layout.table_rows.clear();
   m_layout.table_headers.clear();
   m_layout.diagnostic_lines.clear();
+  m_layout.run_headers.clear();
   m_layout.merged_samples.clear();
   m_layout.run_rows.clear();
   m_layout.merged_boxes = m_layout.drawn_boxes = m_layout.drawn_flows = 0;

@@ -102,6 +102,10 @@ struct FrameLayout {
     float x0, y0, x1, y1;
   };
   std::vector<TableHeader> table_headers;
+  /// The run header bars drawn this frame (the primary run's, then the compared one's), as drawn:
+  /// "run 3: sharded, whole-hook, default [torch] (complete, ...)    timeline's generate vs
+  /// unrecorded 1.27×".
+  std::vector<std::string> run_headers;
   /// The diagnostics strip's lines as drawn this frame: "[tag] text" ("[warning] run 3: ...").
   std::vector<std::string> diagnostic_lines;
   /// The first merged "zoom in" blocks drawn this frame (kMergedSamples at most): the time

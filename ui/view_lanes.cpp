@@ -9,6 +9,8 @@
 
 #include <imgui.h>
 
+#include "facts/catalogue.h"
+#include "facts/recording.h"
 #include "ui/text_fit.h"
 #include "ui/view.h"
 #include "ui/view_style.h"
@@ -88,8 +90,11 @@ void zigzag(ImDrawList* dl, float x0, float x1, float y0, float y1, ImU32 c) {
 
 /// "run 3: sharded, whole-hook, default (complete, 1234 events, 5.20 ms)" across the lanes;
 /// a run from a trace adds its label and engine: "run 5 'pr.json': imported [import] (...)";
-/// with several captures open, the capture's name comes first: "pr: run 3: ...".
-void draw_run_header(LanePass& p) {
+/// with several captures open, the capture's name comes first: "pr: run 3: ...". A torch engine
+/// run ends with what recording cost its timeline (facts/recording.h) under the catalogue's
+/// label, "timeline's generate vs unrecorded 1.27×" (hover: its definition and times), or "...
+/// not measured" when it holds none. Returns the text as drawn.
+std::string draw_run_header(LanePass& p) {
   const auto& r = p.tl.run;
   const std::string status = r.status == tracer::RunStatus::Incomplete ? "incomplete"
                              : r.status == tracer::RunStatus::Failed   ? "failed"
@@ -98,16 +103,29 @@ void draw_run_header(LanePass& p) {
   for (const std::string* part : {&r.scenario, &r.policy, &r.mode})
     if (!part->empty()) what += (what.empty() ? "" : ", ") + *part;
   if (r.fullgraph) what += what.empty() ? "fullgraph" : ", fullgraph";
-  const std::string text = p.capture_prefix + "run " + std::to_string(r.id) + (r.label.empty() ? "" : " '" + r.label + "'") + ": " + what +
-                           (r.engine.empty() || r.engine == "libtorch" ? "" : " [" + r.engine + "]") + " (" + status + ", " +
-                           (r.dropped_records ? std::to_string(r.dropped_records) + " records DROPPED, " : "") +
-                           std::to_string(p.tl.event_count()) + " events, " +
-                           format_duration(static_cast<double>(p.tl.duration_ns)) + ")";
+  std::string text = p.capture_prefix + "run " + std::to_string(r.id) + (r.label.empty() ? "" : " '" + r.label + "'") + ": " + what +
+                     (r.engine.empty() || r.engine == "libtorch" ? "" : " [" + r.engine + "]") + " (" + status + ", " +
+                     (r.dropped_records ? std::to_string(r.dropped_records) + " records DROPPED, " : "") +
+                     std::to_string(p.tl.event_count()) + " events, " +
+                     format_duration(static_cast<double>(p.tl.duration_ns)) + ")";
+  const facts::Fact& fact = facts::fact("recording_overhead");
+  const auto overhead = facts::recording_overhead(r.results);
+  if (overhead || r.engine == "torch")
+    text += "    " + std::string(fact.label) + " " + (overhead ? facts::recording_overhead_text(*overhead) : "not measured");
+  text = display_text(std::move(text), style::font_has_typography());
   if (p.visible(p.y, p.y + style::kHeaderHeight)) {
     p.dl->AddRectFilled(ImVec2(p.label_x, p.y), ImVec2(p.x1, p.y + style::kHeaderHeight), style::kRunHeader);
     p.dl->AddText(ImVec2(p.label_x + 4, p.y + 3), style::kText, text.c_str());
+    if (overhead && p.mouse_in && p.mouse.y >= p.y && p.mouse.y < p.y + style::kHeaderHeight && p.mouse.x >= p.label_x &&
+        p.mouse.x < p.x1)
+      ImGui::SetTooltip("%s", display_text(std::string(fact.label) + ": " + facts::recording_overhead_text(*overhead) +
+                                               " (" + facts::recording_overhead_detail(*overhead) + ")\n" +
+                                               std::string(fact.definition),
+                                           style::font_has_typography())
+                                  .c_str());
   }
   p.y += style::kHeaderHeight;
+  return text;
 }
 
 /// A lane's band (every other lane: the rest shows the cleared background, since under a
@@ -256,7 +274,7 @@ float View::DrawRunLanes(ImDrawList* dl, int slot, float x0, float x1, float y, 
   const float run_y0 = y;
   dl->ChannelsSplit(kLayerCount);
   dl->ChannelsSetCurrent(kEventLayer);
-  draw_run_header(p);
+  m_layout.run_headers.push_back(draw_run_header(p));
   for (size_t g = 0; g < tl.groups.size(); ++g) DrawLaneGroup(p, g);
   const float run_y1 = p.y;
   dl->ChannelsSetCurrent(kFlowLayer);

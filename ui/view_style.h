@@ -11,10 +11,11 @@
 
 namespace hs::ui::style {
 
-/// Whether the current font draws the report's '†', '–' and '−' (ui/typography.h).
+/// Whether the current font draws the report's '†', '–', '−' and '×' (ui/typography.h).
 inline bool font_has_typography() {
   const ImFont* f = ImGui::GetCurrentContext() ? ImGui::GetFont() : nullptr;
-  return f && f->FindGlyphNoFallback(0x2020) && f->FindGlyphNoFallback(0x2013) && f->FindGlyphNoFallback(0x2212);
+  return f && f->FindGlyphNoFallback(0x2020) && f->FindGlyphNoFallback(0x2013) && f->FindGlyphNoFallback(0x2212) &&
+         f->FindGlyphNoFallback(0x00D7);
 }
 
 

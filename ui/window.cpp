@@ -94,10 +94,10 @@ GlWindow::GlWindow(int width, int height, bool visible, const std::string& title
   m_imgui = ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = nullptr;  // no imgui.ini written into the working directory
-  // ImGui's default font (ASCII) with the report's '†', '–' and '−' merged in (ui/typography.h).
+  // ImGui's default font (ASCII) with the report's '×', '†', '–' and '−' merged in (ui/typography.h).
   io.Fonts->AddFontDefault();
   if (std::error_code ec; std::filesystem::is_regular_file(kTypographyFont, ec)) {
-    static const ImWchar kRanges[] = {0x2013, 0x2013, 0x2020, 0x2020, 0x2212, 0x2212, 0};
+    static const ImWchar kRanges[] = {0x00D7, 0x00D7, 0x2013, 0x2013, 0x2020, 0x2020, 0x2212, 0x2212, 0};
     ImFontConfig merge;
     merge.MergeMode = true;
     io.Fonts->AddFontFromFileTTF(kTypographyFont, 13.0f, &merge, kRanges);
