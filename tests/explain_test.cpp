@@ -10,6 +10,8 @@
 #include <string>
 
 #include "storage/capture_reader.h"
+#include "storage/store.h"
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -184,6 +186,49 @@ TEST(ExplainCli, TorchRunsCountOneForwardLikeDynamoExplain) {
   EXPECT_EQ(o["graph_break_count"], 0);
   EXPECT_TRUE(o["break_reasons"].empty()) << o["break_reasons"].dump();
   EXPECT_GT(explain_json(torch_capture(), run_of(torch_capture(), "whole-hook").id)["graph_break_count"].get<int64_t>(), 0);
+}
+
+// What recording cost a torch engine run's timeline (facts/recording.h) under the catalogue's
+// label: its profiled generate (130 ms) over the median of its unrecorded ones (90, 200, 100 ms:
+// 100, where their mean would read 1.00× and the inverse 0.77×), with both times; report.json's
+// number in --json. A LibTorch run says nothing of it, a torch run without measured generates
+// "not measured".
+TEST(ExplainCli, ATorchRunSaysWhatRecordingCostItsTimeline) {
+  const fs::path db = hs::test::scratch_dir("explain-recording-overhead") / "capture.sqlite";
+  std::vector<int64_t> ids;
+  {
+    hs::storage::Store store(db);
+    hs::storage::add_synthetic_devices(store, 2);
+    hs::storage::SyntheticRun s;
+    s.devices = 2;
+    s.layers = 2;
+    s.tokens = 2;
+    for (int i = 0; i < 3; ++i) ids.push_back(hs::storage::write_synthetic_run(store, s).run_id);
+    hs::storage::set_torch_generate_times(store, ids[0], 130.0, {90.0, 200.0, 100.0});
+    store.set_run_engine(ids[1], "libtorch");
+    store.set_run_engine(ids[2], "torch");
+    store.finalize();
+    store.close();
+  }
+  const auto explain = [&](int64_t run, bool as_json) {
+    std::vector<std::string> args{"explain", db.string(), "--run", std::to_string(run)};
+    if (as_json) args.push_back("--json");
+    auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_DOUBLE_EQ(json::parse(explain(ids[0], true))["recording_overhead"].get<double>(), 1.3);
+  std::string text = explain(ids[0], false);
+  EXPECT_NE(text.find("\nTimeline's generate vs unrecorded: 1.30×  (130.00 ms recorded ÷ 100.00 ms, the median of 3 "
+                      "unrecorded generates; "),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(json::parse(explain(ids[1], true))["recording_overhead"].is_null());
+  text = explain(ids[1], false);
+  EXPECT_EQ(text.find("generate vs unrecorded"), std::string::npos) << text;
+  EXPECT_TRUE(json::parse(explain(ids[2], true))["recording_overhead"].is_null());
+  text = explain(ids[2], false);
+  EXPECT_NE(text.find("\nTimeline's generate vs unrecorded: not measured"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -267,6 +267,49 @@ TEST(Export, DynamoGraphBreaksAreInstantsOnTheThreadThatCompiled) {
   EXPECT_EQ(marks[1]["args"]["compile_id"], "2/1");
 }
 
+// What recording cost a torch engine run's timeline (facts/recording.h) is in the trace's
+// "hookscope" metadata under its catalogue key and label: its profiled generate (130 ms) over the
+// median of its unrecorded ones (90, 200, 100 ms: 100, where their mean would read 1.00× and the
+// inverse 0.77×); null for a run without it (a LibTorch run).
+TEST(Export, ATorchRunsTraceSaysWhatRecordingCostItsTimeline) {
+  const fs::path dir = hs::test::scratch_dir("export-recording-overhead");
+  const fs::path db = dir / "capture.sqlite";
+  int64_t torch = 0, libtorch = 0;
+  {
+    hs::storage::Store store(db);
+    hs::storage::add_synthetic_devices(store, 2);
+    hs::storage::SyntheticRun s;
+    s.devices = 2;
+    s.layers = 2;
+    s.tokens = 2;
+    torch = hs::storage::write_synthetic_run(store, s).run_id;
+    libtorch = hs::storage::write_synthetic_run(store, s).run_id;
+    hs::storage::set_torch_generate_times(store, torch, 130.0, {90.0, 200.0, 100.0});
+    store.set_run_engine(libtorch, "libtorch");
+    store.finalize();
+    store.close();
+  }
+  const auto exported = [&](int64_t run) {
+    const fs::path out = dir / ("run-" + std::to_string(run) + ".json");
+    auto r = hookscope({"export", db.string(), "--run", std::to_string(run), "--format", "chrome", "-o", out.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(hs::test::read_file(out))["hookscope"];
+  };
+  const json h = exported(torch);
+  EXPECT_EQ(h["engine"], "torch");
+  const json& o = h["recording_overhead"];
+  ASSERT_TRUE(o.is_object()) << h.dump();
+  EXPECT_DOUBLE_EQ(o["ratio"].get<double>(), 1.3);
+  EXPECT_EQ(o["text"], "1.30×");
+  EXPECT_EQ(o["label"], "timeline's generate vs unrecorded");
+  EXPECT_EQ(o["profiled_ms"], 130.0);
+  EXPECT_EQ(o["unrecorded_median_ms"], 100.0);
+  EXPECT_EQ(o["unrecorded_n"], 3);
+  const json l = exported(libtorch);
+  ASSERT_TRUE(l.contains("recording_overhead")) << l.dump();
+  EXPECT_TRUE(l["recording_overhead"].is_null()) << l.dump();
+}
+
 TEST(Export, HtaLoadsTheTraceAndCountsWhatSqlCounts) {
   const fs::path one = capture().dir / "hta-one";
   fs::create_directories(one);

@@ -1,7 +1,7 @@
 // One fact, one number: a capture made here (both engines, a tiny transformers-written Llama,
 // both policies, eager and compiled, fullgraph on and off) read through every view — report
 // JSON, Markdown and HTML, `stats --format json`, `explain --json`, the viewer's layout
-// (compare matrix and Breaks tab) and the Chrome export's run object — must show the same value
+// (compare matrix, Breaks tab, timeline header) and the Chrome export's run object — must show the same value
 // for each named fact of facts/catalogue.h. Also: the verdict comes first, an exported run comes
 // back through import with its engine and figures, and the verdict rules on made-up reports.
 #include <gtest/gtest.h>
@@ -297,6 +297,42 @@ TEST(Facts, TheTimelinesRecordingOverheadReadsTheSameInEveryReport) {
       EXPECT_NE(c.markdown.find(" | " + text + " |"), std::string::npos) << text;
     }
     EXPECT_NE(c.html.find(">" + text + "</td>"), std::string::npos) << text;
+  }
+  EXPECT_GT(torch_runs, 0);
+}
+
+// The same figure in the views that read a capture directly: `stats --format json` and `explain
+// --json` (report.json's number, null where not measured), the viewer's timeline header (under
+// the catalogue's label) and the Chrome export's run object.
+TEST(Facts, TheRecordingOverheadReadsTheSameInStatsExplainTheViewerAndTheExport) {
+  const Capture& c = capture();
+  const json stats = run_cli_json({"stats", c.db.string(), "--format", "json", "--report", "hook_time"});
+  std::map<int64_t, json> stats_of;
+  for (const auto& s : stats["runs"]) stats_of[s["run"].get<int64_t>()] = s.value("recording_overhead", json("absent"));
+  const std::string label(hs::facts::fact("recording_overhead").label);
+  int torch_runs = 0;
+  for (const auto& run : c.report["runs"]) {
+    if (run["status"] != "ok") continue;  // e.g. fullgraph raised: nothing ran to export
+    SCOPED_TRACE("run " + id_of(run));
+    const auto o = hs::facts::recording_overhead(run);
+    const json want = o ? json(o->ratio) : json(nullptr);
+    EXPECT_EQ(run_cli_json({"explain", c.db.string(), "--run", id_of(run), "--json"})["recording_overhead"], want);
+    const int64_t id = run["id"].get<int64_t>();
+    EXPECT_EQ(stats_of.count(id) ? stats_of[id] : json("not in stats"), want);
+    const fs::path trace = c.dir / ("overhead-" + id_of(run) + ".json");
+    auto r = hookscope({"export", c.db.string(), "--run", id_of(run), "--format", "chrome", "-o", trace.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json exported = hs::test::read_json(trace)["hookscope"]["recording_overhead"];
+    EXPECT_EQ(o ? exported.value("ratio", json()) : exported, want);
+    if (!o) continue;
+    ++torch_runs;
+    const fs::path layout = c.dir / ("overhead-" + id_of(run) + "-layout.json");
+    r = hookscope({"view", c.db.string(), "--run", id_of(run), "--size", "1600x600", "--screenshot",
+                   (c.dir / "overhead.png").string(), "--layout", layout.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string header = hs::test::read_json(layout)["run_headers"].at(0);
+    const std::string tail = viewer_text("    " + label + " " + hs::facts::recording_overhead_text(*o));
+    EXPECT_EQ(header.substr(header.size() - std::min(header.size(), tail.size())), tail) << header;
   }
   EXPECT_GT(torch_runs, 0);
 }

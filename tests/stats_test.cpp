@@ -20,6 +20,8 @@
 #include "reports/report_json.h"
 #include "cli/stats_command.h"
 #include "storage/capture_reader.h"
+#include "storage/store.h"
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -865,4 +867,63 @@ TEST(DamagedCapture, JsonNestedTooDeepIsRefusedNamingTheColumn) {
       for (const char* ext : {".md", ".json", ".png"}) EXPECT_FALSE(fs::exists(out.string() + ext)) << ext;
     }
   }
+}
+
+namespace {
+// A synthetic capture of three runs: a torch engine run whose profiled generate took 130 ms
+// beside measured generates of 90, 200 and 100 ms (recording_overhead 130 / median 100 = 1.30×,
+// where the mean would read 1.00× and the inverse 0.77×), a LibTorch run and a torch run without
+// measured generates. Returns their ids in that order.
+std::vector<int64_t> recording_capture(const fs::path& db) {
+  hs::storage::Store store(db);
+  hs::storage::add_synthetic_devices(store, 2);
+  hs::storage::SyntheticRun s;
+  s.devices = 2;
+  s.layers = 2;
+  s.tokens = 2;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(hs::storage::write_synthetic_run(store, s).run_id);
+  hs::storage::set_torch_generate_times(store, ids[0], 130.0, {90.0, 200.0, 100.0});
+  store.set_run_engine(ids[1], "libtorch");
+  store.set_run_engine(ids[2], "torch");
+  store.finalize();
+  store.close();
+  return ids;
+}
+}  // namespace
+
+// What recording cost a torch engine run's timeline (facts/recording.h) heads the text form under
+// the catalogue's label, with the two times it divides, and is each run's "recording_overhead" in
+// the JSON (report.json's number; null: not measured).
+TEST(StatsCli, ATorchRunsRecordingOverheadHeadsTheTablesAndIsInTheJson) {
+  const fs::path db = hs::test::scratch_dir("stats-recording-overhead") / "capture.sqlite";
+  const auto ids = recording_capture(db);
+  auto r = hookscope({"stats", db.string(), "--report", "hook_time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string label = "timeline's generate vs unrecorded";
+  const size_t title = r.out.find("\n ** " + label + ": the wall time of the generate a torch engine run's timeline");
+  ASSERT_NE(title, std::string::npos) << r.out;
+  EXPECT_LT(title, r.out.find("(hook_time):")) << "before the reports: " << r.out;
+  EXPECT_NE(r.out.find("  " + label + "  recorded generate (ms)  unrecorded median (ms)  unrecorded generates\n"),
+            std::string::npos)
+      << r.out;
+  const auto row = [&](int64_t id, const std::string& engine, const std::string& rest) {
+    return std::regex_search(r.out, std::regex("\n +" + std::to_string(id) + "  " + engine +
+                                               " +sharded/whole-hook/default  " + rest + "\n"));
+  };
+  EXPECT_TRUE(row(ids[0], "torch", "1\\.30× +130\\.00 +100\\.00 +3")) << r.out;
+  EXPECT_TRUE(row(ids[1], "libtorch", "not measured +- +- +-")) << r.out;
+  EXPECT_TRUE(row(ids[2], "torch", "not measured +- +- +-")) << r.out;
+  // JSON: report.json's number, null where nothing ran unrecorded.
+  r = hookscope({"stats", db.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["runs"].size(), 3u);
+  EXPECT_DOUBLE_EQ(doc["runs"][0]["recording_overhead"].get<double>(), 1.3) << doc["runs"][0].dump();
+  EXPECT_TRUE(doc["runs"][1]["recording_overhead"].is_null()) << doc["runs"][1].dump();
+  EXPECT_TRUE(doc["runs"][2]["recording_overhead"].is_null()) << doc["runs"][2].dump();
+  // No run with the figure, no table.
+  r = hookscope({"stats", db.string(), "--run", std::to_string(ids[1]), "--report", "hook_time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(label), std::string::npos) << r.out;
 }

@@ -18,6 +18,7 @@
 #include "ui/run_timeline.h"
 #include "ui/view.h"
 #include "ui/run_viewer.h"
+#include "ui/typography.h"
 #include "ui/window.h"
 
 namespace {
@@ -684,6 +685,55 @@ TEST(ViewCompare, TwoRunsAreAlignedOneAboveTheOtherOnOneTimeScale) {
   // One time scale: the view spans the longer of the two runs (both start at 0).
   const double longest = static_cast<double>(std::max(c.runs[0].end_ns, c.runs[1].end_ns) - 1'000'000'000);
   EXPECT_NEAR(j["view_ns"][1].get<double>() - j["view_ns"][0].get<double>(), longest * 1.04, longest * 0.001);
+}
+
+// What recording cost a torch engine run's timeline (facts/recording.h) ends its header, under
+// the catalogue's label: its profiled generate (130 ms) over the median of its unrecorded ones
+// (90, 100, 200: 100 ms, where their mean would read 1.00×). A LibTorch run beside it shows
+// none; a torch run without the measured generates says "not measured".
+TEST(ViewScreenshot, ATorchRunsHeaderShowsWhatRecordingCostItsTimeline) {
+  const fs::path file = test::scratch_dir("shot_recording_overhead") / "synthetic.sqlite";
+  int64_t measured = 0, libtorch = 0, unmeasured = 0;
+  {
+    storage::Store store(file);
+    storage::add_synthetic_devices(store, 4);
+    storage::SyntheticRun s;
+    s.layers = 4;
+    s.tokens = 2;
+    measured = storage::write_synthetic_run(store, s).run_id;
+    s.policy = "offload-only";
+    libtorch = storage::write_synthetic_run(store, s).run_id;
+    unmeasured = storage::write_synthetic_run(store, s).run_id;
+    storage::set_torch_generate_times(store, measured, 130.0, {90.0, 200.0, 100.0});
+    store.set_run_engine(libtorch, "libtorch");
+    store.set_run_engine(unmeasured, "torch");
+    store.finalize();
+    store.close();
+  }
+  const std::string label = "timeline's generate vs unrecorded";
+  const auto headers = [&](int64_t run, std::optional<int64_t> compare) {
+    ViewerOptions o;
+    o.file = file;
+    o.run = run;
+    o.compare = compare;
+    o.width = 1400;
+    o.height = 700;
+    o.screenshot = file.parent_path() / ("run" + std::to_string(run) + ".png");
+    o.layout = file.parent_path() / ("run" + std::to_string(run) + ".json");
+    EXPECT_EQ(run_viewer(o), 0);
+    return test::read_json(*o.layout)["run_headers"].get<std::vector<std::string>>();
+  };
+  auto h = headers(measured, libtorch);
+  ASSERT_EQ(h.size(), 2u);
+  const std::string want = display_text("    " + label + " 1.30×", fs::is_regular_file(kTypographyFont));
+  EXPECT_EQ(h[0].rfind("run " + std::to_string(measured) + ": sharded, whole-hook, default [torch] (complete, ", 0), 0u)
+      << h[0];
+  EXPECT_EQ(h[0].substr(h[0].size() - std::min(h[0].size(), want.size())), want) << h[0];
+  EXPECT_EQ(h[1].find(label), std::string::npos) << "a LibTorch run times nothing unrecorded: " << h[1];
+  h = headers(unmeasured, std::nullopt);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_NE(h[0].find("[torch]"), std::string::npos) << h[0];
+  EXPECT_EQ(h[0].substr(h[0].size() - std::min(h[0].size(), label.size() + 13)), label + " not measured") << h[0];
 }
 
 /// Two captures of the same matrix, "before" (main) and "after" (pr, whose runs decode more
