@@ -764,14 +764,17 @@ std::pair<int64_t, int64_t> CaptureReader::run_rowids(int64_t run) const {
     Query q(*db_, path_, "SELECT min(rowid), max(rowid) FROM " + table);
     q.step();
     lo = q.int64(0);
-    hi = q.int64(1) + 1;
+    hi = q.int64(1);
+    // Exclusive; a table ending at rowid 2^63 - 1 (a hand-edited file) ends there, which the
+    // page reader takes as "to the table's end" (storage/btree_pages.h).
+    if (hi < INT64_MAX) ++hi;
   }
   Query probe(*db_, path_, "SELECT runId FROM " + table + " WHERE rowid >= ?1 ORDER BY rowid LIMIT 1");
   // The first rowid x in [lo, hi] whose next row (rowid >= x) has a runId of at least `id`.
   auto first_at_least = [&](int64_t id) {
     int64_t a = lo, b = hi;
     while (a < b) {
-      const int64_t mid = a + (b - a) / 2;
+      const int64_t mid = a + static_cast<int64_t>((static_cast<uint64_t>(b) - static_cast<uint64_t>(a)) / 2);
       probe.reset();
       probe.bind(1, mid);
       if (probe.step() && probe.int64(0) < id)
@@ -781,7 +784,7 @@ std::pair<int64_t, int64_t> CaptureReader::run_rowids(int64_t run) const {
     }
     return a;
   };
-  return {first_at_least(run), first_at_least(run + 1)};
+  return {first_at_least(run), run == INT64_MAX ? hi : first_at_least(run + 1)};
 }
 
 template <class Row>

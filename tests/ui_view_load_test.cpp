@@ -539,6 +539,25 @@ TEST(TimelineLoad, SharedRowsAreTheStoredRowsInEveryLayoutOfTheFile) {
   }
 }
 
+// A table whose rowids span the whole int64 range (a hand-edited file: the first row at -2^63,
+// the last at 2^63 - 1): each run's rows are still found by the binary search over rowids, and
+// the last row is read.
+TEST(TimelineLoad, RowidsAtTheEndsOfInt64AreReadLikeAnyOthers) {
+  const Capture c = make_capture("load_extreme_rowids", 0);
+  ASSERT_GT(c.runs.size(), 1u);
+  const fs::path file = test::edited_copy(
+      c.file, c.file.parent_path() / "extreme.sqlite",
+      "UPDATE HOOK_EVENTS SET rowid = -9223372036854775808 WHERE rowid = (SELECT min(rowid) FROM HOOK_EVENTS);"
+      "UPDATE HOOK_EVENTS SET rowid = 9223372036854775807 WHERE rowid = (SELECT max(rowid) FROM HOOK_EVENTS);");
+  const storage::CaptureReader rd(file);
+  for (const auto& r : c.runs) {
+    SCOPED_TRACE(r.run_id);
+    const storage::SharedRunRows shared = rd.shared_run_rows(r.run_id);
+    EXPECT_EQ(shared.hook_events.size(), rd.hook_events(r.run_id).size());
+    expect_rows_as_stored(shared, rd.run_rows(r.run_id), false);
+  }
+}
+
 // The page reader (storage/btree_pages.h) on damaged files: bytes of a capture's pages changed
 // at random, each copy read both ways. Never a crash or a read past the file (the sanitizer
 // build checks); where SQLite's integrity_check finds the copy whole, the rows are SQLite's (a
