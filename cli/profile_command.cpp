@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -215,8 +216,24 @@ Recorded import_recording(storage::Store& store, int64_t run, const fs::path& di
                          {"models", doc.value("models", json::array())}, {"imports", imports}};
   r.result["versions"] = doc.value("versions", json::object());
   r.result["trace_clock_offset_ns"] = shift;
+  std::string stop_error;  // the profiler could not be stopped: another one stopped it first
   for (const json& e : doc.value("errors", json::array()))
-    if (e.is_string()) r.diagnostics.push_back("profile: " + e.get<std::string>());
+    if (e.is_string()) {
+      r.diagnostics.push_back("profile: " + e.get<std::string>());
+      if (stop_error.empty() && e.get<std::string>().rfind("stopping the profiler", 0) == 0) stop_error = e.get<std::string>();
+    }
+  // A range opened but its trace never written: torch.profiler keeps one Kineto profiler per
+  // process, and the program's own `torch.profiler.profile()` stopped hookscope's (which then
+  // cannot be stopped: "Can't disable Kineto profiler when it's not running"). What the range
+  // held is lost: the recording failed, not "no hook call recorded".
+  const json ranges = doc.value("ranges", json::array());
+  const bool unwritten = std::any_of(ranges.begin(), ranges.end(),
+                                     [](const json& g) { return !g.is_object() || !g.value("trace", json()).is_string(); });
+  if (unwritten || !stop_error.empty())
+    r.error = "a capture range's trace was never written (" + (stop_error.empty() ? std::string("its profiler was not stopped") : stop_error) +
+              "): the program's own torch.profiler took over hookscope's (one profiler per process); profile the code "
+              "outside the program's profiler with --capture-range markers and hookscope_torch.start() / stop(), or "
+              "remove its profiler";
   return r;
 }
 
