@@ -581,6 +581,34 @@ TEST(Profile, PlainForwardHooksAreModuleRangesNamedByTheModulesFqnAndTheirBreaks
   EXPECT_TRUE(attributed);
 }
 
+// A program whose own torch.profiler.profile() stopped hookscope's (one Kineto profiler per
+// process): the range's trace is never written and stopping it raises. A stand-in program writes
+// the profile.json such a Python program leaves (no Python needed): the run is failed with the
+// reason and what to do, hookscope exits 1 though the program exited 0, and the report says the
+// run failed, not "no hook call recorded".
+TEST(Profile, AProgramWhoseOwnProfilerTookOverFailsItsRunWithTheReason) {
+  const fs::path dir = hs::test::scratch_dir("profile-own-profiler");
+  const fs::path out = dir / "cap.sqlite", doc = dir / "profile.json";
+  write(doc, json{{"capture_range", "all"},
+                  {"ranges", {{{"trace", nullptr}, {"start_ns", 1}, {"end_ns", nullptr}}}},
+                  {"errors", {"stopping the profiler: RuntimeError: Can't disable Kineto profiler when it's not running"}}}
+                 .dump());
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--", "/bin/sh", "-c",
+                                      "cp \"$0\" \"$HOOKSCOPE_PROFILE_DIR/profile.json\"", doc.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the program's own torch.profiler took over hookscope's"), std::string::npos) << r.err;
+  hs::storage::CaptureReader rd(out);
+  const auto runs = rd.runs();
+  ASSERT_EQ(runs.size(), 1u) << r.err;
+  EXPECT_EQ(runs[0].status, hs::tracer::RunStatus::Failed);
+  EXPECT_NE(runs[0].error.find("--capture-range markers and hookscope_torch.start() / stop(), or remove its profiler"),
+            std::string::npos)
+      << runs[0].error;
+  const auto report = hs::test::hookscope({"report", out.string()});
+  EXPECT_NE(report.out.find("the run failed: a capture range's trace was never written"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << report.out;
+}
+
 TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   const fs::path dir = script_dir("profile-bad");
   const fs::path out = dir / "cap.sqlite";
