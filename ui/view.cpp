@@ -90,6 +90,22 @@ nlohmann::json FrameLayout::to_json() const {
                           {"preview", l.preview},
                           {"failed", l.failed},
                           {"text", l.text}});
+  j["compare_programs"] = nlohmann::json::array();
+  for (const auto& p : compare_programs) {
+    nlohmann::json runs = nlohmann::json::array(), figures = nlohmann::json::array();
+    for (const auto& r : p.runs)
+      runs.push_back({{"run", r.run_id}, {"policy", r.policy}, {"rect", {r.x0, r.y0, r.x1, r.y1}}});
+    for (const auto& f : p.figures)
+      figures.push_back(
+          {{"key", f.key}, {"label", f.label}, {"values", f.values}, {"cells", f.cells}, {"y", {f.y0, f.y1}}});
+    j["compare_programs"].push_back({{"capture", p.capture},
+                                     {"program", p.program},
+                                     {"headers", p.headers},
+                                     {"runs", runs},
+                                     {"figures", figures},
+                                     {"speedup", p.speedup},
+                                     {"speedup_text", p.speedup_text}});
+  }
   j["run_rows"] = nlohmann::json::array();
   for (const auto& r : run_rows) j["run_rows"].push_back({{"capture", r.capture}, {"run", r.run_id}, {"y", {r.y0, r.y1}}});
   for (const auto& r : compare_rows)
@@ -337,6 +353,7 @@ void View::Focus(int run, Source source, uint32_t row) {
 void View::Frame(float width, float height) {
   m_layout.groups.clear();
   m_layout.compare_rows.clear();
+  m_layout.compare_programs.clear();
   m_layout.table_rows.clear();
   m_layout.table_headers.clear();
   m_layout.diagnostic_lines.clear();

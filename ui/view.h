@@ -77,6 +77,31 @@ struct FrameLayout {
     std::string breaks;  ///< the row's graph-breaks cell as drawn (facts::breaks_text through ui/typography.h)
     float y0, y1;
   };
+  /// A profiled program's table (`hookscope profile` runs, RUNS.engine "profile"): its verdict
+  /// block of facts::profile_verdicts, a row per figure (each under its catalogue label), a
+  /// column per policy (before, after).
+  struct CompareProgram {
+    int capture;
+    std::string program;               ///< RUNS.scenario (the script's file name)
+    std::vector<std::string> headers;  ///< the table's column headers as drawn
+    struct RunCell {                   ///< a policy column's run: click opens it, Ctrl+click compares it
+      int64_t run_id;
+      std::string policy;
+      float x0, y0, x1, y1;
+    };
+    std::vector<RunCell> runs;
+    struct Figure {
+      std::string key, label;             ///< facts/catalogue.h
+      std::vector<nlohmann::json> values;  ///< per policy column: the block's field (null: none)
+      std::vector<std::string> cells;      ///< as drawn
+      float y0, y1;
+    };
+    std::vector<Figure> figures;
+    /// The block's iteration_speedup ({"ratio", "verdict", "why"} or null) and its line as drawn
+    /// ("after vs before, iterations: 1.01× within noise"; "" when there is none).
+    nlohmann::json speedup;
+    std::string speedup_text;
+  };
   struct RunRow {  ///< a row of the runs list
     int capture;
     int64_t run_id;
@@ -94,6 +119,7 @@ struct FrameLayout {
   double view_start_ns = 0, view_end_ns = 0;
   std::vector<Group> groups;           ///< lane groups drawn (visible or not)
   std::vector<CompareRow> compare_rows;
+  std::vector<CompareProgram> compare_programs;
   std::vector<RunRow> run_rows;        ///< rows of the runs list drawn this frame (filtered, scrolled in)
   float run_filter[4] = {0, 0, 0, 0};  ///< the runs list's filter box (x0, y0, x1, y1)
   std::vector<TableRow> table_rows;    ///< rows of the breaks/transfers/swaps table drawn this frame
@@ -305,6 +331,8 @@ class View {
   void DrawCompareCapture(const CompareMatrix& matrix);
   void DrawCompareScenario(const CompareMatrix& matrix, size_t scenario);
   void DrawCompareRow(const CompareMatrix& matrix, const MatrixKey& key, const MatrixRow& row);
+  /// The profiled programs of capture `capture`: one table per program (its verdict block).
+  void DrawComparePrograms(size_t capture);
   // view_tables.cpp
   void DrawBreaksTab();
   void DrawLogBreaks(const storage::RunRecord& run);
@@ -320,6 +348,11 @@ class View {
     std::vector<storage::RunRecord> runs;
     std::vector<storage::DiagnosticRow> diagnostics;
     std::vector<storage::DeviceRow> devices;
+    /// The verdict blocks of its profiled programs (facts::profile_verdicts over what the
+    /// report's runs carry: stats totals, recorded onloads, iterations), computed when the
+    /// Compare tab first draws them; `profile_error` says why they could not be.
+    std::optional<nlohmann::json> profile_verdicts;
+    std::string profile_error;
   };
   const Capture& capture_at(size_t capture) const;  ///< throws std::out_of_range naming the index
   /// The run of slot 0 as its capture lists it (results with the break facts), or nullptr.

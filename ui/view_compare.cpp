@@ -1,6 +1,7 @@
 // View: the compile-mode comparison — per scenario, the policy × mode matrix with latency bars
 // (median, min–max whiskers), speed-up against eager, graph-break counts, fullgraph ok/raises
-// (error text on hover) and the correctness checks; two runs' timelines aligned below it.
+// (error text on hover) and the correctness checks; per profiled program (`hookscope profile`),
+// its verdict block's figures per policy; two runs' timelines aligned below it.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -12,7 +13,11 @@
 #include "ui/view.h"
 #include "ui/view_style.h"
 #include "facts/breaks.h"
+#include "facts/catalogue.h"
+#include "facts/iterations.h"
+#include "facts/profile_verdicts.h"
 #include "measurement/verdict.h"
+#include "reports/stats.h"
 
 namespace hs::ui {
 
@@ -120,6 +125,7 @@ struct CompareMatrix {
 
   explicit CompareMatrix(const std::vector<storage::RunRecord>& runs, size_t capture_ = 0) : capture(capture_) {
     for (const auto& r : runs) {
+      if (r.engine == "profile") continue;  // a profiled program's runs: View::DrawComparePrograms
       auto s = std::find(scenarios.begin(), scenarios.end(), r.scenario);
       if (s == scenarios.end()) s = scenarios.insert(s, r.scenario);
       const MatrixKey key{static_cast<int>(s - scenarios.begin()),
@@ -274,7 +280,56 @@ void run_ids_cell(const MatrixRow& row) {
 
 }  // namespace
 
+namespace {
+
+/// The verdict blocks of a capture's profiled programs, read as `hookscope report` reads them
+/// (reports/report_json.cpp): each profile run's results with its break facts (`runs` carries
+/// them merged, as the View keeps them), its cell, its status as the capture ended it, its stats
+/// totals (reports/stats.h), its recorded weight onloads and its iterations (facts/iterations.h);
+/// then facts::profile_verdicts. Throws what the reader throws.
+nlohmann::json compute_profile_verdicts(const storage::CaptureReader& rd, const std::vector<storage::RunRecord>& runs) {
+  json report{{"runs", json::array()}};
+  for (const auto& rec : runs) {
+    if (rec.engine != "profile") continue;
+    json r = rec.results.is_object() ? rec.results : json::object();
+    if (!rec.results.is_object())
+      for (auto& [k, v] : facts::break_facts(rd, rec).items()) r[k] = std::move(v);
+    r.erase("model");
+    r.erase("dynamo");
+    r["id"] = rec.id;
+    r["scenario"] = rec.scenario;
+    r["policy"] = rec.policy;
+    r["mode"] = rec.mode;
+    r["fullgraph"] = rec.fullgraph;
+    r["engine"] = rec.engine;
+    if (rec.status == tracer::RunStatus::Incomplete) {
+      r["status"] = "incomplete";
+      r["error"] = "the capture stopped before this run ended";
+    } else if (rec.status == tracer::RunStatus::Failed && r.value("status", "") != "error") {
+      r["status"] = "error";
+      r["error"] = rec.error;
+    }
+    // The totals are computed whatever the reports asked for: ask for a cheap one.
+    const reports::RunStats stats = reports::compute_stats(rd, {{"weight_swaps"}, rec.id}).front();
+    const reports::StatsTotals& t = stats.totals;
+    r["stats"] = {{"totals", reports::stats_totals_json(t)}};
+    r["recorded"] = {{"weight_onloads", t.onloads}, {"weight_onload_bytes", t.onload_bytes}};
+    r["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
+    report["runs"].push_back(std::move(r));
+  }
+  return facts::profile_verdicts(report);
+}
+
+}  // namespace
+
 void View::DrawCompareTab() {
+  for (auto& c : m_captures)
+    if (!c.profile_verdicts) try {
+        c.profile_verdicts = compute_profile_verdicts(*c.reader, c.runs);
+      } catch (const std::exception& e) {
+        c.profile_verdicts = json::array();
+        c.profile_error = e.what();
+      }
   const bool aligned = m_slot_run[0] && m_slot_run[1];
   const float matrix_h = aligned ? ImGui::GetContentRegionAvail().y * 0.45f : 0.0f;
   ImGui::BeginChild("matrix", ImVec2(0, matrix_h), false);
@@ -320,7 +375,191 @@ void View::DrawCompareCapture(const CompareMatrix& matrix) {
   }
   ImGui::PushID(static_cast<int>(matrix.capture));
   for (size_t si = 0; si < matrix.scenarios.size(); ++si) DrawCompareScenario(matrix, si);
+  DrawComparePrograms(matrix.capture);
   ImGui::PopID();
+}
+
+namespace {
+
+std::string fmt(double v, const char* f) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// As the report writes a size: "520.0 KiB".
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, ++i;
+  return fmt(b, i ? "%.1f" : "%.0f") + " " + units[i];
+}
+
+std::string count_text(const json& v) { return v.is_number() ? std::to_string(v.get<int64_t>()) : "–"; }
+
+/// The figures of a profiled program's table, in the report's order, each a field of the verdict
+/// block's sides (facts/profile_verdicts.h) and a fact of facts/catalogue.h; `cell` writes a
+/// side's value as the report does.
+struct ProgramFigure {
+  const char* key;
+  std::string (*cell)(const json& side);
+};
+const std::vector<ProgramFigure>& program_figures() {
+  static const std::vector<ProgramFigure> f = {
+      {"command", [](const json& s) { return s["command"].is_string() ? s["command"].get<std::string>() : "–"; }},
+      {"exit_status",
+       [](const json& s) { return s["status"] == "incomplete" ? std::string("incomplete") : count_text(s["exit_status"]); }},
+      {"log_graphs", [](const json& s) { return count_text(s["log_graphs"]); }},
+      {"log_graph_break_count", [](const json& s) { return count_text(s["log_graph_break_count"]); }},
+      {"log_graph_break_records", [](const json& s) { return count_text(s["log_graph_break_records"]); }},
+      {"log_recompiles", [](const json& s) { return count_text(s["log_recompiles"]); }},
+      {"log_frames_skipped", [](const json& s) { return count_text(s["log_frames_skipped"]); }},
+      {"hook_busy_ns",
+       [](const json& s) {
+         if (!s["hook_calls"].is_number() || s["hook_calls"].get<int64_t>() == 0 || !s["hook_busy_ns"].is_number())
+           return std::string("–");
+         const int64_t calls = s["hook_calls"].get<int64_t>();
+         return fmt(s["hook_busy_ns"].get<double>() / 1e6, "%.1f") + " ms (" + std::to_string(calls) +
+                (calls == 1 ? " call)" : " calls)");
+       }},
+      {"hook_compile_ns",
+       [](const json& s) {
+         return s["hook_compile_ns"].is_number() ? fmt(s["hook_compile_ns"].get<double>() / 1e6, "%.1f") + " ms"
+                                                 : std::string("–");
+       }},
+      {"weight_onloads", [](const json& s) { return count_text(s["weight_onloads"]); }},
+      {"weight_onload_bytes",
+       [](const json& s) {
+         return s["weight_onload_bytes"].is_number() ? bytes_text(s["weight_onload_bytes"].get<double>()) : std::string("–");
+       }},
+      {"iterations",
+       [](const json& s) {
+         return count_text(s["iterations"]) +
+                (s["iteration_source"].is_string() ? " (" + s["iteration_source"].get<std::string>() + ")" : "");
+       }},
+      {"iteration_ms",
+       [](const json& s) {
+         return s["iteration_ms"].is_number() ? fmt(s["iteration_ms"].get<double>(), "%.2f") + " ms (median)"
+                                              : std::string("–");
+       }},
+  };
+  return f;
+}
+
+}  // namespace
+
+/// Each profiled program of the capture: a table of its verdict block's figures, a row per
+/// figure (its catalogue label, its definition on hover), a column per policy (before, after),
+/// the policies' runs in the first row; the block's iteration_speedup under it.
+void View::DrawComparePrograms(size_t capture) {
+  const Capture& c = m_captures[capture];
+  const bool typo = style::font_has_typography();
+  if (!c.profile_error.empty()) {
+    ImGui::Spacing();
+    ImGui::PushStyleColor(ImGuiCol_Text, style::kBad);
+    ImGui::TextWrapped("profiled programs: %s", c.profile_error.c_str());
+    ImGui::PopStyleColor();
+  }
+  if (!c.profile_verdicts) return;
+  const int64_t primary = m_slot_run[0] && m_timeline_capture[0] == capture ? *m_slot_run[0] : -1;
+  for (const json& v : *c.profile_verdicts) {
+    const std::string program = v.value("scenario", "");
+    std::vector<const json*> sides{&v["before"]};
+    if (v["after"].is_object()) sides.push_back(&v["after"]);
+    FrameLayout::CompareProgram lay{static_cast<int>(capture), program, {}, {}, {}, v["iteration_speedup"], ""};
+    ImGui::Spacing();
+    ImGui::Text("%s", program.c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", display_text("(a profiled program, hookscope profile: run once per policy, one after the "
+                                           "other; the figures of hookscope report's verdict block)",
+                                           typo).c_str());
+    const ImGuiTableFlags flags =
+        ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+    if (!ImGui::BeginTable(("program_" + program).c_str(), static_cast<int>(sides.size()) + 1, flags)) continue;
+    lay.headers.push_back("figure");
+    for (size_t i = 0; i < sides.size(); ++i)
+      lay.headers.push_back((*sides[i]).value("policy", "") +
+                            (sides.size() > 1 ? i ? " (after)" : " (before)" : ""));
+    for (const auto& h : lay.headers) ImGui::TableSetupColumn(display_text(h, typo).c_str());
+    ImGui::TableHeadersRow();
+    // The runs: click opens one, Ctrl+click aligns it under the one shown.
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("run");
+    for (const json* s : sides) {
+      ImGui::TableNextColumn();
+      const int64_t id = (*s)["run"].is_number() ? (*s)["run"].get<int64_t>() : -1;
+      const ImVec2 p0 = ImGui::GetCursorScreenPos();
+      if (ImGui::Selectable(("run " + std::to_string(id) + "##" + program).c_str(), id == primary) && id >= 0) {
+        if (ImGui::GetIO().KeyCtrl && id != primary)
+          SetCompareRun(id, capture);
+        else
+          SelectRun(id, capture);
+      }
+      const ImVec2 p1 = ImGui::GetItemRectMax();
+      lay.runs.push_back({id, s->value("policy", ""), p0.x, p0.y, p1.x, p1.y});
+      for (const auto& r : c.runs)
+        if (r.id == id)
+          m_layout.compare_rows.push_back({r.id, static_cast<int>(capture), r.scenario, r.policy, r.mode, r.fullgraph,
+                                           display_text(s->value("breaks", "–"), typo), p0.y, p1.y});
+    }
+    for (const ProgramFigure& f : program_figures()) {
+      const facts::Fact& fact = facts::fact(f.key);
+      FrameLayout::CompareProgram::Figure fig{std::string(f.key), std::string(fact.label), {}, {}, 0, 0};
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      fig.y0 = ImGui::GetCursorScreenPos().y;
+      ImGui::TextUnformatted(display_text(std::string(fact.label), typo).c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", display_text(std::string(fact.definition), typo).c_str());
+      for (const json* s : sides) {
+        ImGui::TableNextColumn();
+        const json value = s->contains(f.key) ? (*s)[f.key] : json(nullptr);
+        const std::string cell = display_text(f.cell(*s), typo);
+        if (cell == empty_cell() || value.is_null())
+          ImGui::TextDisabled("%s", cell.c_str());
+        else
+          ImGui::TextUnformatted(cell.c_str());
+        fig.values.push_back(value);
+        fig.cells.push_back(cell);
+      }
+      fig.y1 = ImGui::GetCursorScreenPos().y;
+      lay.figures.push_back(std::move(fig));
+    }
+    ImGui::EndTable();
+    // The block's verdict on the iterations: coloured only when decided.
+    const json& x = v["iteration_speedup"];
+    const std::string label(facts::fact("iteration_speedup").label);
+    if (x.is_object() && x["ratio"].is_number()) {
+      const std::string verdict = x.value("verdict", "");
+      lay.speedup_text = display_text(label + ": " + fmt(x["ratio"].get<double>(), "%.2f") + "× " + verdict, typo);
+      ImGui::PushStyleColor(ImGuiCol_Text, verdict == "faster" ? style::kOk : verdict == "slower" ? style::kBad : style::kDim);
+      ImGui::TextUnformatted(lay.speedup_text.c_str());
+      ImGui::PopStyleColor();
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", display_text(x.value("why", "") + "\n" + std::string(facts::fact("iteration_speedup").definition),
+                                             typo).c_str());
+    } else {
+      ImGui::TextDisabled("%s", display_text(label + ": – (" +
+                                                 (sides.size() < 2 ? "one policy ran this program"
+                                                                   : "a policy's run has no iterations") + ")",
+                                             typo).c_str());
+    }
+    m_layout.compare_programs.push_back(std::move(lay));
+  }
+  // Runs the blocks leave out (a policy's later runs, a third policy): listed, as the report's
+  // runs table lists them.
+  std::string others;
+  for (const auto& r : c.runs) {
+    if (r.engine != "profile") continue;
+    bool shown = false;
+    for (const auto& p : m_layout.compare_programs)
+      if (p.capture == static_cast<int>(capture))
+        for (const auto& rc : p.runs) shown = shown || rc.run_id == r.id;
+    if (!shown) others += (others.empty() ? "" : ", ") + std::to_string(r.id) + " (" + r.scenario + ", " + r.policy + ")";
+  }
+  if (!others.empty())
+    ImGui::TextDisabled("also profiled, not in a verdict (each program's first run of its first two policies is): runs %s",
+                        others.c_str());
 }
 
 /// The matrix of one scenario: a row per policy × mode.
