@@ -14,6 +14,8 @@
 #include <stb_image.h>
 
 #include "storage/capture_reader.h"
+#include "storage/store.h"
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -251,4 +253,134 @@ TEST(ViewCli, AHandEditedCaptureFailsNamingWhatIsWrongOrDraws) {
     EXPECT_NO_THROW(hs::test::read_json(lay)) << tab;
     EXPECT_GT(distinct_colors(png), 12u) << tab << ": blank screenshot";
   }
+}
+
+namespace {
+
+// A capture of one program profiled under both policies (RUNS.engine "profile", as `hookscope
+// profile` files them: mode "", the command and exit status in the results, the compile log's
+// figures carried) beside a generate run: hook calls, weight onloads and generation steps come
+// from the synthetic rows.
+fs::path profiled_capture() {
+  const fs::path db = hs::test::scratch_dir("view-cli-profile-" + std::to_string(getpid())) / "profile.sqlite";
+  hs::storage::Store store(db);
+  hs::storage::add_synthetic_devices(store, 2);
+  hs::storage::SyntheticRun s;
+  s.devices = 2;
+  s.layers = 4;
+  s.scenario = "net.py";
+  s.offload = true;
+  s.tokens = 6;
+  int64_t i = 0;
+  for (const char* policy : {"whole-hook", "offload-only"}) {
+    s.policy = policy;
+    s.tokens = 6 + i;  // iterations differ: 6 and 7
+    const auto r = hs::storage::write_synthetic_run(store, s);
+    store.set_run_cell(r.run_id, "net.py", policy, "", false, "synthetic");
+    store.set_run_engine(r.run_id, "profile");
+    store.set_run_result(r.run_id, {{"command", {"python", "net.py", "--steps", "it's"}},
+                                    {"exit_status", 3 * i},
+                                    {"status", "ok"},
+                                    {"carried_log",
+                                     {{"log_compiles", 21 + i},
+                                      {"log_graphs", 1 + 3 * i},
+                                      {"log_graph_break_records", 11 - i},
+                                      {"log_graph_break_count", 3 * i},
+                                      {"log_recompiles", 4 - 2 * i},
+                                      {"log_frames_skipped", 1 + i},
+                                      {"log_recompile_limit_hits", 0}}}});
+    ++i;
+  }
+  s.scenario = "sharded";
+  s.policy = "whole-hook";
+  s.offload = false;
+  s.tokens = 4;
+  hs::storage::write_synthetic_run(store, s);
+  store.finalize();
+  store.close();
+  return db;
+}
+
+}  // namespace
+
+// The Compare tab of profiled programs shows the figures of the report's verdict block, each
+// under its catalogue label with the value `hookscope report --json` gives for the same run, a
+// column per policy, and the block's iteration_speedup; the generate run beside them keeps its
+// matrix row.
+TEST(ViewCli, AProfiledProgramsCompareTableReadsWhatTheReportGives) {
+  const fs::path db = profiled_capture(), dir = db.parent_path();
+  auto r = hookscope({"report", db.string(), "--json", (dir / "report.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = hs::test::read_json(dir / "report.json");
+  json block;
+  for (const auto& v : report["verdicts"])
+    if (v["engine"] == "profile") block = v;
+  ASSERT_TRUE(block.is_object()) << report["verdicts"].dump();
+  ASSERT_TRUE(block["after"].is_object()) << block.dump();
+
+  const fs::path png = dir / "compare.png", lay = dir / "compare.json";
+  r = hookscope({"view", db.string(), "--view", "compare", "--screenshot", png.string(), "--layout", lay.string(),
+                 "--size", "1600x900"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(distinct_colors(png), 12u) << "blank screenshot";
+  const json j = hs::test::read_json(lay);
+  ASSERT_EQ(j["compare_programs"].size(), 1u) << j.dump();
+  const json& p = j["compare_programs"][0];
+  EXPECT_EQ(p["program"], "net.py");
+  EXPECT_EQ(p["headers"], json({"figure", "whole-hook (before)", "offload-only (after)"}));
+  ASSERT_EQ(p["runs"].size(), 2u);
+  EXPECT_EQ(p["runs"][0]["run"], block["before"]["run"]);
+  EXPECT_EQ(p["runs"][1]["run"], block["after"]["run"]);
+
+  // Every figure of the block, in the report's order, under its label, with the report's value.
+  const std::vector<std::string> keys = {"command",        "exit_status",         "log_graphs",
+                                         "log_graph_break_count", "log_graph_break_records", "log_recompiles",
+                                         "log_frames_skipped",    "hook_busy_ns",   "hook_compile_ns",
+                                         "weight_onloads",        "weight_onload_bytes", "iterations",
+                                         "iteration_ms"};
+  ASSERT_EQ(p["figures"].size(), keys.size()) << p.dump();
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const json& f = p["figures"][k];
+    EXPECT_EQ(f["key"], keys[k]);
+    EXPECT_EQ(f["label"], report["definitions"][keys[k]]["label"]) << keys[k];
+    EXPECT_EQ(f["values"][0], block["before"][keys[k]]) << keys[k];
+    EXPECT_EQ(f["values"][1], block["after"][keys[k]]) << keys[k];
+  }
+  // Not vacuous: the synthetic rows give each figure a value, and they differ between policies.
+  auto figure = [&](const std::string& key) {
+    for (const auto& f : p["figures"])
+      if (f["key"] == key) return f;
+    return json();
+  };
+  EXPECT_EQ(figure("command")["values"][0], "python net.py --steps 'it'\\''s'");
+  EXPECT_EQ(figure("exit_status")["values"], json({0, 3}));
+  EXPECT_EQ(figure("log_graphs")["values"], json({1, 4}));
+  EXPECT_EQ(figure("log_graph_break_count")["values"], json({0, 3}));
+  EXPECT_EQ(figure("log_graph_break_records")["values"], json({11, 10}));
+  EXPECT_EQ(figure("log_recompiles")["values"], json({4, 2}));
+  EXPECT_EQ(figure("log_frames_skipped")["values"], json({1, 2}));
+  EXPECT_EQ(figure("iterations")["values"], json({6, 7}));
+  EXPECT_EQ(figure("iterations")["cells"], json({"6 (generation step)", "7 (generation step)"}));
+  for (const char* key : {"hook_busy_ns", "weight_onloads", "weight_onload_bytes", "iteration_ms"})
+    for (const auto& v : figure(key)["values"]) EXPECT_TRUE(v.is_number() && v.get<double>() > 0) << key << ": " << v;
+  // Hook time as the report reads it: ms over the calls of stats' totals.
+  const int64_t calls = block["before"]["hook_calls"].get<int64_t>();
+  char hook[64];
+  std::snprintf(hook, sizeof hook, "%.1f ms (%lld calls)", block["before"]["hook_busy_ns"].get<double>() / 1e6,
+                static_cast<long long>(calls));
+  EXPECT_EQ(figure("hook_busy_ns")["cells"][0], hook);
+  // The block's verdict on the iterations, under its label.
+  EXPECT_EQ(p["speedup"], block["iteration_speedup"]);
+  ASSERT_TRUE(block["iteration_speedup"].is_object()) << block.dump();
+  const std::string label = report["definitions"]["iteration_speedup"]["label"];
+  EXPECT_EQ(p["speedup_text"].get<std::string>().rfind(label + ": ", 0), 0u) << p["speedup_text"];
+  EXPECT_NE(p["speedup_text"].get<std::string>().find(block["iteration_speedup"]["verdict"].get<std::string>()),
+            std::string::npos)
+      << p["speedup_text"];
+
+  // The profiled runs and the generate run are all rows of the tab; the generate one keeps its
+  // matrix (its mode), the profiled ones name no mode.
+  std::map<int64_t, std::string> modes;
+  for (const auto& row : j["compare_rows"]) modes[row["run"].get<int64_t>()] = row["mode"];
+  EXPECT_EQ(modes, (std::map<int64_t, std::string>{{1, ""}, {2, ""}, {3, "default"}})) << j["compare_rows"].dump();
 }
