@@ -4,7 +4,8 @@
 //   view_timeline.cpp  the timeline tab: ruler, lane panes, zoom/pan, hover/select
 //   view_lanes.cpp     one run's lanes: lane groups, tracks, residency, flows, break lines
 //   view_range.cpp     statistics of the time range picked on the ruler
-//   view_compare.cpp   the policy × mode matrix per scenario, aligned timelines of two runs
+//   view_compare.cpp   the policy × mode matrix per scenario, a profiled program's verdict figures per
+//                      policy, aligned timelines of two runs
 //   view_tables.cpp    graph breaks, transfers, weight swaps (sortable; rows jump to the timeline)
 //   view_search.cpp    the timeline's toolbar: find box (match k of n, next/previous), legend/help buttons
 //   view_overlays.cpp  the legend, the key/mouse help, the keys that open and close them
