@@ -292,8 +292,10 @@ nlohmann::json compute_profile_verdicts(const storage::CaptureReader& rd, const 
   for (const auto& rec : runs) {
     if (rec.engine != "profile") continue;
     json r = rec.results.is_object() ? rec.results : json::object();
-    if (!rec.results.is_object())
-      for (auto& [k, v] : facts::break_facts(rd, rec).items()) r[k] = std::move(v);
+    if (!rec.results.is_object()) {  // the View merged them into results that are objects only
+      json f = facts::break_facts(rd, rec);
+      for (auto& [k, v] : f.items()) r[k] = std::move(v);
+    }
     r.erase("model");
     r.erase("dynamo");
     r["id"] = rec.id;
