@@ -235,7 +235,11 @@ Claim side_claim(const json& s, const Markup& m) {
   }
   if (s["log_recompiles"].is_number())
     parts.push_back("in the log " + counted(s["log_recompiles"], "recompile_reasons record") + " and " +
-                    counted(s["log_frames_skipped"], "compile") + " skipped or failed");
+                    counted(s["log_frames_skipped"], "compile") + " skipped or failed" +
+                    (s["log_recompile_limit_hits"].is_number() && s["log_recompile_limit_hits"].get<int64_t>() > 0
+                         ? " (" + counted(s["log_recompile_limit_hits"], "recompile-limit failure") +
+                               ": Dynamo stopped compiling the frame and ran it eagerly)"
+                         : std::string()));
   if (s["hook_calls"].is_number() && s["hook_calls"].get<int64_t>() > 0)
     parts.push_back("hook time " + fmt(s["hook_busy_ns"].get<double>() / 1e6, "%.1f") + " ms over " +
                     counted(s["hook_calls"], "call") +

@@ -173,6 +173,11 @@ void write_profile_verdict(std::ostringstream& md, const json& v, const facts::M
   row(label("exit_status"), [](const json& s) { return s["status"] == "incomplete" ? std::string("incomplete") : count_cell(s["exit_status"]); });
   for (const char* k : {"log_graphs", "log_graph_break_count", "log_graph_break_records", "log_recompiles"})
     row(label(k), [&](const json& s) { return count_cell(s[k]); });
+  // Only where a policy hit the limit: a frame Dynamo gave up on runs eagerly from then on.
+  if (std::any_of(sides.begin(), sides.end(), [](const json* s) {
+        return (*s)["log_recompile_limit_hits"].is_number() && (*s)["log_recompile_limit_hits"].get<int64_t>() > 0;
+      }))
+    row(label("log_recompile_limit_hits"), [](const json& s) { return count_cell(s["log_recompile_limit_hits"]); });
   row(label("iteration_ms") + ", ms (" + label("iterations") + ")", [](const json& s) {
     return s["iteration_ms"].is_number() ? fmt(s["iteration_ms"].get<double>(), "%.2f") + " (" + count_cell(s["iterations"]) + ")"
                                          : "– (" + count_cell(s["iterations"]) + ")";
