@@ -136,6 +136,36 @@ TEST(Report, AProfiledProgramsVerdictJudgesEnoughIterationsAndKeepsCompilesOutOf
   EXPECT_EQ(v["iteration_speedup"]["verdict"], "faster") << v.dump();
 }
 
+// A profiled run's recompile-limit failures (a frame Dynamo gave up on runs eagerly) are in its
+// block: the diagnosis says them, and the table has their row where a policy hit the limit.
+TEST(Report, AProfiledProgramsRecompileLimitHitsAreInItsBlock) {
+  auto run = [](int64_t id, const char* policy, int64_t hits) {
+    return json{{"id", id}, {"engine", "profile"}, {"scenario", "loop.py"}, {"policy", policy}, {"status", "complete"},
+                {"exit_status", 0}, {"command", {"python", "loop.py"}}, {"log_graphs", 9}, {"log_graph_break_count", 8},
+                {"log_graph_break_records", 8}, {"log_compiles", 9}, {"log_recompiles", 8}, {"log_frames_skipped", hits},
+                {"log_recompile_limit_hits", hits}};
+  };
+  const hs::facts::Markup plain{[](const std::string& s) { return "`" + s + "`"; }, [](const std::string& s) { return s; }};
+  json report{{"schema", 2},
+              {"model", {{"id", "?"}, {"path", ""}, {"dtype", "?"}, {"params", nullptr}, {"bytes", nullptr}}},
+              {"devices", json::array()},
+              {"runs", {run(1, "whole-hook", 1), run(2, "offload-only", 0)}}};
+  const json v = hs::facts::profile_verdicts(report).at(0);
+  std::string text;
+  for (const auto& c : hs::facts::profile_diagnosis(v, plain)) text += c.text + "\n";
+  EXPECT_NE(text.find("1 compile skipped or failed (1 recompile-limit failure: Dynamo stopped compiling the frame"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("0 recompile-limit failures"), std::string::npos) << text;
+  report["verdicts"] = hs::facts::profile_verdicts(report);
+  const std::string md = hs::reports::render_markdown(report);
+  EXPECT_NE(md.find("| recompile-limit failures in the log | 1 | 0 |"), std::string::npos) << md;
+  report["runs"][0]["log_recompile_limit_hits"] = 0;
+  report["verdicts"] = hs::facts::profile_verdicts(report);
+  EXPECT_EQ(hs::reports::render_markdown(report).find("| recompile-limit failures in the log |"), std::string::npos)
+      << "no row where no policy hit the limit";
+}
+
 // The figures at the end define what the report's runs can show: a LibTorch engine capture (a
 // file from before engines were named reads as one) no explain figure, a torch one no region
 // figure, neither a profiled program's.
