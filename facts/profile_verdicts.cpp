@@ -288,6 +288,16 @@ std::vector<Claim> profile_diagnosis(const json& v, const Markup& m) {
   if (auto c = iterations_claim(v, m)) claims.push_back(*c);
   claims.push_back(side_claim(b, m));
   if (a.is_object()) claims.push_back(side_claim(a, m));
+  // Hook time over different calls: under offload-only a hook Dynamo traces into the graph gets
+  // no range, so the two times are not of the same work.
+  if (a.is_object() && b["hook_calls"].is_number() && a["hook_calls"].is_number() && b["hook_calls"].get<int64_t>() > 0 &&
+      a["hook_calls"].get<int64_t>() > 0 && a["hook_calls"] != b["hook_calls"])
+    claims.push_back({"the policies recorded different hook calls, " + num(b["hook_calls"]) + " under " +
+                          m.code(b["policy"].get<std::string>()) + " and " + num(a["hook_calls"]) + " under " +
+                          m.code(a["policy"].get<std::string>()) +
+                          ": a hook Dynamo traced into the graph has no range of its own, so the hook times are not "
+                          "over the same calls",
+                      runs_of({&b, &a})});
   if (auto c = program_claim(b, a, m)) claims.push_back(*c);
   if (!a.is_object()) {
     const std::string policy = b["policy"].get<std::string>();
