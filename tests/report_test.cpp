@@ -166,6 +166,37 @@ TEST(Report, AProfiledProgramsRecompileLimitHitsAreInItsBlock) {
       << "no row where no policy hit the limit";
 }
 
+// A profiled run as the report reads it: `calls` hook calls over 44.9 ms, `iterations` of 10 ms.
+json profiled_run(int64_t id, const char* policy, int64_t calls, int64_t iterations) {
+  json r{{"id", id}, {"engine", "profile"}, {"scenario", "mlp.py"}, {"policy", policy}, {"status", "complete"},
+         {"exit_status", 0}, {"command", {"python", "mlp.py"}},
+         {"profile", {{"capture_range", "all"}, {"ranges", {{{"trace", "trace-1.json"}}}}}},
+         {"stats", {{"totals", {{"hook_busy_ns", 44'900'000}, {"hook_calls", calls}, {"hook_compile_ns", 0}}}}}};
+  r["iterations"] = {{"source", iterations ? "model call" : "none"}, {"count", iterations}};
+  if (iterations) r["iterations"]["ms"] = hs::measurement::Spread::of(std::vector<double>(iterations, 10.0)).to_json();
+  return r;
+}
+
+std::string profiled_diagnosis(const json& runs) {
+  const hs::facts::Markup plain{[](const std::string& s) { return "`" + s + "`"; }, [](const std::string& s) { return s; }};
+  std::string text;
+  for (const auto& c : hs::facts::profile_diagnosis(hs::facts::profile_verdicts({{"runs", runs}}).at(0), plain))
+    text += c.text + "\n";
+  return text;
+}
+
+// Under offload-only a hook Dynamo traces into the graph gets no range: where the policies
+// recorded different hook calls, the diagnosis says so beside their hook times.
+TEST(Report, AProfiledProgramsHookTimesOverDifferentCallsSaySo) {
+  std::string text = profiled_diagnosis({profiled_run(1, "whole-hook", 180, 5), profiled_run(2, "offload-only", 160, 5)});
+  EXPECT_NE(text.find("the policies recorded different hook calls, 180 under `whole-hook` and 160 under `offload-only`: "
+                      "a hook Dynamo traced into the graph has no range of its own"),
+            std::string::npos)
+      << text;
+  text = profiled_diagnosis({profiled_run(1, "whole-hook", 180, 5), profiled_run(2, "offload-only", 180, 5)});
+  EXPECT_EQ(text.find("different hook calls"), std::string::npos) << text;
+}
+
 // The figures at the end define what the report's runs can show: a LibTorch engine capture (a
 // file from before engines were named reads as one) no explain figure, a torch one no region
 // figure, neither a profiled program's.
