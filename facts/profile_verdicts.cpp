@@ -298,6 +298,22 @@ std::vector<Claim> profile_diagnosis(const json& v, const Markup& m) {
                           ": a hook Dynamo traced into the graph has no range of its own, so the hook times are not "
                           "over the same calls",
                       runs_of({&b, &a})});
+  // No iterations where the run recorded: say why and how to get them (facts/iterations.h rule 1).
+  std::vector<const json*> none;
+  for (const json* s : {&b, &a})
+    if (s->is_object() && (*s)["iterations"] == 0 && (*s)["status"] != "error" && (*s)["capture_ranges"] != 0)
+      none.push_back(s);
+  if (!none.empty()) {
+    std::string who = m.code((*none[0])["policy"].get<std::string>());
+    if (none.size() > 1) who = "under " + who + " and " + m.code((*none[1])["policy"].get<std::string>());
+    else who = "under " + who;
+    claims.push_back({"no iterations " + who +
+                          ": no call of a model hookscope saw held hook work at the top level (a compiled model whose "
+                          "hooks Dynamo traced into its graph, or hooks on submodules only); wrap each iteration in " +
+                          m.code("torch.profiler.record_function(f\"ProfilerStep#{i}\")") +
+                          ", which hookscope takes as an iteration",
+                      none.size() > 1 ? runs_of({none[0], none[1]}) : runs_of({none[0]})});
+  }
   if (auto c = program_claim(b, a, m)) claims.push_back(*c);
   if (!a.is_object()) {
     const std::string policy = b["policy"].get<std::string>();
