@@ -197,6 +197,27 @@ TEST(Report, AProfiledProgramsHookTimesOverDifferentCallsSaySo) {
   EXPECT_EQ(text.find("different hook calls"), std::string::npos) << text;
 }
 
+// A compiled model with plain hooks only gets no iterations (no top-level call holds hook work):
+// the diagnosis says why and how to get them; a run without a capture range says its own cause.
+TEST(Report, AProfiledRunWithoutIterationsSaysHowToGetThem) {
+  std::string text = profiled_diagnosis({profiled_run(1, "whole-hook", 180, 0), profiled_run(2, "offload-only", 180, 5)});
+  EXPECT_NE(text.find("no iterations under `whole-hook`: no call of a model hookscope saw held hook work at the top level"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("wrap each iteration in `torch.profiler.record_function(f\"ProfilerStep#{i}\")`, which hookscope "
+                      "takes as an iteration"),
+            std::string::npos)
+      << text;
+  text = profiled_diagnosis({profiled_run(1, "whole-hook", 180, 0), profiled_run(2, "offload-only", 180, 0)});
+  EXPECT_NE(text.find("no iterations under `whole-hook` and `offload-only`:"), std::string::npos) << text;
+  text = profiled_diagnosis({profiled_run(1, "whole-hook", 180, 5), profiled_run(2, "offload-only", 180, 5)});
+  EXPECT_EQ(text.find("no iterations"), std::string::npos) << text;
+  json bare = profiled_run(1, "whole-hook", 0, 0);
+  bare["profile"]["ranges"] = json::array();
+  text = profiled_diagnosis(json::array({bare}));
+  EXPECT_EQ(text.find("no iterations"), std::string::npos) << "no capture range is said instead\n" << text;
+}
+
 // The figures at the end define what the report's runs can show: a LibTorch engine capture (a
 // file from before engines were named reads as one) no explain figure, a torch one no region
 // figure, neither a profiled program's.
