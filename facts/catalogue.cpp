@@ -36,7 +36,8 @@ const std::vector<Fact>& catalogue() {
        "included)"},
       {"log_graph_break_records", "graph-break records in the log", "count", "TORCH_TRACE log",
        "dynamo_graph_break_reason records in the run's TORCH_TRACE log: each break Dynamo logged while compiling "
-       "any frame of the run (prefill, every decode step, restarts and recompiles), as tlparse lists them"},
+       "any frame of the run (every frame Dynamo compiled over the run: for a generate, prefill and every decode "
+       "step; restarts and recompiles), as tlparse lists them"},
       {"log_graph_break_count", "graphs − 1 in the log", "count", "TORCH_TRACE log",
        "torch._dynamo.explain's formula applied to a whole log: its graphs − 1 over every compile; one forward's "
        "graph_break_count only when the log holds exactly one forward"},

@@ -2,6 +2,7 @@
 #include "reports/report_stats.h"
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 namespace hs::reports {
@@ -50,15 +51,27 @@ std::string bytes_cell(const json& t, const char* count_key, const char* bytes_k
 std::string render_where_time_goes(const json& runs) {
   std::ostringstream md;
   bool header = false;
+  auto listed = [](const json& r) {
+    return r.contains("stats") && r["stats"].is_object() && !r.value("fullgraph", false) &&
+           r.value("status", "") != "incomplete";
+  };
+  // What "summed over what it recorded" means for each engine the table lists, and only those:
+  // a profile-only capture has no generate to speak of.
+  std::set<std::string> engines;
+  for (const auto& r : runs)
+    if (listed(r)) engines.insert(r.value("engine", "libtorch"));  // a file from before engines were named: libtorch
+  std::string what;
+  for (const auto& [engine, text] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"libtorch", "a libtorch run every recorded generate, warm-ups and measured ones, prefill and decode, the "
+                        "interleaved eager generates left out"},
+           {"torch", "a torch run its one profiled generate"},
+           {"profile", "a profiled program its capture ranges"}})
+    if (engines.count(engine)) what += (what.empty() ? ": " : "; ") + std::string(text);
   for (const auto& r : runs) {
-    if (!r.contains("stats") || !r["stats"].is_object() || r.value("fullgraph", false) ||
-        r.value("status", "") == "incomplete")
-      continue;
+    if (!listed(r)) continue;
     if (!header)
-      md << "\n### where the time goes (per run, summed over what it recorded: a libtorch run every recorded "
-            "generate, warm-ups and measured ones, prefill and decode, the interleaved eager generates left out; a "
-            "torch run its one profiled generate, a profiled program its capture ranges; `hookscope stats FILE` has the "
-            "breakdown)\n\n"
+      md << "\n### where the time goes (per run, summed over what it recorded" << what
+         << "; `hookscope stats FILE` has the breakdown)\n\n"
             "| engine | scenario | policy | mode | hook time, ms (calls) | compiler-disabled, ms (entries) | "
             "transfers | weight onloads |\n|---|---|---|---|---|---|---|---|\n";
     header = true;
