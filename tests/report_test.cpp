@@ -218,6 +218,36 @@ TEST(Report, AProfiledRunWithoutIterationsSaysHowToGetThem) {
   EXPECT_EQ(text.find("no iterations"), std::string::npos) << "no capture range is said instead\n" << text;
 }
 
+// A profile-only report speaks of what its runs are: the "where the time goes" heading names no
+// generate, and the HTML explains no decode column beside it; the log's break records are
+// defined without a generate's prefill and decode steps.
+TEST(Report, AProfileOnlyReportSpeaksOfNoGenerate) {
+  json report{{"schema", 2},
+              {"model", {{"id", "?"}, {"path", ""}, {"dtype", "?"}, {"params", nullptr}, {"bytes", nullptr}}},
+              {"devices", json::array()},
+              {"runs", {profiled_run(1, "whole-hook", 180, 5), profiled_run(2, "offload-only", 160, 5)}}};
+  report["verdicts"] = hs::facts::profile_verdicts(report);
+  const std::string md = hs::reports::render_markdown(report);
+  const size_t at = md.find("### where the time goes");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string heading = md.substr(at, md.find('\n', at) - at);
+  EXPECT_NE(heading.find("a profiled program its capture ranges"), std::string::npos) << heading;
+  for (const char* absent : {"generate", "decode", "libtorch"})
+    EXPECT_EQ(heading.find(absent), std::string::npos) << absent << ": " << heading;
+  EXPECT_EQ(md.find("prefill, every decode step"), std::string::npos) << md;
+  EXPECT_NE(md.find("every frame Dynamo compiled over the run: for a generate, prefill and every decode step"),
+            std::string::npos)
+      << md;
+  const std::string html = hs::reports::markdown_to_html(md);
+  EXPECT_EQ(html.find("Decode time per token"), std::string::npos) << html;
+  // A capture with a libtorch run still says what its generates sum.
+  json mixed = sample_report();
+  for (auto& r : mixed["runs"]) r["stats"] = {{"totals", {{"hook_busy_ns", 1000}, {"hook_calls", 1}}}};
+  const std::string mixed_md = hs::reports::render_markdown(mixed);
+  EXPECT_NE(mixed_md.find("summed over what it recorded: a libtorch run every recorded generate"), std::string::npos)
+      << mixed_md;
+}
+
 // The figures at the end define what the report's runs can show: a LibTorch engine capture (a
 // file from before engines were named reads as one) no explain figure, a torch one no region
 // figure, neither a profiled program's.
