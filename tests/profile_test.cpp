@@ -273,6 +273,40 @@ TEST(Profile, BinaryOutputAndNoCaptureRangeStillMakeARun) {
   EXPECT_TRUE(runs[0].versions.contains("hookscope"));
 }
 
+// A model dispatched over cpu and disk, compiled, under offload-only: the hooks Dynamo traces
+// (pre_forward / post_forward) are not wrapped once the program compiles, so a graph break inside
+// them lands where it does without hookscope and the compile log is the program's own (a wrapper
+// Dynamo inlined made this log 16 graphs and 13 recompile_reasons against 15 and 12). The
+// compiler-disabled offload helpers keep their ranges: the weight onloads are recorded.
+TEST(Profile, DynamoCompilesTheSameWithTheRecordingWhenTheHooksItTracesBreak) {
+  const fs::path dir = script_dir("profile-disk-offload");
+  write(dir / "disk.py", R"(import sys, tempfile, torch
+from accelerate import dispatch_model
+if len(sys.argv) > 1:
+    from hookscope_torch import offload_only
+    offload_only.apply()
+from tiny_net import Net
+torch.manual_seed(0)
+model = dispatch_model(Net().eval(), device_map={"blocks.0": "cpu", "blocks.1": "disk", "blocks.2": "disk", "head": "cpu"},
+                       offload_dir=tempfile.mkdtemp())
+compiled = torch.compile(model, backend="eager")
+with torch.no_grad():
+    for _ in range(4):
+        y = compiled(torch.randn(2, 16))
+print(float(y.sum()))
+)");
+  const fs::path out = dir / "cap.sqlite";
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--policies", "offload-only", "--",
+                                      hs::test::python(), (dir / "disk.py").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  hs::storage::CaptureReader rd(out);
+  const auto run = rd.runs().at(0);
+  const json unrecorded = unrecorded_compile_log(dir, "disk.py", "offload-only");
+  ASSERT_FALSE(unrecorded.contains("error")) << unrecorded.dump();
+  expect_same_dynamo(run.results["profile"]["imports"][0]["compile_log"], unrecorded);
+  EXPECT_FALSE(rd.weight_swaps(run.id).empty()) << "the disk-offloaded blocks' onloads";
+}
+
 // A program that SIGINT ends without hookscope forwarding it (a `kill -INT` to the program, or
 // hookscope started with SIGINT ignored): its run is incomplete, no further policy runs, as a
 // shell's loop stops; and its `-c` command reads as it would be typed.

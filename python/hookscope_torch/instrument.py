@@ -41,6 +41,9 @@ as without hookscope), and still inlines the wrapper where it traces the call. E
 gets a code object of its own (``_own_code``): Dynamo keeps its compiled code and guards per code
 object (accelerate's lazy ``_compiler_disable`` wrapper guards on ``fn.__code__``), so one
 wrapper code shared by every method would merge what Dynamo keeps apart without hookscope.
+Where Dynamo inlines a wrapper it is still a frame level of its own, and a graph break inside the
+wrapped method then lands one level deeper: ``stop_wrapping_traced`` gives back the methods
+Dynamo traces before a program compiles (hookscope profile calls it).
 
 Works for accelerate as installed (whole-hook), after ``offload_only.apply()``, and for a
 patched source tree; apply the offload-only patch before installing.
@@ -283,6 +286,7 @@ class Instrumentation:
         self._saved: list[tuple[object, str, object]] = []  # (owner, attribute, original or _ABSENT)
         self._local = threading.local()
         self._titles: dict = {}  # (method, hook class, id(module), execution_device) -> range name
+        self._compiling = False  # stop_wrapping_traced was called
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> "Instrumentation":
@@ -302,8 +306,26 @@ class Instrumentation:
 
     def _instrument_class(self, cls: type) -> None:
         for name in _PHASES + _SWAPS:
-            if name in cls.__dict__:
+            if name in cls.__dict__ and not (self._compiling and not _compiler_disabled(cls.__dict__[name])):
                 self._replace(cls, name, self._wrap_method(cls.__dict__[name], name))
+
+    def stop_wrapping_traced(self) -> None:
+        """Gives back the hook methods Dynamo traces (those not compiler-disabled: the
+        offload-only policy's pre_forward / post_forward, CpuOffload's), and wraps no more of
+        them: called before the program compiles. A wrapper Dynamo inlines is a frame of its own
+        between the caller and the hook method, and a graph break inside the method then lands
+        one level deeper, which changes what Dynamo compiles (the frames it resumes, skips and
+        recompiles) — so the wrappers Dynamo would inline go. The compiler-disabled ones
+        (whole-hook's phases, the offload helpers) stay: Dynamo stops at them as without
+        hookscope."""
+        self._compiling = True
+        keep = []
+        for owner, name, original in self._saved:
+            if getattr(getattr(owner, "__dict__", {}).get(name), "_hookscope_traced", False):
+                setattr(owner, name, original)
+            else:
+                keep.append((owner, name, original))
+        self._saved = keep
 
     def uninstall(self) -> None:
         while self._saved:
@@ -407,6 +429,7 @@ class Instrumentation:
 
         new = rewrap(_own_code(instrumented), original)
         new._hookscope_instrumented = True
+        new._hookscope_traced = not _compiler_disabled(original)
         return new
 
     def _wrap_set_tensor(self, original):
@@ -468,6 +491,12 @@ class Instrumentation:
         _never_compiled(send_to_device)
         send_to_device._hookscope_instrumented = True
         return send_to_device
+
+
+def _compiler_disabled(method) -> bool:
+    """Whether Dynamo stops at `method` (accelerate's lazy `_compiler_disable`, or
+    `torch.compiler.disable`) rather than tracing it."""
+    return _disabled_parts(method)[0] is not method
 
 
 def _disabled_parts(method):

@@ -234,10 +234,30 @@ def _watching_instrumentation():
         target = getattr(model, "__self__", None) if isinstance(model, types.MethodType) else model
         if isinstance(target, torch.nn.Module):  # torch.compile(model), Module.compile()
             inst.learn(target)
+        inst.stop_wrapping_traced()
         return compile_(model, *args, **kwargs)
 
     inst._replace(torch, "compile", compile)
+    # Dynamo entered another way (torch._dynamo.optimize, explain, optimize_assert): the same.
+    hook_systems.after_import("torch._dynamo.eval_frame", lambda eval_frame: _before_dynamo(inst, eval_frame))
     return inst
+
+
+def _before_dynamo(inst, eval_frame) -> None:
+    """`inst.stop_wrapping_traced()` before each of eval_frame's entry points makes a compiled
+    callable (torch.compile goes through them too)."""
+    import functools
+
+    for name in ("_optimize", "_optimize_assert"):
+        entry = getattr(eval_frame, name, None)
+        if entry is None:
+            continue
+
+        def entered(*args, _entry=entry, **kwargs):
+            inst.stop_wrapping_traced()
+            return _entry(*args, **kwargs)
+
+        inst._replace(eval_frame, name, functools.wraps(entry)(entered))
 
 
 def begin_from_environment() -> None:
