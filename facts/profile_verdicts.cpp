@@ -180,6 +180,19 @@ json profile_verdicts(const json& report) {
                                                            after->value("policy", ""))
                                        : json(nullptr)}};
     v["against_hypothesis"] = after ? against_hypothesis(v) : json::array();
+    // The program's other runs (an --append of the same policies): not compared, said so.
+    v["left_out"] = json::array();
+    for (const auto& r : report["runs"])
+      if (r.value("engine", "") == "profile" && r.value("scenario", "") == program &&
+          std::none_of(runs.begin(), runs.end(), [&](const json* x) { return x == &r; }))
+        v["left_out"].push_back({{"run", r.value("id", json(nullptr))}, {"policy", r.value("policy", "")}});
+    // --label NAME: RUNS.label is "NAME · POLICY" (the script's name when none was given).
+    v["label"] = nullptr;
+    const std::string suffix = " · " + before->value("policy", "");
+    if (const std::string label = before->value("label", "");
+        label.size() > suffix.size() && label.compare(label.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        label.substr(0, label.size() - suffix.size()) != program)
+      v["label"] = label.substr(0, label.size() - suffix.size());
     out.push_back(v);
   }
   return out;
@@ -315,6 +328,17 @@ std::vector<Claim> profile_diagnosis(const json& v, const Markup& m) {
                       none.size() > 1 ? runs_of({none[0], none[1]}) : runs_of({none[0]})});
   }
   if (auto c = program_claim(b, a, m)) claims.push_back(*c);
+  if (v.contains("left_out") && v["left_out"].is_array() && !v["left_out"].empty()) {
+    std::string runs;
+    std::vector<int64_t> ids;
+    for (const json& o : v["left_out"]) {
+      runs += (runs.empty() ? "" : ", ") + num(o["run"]) + " (" + m.code(o.value("policy", "")) + ")";
+      if (o["run"].is_number()) ids.push_back(o["run"].get<int64_t>());
+    }
+    claims.push_back({(v["left_out"].size() == 1 ? "run " : "runs ") + runs + (v["left_out"].size() == 1 ? " is" : " are") +
+                          " not compared: the block compares the first run of each policy",
+                      ids});
+  }
   if (!a.is_object()) {
     const std::string policy = b["policy"].get<std::string>();
     const std::string other = policy == "offload-only" ? "whole-hook" : "offload-only";

@@ -33,6 +33,8 @@ std::string program_command(const nlohmann::json& run);
 ///      "iteration_ms" (median) — each null where the run has none},
 ///    "iteration_speedup": {"ratio" (before ÷ after median iteration), "verdict", "why"} | null,
 ///    "policy_speedup": null,
+///    "left_out": [{"run", "policy"}] (the program's runs not compared: a policy's later runs),
+///    "label": the runs' --label, or null where they have none (RUNS.label "NAME · POLICY"),
 ///    "against_hypothesis": [{"kind": "more_breaks", "before", "after"} (graphs − 1 in the log) |
 ///      {"kind": "slower_iterations"}]}.
 /// `report` is a report document whose profile runs carry their break facts, "stats" (totals),

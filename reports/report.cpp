@@ -155,7 +155,9 @@ std::string count_cell(const json& v) { return v.is_number() ? std::to_string(v.
 // A profiled program's block (facts/profile_verdicts.h): what each policy's run recorded, one
 // column per policy, then the diagnosis. Every row is a fact of facts/catalogue.h.
 void write_profile_verdict(std::ostringstream& md, const json& v, const facts::Markup& markup, bool links) {
-  md << "**" << engine_name("profile") << ", " << v.value("scenario", "") << "**\n\n";
+  md << "**" << engine_name("profile") << ", "
+     << (v.contains("label") && v["label"].is_string() ? v["label"].get<std::string>() + " (" + v.value("scenario", "") + ")" : v.value("scenario", ""))
+     << "**\n\n";
   std::vector<const json*> sides{&v["before"]};
   if (v["after"].is_object()) sides.push_back(&v["after"]);
   auto row = [&](const std::string& label, const std::function<std::string(const json&)>& cell) {
