@@ -248,6 +248,33 @@ TEST(Report, AProfileOnlyReportSpeaksOfNoGenerate) {
       << mixed_md;
 }
 
+// Runs appended to a capture (a policy run again) are not compared, and the block says which; a
+// --label names the block.
+TEST(Report, AProfiledProgramsBlockNamesTheRunsItLeavesOutAndItsLabel) {
+  json runs = {profiled_run(1, "whole-hook", 180, 5), profiled_run(2, "offload-only", 180, 5),
+               profiled_run(4, "whole-hook", 180, 5)};
+  std::string text = profiled_diagnosis(runs);
+  EXPECT_NE(text.find("run 4 (`whole-hook`) is not compared: the block compares the first run of each policy"),
+            std::string::npos)
+      << text;
+  runs.push_back(profiled_run(5, "offload-only", 180, 5));
+  text = profiled_diagnosis(runs);
+  EXPECT_NE(text.find("runs 4 (`whole-hook`), 5 (`offload-only`) are not compared"), std::string::npos) << text;
+  EXPECT_EQ(profiled_diagnosis({runs[0], runs[1]}).find("not compared"), std::string::npos);
+  json report{{"schema", 2},
+              {"model", {{"id", "?"}, {"path", ""}, {"dtype", "?"}, {"params", nullptr}, {"bytes", nullptr}}},
+              {"devices", json::array()},
+              {"runs", {runs[0], runs[1]}}};
+  report["runs"][0]["label"] = "baseline · whole-hook";
+  report["runs"][1]["label"] = "baseline · offload-only";
+  report["verdicts"] = hs::facts::profile_verdicts(report);
+  EXPECT_NE(hs::reports::render_markdown(report).find(", baseline (mlp.py)**"), std::string::npos);
+  report["runs"][0]["label"] = "mlp.py · whole-hook";  // no --label: the script's name
+  report["verdicts"] = hs::facts::profile_verdicts(report);
+  EXPECT_EQ(report["verdicts"][0]["label"], nullptr);
+  EXPECT_EQ(hs::reports::render_markdown(report).find("(mlp.py)**"), std::string::npos);
+}
+
 // The figures at the end define what the report's runs can show: a LibTorch engine capture (a
 // file from before engines were named reads as one) no explain figure, a torch one no region
 // figure, neither a profiled program's.
