@@ -262,6 +262,7 @@ json program_record(const ProfileArgs& a, int status, const engines::ProgramRun&
 }
 
 struct Outcome {
+  int64_t run = 0;             // its run in the capture
   int status = 0;              // the program's exit status
   int term_signal = 0;         // the signal that ended it, 0 where it exited
   bool recorded = false;       // its recording was imported
@@ -284,6 +285,7 @@ Outcome run_policy(const ProfileArgs& a, const Policy& p, storage::Store& store,
   std::fprintf(stderr, "[hookscope] profile: run %lld, policy %s: %s\n", static_cast<long long>(run), p.name.c_str(),
                output::terminal_text(storage::shell_command(a.command)).c_str());
   Outcome o;
+  o.run = run;
   std::unique_ptr<engines::ProgramRun> started;
   try {
     started = std::make_unique<engines::ProgramRun>(a.command, environment(a, p, dir));
@@ -350,6 +352,8 @@ int run_profile(const ProfileArgs& a) {
   int status = 0;
   size_t ran = 0;
   std::string failure;
+  int stopped_by = 0;     // the signal that stopped the policies (Ctrl+C, SIGTERM, a SIGINT to the program)
+  int64_t stopped_run = 0;
   {
     storage::Store store(target);
     try {
@@ -358,6 +362,10 @@ int run_profile(const ProfileArgs& a) {
         ++ran;
         if (!o.recorded && failure.empty()) failure = "policy " + p.name + ": " + o.error;
         if (o.status != 0 && status == 0) status = o.status;
+        if (interrupted.load() || o.term_signal == SIGINT) {
+          stopped_by = interrupted.load() ? interrupted.load() : SIGINT;
+          stopped_run = o.run;
+        }
         if (interrupted.load()) break;
         // A program ended by SIGINT that hookscope did not forward (hookscope started with
         // SIGINT ignored, a `kill -INT` to the program): stop as a shell's loop does.
@@ -379,6 +387,15 @@ int run_profile(const ProfileArgs& a) {
     if (a.force_overwrite)
       for (const char* s : {"-wal", "-shm", "-journal"}) fs::remove(out.string() + s);
     fs::rename(target, out);
+  }
+  if (stopped_by != 0) {
+    // What the interruption left: the run it stopped and the policies it kept from running.
+    std::string not_run;
+    for (size_t i = ran; i < policies.size(); ++i) not_run += (not_run.empty() ? "" : ", ") + policies[i].name;
+    std::fprintf(stderr, "[hookscope] profile: interrupted by %s: run %lld incomplete%s%s\n",
+                 stopped_by == SIGINT ? "SIGINT" : stopped_by == SIGTERM ? "SIGTERM" : ("signal " + std::to_string(stopped_by)).c_str(),
+                 static_cast<long long>(stopped_run), not_run.empty() ? "" : "; policies not run: ",
+                 output::terminal_text(not_run).c_str());
   }
   std::fprintf(stderr, "[hookscope] wrote %zu run(s) to %s\n", ran, output::terminal_text(out.string()).c_str());
   std::fputs(output::open_hint(out, ran + (in_place ? 1 : 0), a.command).c_str(), stderr);

@@ -172,7 +172,11 @@ void write_profile_verdict(std::ostringstream& md, const json& v, const facts::M
        << " |";
   md << "\n|---|" << (sides.size() > 1 ? "---|---|" : "---|") << "\n";
   row(label("command"), [](const json& s) { return s["command"].is_string() ? md_code(s["command"].get<std::string>(), MdPlace::cell) : "–"; });
-  row(label("exit_status"), [](const json& s) { return s["status"] == "incomplete" ? std::string("incomplete") : count_cell(s["exit_status"]); });
+  // The status the program exited with (as the runs table shows it), and whether its run is incomplete.
+  row(label("exit_status"), [](const json& s) {
+    if (s["status"] != "incomplete") return count_cell(s["exit_status"]);
+    return s["exit_status"].is_number() ? count_cell(s["exit_status"]) + " (incomplete)" : std::string("incomplete");
+  });
   for (const char* k : {"log_graphs", "log_graph_break_count", "log_graph_break_records", "log_recompiles"})
     row(label(k), [&](const json& s) { return count_cell(s[k]); });
   // Only where a policy hit the limit: a frame Dynamo gave up on runs eagerly from then on.
