@@ -643,6 +643,21 @@ TEST(Profile, AProgramWhoseOwnProfilerTookOverFailsItsRunWithTheReason) {
   EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << report.out;
 }
 
+// A program SIGINT ended: hookscope's last lines say what the interruption left — the run it
+// stopped and the policies it kept from running (a shell stands in for the program: no Python).
+TEST(Profile, AnInterruptionSaysWhichRunItStoppedAndWhichPoliciesDidNotRun) {
+  const fs::path dir = hs::test::scratch_dir("profile-interrupted-says");
+  const fs::path out = dir / "cap.sqlite";
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--policies", "whole-hook,offload-only", "--",
+                                      "/bin/sh", "-c", "kill -INT $$"});
+  EXPECT_NE(r.err.find("[hookscope] profile: interrupted by SIGINT: run 1 incomplete; policies not run: offload-only"),
+            std::string::npos)
+      << r.err;
+  hs::storage::CaptureReader rd(out);
+  ASSERT_EQ(rd.runs().size(), 1u) << r.err;
+  EXPECT_EQ(rd.runs()[0].status, hs::tracer::RunStatus::Incomplete);
+}
+
 TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   const fs::path dir = script_dir("profile-bad");
   const fs::path out = dir / "cap.sqlite";

@@ -275,6 +275,21 @@ TEST(Report, AProfiledProgramsBlockNamesTheRunsItLeavesOutAndItsLabel) {
   EXPECT_EQ(hs::reports::render_markdown(report).find("(mlp.py)**"), std::string::npos);
 }
 
+// A run stopped by Ctrl+C: the verdict table gives its exit status as the runs table does (130),
+// and says the run is incomplete beside it.
+TEST(Report, AnIncompleteProfiledRunsExitStatusReadsAsInTheRunsTable) {
+  json report{{"schema", 2},
+              {"model", {{"id", "?"}, {"path", ""}, {"dtype", "?"}, {"params", nullptr}, {"bytes", nullptr}}},
+              {"devices", json::array()},
+              {"runs", json::array({profiled_run(1, "whole-hook", 180, 5)})}};
+  report["runs"][0]["status"] = "incomplete";
+  report["runs"][0]["exit_status"] = 130;
+  report["verdicts"] = hs::facts::profile_verdicts(report);
+  const std::string md = hs::reports::render_markdown(report);
+  EXPECT_NE(md.find("| exit status | 130 (incomplete) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | `python mlp.py` | whole-hook | incomplete | 130 |"), std::string::npos) << md;
+}
+
 // The figures at the end define what the report's runs can show: a LibTorch engine capture (a
 // file from before engines were named reads as one) no explain figure, a torch one no region
 // figure, neither a profiled program's.
