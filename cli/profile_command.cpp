@@ -210,7 +210,7 @@ Recorded import_recording(storage::Store& store, int64_t run, const fs::path& di
   }
   if (log) take({std::nullopt, log, ""});
   if (doc.value("ranges", json::array()).empty())
-    r.diagnostics.push_back("profile: no capture range was recorded (--capture-range markers without "
+    r.diagnostics.push_back("no capture range was recorded (--capture-range markers without "
                             "hookscope_torch.start(), or a --delay past the program's end): the run holds its compile log only");
   r.result["profile"] = {{"capture_range", doc.value("capture_range", "")}, {"ranges", doc.value("ranges", json::array())},
                          {"models", doc.value("models", json::array())}, {"imports", imports}};
@@ -219,7 +219,7 @@ Recorded import_recording(storage::Store& store, int64_t run, const fs::path& di
   std::string stop_error;  // the profiler could not be stopped: another one stopped it first
   for (const json& e : doc.value("errors", json::array()))
     if (e.is_string()) {
-      r.diagnostics.push_back("profile: " + e.get<std::string>());
+      r.diagnostics.push_back(e.get<std::string>());
       if (stop_error.empty() && e.get<std::string>().rfind("stopping the profiler", 0) == 0) stop_error = e.get<std::string>();
     }
   // A range opened but its trace never written: torch.profiler keeps one Kineto profiler per

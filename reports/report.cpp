@@ -193,6 +193,7 @@ void write_profile_verdict(std::ostringstream& md, const json& v, const facts::M
     return fmt(s["hook_busy_ns"].get<double>() / 1e6) + " (" + count_cell(s["hook_calls"]) + ")";
   });
   row(label("weight_onloads") + " (bytes)", [](const json& s) {
+    if (s.contains("capture_ranges") && s["capture_ranges"] == 0) return std::string("–");  // nothing recorded: as hook time
     return count_cell(s["weight_onloads"]) +
            (s["weight_onload_bytes"].is_number() ? " (" + bytes_h(s["weight_onload_bytes"].get<double>()) + ")" : "");
   });
