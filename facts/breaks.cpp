@@ -89,9 +89,12 @@ json break_facts(const storage::CaptureReader& rd, const storage::RunRecord& rec
                                                               : number_or_null(res, "recompiles");
     f["recompiles"] = nullptr;
   }
-  f["recorded_disabled_scope_entries"] = rd.count("GRAPH_BREAKS", rec.id);
+  // A profiled program never has the LibTorch engine's rows: null, as its other figures that do
+  // not apply (not a count of 0).
+  f["recorded_disabled_scope_entries"] = rec.engine == "profile" ? json(nullptr) : json(rd.count("GRAPH_BREAKS", rec.id));
   if (explained) f["breaks_source"] = "dynamo";
-  else if (libtorch || f["recorded_disabled_scope_entries"] != 0) f["breaks_source"] = "libtorch";
+  else if (libtorch || (f["recorded_disabled_scope_entries"].is_number() && f["recorded_disabled_scope_entries"] != 0))
+    f["breaks_source"] = "libtorch";
   else if (!f["log_compiles"].is_null()) f["breaks_source"] = "log";
   else f["breaks_source"] = "none";
   return f;

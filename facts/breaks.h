@@ -29,7 +29,8 @@ namespace hs::facts {
 ///     "log_break_reasons" (importers::dynamo_summary's grouped records), "log_statuses": the
 ///     run's TORCH_TRACE log (null / [] without one);
 ///   "disabled_scope_entries", "captured_regions": the LibTorch engine's one compiled forward;
-///   "recorded_disabled_scope_entries": GRAPH_BREAKS rows over the whole run (LibTorch engine).
+///   "recorded_disabled_scope_entries": GRAPH_BREAKS rows over the whole run (LibTorch engine;
+///     null for a profiled program's run).
 /// A run of a file written before runs named their engine is a LibTorch-engine run: its stored
 /// "graph_break_count" is read as its disabled_scope_entries.
 /// `results` is the run's RUNS.results (checked by storage::check_run_results).
