@@ -113,9 +113,9 @@ class Session:
         if self.prof is None:
             return
         prof, self.prof = self.prof, None
-        prof.stop()
         r = self.ranges[-1]
-        r["end_ns"] = time.monotonic_ns()
+        r["end_ns"] = time.monotonic_ns()  # before stop(), which processes the events: the range ends here
+        prof.stop()
         name = f"trace-{len(self.ranges)}.json"
         prof.export_chrome_trace(str(self.out_dir / name))
         r["trace"] = name
