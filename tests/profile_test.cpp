@@ -658,6 +658,30 @@ TEST(Profile, AnInterruptionSaysWhichRunItStoppedAndWhichPoliciesDidNotRun) {
   EXPECT_EQ(rd.runs()[0].status, hs::tracer::RunStatus::Incomplete);
 }
 
+// A run without a capture range (a stand-in program leaves the profile.json of one that never
+// called start()): its note is said once ("profile: run 1: no capture range…", not "profile:"
+// twice), the verdict table shows "–" for its weight onloads as for its hook time, and explain
+// --json gives null for the LibTorch engine's figure a profiled run cannot have.
+TEST(Profile, ARunWithoutACaptureRangeSaysSoOnceAndShowsNoFigures) {
+  const fs::path dir = hs::test::scratch_dir("profile-no-range-figures");
+  const fs::path out = dir / "cap.sqlite", doc = dir / "profile.json";
+  write(doc, json{{"capture_range", "markers"}, {"ranges", json::array()}, {"errors", json::array()}}.dump());
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--capture-range", "markers", "--", "/bin/sh", "-c",
+                                      "cp \"$0\" \"$HOOKSCOPE_PROFILE_DIR/profile.json\"", doc.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[hookscope] profile: run 1: no capture range was recorded"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("profile: profile:"), std::string::npos) << r.err;
+  const auto report = hs::test::hookscope({"report", out.string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("| weight onloads (bytes) | – |"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("profile: profile:"), std::string::npos) << report.out;
+  const auto ex = hs::test::hookscope({"explain", out.string(), "--run", "1", "--json"});
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  const json e = json::parse(ex.out);
+  EXPECT_TRUE(e["recorded_disabled_scope_entries"].is_null()) << e.dump();
+  EXPECT_TRUE(e["disabled_scope_entries"].is_null()) << e.dump();
+}
+
 TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   const fs::path dir = script_dir("profile-bad");
   const fs::path out = dir / "cap.sqlite";
