@@ -349,6 +349,9 @@ int run_profile(const ProfileArgs& a) {
     interrupted = signo;
     if (engines::ProgramRun* p = live.load()) p->signal(signo);
   });
+  if (watch.ignored(SIGINT))
+    std::fprintf(stderr, "[hookscope] profile: SIGINT is ignored in this process (started in the background?): Ctrl+C "
+                         "will not stop the program; SIGTERM does\n");
   int status = 0;
   size_t ran = 0;
   std::string failure;

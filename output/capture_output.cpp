@@ -356,7 +356,8 @@ InterruptWatch::InterruptWatch(std::function<void(int)> on_signal) : on_signal_(
   for (int i = 0; i < 2; ++i) {
     ::sigaction(kSignals[i], nullptr, &g_previous[i]);
     // A signal ignored by whoever started us (nohup, a background job of a script) stays so.
-    if (g_previous[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
+    ignored_[i] = g_previous[i].sa_handler == SIG_IGN;
+    if (!ignored_[i]) ::sigaction(kSignals[i], &sa, nullptr);
   }
   // A child that dies of the same Ctrl+C must not end this process through a write to its pipe
   // (SIGPIPE's default) before the capture is finalized: the write fails with EPIPE instead.
@@ -364,6 +365,12 @@ InterruptWatch::InterruptWatch(std::function<void(int)> on_signal) : on_signal_(
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   ::sigaction(SIGPIPE, &ignore, &g_previous_pipe);
+}
+
+bool InterruptWatch::ignored(int signo) const {
+  for (int i = 0; i < 2; ++i)
+    if (kSignals[i] == signo) return ignored_[i];
+  return false;
 }
 
 InterruptWatch::~InterruptWatch() {

@@ -130,7 +130,12 @@ class InterruptWatch {
   InterruptWatch(const InterruptWatch&) = delete;
   InterruptWatch& operator=(const InterruptWatch&) = delete;
 
+  /// Whether `signo` (SIGINT or SIGTERM) was ignored when the watch was made, and so is not
+  /// watched (hookscope started in the background, nohup).
+  bool ignored(int signo) const;
+
  private:
+  bool ignored_[2] = {false, false};  // SIGINT, SIGTERM
   int pipe_[2] = {-1, -1};
   std::function<void(int)> on_signal_;
   std::thread thread_;
