@@ -682,6 +682,27 @@ TEST(Profile, ARunWithoutACaptureRangeSaysSoOnceAndShowsNoFigures) {
   EXPECT_TRUE(e["disabled_scope_entries"].is_null()) << e.dump();
 }
 
+// hookscope started with SIGINT ignored (a background job of a script) cannot pass Ctrl+C on:
+// it says so once at startup.
+TEST(Profile, StartedWithSigintIgnoredItSaysCtrlCWillNotStopTheProgram) {
+  const fs::path dir = hs::test::scratch_dir("profile-sigint-ignored");
+  const fs::path out = dir / "cap.sqlite";
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGINT, &ignore, &previous);  // inherited by the hookscope the test starts
+  const auto r = hs::test::hookscope({"profile", "-o", out.string(), "--", "/bin/sh", "-c", "true"});
+  ::sigaction(SIGINT, &previous, nullptr);
+  const std::string note = "[hookscope] profile: SIGINT is ignored in this process (started in the background?): Ctrl+C "
+                           "will not stop the program; SIGTERM does";
+  EXPECT_NE(r.err.find(note), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(note), r.err.rfind(note)) << "once\n" << r.err;
+  fs::remove(out);
+  EXPECT_EQ(hs::test::hookscope({"profile", "-o", out.string(), "--", "/bin/sh", "-c", "true"}).err.find("SIGINT is ignored"),
+            std::string::npos)
+      << "not when SIGINT is watched";
+}
+
 TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   const fs::path dir = script_dir("profile-bad");
   const fs::path out = dir / "cap.sqlite";
