@@ -266,7 +266,8 @@ Claim side_claim(const json& s, const Markup& m) {
     parts.push_back("no capture range was recorded (--capture-range markers without hookscope_torch.start(), or a "
                     "--delay past the program's end): the run holds its compile log only");
   else
-    parts.push_back("no hook call recorded (a hook Dynamo traces into the graph records none)");
+    parts.push_back("no hook call recorded (a hook Dynamo traces has no range of its own: in a compiled program it is "
+                    "left unwrapped, docs/profile.md)");
   if (s["weight_onloads"].is_number() && s["weight_onloads"].get<int64_t>() > 0)
     parts.push_back(counted(s["weight_onloads"], "weight onload") + " (" + bytes_text(s["weight_onload_bytes"].get<int64_t>()) + ")");
   for (size_t i = 0; i < parts.size(); ++i) text += (i ? "; " : "") + parts[i];
@@ -308,8 +309,8 @@ std::vector<Claim> profile_diagnosis(const json& v, const Markup& m) {
     claims.push_back({"the policies recorded different hook calls, " + num(b["hook_calls"]) + " under " +
                           m.code(b["policy"].get<std::string>()) + " and " + num(a["hook_calls"]) + " under " +
                           m.code(a["policy"].get<std::string>()) +
-                          ": a hook Dynamo traced into the graph has no range of its own, so the hook times are not "
-                          "over the same calls",
+                          ": a hook Dynamo traces has no range of its own (in a compiled program it is left "
+                          "unwrapped), so the hook times are not over the same calls",
                       runs_of({&b, &a})});
   // No iterations where the run recorded: say why and how to get them (facts/iterations.h rule 1).
   std::vector<const json*> none;
