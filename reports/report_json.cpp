@@ -96,6 +96,62 @@ void add_verdicts(json& runs) {
 
 }  // namespace
 
+json report_run(const storage::CaptureReader& rd, const storage::RunRecord& rec) try {
+  json r = rec.results.is_object() ? rec.results : json::object();
+  storage::check_run_results(r, rd, rec.id);
+  rd.check_rows(rec.id);
+  r.erase("model");
+  r["id"] = rec.id;
+  r["scenario"] = rec.scenario;
+  r["policy"] = rec.policy;
+  r["mode"] = rec.mode;
+  r["fullgraph"] = rec.fullgraph;
+  r["engine"] = rec.engine;
+  if (!rec.label.empty()) r["label"] = rec.label;
+  if (rec.status == tracer::RunStatus::Incomplete) {
+    r["status"] = "incomplete";
+    r["error"] = "the capture stopped before this run ended";
+  } else if (rec.status == tracer::RunStatus::Failed && r.value("status", "") != "error") {
+    r["status"] = "error";
+    r["error"] = rec.error;
+  }
+  for (const char* k : {"error", "argmax_match", "logits_identical",
+                        "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "prefill_ms",
+                        "decode_ms_per_token", "tokens_per_s", "speedup"})
+    if (!r.contains(k)) r[k] = nullptr;
+  if (!r.contains("weight_devices")) r["weight_devices"] = json::array();
+  if (!r.contains("new_tokens")) r["new_tokens"] = 0;
+  // Peak resident bytes per device: the capture stores it with the results; a run that never
+  // ended has only its recorded counters.
+  if (!r.contains("peak_memory_bytes") || !r["peak_memory_bytes"].is_object()) {
+    json peaks = json::object();
+    for (const auto& c : rd.memory_counters(rec.id))
+      peaks[c.device] = std::max(peaks.value(c.device, int64_t{0}), c.bytes);
+    r["peak_memory_bytes"] = peaks;
+  }
+  add_break_facts(rd, rec, r);
+  const auto overhead = facts::recording_overhead(r);
+  r["recording_overhead"] = overhead ? json(overhead->ratio) : json(nullptr);
+  // reports/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
+  static const std::vector<std::string> kReportStats = {"hook_time_by_device", "device_compute", "transfers",
+                                                        "weight_swaps", "compiler_disabled", "graph_breaks"};
+  const RunStats stats = compute_stats(rd, {kReportStats, rec.id}).front();
+  r["stats"] = stats_json(stats, kReportStats);
+  // The recorded totals are the stats' (one computation): transfers that moved bytes, calls
+  // that moved nothing apart, weight onloads.
+  const StatsTotals& t = stats.totals;
+  r["recorded"] = {{"transfers", t.transfers},          {"transfer_bytes", t.transfer_bytes},
+                   {"empty_transfer_calls", t.empty_transfer_calls}, {"weight_onloads", t.onloads},
+                   {"weight_onload_bytes", t.onload_bytes}};
+  // A profiled program's iterations (facts/iterations.h), which its verdict times.
+  if (rec.engine == "profile") r["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
+  return r;
+} catch (const json::exception& e) {  // a field of another type than hookscope writes
+  throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(rec.id) +
+                                             ": RUNS.results does not hold what hookscope writes there (" + e.what() +
+                                             "); the file is damaged or was written by another program");
+}
+
 json build_report(const storage::CaptureReader& rd) {
   json report{{"schema", 2}, {"model", nullptr}, {"settings", settings_of(rd)}, {"devices", json::array()},
               {"runs", json::array()}};
@@ -107,62 +163,12 @@ json build_report(const storage::CaptureReader& rd) {
     report["devices"].push_back({{"id", device_id_json(i.name)}, {"kind", kind}, {"backing", i.backing},
                                  {"max_memory", i.max_memory ? json(*i.max_memory) : json(nullptr)}});
   }
-  for (const auto& rec : rd.runs()) try {
-    json r = rec.results.is_object() ? rec.results : json::object();
-    storage::check_run_results(r, rd, rec.id);
-    rd.check_rows(rec.id);
-    if (report["model"].is_null() && r.contains("model")) report["model"] = r["model"];
+  for (const auto& rec : rd.runs()) {
+    json r = report_run(rd, rec);
+    if (report["model"].is_null() && rec.results.is_object() && rec.results.contains("model"))
+      report["model"] = rec.results["model"];
     if (run_model.empty()) run_model = rec.model;
-    r.erase("model");
-    r["id"] = rec.id;
-    r["scenario"] = rec.scenario;
-    r["policy"] = rec.policy;
-    r["mode"] = rec.mode;
-    r["fullgraph"] = rec.fullgraph;
-    r["engine"] = rec.engine;
-    if (!rec.label.empty()) r["label"] = rec.label;
-    if (rec.status == tracer::RunStatus::Incomplete) {
-      r["status"] = "incomplete";
-      r["error"] = "the capture stopped before this run ended";
-    } else if (rec.status == tracer::RunStatus::Failed && r.value("status", "") != "error") {
-      r["status"] = "error";
-      r["error"] = rec.error;
-    }
-    for (const char* k : {"error", "argmax_match", "logits_identical",
-                          "logits_max_abs_diff", "logits_max_ulp", "params_on_meta_after", "prefill_ms",
-                          "decode_ms_per_token", "tokens_per_s", "speedup"})
-      if (!r.contains(k)) r[k] = nullptr;
-    if (!r.contains("weight_devices")) r["weight_devices"] = json::array();
-    if (!r.contains("new_tokens")) r["new_tokens"] = 0;
-    // Peak resident bytes per device: the capture stores it with the results; a run that never
-    // ended has only its recorded counters.
-    if (!r.contains("peak_memory_bytes") || !r["peak_memory_bytes"].is_object()) {
-      json peaks = json::object();
-      for (const auto& c : rd.memory_counters(rec.id))
-        peaks[c.device] = std::max(peaks.value(c.device, int64_t{0}), c.bytes);
-      r["peak_memory_bytes"] = peaks;
-    }
-    add_break_facts(rd, rec, r);
-    const auto overhead = facts::recording_overhead(r);
-    r["recording_overhead"] = overhead ? json(overhead->ratio) : json(nullptr);
-    // reports/stats.h: hook time per device, transfers, ... (per-module hook rows: `hookscope stats`).
-    static const std::vector<std::string> kReportStats = {"hook_time_by_device", "device_compute", "transfers",
-                                                          "weight_swaps", "compiler_disabled", "graph_breaks"};
-    const RunStats stats = compute_stats(rd, {kReportStats, rec.id}).front();
-    r["stats"] = stats_json(stats, kReportStats);
-    // The recorded totals are the stats' (one computation): transfers that moved bytes, calls
-    // that moved nothing apart, weight onloads.
-    const StatsTotals& t = stats.totals;
-    r["recorded"] = {{"transfers", t.transfers},          {"transfer_bytes", t.transfer_bytes},
-                     {"empty_transfer_calls", t.empty_transfer_calls}, {"weight_onloads", t.onloads},
-                     {"weight_onload_bytes", t.onload_bytes}};
-    // A profiled program's iterations (facts/iterations.h), which its verdict times.
-    if (rec.engine == "profile") r["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
-    report["runs"].push_back(r);
-  } catch (const json::exception& e) {  // a field of another type than hookscope writes
-    throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": run " + std::to_string(rec.id) +
-                                               ": RUNS.results does not hold what hookscope writes there (" + e.what() +
-                                               "); the file is damaged or was written by another program");
+    report["runs"].push_back(std::move(r));
   }
   add_verdicts(report["runs"]);
   report["verdicts"] = facts::scenario_verdicts(report);

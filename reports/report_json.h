@@ -20,4 +20,10 @@ namespace hs::reports {
 /// run and the field when a run's results hold a field of another type than hookscope writes.
 nlohmann::json build_report(const storage::CaptureReader& rd);
 
+/// One run of build_report's "runs" as it writes it (before the verdicts are added): the run's
+/// results with its record's fields, break facts, recording_overhead, stats, recorded totals and,
+/// for a profiled program, its iterations. What a view that shows one run's report figures
+/// starts from (the viewer's Compare tab for profiled programs). Throws as build_report.
+nlohmann::json report_run(const storage::CaptureReader& rd, const storage::RunRecord& rec);
+
 }  // namespace hs::reports

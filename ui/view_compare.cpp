@@ -14,10 +14,9 @@
 #include "ui/view_style.h"
 #include "facts/breaks.h"
 #include "facts/catalogue.h"
-#include "facts/iterations.h"
 #include "facts/profile_verdicts.h"
 #include "measurement/verdict.h"
-#include "reports/stats.h"
+#include "reports/report_json.h"
 
 namespace hs::ui {
 
@@ -282,43 +281,15 @@ void run_ids_cell(const MatrixRow& row) {
 
 namespace {
 
-/// The verdict blocks of a capture's profiled programs, read as `hookscope report` reads them
-/// (reports/report_json.cpp): each profile run's results with its break facts (`runs` carries
-/// them merged, as the View keeps them), its cell, its status as the capture ended it, its stats
-/// totals (reports/stats.h), its recorded weight onloads and its iterations (facts/iterations.h);
-/// then facts::profile_verdicts. Throws what the reader throws.
+/// The verdict blocks of a capture's profiled programs as `hookscope report` makes them: each
+/// profile run as report.json has it (reports::report_run), then facts::profile_verdicts.
+/// Throws what the reader throws.
 nlohmann::json compute_profile_verdicts(const storage::CaptureReader& rd, const std::vector<storage::RunRecord>& runs) {
   json report{{"runs", json::array()}};
-  for (const auto& rec : runs) {
-    if (rec.engine != "profile") continue;
-    json r = rec.results.is_object() ? rec.results : json::object();
-    if (!rec.results.is_object()) {  // the View merged them into results that are objects only
-      json f = facts::break_facts(rd, rec);
-      for (auto& [k, v] : f.items()) r[k] = std::move(v);
-    }
-    r.erase("model");
-    r.erase("dynamo");
-    r["id"] = rec.id;
-    r["scenario"] = rec.scenario;
-    r["policy"] = rec.policy;
-    r["mode"] = rec.mode;
-    r["fullgraph"] = rec.fullgraph;
-    r["engine"] = rec.engine;
-    if (rec.status == tracer::RunStatus::Incomplete) {
-      r["status"] = "incomplete";
-      r["error"] = "the capture stopped before this run ended";
-    } else if (rec.status == tracer::RunStatus::Failed && r.value("status", "") != "error") {
-      r["status"] = "error";
-      r["error"] = rec.error;
-    }
-    // The totals are computed whatever the reports asked for: ask for a cheap one.
-    const reports::RunStats stats = reports::compute_stats(rd, {{"weight_swaps"}, rec.id}).front();
-    const reports::StatsTotals& t = stats.totals;
-    r["stats"] = {{"totals", reports::stats_totals_json(t)}};
-    r["recorded"] = {{"weight_onloads", t.onloads}, {"weight_onload_bytes", t.onload_bytes}};
-    r["iterations"] = facts::iteration_figures(facts::iterations(rd, rec.id));
-    report["runs"].push_back(std::move(r));
-  }
+  // Each run as the report has it (reports::report_run, from the stored record: the View's
+  // copies carry the break facts merged in).
+  for (const auto& rec : runs)
+    if (rec.engine == "profile") report["runs"].push_back(reports::report_run(rd, rd.run(rec.id)));
   return facts::profile_verdicts(report);
 }
 
