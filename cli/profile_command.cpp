@@ -391,8 +391,11 @@ int run_profile(const ProfileArgs& a) {
       for (const char* s : {"-wal", "-shm", "-journal"}) fs::remove(out.string() + s);
     fs::rename(target, out);
   }
+  std::fprintf(stderr, "[hookscope] wrote %zu run(s) to %s\n", ran, output::terminal_text(out.string()).c_str());
+  std::fputs(output::open_hint(out, ran + (in_place ? 1 : 0), a.command).c_str(), stderr);
   if (stopped_by != 0) {
-    // What the interruption left: the run it stopped and the policies it kept from running.
+    // What the interruption left (the last line): the run it stopped and the policies it kept
+    // from running.
     std::string not_run;
     for (size_t i = ran; i < policies.size(); ++i) not_run += (not_run.empty() ? "" : ", ") + policies[i].name;
     std::fprintf(stderr, "[hookscope] profile: interrupted by %s: run %lld incomplete%s%s\n",
@@ -400,8 +403,6 @@ int run_profile(const ProfileArgs& a) {
                  static_cast<long long>(stopped_run), not_run.empty() ? "" : "; policies not run: ",
                  output::terminal_text(not_run).c_str());
   }
-  std::fprintf(stderr, "[hookscope] wrote %zu run(s) to %s\n", ran, output::terminal_text(out.string()).c_str());
-  std::fputs(output::open_hint(out, ran + (in_place ? 1 : 0), a.command).c_str(), stderr);
   if (interrupted.load()) return 128 + interrupted.load();
   if (!failure.empty()) {
     std::fprintf(stderr, "hookscope: error: %s\n", output::terminal_text(failure).c_str());

@@ -377,6 +377,17 @@ TEST(ViewCli, AProfiledProgramsCompareTableReadsWhatTheReportGives) {
   EXPECT_NE(p["speedup_text"].get<std::string>().find(block["iteration_speedup"]["verdict"].get<std::string>()),
             std::string::npos)
       << p["speedup_text"];
+  // Under the table, the block's diagnosis, a claim each as the report lists them (its names
+  // there in backticks): as many, the first the log's graphs − 1 before → after.
+  const std::string md = hookscope({"report", db.string()}).out;
+  const size_t block_at = md.find("**a profiled script");
+  const size_t claims_end = md.find("\n\n", md.find("\n- ", block_at));
+  size_t report_claims = 0;
+  for (size_t at = md.find("\n- ", block_at); at < claims_end; at = md.find("\n- ", at + 1)) ++report_claims;
+  EXPECT_EQ(p["claims"].size(), report_claims) << md.substr(block_at, claims_end - block_at);
+  ASSERT_FALSE(p["claims"].empty());
+  EXPECT_EQ(p["claims"][0].get<std::string>().rfind("graphs − 1 in the log: 0 under whole-hook → 3 under offload-only", 0), 0u)
+      << p["claims"][0];
 
   // The profiled runs and the generate run are all rows of the tab; the generate one keeps its
   // matrix (its mode), the profiled ones name no mode.

@@ -104,7 +104,8 @@ nlohmann::json FrameLayout::to_json() const {
                                      {"runs", runs},
                                      {"figures", figures},
                                      {"speedup", p.speedup},
-                                     {"speedup_text", p.speedup_text}});
+                                     {"speedup_text", p.speedup_text},
+                                     {"claims", p.claims}});
   }
   j["run_rows"] = nlohmann::json::array();
   for (const auto& r : run_rows) j["run_rows"].push_back({{"capture", r.capture}, {"run", r.run_id}, {"y", {r.y0, r.y1}}});

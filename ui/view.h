@@ -102,6 +102,7 @@ struct FrameLayout {
     /// ("after vs before, iterations: 1.01× within noise"; "" when there is none).
     nlohmann::json speedup;
     std::string speedup_text;
+    std::vector<std::string> claims;  ///< the block's diagnosis (facts::diagnosis), a line each as drawn
   };
   struct RunRow {  ///< a row of the runs list
     int capture;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <imgui.h>
@@ -15,6 +16,7 @@
 #include "facts/breaks.h"
 #include "facts/catalogue.h"
 #include "facts/profile_verdicts.h"
+#include "facts/verdicts.h"
 #include "measurement/verdict.h"
 #include "reports/report_json.h"
 
@@ -380,13 +382,17 @@ struct ProgramFigure {
 const std::vector<ProgramFigure>& program_figures() {
   static const std::vector<ProgramFigure> f = {
       {"command", [](const json& s) { return s["command"].is_string() ? s["command"].get<std::string>() : "–"; }},
-      {"exit_status",
-       [](const json& s) { return s["status"] == "incomplete" ? std::string("incomplete") : count_text(s["exit_status"]); }},
+      {"exit_status",  // as the report's: the status the program exited with, and whether its run is incomplete
+       [](const json& s) {
+         if (s["status"] != "incomplete") return count_text(s["exit_status"]);
+         return s["exit_status"].is_number() ? count_text(s["exit_status"]) + " (incomplete)" : std::string("incomplete");
+       }},
       {"log_graphs", [](const json& s) { return count_text(s["log_graphs"]); }},
       {"log_graph_break_count", [](const json& s) { return count_text(s["log_graph_break_count"]); }},
       {"log_graph_break_records", [](const json& s) { return count_text(s["log_graph_break_records"]); }},
       {"log_recompiles", [](const json& s) { return count_text(s["log_recompiles"]); }},
       {"log_frames_skipped", [](const json& s) { return count_text(s["log_frames_skipped"]); }},
+      {"log_recompile_limit_hits", [](const json& s) { return count_text(s["log_recompile_limit_hits"]); }},
       {"hook_busy_ns",
        [](const json& s) {
          if (!s["hook_calls"].is_number() || s["hook_calls"].get<int64_t>() == 0 || !s["hook_busy_ns"].is_number())
@@ -437,11 +443,15 @@ void View::DrawComparePrograms(size_t capture) {
   const int64_t primary = m_slot_run[0] && m_timeline_capture[0] == capture ? *m_slot_run[0] : -1;
   for (const json& v : *c.profile_verdicts) {
     const std::string program = v.value("scenario", "");
+    // Headed as the report heads it: the runs' label, with the program.
+    const std::string heading = v.contains("label") && v["label"].is_string()
+                                    ? v["label"].get<std::string>() + " (" + program + ")"
+                                    : program;
     std::vector<const json*> sides{&v["before"]};
     if (v["after"].is_object()) sides.push_back(&v["after"]);
-    FrameLayout::CompareProgram lay{static_cast<int>(capture), program, {}, {}, {}, v["iteration_speedup"], ""};
+    FrameLayout::CompareProgram lay{static_cast<int>(capture), program, {}, {}, {}, v["iteration_speedup"], "", {}};
     ImGui::Spacing();
-    ImGui::Text("%s", program.c_str());
+    ImGui::Text("%s", heading.c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("%s", display_text("(a profiled program, hookscope profile: run once per policy, one after the "
                                            "other; the figures of hookscope report's verdict block)",
@@ -477,6 +487,12 @@ void View::DrawComparePrograms(size_t capture) {
                                            display_text(s->value("breaks", "–"), typo), p0.y, p1.y});
     }
     for (const ProgramFigure& f : program_figures()) {
+      // As the report: the recompile-limit row only where a policy hit the limit.
+      if (std::string_view(f.key) == "log_recompile_limit_hits" &&
+          std::none_of(sides.begin(), sides.end(), [](const json* s) {
+            return (*s)["log_recompile_limit_hits"].is_number() && (*s)["log_recompile_limit_hits"].get<int64_t>() > 0;
+          }))
+        continue;
       const facts::Fact& fact = facts::fact(f.key);
       FrameLayout::CompareProgram::Figure fig{std::string(f.key), std::string(fact.label), {}, {}, 0, 0};
       ImGui::TableNextRow();
@@ -516,6 +532,12 @@ void View::DrawComparePrograms(size_t capture) {
                                                  (sides.size() < 2 ? "one policy ran this program"
                                                                    : "a policy's run has no iterations") + ")",
                                              typo).c_str());
+    }
+    // The diagnosis, as the report writes it under the block (facts::diagnosis).
+    const facts::Markup plain{[](const std::string& x) { return x; }, [](const std::string& x) { return x; }};
+    for (const auto& claim : facts::diagnosis(v, plain)) {
+      lay.claims.push_back(display_text(claim.text, typo));
+      ImGui::TextWrapped("- %s", lay.claims.back().c_str());
     }
     m_layout.compare_programs.push_back(std::move(lay));
   }

@@ -279,6 +279,8 @@ def begin_from_environment() -> None:
         # (torch has read TORCH_TRACE by now).
         for k in ("HOOKSCOPE_PROFILE_DIR", "TORCH_TRACE"):
             os.environ.pop(k, None)
+    except KeyboardInterrupt:  # Ctrl+C while torch imports: the program was stopped, not a failed setup
+        raise
     except BaseException as e:  # noqa: BLE001
         import traceback
         (out_dir / "profile-error.txt").write_text(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}")
