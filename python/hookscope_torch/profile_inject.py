@@ -262,12 +262,16 @@ def _before_dynamo(inst, eval_frame) -> None:
 
 def begin_from_environment() -> None:
     """sitecustomize's call: a session when HOOKSCOPE_PROFILE_DIR is set; a setup failure is
-    written to profile-error.txt and ends the process (status 70) before the program runs."""
+    written to profile-error.txt and ends the process (status 70) before the program runs. A
+    Ctrl+C during the setup (torch importing) is held until it is done (a KeyboardInterrupt
+    inside an import can surface as another error), then ends the process as Ctrl+C does."""
     global _session
     out = os.environ.get("HOOKSCOPE_PROFILE_DIR")
     if not out or _session is not None:
         return
     out_dir = Path(out)
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
     try:
         _session = Session(out_dir, os.environ.get("HOOKSCOPE_PROFILE_POLICY", "whole-hook"),
                            os.environ.get("HOOKSCOPE_ACCELERATE_PATH") or None,
@@ -279,14 +283,18 @@ def begin_from_environment() -> None:
         # (torch has read TORCH_TRACE by now).
         for k in ("HOOKSCOPE_PROFILE_DIR", "TORCH_TRACE"):
             os.environ.pop(k, None)
-    except KeyboardInterrupt:  # Ctrl+C while torch imports: the program was stopped, not a failed setup
-        raise
     except BaseException as e:  # noqa: BLE001
-        import traceback
-        (out_dir / "profile-error.txt").write_text(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}")
-        print(f"hookscope profile: could not set up the recording: {type(e).__name__}: {e}", file=sys.stderr,
-              flush=True)
-        os._exit(EXIT_SETUP_FAILED)
+        if not held:
+            import traceback
+            (out_dir / "profile-error.txt").write_text(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}")
+            print(f"hookscope profile: could not set up the recording: {type(e).__name__}: {e}", file=sys.stderr,
+                  flush=True)
+            os._exit(EXIT_SETUP_FAILED)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:  # the program was stopped before it began: as Ctrl+C stops it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def marker_start() -> None:
