@@ -218,6 +218,14 @@ std::string_view trimmed(std::string_view s) {
 // stack cannot tell which one was the module's, the whole call expression
 // ("torch.relu(l(x))"), not a guess.
 std::string_view callee_of(std::string_view source) {
+  // A compound statement on one line ("for x in xs: y = m(x)", "def f(s, x): return s.fc(x)"):
+  // its body.
+  for (std::string_view head : {"for ", "while ", "if ", "elif ", "else:", "with ", "def ", "try:"})
+    if (source.substr(0, head.size()) == head)
+      if (const size_t colon = source.find(": "); colon != std::string_view::npos) {
+        source.remove_prefix(colon + 2);
+        break;
+      }
   const size_t paren = source.find('(');
   std::string_view head = source.substr(0, paren == std::string_view::npos ? source.size() : paren);
   size_t from = 0;

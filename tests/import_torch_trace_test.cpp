@@ -850,6 +850,15 @@ TEST(ImportTorchTrace, ABreaksHookedModuleCallIsTheInnermostModuleCall) {
                              "  File \"/x/torch/nn/modules/module.py\", line 1779, in _wrapped_call_impl\n"
                              "    return self._call_impl(*args, **kwargs)\n";
   EXPECT_EQ(importers::module_call(nested).callee, "torch.relu(l(x))");
+  // A compound statement on one line: its body's call.
+  auto on_line = [](const std::string& source) {
+    return importers::module_call("  File \"/x/net.py\", line 9, in forward\n    " + source +
+                                  "\n  File \"/x/torch/nn/modules/module.py\", line 1779, in _wrapped_call_impl\n"
+                                  "    return self._call_impl(*args, **kwargs)\n")
+        .callee;
+  };
+  EXPECT_EQ(on_line("for i in range(6): y = cm(x)"), "cm");
+  EXPECT_EQ(on_line("def forward(s, x): return s.fc2(x)"), "s.fc2");
   EXPECT_EQ(importers::break_label("GB0098", "Skip calling", "function `<function AlignDevicesHook.pre_forward at 0x1>`"),
             "GB0098 AlignDevicesHook.pre_forward");
 
