@@ -23,13 +23,6 @@ std::string fmt(double v, const char* f) {
   return buf;
 }
 
-std::string bytes_text(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int i = 0;
-  while (v >= 1024 && i < 4) v /= 1024, ++i;
-  return fmt(v, i ? "%.1f" : "%.0f") + " " + units[i];
-}
 
 // obj[a][b]... when it is a number, else null.
 json number_at(const json& obj, std::initializer_list<const char*> path) {
@@ -149,6 +142,14 @@ std::string counted(const json& v, const std::string& what) {
 }
 
 }  // namespace
+
+std::string bytes_text(int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int i = 0;
+  while (v >= 1024 && i < 4) v /= 1024, ++i;
+  return fmt(v, i ? "%.1f" : "%.0f") + " " + units[i];
+}
 
 std::string program_command(const json& run) {
   if (!run.is_object() || !run.contains("command") || !run["command"].is_array()) return "";

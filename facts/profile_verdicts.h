@@ -21,6 +21,9 @@ namespace hs::facts {
 /// view that shows the command shows this.
 std::string program_command(const nlohmann::json& run);
 
+/// A size as a profiled program's block writes it: "520.0 KiB" (binary units), "12 B".
+std::string bytes_text(int64_t bytes);
+
 /// One block per program (RUNS.scenario: the script's file name) with a run under at least one
 /// policy, the first two policies in capture order as before / after:
 ///   {"engine": "profile", "scenario", "scenario_note": null, "mode": "",

@@ -362,13 +362,6 @@ std::string fmt(double v, const char* f) {
   return buf;
 }
 
-// As the report writes a size: "520.0 KiB".
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) b /= 1024, ++i;
-  return fmt(b, i ? "%.1f" : "%.0f") + " " + units[i];
-}
 
 std::string count_text(const json& v) { return v.is_number() ? std::to_string(v.get<int64_t>()) : "–"; }
 
@@ -409,7 +402,7 @@ const std::vector<ProgramFigure>& program_figures() {
       {"weight_onloads", [](const json& s) { return count_text(s["weight_onloads"]); }},
       {"weight_onload_bytes",
        [](const json& s) {
-         return s["weight_onload_bytes"].is_number() ? bytes_text(s["weight_onload_bytes"].get<double>()) : std::string("–");
+         return s["weight_onload_bytes"].is_number() ? facts::bytes_text(s["weight_onload_bytes"].get<int64_t>()) : std::string("–");
        }},
       {"iterations",
        [](const json& s) {
