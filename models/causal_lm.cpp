@@ -1,6 +1,9 @@
 #include "models/causal_lm.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace hs::models {
@@ -36,7 +39,37 @@ std::pair<torch::Tensor, torch::Tensor> apply_rotary_pos_emb(const torch::Tensor
           torch::cat({kr * cos + rotate_half(kr) * sin, kp}, -1)};
 }
 
+// mkldnn::_linear_pointwise — oneDNN's inner product, the kernel Inductor's CPU backend calls for
+// nn.Linear — when this LibTorch has it; nullopt otherwise.
+const std::optional<c10::TypedOperatorHandle<at::Tensor(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::List<std::optional<at::Scalar>>, std::optional<c10::string_view>)>>&
+onednn_linear() {
+  using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                               c10::string_view, c10::List<std::optional<at::Scalar>>,
+                               std::optional<c10::string_view>);
+  static const auto op = []() -> std::optional<c10::TypedOperatorHandle<Signature>> {
+    auto h = c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""});
+    if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::CPU)) return std::nullopt;
+    return h->typed<Signature>();
+  }();
+  return op;
+}
+
 }  // namespace
+
+torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w, const std::optional<torch::Tensor>& b) {
+  const auto& onednn = onednn_linear();
+  const bool cpu_f32 = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+                       w.scalar_type() == torch::kFloat && w.dim() == 2 && x.dim() >= 2 &&
+                       x.size(-1) == w.size(1) && x.layout() == torch::kStrided && w.layout() == torch::kStrided &&
+                       (!b || (b->device().is_cpu() && b->scalar_type() == torch::kFloat && b->dim() == 1 &&
+                               b->size(0) == w.size(0)));
+  const bool no_grad = !c10::GradMode::is_enabled() ||
+                       !(x.requires_grad() || w.requires_grad() || (b && b->requires_grad()));
+  if (!onednn || !cpu_f32 || !no_grad) return b ? torch::linear(x, w, *b) : torch::linear(x, w);
+  return onednn->call(x, w, b, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
+}
 
 std::string family_prefix(Family f) {
   switch (f) {
@@ -57,7 +90,7 @@ Linear::Linear(int64_t in, int64_t out, bool bias, const torch::TensorOptions& o
 
 c10::IValue Linear::forward_impl(CallArgs& call) {
   auto x = arg_tensor(call, 0, "input", *this);
-  return b_ == SIZE_MAX ? torch::linear(x, slot(w_)) : torch::linear(x, slot(w_), slot(b_));
+  return b_ == SIZE_MAX ? linear_product(x, slot(w_), std::nullopt) : linear_product(x, slot(w_), slot(b_));
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, const torch::TensorOptions& opts) : HookableModule("Embedding") {

@@ -39,6 +39,18 @@
 
 namespace hs::models {
 
+/// y = x Wᵀ + b, as `torch::linear`: x [..., in], w [out, in], b [out] → [..., out]. A CPU float32
+/// product without autograd (x at least 2-D) goes to oneDNN's inner product
+/// (`mkldnn::_linear_pointwise`, what Inductor's CPU backend calls for `nn.Linear`) where this
+/// LibTorch registers it; anything else, and a LibTorch without it, goes to `torch::linear`.
+/// Why: a decode step's one-row products are matrix-vector products, which ATen's linear hands
+/// to MKL's sgemv; oneDNN reads the weight about twice as fast on the CPUs measured
+/// (docs/performance.md). Every call takes the same path whichever placement or hook put the
+/// weight there, so placements stay bit-identical to one another; against transformers (ATen's
+/// linear) the sums run in another order, which the model tests bound (1e-4 on the logits).
+/// Throws what the kernel throws (c10::Error) on shapes that do not fit.
+torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w, const std::optional<torch::Tensor>& b);
+
 /// `nn.Linear`: y = x W^T + b. weight [out_features, in_features], bias [out_features].
 class Linear : public HookableModule {
  public:

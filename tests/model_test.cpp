@@ -188,6 +188,50 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyModel,
                            return n;
                          });
 
+// models::linear_product is nn.Linear's product whichever kernel it takes: within float32 rounding of
+// ATen's linear for every input shape the model gives it (2-D, 3-D, a transposed view, an empty
+// batch, with and without bias); on a CPU float32 product without autograd it is oneDNN's
+// inner product, bit for bit, and a weight placed anywhere (a hook's copy) gives the same bits.
+TEST(Linear, OneKernelForEveryPlacementAndNnLinearsResultWithinRounding) {
+  torch::manual_seed(7);
+  auto w = torch::randn({96, 40});
+  auto b = torch::randn({96});
+  const std::vector<torch::Tensor> inputs = {torch::randn({1, 40}), torch::randn({2, 5, 40}),
+                                             torch::randn({5, 2, 40}).transpose(0, 1), torch::randn({1, 0, 40})};
+  auto onednn = c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""});
+  for (const auto& x : inputs) {
+    SCOPED_TRACE(::testing::PrintToString(x.sizes()));
+    c10::InferenceMode guard;
+    for (bool with_bias : {false, true}) {
+      auto got = linear_product(x, w, with_bias ? std::optional<torch::Tensor>(b) : std::nullopt);
+      auto want = with_bias ? torch::linear(x, w, b) : torch::linear(x, w);
+      ASSERT_EQ(got.sizes(), want.sizes());
+      if (got.numel()) {
+        EXPECT_LE(max_abs_diff(got, want), 1e-4 * want.abs().max().item<double>());
+      }
+      EXPECT_TRUE(torch::equal(got, linear_product(x.clone(), w.clone(), with_bias ? std::optional<torch::Tensor>(b.clone())
+                                                                          : std::nullopt)))
+          << "a copy of the same weight (what a hook puts on the execution device) gives other bits";
+      if (onednn && got.numel()) {
+        auto direct = onednn->typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                               c10::string_view, c10::List<std::optional<at::Scalar>>,
+                                               std::optional<c10::string_view>)>()
+                          .call(x, w, with_bias ? std::optional<at::Tensor>(b) : std::nullopt, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
+        EXPECT_TRUE(torch::equal(got, direct)) << "not oneDNN's inner product";
+      }
+    }
+  }
+  // Autograd and other dtypes keep ATen's linear.
+  auto wg = w.clone().requires_grad_(true);
+  {
+    auto y = linear_product(inputs[0], wg, std::nullopt);
+    EXPECT_TRUE(y.requires_grad());
+    EXPECT_TRUE(torch::equal(y.detach(), torch::linear(inputs[0], wg).detach()));
+  }
+  auto xd = inputs[1].to(torch::kDouble), wd = w.to(torch::kDouble);
+  EXPECT_TRUE(torch::equal(linear_product(xd, wd, std::nullopt), torch::linear(xd, wd)));
+}
+
 TEST(LogitsDiff, UlpsAndMaxAbsDiffInTheComputedDtype) {
   const float one = 1.0f, next = std::nextafter(1.0f, 2.0f), tiny = std::numeric_limits<float>::denorm_min();
   auto d = compare_logits(torch::tensor({one, -2.5f, 0.0f}), torch::tensor({one, -2.5f, -0.0f}), c10::kFloat);
