@@ -97,8 +97,12 @@ struct Store::Impl {
   };
   std::unique_ptr<Stmts> st;
 
-  // StringIds interning (whole file).
-  std::unordered_map<std::string, int64_t> strings;
+  // StringIds interning (whole file), looked up by view: no std::string built per lookup.
+  struct ViewHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view v) const noexcept { return std::hash<std::string_view>{}(v); }
+  };
+  std::unordered_map<std::string, int64_t, ViewHash, std::equal_to<>> strings;
   std::unordered_map<int64_t, const std::string*> text_of;  // keys of `strings` (stable nodes)
   int64_t next_string = 1;
   int64_t empty_sid = -1;
@@ -304,7 +308,7 @@ struct Store::Impl {
   std::string_view text(int64_t sid) const { return *text_of.at(sid); }
 
   int64_t intern(std::string_view s) {
-    if (auto it = strings.find(std::string(s)); it != strings.end()) return it->second;
+    if (auto it = strings.find(s); it != strings.end()) return it->second;
     const int64_t id = next_string++;
     st->ins_string.bind(1, id).bind(2, s).exec();
     auto [it, _] = strings.emplace(std::string(s), id);
