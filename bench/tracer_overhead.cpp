@@ -3,7 +3,7 @@
 //   bench_tracer_overhead [--model DIR] [--scenario sharded|cpu-offload|disk-offload|mixed]
 //                         [--policy whole-hook|offload-only] [--mode eager|default|reduce-overhead]
 //                         [--devices N] [--tokens N] [--repeats N] [--threads N]
-//                         [--on all|tracer|ledger|none]
+//                         [--on all|tracer|ledger|none] [--writer-wake-chunks N]
 //
 // Model: --model, else the converted sample (~/.cache/hookscope/SmolLM2-135M-Instruct, made by
 // `./run sample`) when present, else the tiny Llama the tests generate (build/fixtures/tiny-llama).
@@ -86,6 +86,7 @@ fs::path default_model() {
 struct Args {
   std::string model, scenario = "sharded", policy = "whole-hook", mode = "default";
   int devices = 2, tokens = 5, repeats = 30, threads = 1;
+  int writer_wake_chunks = 0;  // TracerOptions::writer_wake_chunks (0: the tracer's default)
   std::string on = "all";
 };
 
@@ -113,6 +114,7 @@ void report(const Args& a, const Timings& t, const tracer::TracerStats& st) {
                      {"decode_steps", a.tokens - 1},
                      {"pairs", t.pairs},
                      {"threads", a.threads},
+                     {"writer_wake_chunks", a.writer_wake_chunks},
                      {"off_ms", {{"median", m_off}, {"min", *std::min_element(t.off.begin(), t.off.end())}}},
                      {"on_ms", {{"median", m_on}, {"min", *std::min_element(t.on.begin(), t.on.end())}}},
                      {"ratio_of_medians", m_off > 0 ? m_on / m_off : 0},
@@ -170,7 +172,9 @@ int run(const Args& a) {
   storage::StoreOptions sto;
   sto.overwrite = true;
   storage::Store store(work / "overhead.sqlite", sto);
-  tracer::HostTracer tracer(store);
+  tracer::TracerOptions to;
+  to.writer_wake_chunks = static_cast<size_t>(a.writer_wake_chunks);
+  tracer::HostTracer tracer(store, to);
   tracer::RunInfo info;
   info.scenario = a.scenario;
   info.policy = a.policy;
@@ -258,13 +262,15 @@ int main(int argc, char** argv) {
       ok = num(a.repeats, 1);
     } else if (k == "--threads") {
       ok = num(a.threads, 1);
+    } else if (k == "--writer-wake-chunks") {
+      ok = num(a.writer_wake_chunks, 0) && a.writer_wake_chunks <= 64;
     } else {
       ok = false;
     }
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--model DIR] [--scenario S] [--policy P] [--mode M] [--devices N>=1] [--tokens N>=2] "
-                   "[--repeats N>=1] [--threads N>=1] [--on all|tracer|ledger|none]\n",
+                   "[--repeats N>=1] [--threads N>=1] [--on all|tracer|ledger|none] [--writer-wake-chunks 0..64]\n",
                    argv[0]);
       return 2;
     }

@@ -191,6 +191,9 @@ LibTorchEngine::Timed LibTorchEngine::generate(const StepFn& step, tracer::HostT
       ledger.sample();  // step boundary
     }
   }
+  // The generate's events are written now, between generates, where the writer's SQLite work
+  // slows nothing that is timed (TracerOptions::writer_wake_chunks).
+  if (tracer) tracer->flush();
   t.prefill_ms = double(p1 - p0) / 1e6;
   if (n > 1) t.decode_ms_per_token = double(last_end - p1) / 1e6 / double(n - 1);
   t.tokens = n;

@@ -353,6 +353,50 @@ TEST(HostTracer, RecordingPathDoesNotAllocate) {
   EXPECT_EQ(stats.records_written, stats.recorded);
 }
 
+// The writer thread leaves full chunks alone until `writer_wake_chunks` of them wait (its SQLite
+// work would share the cores with the model), and writes them at flush(); with 1 it writes each
+// chunk as it fills.
+TEST(HostTracer, TheWriterWaitsForTheWakeMarkOrAFlush) {
+  auto written = [](MemoryWriter& w, int64_t run) {
+    std::lock_guard lk(w.mu);
+    return w.records[run].size();
+  };
+  auto record = [](HostTracer& tr, int n) {
+    for (int i = 0; i < n; ++i) tr.generation_step({i, 0, i, i + 1});
+  };
+  for (const size_t wake : {size_t{0}, size_t{1}}) {
+    SCOPED_TRACE("writer_wake_chunks " + std::to_string(wake));
+    MemoryWriter w;
+    TracerOptions o;
+    o.chunk_records = 16;
+    o.chunks = 8;  // wake 0: half of them, 4
+    o.writer_wake_chunks = wake;
+    HostTracer tr(w, o);
+    const int64_t run = tr.begin_run(info("wake"));
+    record(tr, 3 * 16);  // three full chunks
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    if (wake == 1) {
+      while (written(w, run) < 3 * 16 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      EXPECT_EQ(written(w, run), 3u * 16) << "each full chunk is written as it fills";
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(written(w, run), 0u) << "three of eight chunks full: the writer sleeps";
+    record(tr, 16);  // the fourth: the wake mark
+    while (written(w, run) < 4 * 16 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(written(w, run), 4u * 16);
+    record(tr, 16 + 5);  // one more full chunk and a partial one
+    tr.flush();
+    EXPECT_EQ(written(w, run), 5u * 16 + 5) << "flush writes what waits, full and partial";
+    const auto st = tr.end_run();
+    EXPECT_EQ(st.dropped(), 0u);
+  }
+  MemoryWriter w;
+  EXPECT_THROW(HostTracer(w, TracerOptions{.chunks = 4, .writer_wake_chunks = 5}), std::invalid_argument);
+}
+
 TEST(HostTracer, DropsAndCountsWhenNoSpareChunkThenReusesChunks) {
   MemoryWriter w;
   TracerOptions o;

@@ -272,6 +272,9 @@ HostTracer::HostTracer(EventWriter& writer, TracerOptions options) : writer_(wri
       opts_.string_bytes_per_thread > UINT32_MAX)
     throw std::invalid_argument("HostTracer: chunk_records, strings_per_thread and string_bytes_per_thread must "
                                 "fit in 32 bits");
+  if (opts_.writer_wake_chunks > opts_.chunks)
+    throw std::invalid_argument("HostTracer: writer_wake_chunks must be <= chunks");
+  wake_chunks_ = opts_.writer_wake_chunks ? opts_.writer_wake_chunks : std::max<size_t>(1, opts_.chunks / 2);
   ws_ = std::make_unique<WriterState>();
   writer_thread_ = std::thread([this] { writer_main(); });
 }
@@ -351,11 +354,13 @@ void HostTracer::take_spare(ThreadBuffer& tb) noexcept {
 }
 
 void HostTracer::hand_off(ThreadBuffer& tb) noexcept {
+  bool wake = false;
   {
     std::lock_guard lk(pool_mu_);
     Chunk* c = tb.current.load(std::memory_order_relaxed);
     full_[(full_head_ + full_count_) % chunk_count_] = c;  // never overflows: capacity = all chunks
     ++full_count_;
+    wake = full_count_ == wake_chunks_;  // the writer sleeps until then (or a flush)
     Chunk* next = nullptr;
     if (!spares_.empty()) {
       next = spares_.back();
@@ -366,7 +371,7 @@ void HostTracer::hand_off(ThreadBuffer& tb) noexcept {
     tb.current.store(next, std::memory_order_release);
   }
   bump(tb.handed_off);
-  pool_cv_.notify_one();
+  if (wake) pool_cv_.notify_one();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -482,7 +487,7 @@ HS_HOST_EVENT_KINDS(HS_TRACER_SINK_METHOD_)
 void HostTracer::writer_main() {
   std::unique_lock lk(pool_mu_);
   for (;;) {
-    pool_cv_.wait(lk, [&] { return stop_ || full_count_ > 0 || request_seq_ != done_seq_; });
+    pool_cv_.wait(lk, [&] { return stop_ || full_count_ >= wake_chunks_ || request_seq_ != done_seq_; });
     if (stop_ && full_count_ == 0 && request_seq_ == done_seq_) return;
     const bool request = request_seq_ != done_seq_;
     const uint64_t seq = request_seq_;

@@ -56,6 +56,12 @@ struct TracerOptions {
   size_t strings_per_thread = 4096;         ///< distinct strings per thread per run
   size_t string_bytes_per_thread = 128 << 10;  ///< bytes of string text per thread per run
   size_t batch_records = 65536;             ///< max records per EventWriter::write_batch
+  /// Full chunks that wake the writer thread between `flush()`es; 0 = half of `chunks`. The
+  /// writer's SQLite work shares the cores and the memory bandwidth with the model, so it
+  /// waits: the chunks are written at `flush()` / `end_run()` (which the engines call where
+  /// nothing is timed, after each generate) or once this many are full, leaving the rest of
+  /// the pool to record into meanwhile. 1 writes each chunk as it fills.
+  size_t writer_wake_chunks = 0;
 };
 
 /// Counters of one run (or of the current run while it records).
@@ -88,7 +94,8 @@ class HostTracer final : public events::EventSink {
   int64_t begin_run(const RunInfo& info);
 
   /// Writes everything recorded before this call (full and partial chunks) and returns once
-  /// it is committed. Events recorded concurrently may or may not be included.
+  /// it is committed; call it where the writer's work disturbs nothing that is measured
+  /// (TracerOptions::writer_wake_chunks). Events recorded concurrently may or may not be included.
   /// Throws `std::runtime_error` if the writer failed (the message is the writer's), and
   /// `std::logic_error` when no run is active.
   void flush();
@@ -140,6 +147,7 @@ class HostTracer final : public events::EventSink {
 
   EventWriter& writer_;
   const TracerOptions opts_;
+  size_t wake_chunks_ = 1;  // opts_.writer_wake_chunks resolved: full chunks that wake the writer
 
   // Run state. `gen_` is process-unique per run, so stale thread-local caches never match.
   std::atomic<bool> active_{false};
