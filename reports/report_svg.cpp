@@ -431,6 +431,39 @@ std::string run_title(const storage::RunRecord& r) {
   return s;
 }
 
+// The lanes `tl` draws in its device groups (host = false) or its host-thread groups, titled as
+// the timeline titles them ("compute, transfers in, ..."), in lane order; "" when none.
+std::string lanes_drawn(const ui::RunTimeline& tl, bool host) {
+  std::vector<bool> seen(static_cast<size_t>(ui::Lane::Stream) + 1, false);
+  for (const auto& g : tl.groups) {
+    if (g.host != host) continue;
+    for (const auto& t : g.tracks) seen[static_cast<size_t>(t.lane)] = true;
+    if (!g.residency.empty()) seen[static_cast<size_t>(ui::Lane::Residency)] = true;
+  }
+  std::string out;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) continue;
+    const auto lane = static_cast<ui::Lane>(i);
+    const char* name = lane == ui::Lane::Stream      ? "CUDA streams"
+                       : lane == ui::Lane::Residency ? "weights per module"
+                                                     : ui::lane_name(lane);
+    out += (out.empty() ? "" : ", ") + std::string(name);
+    if (lane == ui::Lane::GraphBreaks) out += " ▼";
+  }
+  return out;
+}
+
+// "Lane groups per device (…) and per host thread (…), ": what this run's timeline draws.
+std::string timeline_caption(const ui::RunTimeline& tl) {
+  const std::string dev = lanes_drawn(tl, false), host = lanes_drawn(tl, true);
+  std::string out = "Lane groups";
+  if (!dev.empty()) out += " per device (" + dev + ")";
+  if (!dev.empty() && !host.empty()) out += " and";
+  if (!host.empty()) out += " per host thread (" + host + ")";
+  if (dev.empty() && host.empty()) out = "No lanes (the run recorded no events)";
+  return out + ", ";
+}
+
 }  // namespace
 
 std::string timeline_svg(const ui::RunTimeline& tl, int64_t span_ns, size_t max_elements) {
@@ -523,9 +556,7 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
   const bool shared = longest <= 4 * shortest;
   for (const auto& tl : timelines)
     out.push_back({"timeline-run-" + std::to_string(tl.run.id) + ".svg", run_title(tl.run),
-                   "Lane groups per device (module compute, activation transfers in and out, weight onloads and "
-                   "offloads, resident memory) and per host thread (hooks, compiler-disabled scopes, compiled "
-                   "regions, graph breaks ▼, generation steps), " +
+                   timeline_caption(tl) +
                        std::string(shared || timelines.size() == 1
                                        ? "on the same time scale as the other timelines. "
                                        : "on its own time scale (the runs' lengths differ by more than 4×: compare "

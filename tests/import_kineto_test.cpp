@@ -1112,6 +1112,9 @@ TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {
   EXPECT_TRUE(contains(html, "<h1>hookscope report: c.sqlite</h1>")) << "the title names the capture";
   EXPECT_FALSE(contains(html, "hookscope report: ?"));
   EXPECT_TRUE(contains(html, "No run recorded a graph-break figure"));
+  // The timeline's caption names the lanes this run draws, not a generate's.
+  EXPECT_TRUE(contains(html, "Lane groups per host thread (CPU ops), ")) << html;
+  EXPECT_FALSE(contains(html, "generation steps"));
 }
 
 TEST(ImportKinetoCli, AppendRefusesWhatIsNotACaptureAndLeavesItAsItWas) {

@@ -169,6 +169,9 @@ TEST(ReportHtml, ChartAndTimelinesAreInlineSvgWithTheirLanes) {
                              "graph breaks", "generation steps", "accelerator 0"})
       EXPECT_TRUE(contains_text(tl["texts"], lane)) << lane << " in " << tl["label"];
     EXPECT_TRUE(contains_text(tl["texts"], " ms")) << "time axis";
+    EXPECT_NE(pg.raw.find("per host thread (model forward, hooks, compiler-disabled, compiled regions, graph breaks ▼, generation steps)"),
+              std::string::npos)
+        << "the caption names the lanes drawn";
   }
   for (const auto& s : svgs) EXPECT_LE(s["elements"].get<int>(), 20000) << s["label"];
 }
