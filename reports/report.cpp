@@ -648,14 +648,18 @@ std::string iteration_spread_cell(const json& it) {
 }
 
 void write_profiled_programs(std::ostringstream& md, const Tables& t) {
-  md << "### the programs' runs\n\n| run | program | policy | status | " << facts::fact("exit_status").label
-     << " | capture range | " << facts::fact("iterations").label << " | " << facts::fact("iteration_ms").label
-     << ", ms |\n" << rule(8);
+  // Each run's own --label (an appended run may carry another than the first's), when any has one.
+  const bool labels = std::any_of(t.runs.begin(), t.runs.end(), [](const json& r) { return r.value("label", json()).is_string(); });
+  md << "### the programs' runs\n\n| run |" << (labels ? " label |" : "") << " program | policy | status | "
+     << facts::fact("exit_status").label << " | capture range | " << facts::fact("iterations").label << " | "
+     << facts::fact("iteration_ms").label << ", ms |\n" << rule(labels ? 9 : 8);
   for (const auto& r : t.runs) {
     const std::string command = facts::program_command(r);
     const json& it = r.value("iterations", json::object());
     const std::string source = it.value("source", "");
-    md << "| " << r.value("id", json(0)).dump() << " | " << (command.empty() ? "–" : md_code(command, MdPlace::cell)) << " | "
+    md << "| " << r.value("id", json(0)).dump() << " | ";
+    if (labels) md << (r.value("label", json()).is_string() ? md_shortened(r["label"].get<std::string>(), 80) : "–") << " | ";
+    md << (command.empty() ? "–" : md_code(command, MdPlace::cell)) << " | "
        << r.value("policy", "") << " | " << r.value("status", "") << " | "
        << count_cell(r.value("exit_status", json(nullptr))) << " | "
        << (r.contains("profile") && r["profile"].is_object() ? r["profile"].value("capture_range", "–") : "–") << " | "

@@ -643,6 +643,24 @@ TEST(Profile, AProgramWhoseOwnProfilerTookOverFailsItsRunWithTheReason) {
   EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << report.out;
 }
 
+// Each run keeps its own --label: an appended run's shows in the report's table of the programs'
+// runs beside the first's (a shell stands in for the program: no Python).
+TEST(Profile, AnAppendedRunsOwnLabelShowsInTheReport) {
+  const fs::path dir = hs::test::scratch_dir("profile-append-label");
+  const fs::path out = dir / "cap.sqlite";
+  auto r = hs::test::hookscope({"profile", "-o", out.string(), "--label", "first try", "--", "/bin/sh", "-c", "exit 0"});
+  ASSERT_TRUE(fs::exists(out)) << r.err;
+  r = hs::test::hookscope(
+      {"profile", "-o", out.string(), "--append", "--label", "second | try", "--", "/bin/sh", "-c", "exit 0"});
+  hs::storage::CaptureReader rd(out);
+  ASSERT_EQ(rd.runs().size(), 2u) << r.err;
+  const auto report = hs::test::hookscope({"report", out.string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("| run | label | program |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| 1 | first try · whole-hook | "), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| 2 | second \\| try · whole-hook | "), std::string::npos) << report.out;
+}
+
 // A program SIGINT ended: hookscope's last lines say what the interruption left — the run it
 // stopped and the policies it kept from running (a shell stands in for the program: no Python).
 TEST(Profile, AnInterruptionSaysWhichRunItStoppedAndWhichPoliciesDidNotRun) {
