@@ -67,7 +67,10 @@ torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& w, con
                                b->size(0) == w.size(0)));
   const bool no_grad = !c10::GradMode::is_enabled() ||
                        !(x.requires_grad() || w.requires_grad() || (b && b->requires_grad()));
-  if (!onednn || !cpu_f32 || !no_grad) return b ? torch::linear(x, w, *b) : torch::linear(x, w);
+  // Below a MiB of weight the product is ATen's: oneDNN splits even a small one across the
+  // OpenMP threads, and waking them costs more than the read it shares (kOneDnnMinWeight).
+  if (!onednn || !cpu_f32 || !no_grad || w.numel() < kOneDnnMinWeight)
+    return b ? torch::linear(x, w, *b) : torch::linear(x, w);
   return onednn->call(x, w, b, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
 }
 

@@ -39,8 +39,11 @@
 
 namespace hs::models {
 
+/// Weight elements from which a CPU float32 product goes to oneDNN (2^18: 1 MiB of float32).
+inline constexpr int64_t kOneDnnMinWeight = int64_t{1} << 18;
+
 /// y = x Wᵀ + b, as `torch::linear`: x [..., in], w [out, in], b [out] → [..., out]. A CPU float32
-/// product without autograd (x at least 2-D) goes to oneDNN's inner product
+/// product without autograd (x at least 2-D, w at least kOneDnnMinWeight elements) goes to oneDNN's inner product
 /// (`mkldnn::_linear_pointwise`, what Inductor's CPU backend calls for `nn.Linear`) where this
 /// LibTorch registers it; anything else, and a LibTorch without it, goes to `torch::linear`.
 /// Why: a decode step's one-row products are matrix-vector products, which ATen's linear hands
