@@ -11,7 +11,8 @@
 // allocates to keep up. A thread beyond `max_threads`, or a string that does not fit the
 // thread's string table, also drops (and counts) the event.
 //
-// Writer thread: drains full chunks, and on `flush()`/`end_run()` the partial ones, into the
+// Writer thread: drains the full chunks once `writer_wake_chunks` of them wait, and on
+// `flush()`/`end_run()` every full and partial one, into the
 // `EventWriter` in batches of at most `batch_records` records (one consumer call — one
 // transaction in the Store — per batch). String ids are remapped from per-thread ids to
 // run-scoped ids (`StrId`), and each id's text travels with the first batch that needs it.
