@@ -453,7 +453,7 @@ std::string lanes_drawn(const ui::RunTimeline& tl, bool host) {
   return out;
 }
 
-// "Lane groups per device (…) and per host thread (…), ": what this run's timeline draws.
+// "Lane groups per device (…) and per host thread (…): ": what this run's timeline draws.
 std::string timeline_caption(const ui::RunTimeline& tl) {
   const std::string dev = lanes_drawn(tl, false), host = lanes_drawn(tl, true);
   std::string out = "Lane groups";
@@ -461,7 +461,7 @@ std::string timeline_caption(const ui::RunTimeline& tl) {
   if (!dev.empty() && !host.empty()) out += " and";
   if (!host.empty()) out += " per host thread (" + host + ")";
   if (dev.empty() && host.empty()) out = "No lanes (the run recorded no events)";
-  return out + ", ";
+  return out + ": ";
 }
 
 }  // namespace
@@ -557,12 +557,14 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
   for (const auto& tl : timelines)
     out.push_back({"timeline-run-" + std::to_string(tl.run.id) + ".svg", run_title(tl.run),
                    timeline_caption(tl) +
-                       std::string(shared || timelines.size() == 1
-                                       ? "on the same time scale as the other timelines. "
-                                       : "on its own time scale (the runs' lengths differ by more than 4×: compare "
-                                         "the ms axes). ") +
-                       "Faded blocks merge events too narrow to draw; hover for names and durations, or open the run "
-                       "in `hookscope view --run " + std::to_string(tl.run.id) + "`.",
+                       std::string(timelines.size() == 1 ? ""
+                                   : shared ? "on the same time scale as the other timelines, "
+                                            : "on its own time scale (the runs' lengths differ by more than 4×: "
+                                              "compare the ms axes), ") +
+                       (tl.groups.empty() ? std::string("nothing to draw; ")
+                                          : "faded blocks merge events too narrow to draw; hover for names and "
+                                            "durations; ") +
+                       "open the run in `hookscope view --run " + std::to_string(tl.run.id) + "`.",
                    timeline_svg(tl, shared ? longest : tl.duration_ns)});
   return out;
 }

@@ -1113,7 +1113,8 @@ TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {
   EXPECT_FALSE(contains(html, "hookscope report: ?"));
   EXPECT_TRUE(contains(html, "No run recorded a graph-break figure"));
   // The timeline's caption names the lanes this run draws, not a generate's.
-  EXPECT_TRUE(contains(html, "Lane groups per host thread (CPU ops), ")) << html;
+  EXPECT_TRUE(contains(html, "Lane groups per host thread (CPU ops): faded blocks")) << html;
+  EXPECT_FALSE(contains(html, "the other timelines")) << "one timeline: no others to share a scale with";
   EXPECT_FALSE(contains(html, "generation steps"));
 }
 
