@@ -558,9 +558,9 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
     out.push_back({"timeline-run-" + std::to_string(tl.run.id) + ".svg", run_title(tl.run),
                    timeline_caption(tl) +
                        std::string(timelines.size() == 1 ? ""
-                                   : shared ? "on the same time scale as the other timelines, "
+                                   : shared ? "on the same time scale as the other timelines; "
                                             : "on its own time scale (the runs' lengths differ by more than 4×: "
-                                              "compare the ms axes), ") +
+                                              "compare the ms axes); ") +
                        (tl.groups.empty() ? std::string("nothing to draw; ")
                                           : "faded blocks merge events too narrow to draw; hover for names and "
                                             "durations; ") +
