@@ -106,11 +106,15 @@ int run_generate(const GenerateArgs& a) {
   } else {
     std::cout << a.prompt << text << "\n";
   }
+  // The first new token comes from the prefill; the decode steps are the tokens after it. Without
+  // any (--max-new-tokens 0 or 1, or an end-of-sequence first) there is no rate to give.
   const double decode_s = r.decode_ns / 1e9;
   const size_t steps = r.new_ids.size() > 0 ? r.new_ids.size() - 1 : 0;
-  std::fprintf(stderr, "[hookscope] %s, %s, %zu prompt + %zu new tokens; prefill %.1f ms, decode %.1f tok/s\n",
+  char decode[64] = "no decode step";
+  if (steps > 0) std::snprintf(decode, sizeof decode, "decode %.1f tok/s", decode_s > 0 ? steps / decode_s : 0.0);
+  std::fprintf(stderr, "[hookscope] %s, %s, %zu prompt + %zu new tokens; prefill %.1f ms, %s\n",
                lm.config.architecture.c_str(), dtype_short_name(*lo.dtype).c_str(), r.prompt_ids.size(),
-               r.new_ids.size(), r.prefill_ns / 1e6, steps && decode_s > 0 ? steps / decode_s : 0.0);
+               r.new_ids.size(), r.prefill_ns / 1e6, decode);
   return 0;
 }
 

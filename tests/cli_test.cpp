@@ -124,6 +124,31 @@ TEST(Cli, UsageErrorsExitWithTwo) {
   EXPECT_NE(help.out.find("--max-new-tokens"), std::string::npos);
 }
 
+// The stderr summary gives a decode rate only where a token was decoded after the prefill's
+// (--max-new-tokens 0 or 1: none, so no "0.0 tok/s"); otherwise its format is as before
+// (bench/generate_tokens_per_s.py reads "decode N tok/s").
+TEST(SmolLM2, WithoutADecodeStepTheSummarySaysSoInsteadOfARate) {
+  const fs::path sample = hs::test::sample_dir();
+  for (const std::string n : {"0", "1"}) {
+    SCOPED_TRACE("--max-new-tokens " + n);
+    auto r = hookscope({"generate", "--model", sample.string(), "--prompt", "Paris is", "--max-new-tokens", n});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(" prompt + " + n + " new tokens; prefill "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" ms, no decode step\n"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("tok/s"), std::string::npos) << r.err;
+  }
+  auto r = hookscope(
+      {"generate", "--model", sample.string(), "--prompt", "Paris is", "--max-new-tokens", "3", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.err.find(" prompt + 3 new tokens; prefill ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const size_t rate = r.err.find(" ms, decode ", at);
+  ASSERT_NE(rate, std::string::npos) << r.err;
+  EXPECT_GT(std::stod(r.err.substr(rate + 12)), 0.0) << r.err;
+  EXPECT_NE(r.err.find(" tok/s\n", rate), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no decode step"), std::string::npos) << r.err;
+}
+
 }  // namespace
 
 // Enumerated options: a bad value is a usage error (2) naming the option and what it accepts,
