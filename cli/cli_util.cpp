@@ -1,6 +1,8 @@
 #include "cli/cli_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -36,6 +38,50 @@ CLI::Validator one_of(std::vector<std::string> allowed) {
         return "'" + value + "' is not one of " + output::join(allowed, ", ");
       },
       "{" + output::join(allowed, ",") + "}");
+}
+
+namespace {
+
+// "INT", "UINT", "FLOAT", ... : an option's CLI11 type, without its validators' descriptions.
+std::string value_type(const CLI::Option& o) {
+  const std::string t = o.get_type_name();
+  return t.substr(0, t.find(':'));
+}
+
+bool whole_number_text(const std::string& s) {
+  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
+}  // namespace
+
+void check_numbers(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_type_size_max() == 0) continue;  // a flag
+    const std::string type = value_type(*o);
+    if (type == "INT" || type == "UINT")
+      o->transform(CLI::Validator(
+                       [](std::string& value) -> std::string {
+                         std::int64_t v = 0;
+                         // As CLI11 converts it; a whole number past int64 (or below 0 for
+                         // UINT) is one out of range, said by the option's range or CLI11.
+                         if (CLI::detail::lexical_cast(value, v) || whole_number_text(value)) return "";
+                         return "'" + value + "' is not a whole number";
+                       },
+                       "")
+                       .non_modifying());
+    else if (type == "FLOAT")
+      o->transform(CLI::Validator(
+                       [](std::string& value) -> std::string {
+                         long double v = 0;
+                         if (!CLI::detail::lexical_cast(value, v)) return "'" + value + "' is not a number";
+                         if (!std::isfinite(v)) return "'" + value + "' is not a finite number";
+                         return "";
+                       },
+                       "")
+                       .non_modifying());
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_numbers(*sub);
 }
 
 CLI::Validator max_memory_spec() {

@@ -22,6 +22,15 @@ CLI::Validator list_of(std::vector<std::string> allowed);
 /// The same for a single value.
 CLI::Validator one_of(std::vector<std::string> allowed);
 
+/// Puts a check first on every option of `app` and of its subcommands that takes a number
+/// (CLI11's type INT, UINT or FLOAT, vectors of them included), so that a value that is no
+/// number is a usage error saying so, the option named: "--max-new-tokens: 'abc' is not a whole
+/// number" (CLI::Range alone says "Value abc not in range", and an option without a range "Could
+/// not convert"). A number outside an option's range is left to its CLI::Range ("not in range");
+/// NaN and infinities are not numbers an option takes. Call it once, after every command's
+/// options are declared.
+void check_numbers(CLI::App& app);
+
 /// Parse-time check of a --max-memory value's syntax (hooks::parse_max_memory: "0=200MB,cpu=4GiB"):
 /// a malformed one is a usage error (exit 2) with the parser's message. Which devices exist is
 /// checked later (parse_max_memory_option).

@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
   auto* stats = hs::cli::add_stats_command(app, run_stats);
   auto* view = hs::cli::add_view_command(app, run_view);
   auto* exp = hs::cli::add_export_command(app, run_export);
+  hs::cli::check_numbers(app);  // "--run: 'three' is not a whole number", for every option taking a number
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (const std::string unknown = hs::cli::unknown_command(app, args); !unknown.empty()) {

@@ -149,6 +149,50 @@ TEST(SmolLM2, WithoutADecodeStepTheSummarySaysSoInsteadOfARate) {
   EXPECT_EQ(r.err.find("no decode step"), std::string::npos) << r.err;
 }
 
+// A value that is no number, for any option taking one (with a range or without), is a usage
+// error saying so, naming the flag and the value (not CLI11's "not in range" / "Could not
+// convert"); a number outside the range still says it is out of range.
+TEST(Cli, ANonNumericValueIsSaidToBeNoNumberAndAnOutOfRangeOneOutOfRange) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string said;
+  };
+  const std::vector<Case> cases = {
+      {{"generate", "--model", "x", "--prompt", "y", "--max-new-tokens", "abc"}, "--max-new-tokens: 'abc' is not a whole number"},
+      {{"generate", "--model", "x", "--prompt", "y", "--max-new-tokens", "1.5"}, "--max-new-tokens: '1.5' is not a whole number"},
+      {{"capture", "--model", "x", "--threads", "many"}, "--threads: 'many' is not a whole number"},
+      {{"capture", "--model", "x", "--repeats", "two"}, "--repeats: 'two' is not a whole number"},
+      {{"explain", "f.sqlite", "--run", "three"}, "--run: 'three' is not a whole number"},
+      {{"stats", "f.sqlite", "--run", "1.5"}, "--run: '1.5' is not a whole number"},
+      {{"view", "f.sqlite", "--compare", "x"}, "--compare: 'x' is not a whole number"},
+      {{"report", "f.sqlite", "--timeline-runs", "1,x"}, "--timeline-runs: 'x' is not a whole number"},
+      {{"profile", "-o", "/nonexistent/x.sqlite", "--delay", "soon", "--", "true"}, "--delay: 'soon' is not a number"},
+      {{"profile", "-o", "/nonexistent/x.sqlite", "--duration", "nan", "--", "true"},
+       "--duration: 'nan' is not a finite number"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.said);
+    auto r = hookscope(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.said), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("not in range"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("Could not convert"), std::string::npos) << r.err;
+  }
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"generate", "--model", "x", "--prompt", "y", "--max-new-tokens", "-5"}, "--max-new-tokens"},
+           {{"generate", "--model", "x", "--prompt", "y", "--max-new-tokens", "99999999999999999999"}, "--max-new-tokens"},
+           {{"capture", "--model", "x", "--devices", "65"}, "--devices"},
+           {{"profile", "-o", "/nonexistent/x.sqlite", "--delay", "-1", "--", "true"}, "--delay"}}) {
+    SCOPED_TRACE(args.back());
+    auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(flag + ": Value "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not in range"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("not a whole number"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("not a number"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 
 // Enumerated options: a bad value is a usage error (2) naming the option and what it accepts,
