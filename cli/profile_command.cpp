@@ -404,6 +404,8 @@ int run_profile(const ProfileArgs& a) {
                  output::terminal_text(not_run).c_str());
   }
   if (interrupted.load()) return 128 + interrupted.load();
+  // As the help says: a failed program keeps its status, a recording failed under a program
+  // that exited 0 is hookscope's own failure, 1.
   if (!failure.empty()) {
     std::fprintf(stderr, "hookscope: error: %s\n", output::terminal_text(failure).c_str());
     return status != 0 ? status : 1;
@@ -447,7 +449,9 @@ CLI::App* add_profile_command(CLI::App& app, std::function<int()>& run_selected,
   c->add_option("--delay", a->delay_s, "Start recording this many seconds after the program starts")->check(CLI::Range(0.0, 1e7));
   c->add_option("--duration", a->duration_s, "Record for this many seconds (0: to the end)")->check(CLI::Range(0.0, 1e7));
   c->add_option("--label", a->label, "Name of the runs (default: the script's file name), followed by the policy");
-  c->footer("The program's exit status is hookscope's, unless its recording failed.\n"
+  c->footer("Exit status: the program's (the first non-zero one over the policies), also where a recording failed;\n"
+            "1 where the program exited 0 but a policy's recording failed (not a Python program, killed, os._exit(): the\n"
+            "error names the policy and why); 128 + N where signal N (Ctrl+C, SIGTERM) interrupted it.\n"
             "Examples:\n  hookscope profile -o run.sqlite -- python train.py --epochs 1\n"
             "  hookscope profile --policies whole-hook,offload-only --capture-range markers -- python bench.py");
   c->callback([a, &run_selected] {

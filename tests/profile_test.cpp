@@ -643,6 +643,34 @@ TEST(Profile, AProgramWhoseOwnProfilerTookOverFailsItsRunWithTheReason) {
   EXPECT_EQ(report.out.find("no hook call recorded"), std::string::npos) << report.out;
 }
 
+// A program that leaves no recording (a shell: no Python, so nothing is injected): the run is
+// failed with the reason either way. A program that failed keeps its exit status; one that
+// exited 0 makes hookscope's own failure, 1 — as `profile --help` says.
+TEST(Profile, ARecordingThatFailedKeepsAFailedProgramsStatusAndIsOneAfterASuccess) {
+  const fs::path dir = hs::test::scratch_dir("profile-no-recording-status");
+  for (const auto& [program_status, want] : std::vector<std::pair<int, int>>{{3, 3}, {0, 1}}) {
+    SCOPED_TRACE("exit " + std::to_string(program_status));
+    const fs::path out = dir / ("cap-" + std::to_string(program_status) + ".sqlite");
+    const auto r = hs::test::hookscope(
+        {"profile", "-o", out.string(), "--", "/bin/sh", "-c", "exit " + std::to_string(program_status)});
+    EXPECT_EQ(r.exit_code, want) << r.err;
+    EXPECT_NE(r.err.find("hookscope: error: policy whole-hook: the program ended without writing its recording"),
+              std::string::npos)
+        << r.err;
+    hs::storage::CaptureReader rd(out);
+    ASSERT_EQ(rd.runs().size(), 1u) << r.err;
+    EXPECT_EQ(rd.runs()[0].status, hs::tracer::RunStatus::Failed);
+    EXPECT_EQ(rd.runs()[0].results.value("exit_status", -1), program_status);
+  }
+  const auto help = hs::test::hookscope({"profile", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Exit status: the program's (the first non-zero one over the policies), also where a "
+                          "recording failed;\n1 where the program exited 0 but a policy's recording failed"),
+            std::string::npos)
+      << help.out;
+  EXPECT_EQ(help.out.find("unless its recording failed"), std::string::npos) << help.out;
+}
+
 // Each run keeps its own --label: an appended run's shows in the report's table of the programs'
 // runs beside the first's (a shell stands in for the program: no Python).
 TEST(Profile, AnAppendedRunsOwnLabelShowsInTheReport) {
