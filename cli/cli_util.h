@@ -14,6 +14,10 @@
 
 namespace hs::cli {
 
+/// The help of a command's capture argument: every command that writes a capture named.
+inline constexpr const char* kCaptureFileHelp =
+    "Capture written by `hookscope capture`, `hookscope profile` or `hookscope import`";
+
 /// Parse-time check of a comma-separated option against its allowed values: a bad value is a
 /// usage error (exit 2) whose message names the option (CLI11 prefixes it) and the choices; so
 /// is a value given twice ("sharded,sharded" would run and store the same runs twice).

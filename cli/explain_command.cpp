@@ -271,7 +271,7 @@ int run_explain(const ExplainArgs& a) {
 CLI::App* add_explain_command(CLI::App& app, std::function<int()>& run_selected) {
   auto a = std::make_shared<ExplainArgs>();
   auto* c = app.add_subcommand("explain", "One run's graph breaks, like torch._dynamo.explain (identical reasons grouped)");
-  c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
+  c->add_option("file", a->file, kCaptureFileHelp)->required();
   auto* run = c->add_option("--run", a->run_id, "Run id (omit to list the runs)");
   c->add_flag("--json", a->json, "Print the run's breaks (or the list of runs) as JSON");
   c->footer("Examples:\n  hookscope explain out/demo.sqlite\n  hookscope explain out/demo.sqlite --run 2\n"

@@ -153,7 +153,7 @@ CLI::App* add_export_command(CLI::App& app, std::function<int()>& run_selected) 
   auto a = std::make_shared<ExportArgs>();
   auto* c = app.add_subcommand(
       "export", "Write runs of a capture as a Chrome trace (Perfetto, chrome://tracing, HTA; Kineto's shape) or as CSV tables");
-  c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
+  c->add_option("file", a->file, kCaptureFileHelp)->required();
   c->add_option("--run", a->run, "Run id, or 'all' (default: the capture's only run)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {

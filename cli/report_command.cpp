@@ -173,7 +173,7 @@ CLI::App* add_report_command(CLI::App& app, std::function<int()>& run_selected) 
   auto* c = app.add_subcommand("report",
                                "The comparison from a capture: its Markdown is always printed to stdout, and "
                                "--markdown / --json / --html write it to files as well");
-  c->add_option("file", a->file, "Capture written by `hookscope capture`")->required();
+  c->add_option("file", a->file, kCaptureFileHelp)->required();
   auto diff = add_report_diff_options(*c);  // `report A B`: before/after (reports/report_diff.h)
   auto* markdown = c->add_option("--markdown", a->markdown, "Also write the Markdown here");
   c->add_option("--json", a->json_out, "Write the report JSON (schema 2) here");

@@ -265,7 +265,7 @@ CLI::App* add_stats_command(CLI::App& app, std::function<int()>& run_selected) {
   auto a = std::make_shared<StatsArgs>();
   auto* c = app.add_subcommand("stats", "Summary tables of a capture's runs, like nsys stats: hook time, device "
                                         "compute, transfers, weight swaps, compiler-disabled time, graph breaks");
-  c->add_option("file", a->file, "Capture written by `hookscope capture` or `hookscope import`")->required();
+  c->add_option("file", a->file, kCaptureFileHelp)->required();
   c->add_option("--report", a->reports, "Comma-separated reports (default: all)")->check(list_of(reports::stats_report_names()));
   c->add_option("--format", a->format, "table (times in ns, as nsys stats prints them), csv or json (times in ns, sizes in bytes)")
       ->check(one_of({"table", "csv", "json"}));

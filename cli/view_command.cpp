@@ -34,7 +34,7 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
   auto* cmd = app.add_subcommand(
       "view", "Open a capture in the desktop viewer: per-device timelines, the compile-mode comparison, graph "
               "breaks, transfers and weight swaps (read-only)");
-  cmd->add_option("file", *file, "Capture written by `hookscope capture`")->required();
+  cmd->add_option("file", *file, kCaptureFileHelp)->required();
   cmd->add_option("other_file", *other,
                   "A second capture (before/after): its runs are listed beside the first's, and --compare names one "
                   "of its runs (default: its run of the opened run's cell)");

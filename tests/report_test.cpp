@@ -338,6 +338,19 @@ TEST(Report, ADecisionThatOutweighsAnEagerDriftSaysSo) {
   EXPECT_NE(md.find("| 0.83× slower |"), std::string::npos) << "no drift, no note: " << md;
 }
 
+// `capture` is not the only command that writes a capture: the help of every command reading one
+// names `profile` and `import` too.
+TEST(Report, TheHelpNamesEveryCommandThatWritesACapture) {
+  for (const std::string command : {"report", "explain", "stats", "view", "export"}) {
+    SCOPED_TRACE(command);
+    const auto r = hs::test::hookscope({command, "--help"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Capture written by `hookscope capture`, `hookscope profile` or `hookscope import`"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(Report, SettingsArePrinted) {
   json r = sample_report();
   r["settings"] = {{"command", "hookscope capture --model x"}, {"date", "2026-12-01T08:00:00Z"},
