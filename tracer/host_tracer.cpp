@@ -129,8 +129,10 @@ size_t next_pow2(size_t v) {
 
 }  // namespace
 
-/// A chunk: fixed-capacity records, filled by one recording thread, drained by the writer.
-struct HostTracer::Chunk {
+/// A chunk: fixed-capacity records, filled by one recording thread, drained by the writer. A
+/// line of its own: the writer's `consumed` does not share a line with a recording thread's
+/// `size`.
+struct alignas(64) HostTracer::Chunk {
   Record* records = nullptr;
   uint32_t capacity = 0;
   std::atomic<uint32_t> size{0};  // written by the owning recording thread (release)
@@ -139,11 +141,22 @@ struct HostTracer::Chunk {
 };
 
 /// One recording thread's state within a run, with its string table.
+///
+/// Between two events of a real model the weights streamed through the caches evict the
+/// tracer's lines, so an event's cost is the lines it touches. What every event reads comes
+/// first, in one line: the handshake flag, the current chunk, the counters; each string then
+/// costs one line of `memo` (and the caller's own bytes), not an entry plus arena text.
 struct alignas(64) HostTracer::ThreadBuffer {
-  // Recording thread (and end_run for `busy`).
+  // Recording thread (and end_run for `busy`); the counters are written by the owning thread only.
   std::atomic<uint32_t> busy{0};
-  std::atomic<Chunk*> current{nullptr};
   uint32_t index = 0;
+  std::atomic<Chunk*> current{nullptr};
+  // `current`'s records and capacity, and its size as this thread last stored it: the path
+  // reads them here and only stores the new size into the chunk's line (set_current).
+  Record* records = nullptr;
+  uint32_t capacity = 0, size = 0;
+  std::atomic<uint32_t> entry_count{0};
+  std::atomic<uint64_t> recorded{0}, dropped_no_chunk{0}, dropped_strings{0}, handed_off{0};
   const void* token = nullptr;
   int64_t os_tid = 0;
 
@@ -156,7 +169,6 @@ struct alignas(64) HostTracer::ThreadBuffer {
   size_t arena_cap = 0, arena_used = 0;
   std::unique_ptr<Entry[]> entries;
   uint32_t entry_cap = 0;
-  std::atomic<uint32_t> entry_count{0};
   std::unique_ptr<uint32_t[]> slots;
   size_t slot_mask = 0;
   // Front cache keyed by the view's address: most views point at the same bytes every call
@@ -169,9 +181,6 @@ struct alignas(64) HostTracer::ThreadBuffer {
   static constexpr unsigned kMemoBits = 10;
   static constexpr size_t kMemo = size_t{1} << kMemoBits;  // a 30-layer decoder's module names fit
   Memo memo[kMemo] = {};
-
-  // Counters: written by the owning thread only.
-  std::atomic<uint64_t> recorded{0}, dropped_no_chunk{0}, dropped_strings{0}, handed_off{0};
 
   // Writer thread only.
   std::unique_ptr<StrId[]> run_ids;  // local id → run-scoped StrId (kNoId = not yet mapped)
@@ -193,13 +202,24 @@ struct alignas(64) HostTracer::ThreadBuffer {
     return {arena.get() + e.offset, e.len};
   }
 
-  // Returns the local id of `s`, interning it; kNoId when the table or arena is full.
-  uint32_t intern(std::string_view s) noexcept {
-    if (s.empty()) s = std::string_view("", 0);  // never a null data() below
+  // The two memo entries `s` may sit in.
+  Memo* ways(std::string_view s) noexcept {
     // Fibonacci hashing of the address (heap strings are 16-byte aligned: the low bits say nothing).
     const uint64_t key = (reinterpret_cast<uintptr_t>(s.data()) ^ s.size()) * 0x9E3779B97F4A7C15ull;
     // Two ways: the entry at the key's slot, then its neighbour (where a newer entry pushed it).
-    Memo* way = &memo[(key >> (64 - kMemoBits)) & ~size_t{1}];
+    return &memo[(key >> (64 - kMemoBits)) & ~size_t{1}];
+  }
+  // Starts loading what intern(s) reads first (its memo line and the text), so that the misses
+  // of an event's several strings overlap instead of following each other.
+  void prefetch(std::string_view s) noexcept {
+    __builtin_prefetch(ways(s));
+    __builtin_prefetch(s.data());
+  }
+
+  // Returns the local id of `s`, interning it; kNoId when the table or arena is full.
+  uint32_t intern(std::string_view s) noexcept {
+    if (s.empty()) s = std::string_view("", 0);  // never a null data() below
+    Memo* way = ways(s);
     for (int w = 0; w < 2; ++w)
       if (way[w].ptr == s.data() && way[w].len == s.size() && way[w].id < entry_count.load(std::memory_order_relaxed) &&
           same_bytes(arena.get() + entries[way[w].id].offset, s.data(), s.size()))
@@ -232,8 +252,16 @@ struct alignas(64) HostTracer::ThreadBuffer {
     return n;
   }
 
+  // Makes `c` (nullptr: none) the chunk this thread records into; owning thread only.
+  void set_current(Chunk* c) noexcept {
+    records = c ? c->records : nullptr;
+    capacity = c ? c->capacity : 0;
+    size = c ? c->size.load(std::memory_order_relaxed) : 0;
+    current.store(c, std::memory_order_release);
+  }
+
   void reset_run() {
-    current.store(nullptr, std::memory_order_relaxed);
+    set_current(nullptr);
     token = nullptr;
     os_tid = 0;
     arena_used = 0;
@@ -350,7 +378,7 @@ void HostTracer::take_spare(ThreadBuffer& tb) noexcept {
   spares_.pop_back();
   spare_count_.store(spares_.size(), std::memory_order_relaxed);
   c->owner = &tb;
-  tb.current.store(c, std::memory_order_release);
+  tb.set_current(c);
 }
 
 void HostTracer::hand_off(ThreadBuffer& tb) noexcept {
@@ -368,7 +396,7 @@ void HostTracer::hand_off(ThreadBuffer& tb) noexcept {
       next->owner = &tb;
     }
     spare_count_.store(spares_.size(), std::memory_order_relaxed);
-    tb.current.store(next, std::memory_order_release);
+    tb.set_current(next);
   }
   bump(tb.handed_off);
   if (wake) pool_cv_.notify_one();
@@ -429,6 +457,9 @@ bool fill_record(HostTracer::ThreadBuffer& tb, const E& e, Record& out) noexcept
   using R = kinds::rebind_t<E, Recorded>;
   static_assert(alignof(R) <= alignof(Record));
   R& r = *::new (static_cast<void*>(out.payload)) R;  // built in place: the chunk slot is the record
+  E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    if constexpr (kinds::is_text<typename decltype(tag)::type>) tb.prefetch(field(e));
+  });
   bool ok = true;
   E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
     using Tag = typename decltype(tag)::type;
@@ -459,18 +490,19 @@ void HostTracer::record(const E& event) noexcept {
   if (!c) {
     bump(tb->dropped_no_chunk);
   } else {
-    const uint32_t n = c->size.load(std::memory_order_relaxed);
-    Record& r = c->records[n];
+    const uint32_t n = tb->size;
+    Record& r = tb->records[n];
     // The slots a few events ahead, for writing: a chunk's lines last sat in the writer
     // thread's cache (it drained them), and fetching them there is the path's largest cost.
-    if (n + 8 < c->capacity) __builtin_prefetch(&c->records[n + 8], 1, 3);
+    if (n + 8 < tb->capacity) __builtin_prefetch(&tb->records[n + 8], 1, 3);
     if (!fill_record(*tb, event, r)) {
       bump(tb->dropped_strings);
     } else {
       r.thread = tb->index;
+      tb->size = n + 1;
       c->size.store(n + 1, std::memory_order_release);
       bump(tb->recorded);
-      if (n + 1 == c->capacity) hand_off(*tb);
+      if (n + 1 == tb->capacity) hand_off(*tb);
     }
   }
   tb->busy.store(0, std::memory_order_release);
