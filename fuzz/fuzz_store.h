@@ -30,7 +30,7 @@ class FuzzStore {
   storage::Store& store() { return *store_; }
 
  private:
-  static constexpr int kRunsPerStore = 256;
+  static constexpr int kRunsPerStore = 4096;
   std::filesystem::path path_;
   std::unique_ptr<storage::Store> store_;
   int runs_ = 0;

@@ -89,7 +89,7 @@ struct Store::Impl {
   struct Stmts {
     Stmt begin, commit;
     Stmt ins_string, ins_thread, ins_module;
-    Stmt end_run, ins_diag;
+    Stmt ins_run, run_exists, end_run, ins_diag;
     std::array<KindTable, tracer::kEventKinds> host;  // by tracer::EventKind
 #define HS_ACTIVITY_TABLE_(Type, Row, rows, ...) KindTable rows;
     HS_ACTIVITY_KINDS(HS_ACTIVITY_TABLE_)  // one member per activity kind, named as its batch span
@@ -245,6 +245,7 @@ struct Store::Impl {
     HS_HOST_EVENT_KINDS(HS_PREPARE_HOST_)
 #undef HS_PREPARE_HOST_
     for (KindTable& t : st->host) t.pending.reserve(kMultiRows);
+    st->run_exists = p("SELECT 1 FROM RUNS WHERE id = ?");
     st->end_run = p("UPDATE RUNS SET status = ?, error = ?, end = ?, droppedRecords = droppedRecords + ? WHERE id = ?");
     st->ins_diag = p("INSERT INTO DIAGNOSTICS (runId, start, severity, source, text) VALUES (?, ?, ?, ?, ?)");
   }
@@ -335,9 +336,11 @@ struct Store::Impl {
   }
 
   bool run_exists(int64_t run) {
-    Stmt q(db, path, "SELECT 1 FROM RUNS WHERE id = ?");
+    Stmt& q = st->run_exists;
     q.bind(1, run);
-    return q.step();
+    const bool found = q.step();
+    q.reset();
+    return found;
   }
 
   // --- event tables -----------------------------------------------------------------
@@ -562,9 +565,11 @@ int64_t Store::begin_run(const tracer::RunInfo& info) {
   std::lock_guard lk(m.mu);
   m.require_open();
   const int64_t id = m.in_transaction([&] {
-    Stmt ins(m.db, m.path,
-             "INSERT INTO RUNS (scenario, policy, mode, fullgraph, model, device_map, versions, status, start, "
-             "startUtcNs, globalPid, engine, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    Stmt& ins = m.st->ins_run;  // prepared by the first run: opening a capture to read it asks for none
+    if (!ins.raw())
+      ins = Stmt(m.db, m.path,
+                 "INSERT INTO RUNS (scenario, policy, mode, fullgraph, model, device_map, versions, status, start, "
+                 "startUtcNs, globalPid, engine, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins.bind(1, info.scenario).bind(2, info.policy).bind(3, info.mode).bind(4, info.fullgraph).bind(5, info.model)
         .bind(6, device_map.dump()).bind(7, versions.dump()).bind(8, static_cast<int>(tracer::RunStatus::Incomplete))
         .bind(9, info.start_ns ? info.start_ns : events::now_ns()).bind(10, utc_now_ns()).bind(11, m.global_pid)
