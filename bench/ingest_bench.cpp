@@ -308,16 +308,23 @@ struct DiscardingWriter : tracer::EventWriter {
   void write_batch(const tracer::RecordBatch&) override {}
 };
 
+// A pre_forward and a post_forward span of every module of `v`, as the hooks emit them: views of
+// module names that live as long as the modules (here: `v`).
+std::vector<events::HookSpan> hook_spans(const Vocabulary& v) {
+  std::vector<events::HookSpan> spans;
+  for (const std::string& module : v.modules)
+    for (const auto phase : {events::HookPhase::PreForward, events::HookPhase::PostForward})
+      spans.push_back(events::HookSpan{"AlignDevicesHook", phase, module, "Linear", 0, 0, 0});
+  return spans;
+}
+
 // The tracer's own cost per event on the recording thread (the row Tracy's "a few ns per zone"
 // compares with): hook spans built beforehand as the hooks emit them (views of module names that
 // live as long as the modules), recorded through the EventSink interface into a tracer whose
 // writer discards the batches. CPU ns of the recording thread per event, best of 5 rounds.
 nlohmann::json record_only(int64_t events) {
   const Vocabulary v;
-  std::vector<events::HookSpan> spans;
-  for (size_t i = 0; i < v.modules.size(); ++i)
-    for (const auto phase : {events::HookPhase::PreForward, events::HookPhase::PostForward})
-      spans.push_back(events::HookSpan{"AlignDevicesHook", phase, v.modules[i], "Linear", 0, 0, 0});
+  std::vector<events::HookSpan> spans = hook_spans(v);
   DiscardingWriter writer;
   tracer::TracerOptions o;
   o.chunks = 256;
@@ -345,10 +352,7 @@ nlohmann::json record_only(int64_t events) {
 // between events is read the same way in both arms; only the sink differs.
 nlohmann::json record_cold(int64_t events) {
   const Vocabulary v;
-  std::vector<events::HookSpan> spans;
-  for (size_t i = 0; i < v.modules.size(); ++i)
-    for (const auto phase : {events::HookPhase::PreForward, events::HookPhase::PostForward})
-      spans.push_back(events::HookSpan{"AlignDevicesHook", phase, v.modules[i], "Linear", 0, 0, 0});
+  std::vector<events::HookSpan> spans = hook_spans(v);
   constexpr size_t kStream = size_t{256} << 20, kPerEvent = size_t{128} << 10;
   std::vector<uint64_t> weights(kStream / sizeof(uint64_t), 1);
   DiscardingWriter writer;
