@@ -1,8 +1,10 @@
 #include "cli/cli_util.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -53,29 +55,54 @@ bool whole_number_text(const std::string& s) {
   return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
 }
 
+// The value as an error message shows it: quoted, its control characters escaped.
+std::string shown_value(const std::string& value) { return "'" + output::terminal_text(value, false) + "'"; }
+
+// A whole number in decimal digits (an optional sign, no spaces, no 0x) that fits `T`;
+// otherwise why not.
+// `range`: the option's own range as its help gives it ("[0 - 1048576]"), "" for none.
+template <class T>
+CLI::Validator whole_number(std::string range) {
+  if (range.empty()) range = "[" + std::to_string(std::numeric_limits<T>::min()) + " - " +
+                             std::to_string(std::numeric_limits<T>::max()) + "]";
+  return CLI::Validator(
+      [range](std::string& value) -> std::string {
+        if (!whole_number_text(value)) return shown_value(value) + " is not a whole number";
+        const char* first = value.data() + (value[0] == '+' ? 1 : 0);
+        T v = 0;
+        if (std::from_chars(first, value.data() + value.size(), v).ec != std::errc())  // too large, or < 0 for unsigned
+          return shown_value(value) + " is out of range " + range;
+        return "";  // a range of the option's own comes next
+      },
+      "");
+}
+
+// The range an option's validators give in its type name ("INT:INT in [0 - 1048576]" →
+// "[0 - 1048576]"), "" for none.
+std::string declared_range(const CLI::Option& o) {
+  const std::string t = o.get_type_name();
+  const size_t in = t.find(" in [");
+  if (in == std::string::npos) return "";
+  const size_t end = t.find(']', in);
+  return end == std::string::npos ? "" : t.substr(in + 4, end - in - 3);
+}
+
 }  // namespace
 
 void check_numbers(CLI::App& app) {
   for (CLI::Option* o : app.get_options()) {
     if (o->get_type_size_max() == 0) continue;  // a flag
     const std::string type = value_type(*o);
-    if (type == "INT" || type == "UINT")
-      o->transform(CLI::Validator(
-                       [](std::string& value) -> std::string {
-                         std::int64_t v = 0;
-                         // As CLI11 converts it; a whole number past int64 (or below 0 for
-                         // UINT) is one out of range, said by the option's range or CLI11.
-                         if (CLI::detail::lexical_cast(value, v) || whole_number_text(value)) return "";
-                         return "'" + value + "' is not a whole number";
-                       },
-                       "")
-                       .non_modifying());
+    if (type == "INT")
+      o->transform(whole_number<std::int64_t>(declared_range(*o)).non_modifying());
+    else if (type == "UINT")
+      o->transform(whole_number<std::uint64_t>(declared_range(*o)).non_modifying());
     else if (type == "FLOAT")
       o->transform(CLI::Validator(
                        [](std::string& value) -> std::string {
                          long double v = 0;
-                         if (!CLI::detail::lexical_cast(value, v)) return "'" + value + "' is not a number";
-                         if (!std::isfinite(v)) return "'" + value + "' is not a finite number";
+                         if (!CLI::detail::lexical_cast(value, v)) return shown_value(value) + " is not a number";
+                         if (!std::isfinite(v)) return shown_value(value) + " is not a finite number";
                          return "";
                        },
                        "")

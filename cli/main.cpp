@@ -112,9 +112,9 @@ int run_generate(const GenerateArgs& a) {
   const size_t steps = r.new_ids.size() > 0 ? r.new_ids.size() - 1 : 0;
   char decode[64] = "no decode step";
   if (steps > 0) std::snprintf(decode, sizeof decode, "decode %.1f tok/s", decode_s > 0 ? steps / decode_s : 0.0);
-  std::fprintf(stderr, "[hookscope] %s, %s, %zu prompt + %zu new tokens; prefill %.1f ms, %s\n",
+  std::fprintf(stderr, "[hookscope] %s, %s, %zu prompt + %zu new token%s; prefill %.1f ms, %s\n",
                lm.config.architecture.c_str(), dtype_short_name(*lo.dtype).c_str(), r.prompt_ids.size(),
-               r.new_ids.size(), r.prefill_ns / 1e6, decode);
+               r.new_ids.size(), r.new_ids.size() == 1 ? "" : "s", r.prefill_ns / 1e6, decode);
   return 0;
 }
 
