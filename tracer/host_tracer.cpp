@@ -144,8 +144,10 @@ struct alignas(64) HostTracer::Chunk {
 ///
 /// Between two events of a real model the weights streamed through the caches evict the
 /// tracer's lines, so an event's cost is the lines it touches. What every event reads comes
-/// first, in one line: the handshake flag, the current chunk, the counters; each string then
-/// costs one line of `memo` (and the caller's own bytes), not an entry plus arena text.
+/// first, in one line: the handshake flag, the current chunk, the counters. An event's strings
+/// then cost their `memo` lines, entries and arena text, and the caller's own bytes; the memo
+/// lines and the caller's bytes are prefetched together (fill_record), so that their misses
+/// overlap.
 struct alignas(64) HostTracer::ThreadBuffer {
   // Recording thread (and end_run for `busy`); the counters are written by the owning thread only.
   std::atomic<uint32_t> busy{0};
