@@ -2,12 +2,17 @@
 // cost, as one JSON line: {"events", "seconds", "events_per_s", "file_bytes", "peak_rss_bytes",
 // "rows"}. bench/import_bench.py drives it next to Python's json.load of the same file.
 //
-//   bench_import TRACE.json[.gz] CAPTURE.hscope
+//   bench_import TRACE.json[.gz] CAPTURE.hscope [--one-thread]
+//
+// --one-thread: read, scan and parse on one thread (KinetoOptions::pipeline_bytes past any
+// file), as files up to 4 MiB are; the rows are still written by the sink's writer thread.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
+#include <string>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -16,8 +21,9 @@
 #include "storage/store.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: bench_import TRACE.json[.gz] CAPTURE.hscope\n";
+  const bool one_thread = argc == 4 && std::string(argv[3]) == "--one-thread";
+  if (argc != 3 && !one_thread) {
+    std::cerr << "usage: bench_import TRACE.json[.gz] CAPTURE.hscope [--one-thread]\n";
     return 2;
   }
   namespace fs = std::filesystem;
@@ -30,7 +36,9 @@ int main(int argc, char** argv) {
     info.scenario = "bench/import";
     const int64_t run = store.add_run(info);
     const auto t0 = std::chrono::steady_clock::now();
-    const hs::importers::KinetoSummary s = hs::importers::import_kineto_trace(trace, store, run);
+    hs::importers::KinetoOptions ko;
+    if (one_thread) ko.pipeline_bytes = UINT64_MAX;
+    const hs::importers::KinetoSummary s = hs::importers::import_kineto_trace(trace, store, run, ko);
     store.end_run(run, hs::tracer::RunStatus::Complete);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rusage ru{};

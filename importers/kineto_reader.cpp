@@ -9,8 +9,13 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "importers/import_error.h"
@@ -64,6 +69,28 @@ uint64_t prefix_xor(uint64_t x) {
   return x;
 }
 
+// What one gzread returned, with zlib's state after it.
+struct ReadResult {
+  size_t n = 0;            // bytes read
+  bool failed = false;     // a read or decompression error: `message` says which
+  bool truncated = false;  // n == 0 because the gzip stream ends before its end marker
+  std::string message;
+  uint64_t offset = 0;     // gzoffset() after the read: bytes of the file consumed
+};
+
+ReadResult read_some(gzFile gz, char* into, size_t room) {
+  ReadResult r;
+  const int n = gzread(gz, into, static_cast<unsigned>(room));
+  int err = Z_OK;
+  const char* msg = gzerror(gz, &err);
+  r.failed = n < 0 || (err != Z_OK && err != Z_BUF_ERROR);
+  if (r.failed) r.message = msg ? msg : "?";
+  r.n = n > 0 ? static_cast<size_t>(n) : 0;
+  r.truncated = n == 0 && err == Z_BUF_ERROR;
+  r.offset = static_cast<uint64_t>(gzoffset(gz));
+  return r;
+}
+
 // The (inflated) text in a sliding window over the file, read through zlib (gzread passes a
 // plain file through unchanged). Offsets are absolute: bytes of JSON text from its start.
 // The window always has SIMDJSON_PADDING bytes allocated past its end, so a value in it can
@@ -105,18 +132,15 @@ class Window {
     const size_t cap = buf_.size() - simdjson::SIMDJSON_PADDING;
     if (len_ == cap) buf_.resize(2 * cap + simdjson::SIMDJSON_PADDING);
     const size_t room = std::min<size_t>(buf_.size() - simdjson::SIMDJSON_PADDING - len_, size_t{1} << 30);
-    const int n = gzread(gz_, buf_.data() + len_, static_cast<unsigned>(room));
-    int err = Z_OK;
-    const char* msg = gzerror(gz_, &err);
-    if (n < 0 || (err != Z_OK && err != Z_BUF_ERROR))
-      throw ImportError(file_, at_byte(end()), std::string("cannot decompress the trace: ") + (msg ? msg : "?"));
-    if (n == 0) {
+    const ReadResult r = read_some(gz_, buf_.data() + len_, room);
+    if (r.failed) throw ImportError(file_, at_byte(end()), "cannot decompress the trace: " + r.message);
+    if (r.n == 0) {
       eof_ = true;
-      truncated_ = err == Z_BUF_ERROR;
+      truncated_ = r.truncated;
       return false;
     }
-    len_ += static_cast<size_t>(n);
-    if (progress_) progress_(static_cast<uint64_t>(gzoffset(gz_)), total_);
+    len_ += r.n;
+    if (progress_) progress_(r.offset, total_);
     return true;
   }
   /// The gzip stream ended before its end marker.
@@ -168,9 +192,272 @@ std::string syntax_message(const nlohmann::detail::exception& ex) {
   return what;
 }
 
+
+// A value's name in messages: "traceEvents[12]", "deviceProperties[0]", a top-level key.
+std::string where_name(const Where& w) {
+  switch (w.kind) {
+    case Where::Kind::Event: return "traceEvents[" + std::to_string(w.index) + "]";
+    case Where::Kind::Device: return "deviceProperties[" + std::to_string(w.index) + "]";
+    case Where::Kind::Member: return member_name(w.key);
+    case Where::Kind::Root: break;
+  }
+  return "the top-level value";
+}
+
+// The text ends (at byte `at`) before a value it began does.
+[[noreturn]] void text_ends_early(const fs::path& file, uint64_t at, bool truncated, const std::string& what = "") {
+  if (truncated) throw ImportError(file, at_byte(at), "the gzip stream ends early (truncated file)");
+  if (at == 0) throw ImportError(file, "", "the file is empty");
+  throw ImportError(file, at_byte(at), "the JSON text ends early (truncated file?)" + (what.empty() ? "" : ": " + what));
+}
+
+// The value [begin, end) of the JSON text, its bytes at `text`, through nlohmann: its syntax
+// error, if any, names the byte; with `nodes`, values past it are dropped while parsing (the
+// result is then null). `at_text_end`: the value ends where the text read so far ends (an
+// error past it is the text ending early; `truncated`: in a truncated gzip stream).
+json parse_text(const fs::path& file, const char* text, uint64_t begin, uint64_t end, size_t* nodes,
+                const Where* where, bool at_text_end, bool truncated) {
+  json::parser_callback_t count = nullptr;
+  if (nodes)
+    count = [nodes](int, json::parse_event_t ev, json&) {
+      if (ev == json::parse_event_t::key || ev == json::parse_event_t::object_end ||
+          ev == json::parse_event_t::array_end)
+        return *nodes <= kMaxMetadataNodes;
+      return ++*nodes <= kMaxMetadataNodes;
+    };
+  try {
+    return json::parse(text, text + (end - begin), count);
+  } catch (const json::exception& ex) {  // parse_error, or out_of_range: a number past double
+    const auto* parse = dynamic_cast<const json::parse_error*>(&ex);
+    const uint64_t at = begin + (parse && parse->byte > 0 ? parse->byte - 1 : 0);
+    const std::string what = syntax_message(ex);
+    if (at >= end && at_text_end) text_ends_early(file, end, truncated, what);
+    throw ImportError(file, at_byte(at),
+                      std::string("not valid JSON") + (where ? " (" + where_name(*where) + ")" : "") + ": " + what);
+  }
+}
+
+// One traceEvents entry's text as the scanner found it: where it lies in memory (the window,
+// or a batch of the Pipeline; SIMDJSON_PADDING readable bytes follow it either way) and where
+// in the trace.
+struct EventText {
+  const char* text = nullptr;  // its '{'
+  uint64_t size = 0;
+  uint64_t offset = 0;  // of its '{' in the JSON text
+  uint64_t index = 0;   // its position in traceEvents
+  uint64_t ts_begin = 0, ts_end = 0, dur_begin = 0, dur_end = 0;  // its ts / dur number texts, from `text`; begin == end: none seen
+  std::optional<int64_t> ts_ns, dur_ns;  // decimal_us_to_ns of those texts (nullopt: not a number of µs in int64 ns)
+  bool at_text_end = false;  // it ends where the text read so far ended
+  bool truncated = false;    // the gzip stream was found truncated by then
+};
+
+// Parses events' texts with simdjson into a reused DOM and hands each to the callback.
+class EventParser {
+ public:
+  explicit EventParser(const fs::path& file) : file_(file) {}
+
+  /// Parses the event and hands it to the callback.
+  void parse(const EventText& t, const TraceCallbacks& cb) {
+    simdjson::dom::element root;
+    if (parser_.parse(t.text, t.size, false).get(root)) root = reparsed(t, Where(Where::Kind::Event, t.index));
+    deliver(root, t, cb);
+  }
+  /// Hands the event, parsed as `root` (an object), to the callback.
+  void deliver(simdjson::dom::element root, const EventText& t, const TraceCallbacks& cb) const {
+    RawEvent e;
+    e.obj = root.get_object().value_unsafe();
+    e.offset = t.offset;
+    e.index = t.index;
+    for (const auto field : e.obj)
+      if (auto* slot = slot_of(e, field.key)) *slot = field.value;
+    e.ts_ns = time(e, e.ts, "ts", t, t.ts_begin, t.ts_end, t.ts_ns);
+    e.dur_ns = time(e, e.dur, "dur", t, t.dur_begin, t.dur_end, t.dur_ns);
+    if (cb.event) cb.event(e);
+  }
+
+ private:
+  // The member of `e` a key of the event fills; nullptr for the others. By length first: this
+  // runs for every member of every event.
+  static std::optional<simdjson::dom::element>* slot_of(RawEvent& e, std::string_view k) {
+    switch (k.size()) {
+      case 2: return k == "ph" ? &e.ph : k == "ts" ? &e.ts : k == "id" ? &e.id : nullptr;
+      case 3: return k == "cat" ? &e.cat : k == "pid" ? &e.pid : k == "tid" ? &e.tid : k == "dur" ? &e.dur : nullptr;
+      case 4: return k == "name" ? &e.name : k == "args" ? &e.args : nullptr;
+      default: return nullptr;
+    }
+  }
+
+  // An event simdjson refuses: not valid JSON (nlohmann names the byte and what is wrong), or
+  // an integer past 64 bits, which simdjson does not read and JSON allows: such an event is
+  // read as nlohmann reads it (the integer as the nearest double) and written back for simdjson.
+  simdjson::dom::element reparsed(const EventText& t, const Where& where) {
+    const json v = parse_text(file_, t.text, t.offset, t.offset + t.size, nullptr, &where, t.at_text_end, t.truncated);
+    reparsed_ = simdjson::padded_string(v.dump(-1, ' ', false, json::error_handler_t::replace));
+    simdjson::dom::element root;
+    if (const auto err = parser_.parse(reparsed_).get(root))
+      throw ImportError(file_, at_byte(t.offset),
+                        where_name(where) + ": a value hookscope's JSON parser (simdjson) refuses: " +
+                            simdjson::error_message(err));
+    return root;
+  }
+
+  // The event's `key` in ns from the number's own text (the scanner's, converted as it found
+  // it: `scanned`); nullopt when absent or not a number.
+  std::optional<int64_t> time(const RawEvent& e, const std::optional<simdjson::dom::element>& v, std::string_view key,
+                              const EventText& t, uint64_t begin, uint64_t end,
+                              std::optional<int64_t> scanned) const {
+    if (!v || !v->is_number()) return std::nullopt;
+    std::string_view text;
+    char digits[64];
+    if (begin < end) {
+      if (scanned) return scanned;
+      text = std::string_view(t.text + begin, end - begin);
+    } else {  // not seen by the scanner (an event reparsed()): the parsed number, as its shortest text
+      const auto r = v->is_int64()    ? std::to_chars(digits, digits + sizeof digits, v->get_int64().value_unsafe())
+                     : v->is_uint64() ? std::to_chars(digits, digits + sizeof digits, v->get_uint64().value_unsafe())
+                                      : std::to_chars(digits, digits + sizeof digits, v->get_double().value_unsafe());
+      text = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+    }
+    const auto ns = decimal_us_to_ns(text);
+    if (!ns)
+      throw ImportError(file_, at_byte(e.offset),
+                        "the event's '" + std::string(key) + "' is " + std::string(text.substr(0, 64)) +
+                            ": not a number of µs that fits int64 ns");
+    return ns;
+  }
+
+  const fs::path& file_;
+  simdjson::dom::parser parser_;
+  simdjson::padded_string reparsed_;  // the text of the last event reparsed()
+};
+
+// A large trace is read in two stages on two threads: the Reader (reading, inflating,
+// scanning) on a thread of its own, handing over batches of about kBatchBytes of events with
+// the other top-level values and the progress in their places among them; the caller's thread
+// runs the callbacks, in file order. The reading thread also parses each batch: its events'
+// texts, copied back to back as the entries of one JSON array, in one simdjson call into the
+// batch's own document; a batch simdjson refuses as a whole (an event that is not valid JSON,
+// an integer past 64 bits) is parsed event by event on the caller's thread instead, where
+// each event's error is raised in its place. At most kInFlight batches wait, so memory stays
+// a few batches. What the reading thread throws reaches the caller after every event before
+// it, as where it would have thrown in one stage.
+class Pipeline {
+ public:
+  static constexpr size_t kBatchBytes = size_t{256} << 10;
+  static constexpr size_t kInFlight = 3;
+  struct Stopped {};  // thrown on the reading thread once the caller has stopped
+
+  // ---- the reading thread ----
+  void event(const EventText& t) {
+    Batch& b = *cur_;
+    b.reserve(t.size + 2);
+    b.text[b.used++] = b.events.empty() ? '[' : ',';
+    std::memcpy(b.text.get() + b.used, t.text, t.size);
+    b.at.push_back(b.used);
+    b.events.push_back(t);
+    b.used += t.size;
+    if (b.used >= kBatchBytes) push(false);
+  }
+  void device(json v) { cur_->others.push_back({cur_->events.size(), Other::Kind::Device, "", std::move(v), 0, 0}); }
+  void metadata(std::string key, json v) {
+    cur_->others.push_back({cur_->events.size(), Other::Kind::Metadata, std::move(key), std::move(v), 0, 0});
+  }
+  void progress(uint64_t done, uint64_t total) {
+    cur_->others.push_back({cur_->events.size(), Other::Kind::Progress, "", json(), done, total});
+  }
+  /// Runs the Reader of `file` to its end, then hands over the last batch (with what it threw).
+  void produce(const fs::path& file, const TraceCallbacks& cb);
+
+  // ---- the caller's thread ----
+  /// Parses and delivers every batch until the last; rethrows the reading thread's error in its place.
+  void consume(const fs::path& file, const TraceCallbacks& cb);
+  /// Makes the reading thread stop at its next hand-over.
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Other {
+    size_t before;  // delivered before the batch's event of this index
+    enum class Kind : uint8_t { Device, Metadata, Progress } kind;
+    std::string key;
+    json value;
+    uint64_t done, total;
+  };
+  struct Batch {
+    std::unique_ptr<char[]> text;  // the events' texts, back to back, SIMDJSON_PADDING bytes spare
+    size_t cap = 0, used = 0;
+    std::vector<size_t> at;          // where each event's text begins in `text`
+    std::vector<EventText> events;   // their `text` pointers are set when delivered
+    std::vector<Other> others;
+    std::exception_ptr error;
+    bool last = false;
+    simdjson::dom::document doc;  // `text` as one array, when `parsed`
+    bool parsed = false;
+    void reserve(size_t more) {
+      if (used + more + simdjson::SIMDJSON_PADDING <= cap) return;
+      const size_t n = std::max({2 * cap, used + more + simdjson::SIMDJSON_PADDING, kBatchBytes + simdjson::SIMDJSON_PADDING});
+      auto bigger = std::make_unique_for_overwrite<char[]>(n);
+      if (used) std::memcpy(bigger.get(), text.get(), used);
+      text = std::move(bigger);
+      cap = n;
+    }
+    void clear() {
+      used = 0;
+      at.clear();
+      events.clear();
+      others.clear();
+      parsed = false;
+    }
+    // Closes the array and parses it into `doc` (parsed: simdjson took it, one entry per event).
+    void parse(simdjson::dom::parser& parser) {
+      if (events.empty()) return;
+      text[used++] = ']';
+      simdjson::dom::element root;
+      simdjson::dom::array entries;
+      parsed = !parser.parse_into_document(doc, text.get(), used, false).get(root) && !root.get_array().get(entries) &&
+               entries.size() == events.size();
+    }
+  };
+
+  void push(bool last) {
+    cur_->parse(parser_);
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return stopped_ || full_.size() < kInFlight; });
+    if (stopped_) throw Stopped{};
+    cur_->last = last;
+    full_.push_back(std::move(cur_));
+    if (!free_.empty()) {
+      cur_ = std::move(free_.back());
+      free_.pop_back();
+    }
+    lk.unlock();
+    cv_.notify_all();
+    if (!cur_ && !last) cur_ = std::make_unique<Batch>();
+  }
+
+  std::unique_ptr<Batch> cur_ = std::make_unique<Batch>();  // the reading thread's
+  simdjson::dom::parser parser_;                              // the reading thread's
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Batch>> full_;   // handed over, in order
+  std::vector<std::unique_ptr<Batch>> free_;  // delivered, for reuse
+  bool stopped_ = false;
+};
+
 class Reader {
  public:
-  Reader(const fs::path& file, const TraceCallbacks& cb) : w_(file, cb.progress), cb_(cb) {}
+  /// `pipe`: hand the events, other values and progress to it (on the Pipeline's reading
+  /// thread); nullptr: parse the events here and run the callbacks.
+  Reader(const fs::path& file, const TraceCallbacks& cb, Pipeline* pipe)
+      : w_(file, pipe ? [pipe](uint64_t done, uint64_t total) { pipe->progress(done, total); } : cb.progress),
+        cb_(cb),
+        pipe_(pipe),
+        events_parser_(w_.file()) {}
 
   void run() {
     const int c = peek();
@@ -273,79 +560,46 @@ class Reader {
   void devices_array() {
     array([&](int) {
       const Where where(Where::Kind::Device, devices_++);
-      const json v = bounded(scan(where, false), where);
-      if (cb_.device && !v.is_null()) cb_.device(v);
+      json v = bounded(scan(where, false), where);
+      if (v.is_null()) return;
+      if (pipe_)
+        pipe_->device(std::move(v));
+      else if (cb_.device)
+        cb_.device(v);
     });
   }
 
   void metadata(const std::string& key) {
     const Where where(Where::Kind::Member, 0, key);
-    const json v = bounded(scan(where, false), where);
-    if (cb_.metadata) cb_.metadata(key, v);
+    json v = bounded(scan(where, false), where);
+    if (pipe_)
+      pipe_->metadata(key, std::move(v));
+    else if (cb_.metadata)
+      cb_.metadata(key, v);
   }
 
   // ---- one event ----------------------------------------------------------------------------
   void event(const Where& where) {
     const Extent x = scan(where, true);
-    simdjson::dom::element root;
-    if (parser_.parse(w_.ptr(x.begin), x.end - x.begin, false).get(root)) root = reparsed(x, where);
-    RawEvent e;
-    e.obj = root.get_object().value_unsafe();
-    e.offset = x.begin;
-    e.index = where.index;
-    for (const auto field : e.obj) {
-      const std::string_view k = field.key;
-      auto* slot = k == "ph"     ? &e.ph
-                   : k == "cat"  ? &e.cat
-                   : k == "name" ? &e.name
-                   : k == "pid"  ? &e.pid
-                   : k == "tid"  ? &e.tid
-                   : k == "ts"   ? &e.ts
-                   : k == "dur"  ? &e.dur
-                   : k == "args" ? &e.args
-                   : k == "id"   ? &e.id
-                                 : nullptr;
-      if (slot) *slot = field.value;
+    EventText t;
+    t.text = w_.ptr(x.begin);
+    t.size = x.end - x.begin;
+    t.offset = x.begin;
+    t.index = where.index;
+    if (x.ts_begin < x.ts_end) {
+      t.ts_begin = x.ts_begin - x.begin, t.ts_end = x.ts_end - x.begin;
+      t.ts_ns = decimal_us_to_ns(std::string_view(w_.ptr(x.ts_begin), x.ts_end - x.ts_begin));
     }
-    e.ts_ns = time(e, e.ts, "ts", x.ts_begin, x.ts_end);
-    e.dur_ns = time(e, e.dur, "dur", x.dur_begin, x.dur_end);
-    if (cb_.event) cb_.event(e);
-  }
-
-  // An event simdjson refuses: not valid JSON (nlohmann names the byte and what is wrong), or an
-  // integer past 64 bits, which simdjson does not read and JSON allows: such an event is read as
-  // nlohmann reads it (the integer as the nearest double) and written back for simdjson.
-  simdjson::dom::element reparsed(const Extent& x, const Where& where) {
-    const json v = parse_nlohmann(x, nullptr, &where);
-    reparsed_ = simdjson::padded_string(v.dump(-1, ' ', false, json::error_handler_t::replace));
-    simdjson::dom::element root;
-    if (const auto err = parser_.parse(reparsed_).get(root))
-      throw ImportError(w_.file(), at_byte(x.begin),
-                        name(where) + ": a value hookscope's JSON parser (simdjson) refuses: " +
-                            simdjson::error_message(err));
-    return root;
-  }
-
-  // The event's `key` in ns from the number's own text; nullopt when absent or not a number.
-  std::optional<int64_t> time(const RawEvent& e, const std::optional<simdjson::dom::element>& v,
-                              std::string_view key, uint64_t begin, uint64_t end) const {
-    if (!v || !v->is_number()) return std::nullopt;
-    std::string_view text;
-    char digits[64];
-    if (begin < end) {
-      text = std::string_view(w_.ptr(begin), end - begin);
-    } else {  // not seen by the scanner (an event reparsed()): the parsed number, as its shortest text
-      const auto r = v->is_int64()    ? std::to_chars(digits, digits + sizeof digits, v->get_int64().value_unsafe())
-                     : v->is_uint64() ? std::to_chars(digits, digits + sizeof digits, v->get_uint64().value_unsafe())
-                                      : std::to_chars(digits, digits + sizeof digits, v->get_double().value_unsafe());
-      text = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+    if (x.dur_begin < x.dur_end) {
+      t.dur_begin = x.dur_begin - x.begin, t.dur_end = x.dur_end - x.begin;
+      t.dur_ns = decimal_us_to_ns(std::string_view(w_.ptr(x.dur_begin), x.dur_end - x.dur_begin));
     }
-    const auto ns = decimal_us_to_ns(text);
-    if (!ns)
-      throw ImportError(w_.file(), at_byte(e.offset),
-                        "the event's '" + std::string(key) + "' is " + std::string(text.substr(0, 64)) +
-                            ": not a number of µs that fits int64 ns");
-    return ns;
+    t.at_text_end = x.end == w_.end();
+    t.truncated = w_.truncated();
+    if (pipe_)
+      pipe_->event(t);
+    else
+      events_parser_.parse(t, cb_);
   }
 
   // ---- scanning -------------------------------------------------------------------------------
@@ -468,10 +722,18 @@ class Reader {
       for (uint64_t bits = m.quote | (m.structural & ~inside); bits; bits &= bits - 1) {
         const int i = __builtin_ctzll(bits);
         const char c = w_.ptr(p)[i];
-        if (c == '"')
+        if (c == '"') {
+          // A string that is no first-level name and closes in this block (no backslash here:
+          // its closing quote is the next one) is shorter than a block: both quotes at once.
+          const uint64_t after = i == 63 ? 0 : m.quote & (~uint64_t{0} << (i + 1));
+          if (!st.in_string && after && (st.depth >= 2 || (st.depth == 1 && !st.name_next))) {
+            bits &= ~(after & -after);
+            continue;
+          }
           quote(st, p + i);
-        else
+        } else {
           structural(st, c, p + i);
+        }
         if (st.done) return p + i + 1;
       }
       p += kBlock;
@@ -506,28 +768,8 @@ class Reader {
   }
 
   // ---- parsing the small values ---------------------------------------------------------------
-  // The value's text through nlohmann: its syntax error, if any, names the byte; with `nodes`,
-  // values past it are dropped while parsing (the result is then null).
   json parse_nlohmann(const Extent& x, size_t* nodes, const Where* where = nullptr) const {
-    const char* text = w_.ptr(x.begin);
-    json::parser_callback_t count = nullptr;
-    if (nodes)
-      count = [nodes](int, json::parse_event_t ev, json&) {
-        if (ev == json::parse_event_t::key || ev == json::parse_event_t::object_end ||
-            ev == json::parse_event_t::array_end)
-          return *nodes <= kMaxMetadataNodes;
-        return ++*nodes <= kMaxMetadataNodes;
-      };
-    try {
-      return json::parse(text, text + (x.end - x.begin), count);
-    } catch (const json::exception& ex) {  // parse_error, or out_of_range: a number past double
-      const auto* parse = dynamic_cast<const json::parse_error*>(&ex);
-      const uint64_t at = x.begin + (parse && parse->byte > 0 ? parse->byte - 1 : 0);
-      const std::string what = syntax_message(ex);
-      if (at >= x.end && x.end == w_.end()) ends_early(what);
-      throw ImportError(w_.file(), at_byte(at),
-                        std::string("not valid JSON") + (where ? " (" + name(*where) + ")" : "") + ": " + what);
-    }
+    return parse_text(w_.file(), w_.ptr(x.begin), x.begin, x.end, nodes, where, x.end == w_.end(), w_.truncated());
   }
   json bounded(const Extent& x, const Where& where) const {
     size_t nodes = 0;
@@ -536,15 +778,6 @@ class Reader {
   }
 
   // ---- errors -----------------------------------------------------------------------------------
-  static std::string name(const Where& w) {
-    switch (w.kind) {
-      case Where::Kind::Event: return "traceEvents[" + std::to_string(w.index) + "]";
-      case Where::Kind::Device: return "deviceProperties[" + std::to_string(w.index) + "]";
-      case Where::Kind::Member: return member_name(w.key);
-      case Where::Kind::Root: break;
-    }
-    return "the top-level value";
-  }
   // The first-level member a too-deep value lies in ("args"), "" in an array.
   std::string depth_name(uint64_t begin, uint64_t end, bool object) const {
     if (!object || begin == end) return "";
@@ -557,7 +790,7 @@ class Reader {
     }
   }
   [[noreturn]] void too_deep(const Where& where, const std::string& field, uint64_t at) const {
-    const std::string what = name(where) + (field.empty() ? "" : "." + member_name(field));
+    const std::string what = where_name(where) + (field.empty() ? "" : "." + member_name(field));
     throw ImportError(w_.file(), at_byte(at), what + ": " + storage::json_too_deep(kMaxValueDepth));
   }
   [[noreturn]] void too_long_string(uint64_t at) const {
@@ -567,24 +800,18 @@ class Reader {
   }
   [[noreturn]] void too_large(const Where& where, uint64_t at) const {
     throw ImportError(w_.file(), at_byte(at),
-                      name(where) + " is larger than " + std::to_string(kMaxValueBytes >> 20) +
+                      where_name(where) + " is larger than " + std::to_string(kMaxValueBytes >> 20) +
                           " MiB of JSON text: not a trace torch.profiler writes");
   }
   [[noreturn]] void syntax(uint64_t at, const std::string& what) const {
     throw ImportError(w_.file(), at_byte(at), "not valid JSON: syntax error: " + what);
   }
-  [[noreturn]] void ends_early(const std::string& what = "") const {
-    const uint64_t at = w_.end();
-    if (w_.truncated()) throw ImportError(w_.file(), at_byte(at), "the gzip stream ends early (truncated file)");
-    if (at == 0) throw ImportError(w_.file(), "", "the file is empty");
-    throw ImportError(w_.file(), at_byte(at),
-                      "the JSON text ends early (truncated file?)" + (what.empty() ? "" : ": " + what));
-  }
+  [[noreturn]] void ends_early() const { text_ends_early(w_.file(), w_.end(), w_.truncated()); }
 
   Window w_;
   const TraceCallbacks& cb_;
-  simdjson::dom::parser parser_;
-  simdjson::padded_string reparsed_;  // the text of the last event reparsed()
+  Pipeline* pipe_;
+  EventParser events_parser_;  // unused with a Pipeline
   uint64_t pos_ = 0;                  // offset of the next byte to read
   uint64_t events_ = 0, devices_ = 0;  // traceEvents / deviceProperties entries begun
   bool saw_events_ = false;
@@ -599,11 +826,109 @@ std::optional<simdjson::dom::element> member(simdjson::dom::object o, std::strin
   return found;
 }
 
-void read_chrome_trace(const fs::path& file, const TraceCallbacks& callbacks) {
-  Reader(file, callbacks).run();
+namespace {
+void Pipeline::produce(const fs::path& file, const TraceCallbacks& cb) {
+  std::exception_ptr error;
+  try {
+    Reader(file, cb, this).run();
+  } catch (const Stopped&) {
+    return;
+  } catch (...) {
+    error = std::current_exception();
+  }
+  try {
+    cur_->error = error;
+    push(true);
+  } catch (const Stopped&) {
+  }
 }
 
+void Pipeline::consume(const fs::path& file, const TraceCallbacks& cb) {
+  EventParser parser(file);
+  for (;;) {
+    std::unique_ptr<Batch> b;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return !full_.empty(); });
+      b = std::move(full_.front());
+      full_.pop_front();
+    }
+    cv_.notify_all();
+    size_t o = 0;
+    auto others_before = [&](size_t i) {
+      for (; o < b->others.size() && b->others[o].before <= i; ++o) {
+        const Other& x = b->others[o];
+        if (x.kind == Other::Kind::Device && cb.device) cb.device(x.value);
+        if (x.kind == Other::Kind::Metadata && cb.metadata) cb.metadata(x.key, x.value);
+        if (x.kind == Other::Kind::Progress && cb.progress) cb.progress(x.done, x.total);
+      }
+    };
+    std::optional<simdjson::dom::array::iterator> entry;  // the batch's array, when parsed
+    if (b->parsed) entry = b->doc.root().get_array().value_unsafe().begin();
+    for (size_t i = 0; i < b->events.size(); ++i) {
+      others_before(i);
+      EventText& t = b->events[i];
+      t.text = b->text.get() + b->at[i];
+      if (entry)
+        parser.deliver(*(*entry)++, t, cb);
+      else
+        parser.parse(t, cb);
+    }
+    others_before(b->events.size());
+    if (b->error) std::rethrow_exception(b->error);
+    if (b->last) return;
+    b->clear();
+    {
+      std::lock_guard lk(mu_);
+      free_.push_back(std::move(b));
+    }
+  }
+}
+}  // namespace
+
+void read_chrome_trace(const fs::path& file, const TraceCallbacks& callbacks, uint64_t pipeline_bytes) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(file, ec);
+  if (ec || size <= pipeline_bytes) {  // (a file that cannot be read: the Reader says why)
+    Reader(file, callbacks, nullptr).run();
+    return;
+  }
+  Pipeline pipe;
+  std::thread reading([&] { pipe.produce(file, callbacks); });
+  struct Join {
+    Pipeline& pipe;
+    std::thread& thread;
+    ~Join() {
+      pipe.stop();
+      thread.join();
+    }
+  } join{pipe, reading};
+  pipe.consume(file, callbacks);
+}
+
+namespace {
+// decimal_us_to_ns of what Kineto writes ("5243847375771.562": up to 15 integer digits and up
+// to 3 after the dot, no exponent), which needs no rounding and fits int64 ns; nullopt for any
+// other text (decimal_us_to_ns's general path then reads it).
+std::optional<int64_t> plain_us_to_ns(std::string_view s) {
+  size_t i = s.size() > 0 && s[0] == '-';
+  int64_t us = 0, frac = 0;
+  size_t int_digits = 0, frac_digits = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++int_digits) us = us * 10 + (s[i] - '0');
+  if (int_digits == 0 || int_digits > 15) return std::nullopt;
+  if (i < s.size()) {
+    if (s[i] != '.') return std::nullopt;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++frac_digits) frac = frac * 10 + (s[i] - '0');
+    if (frac_digits == 0 || frac_digits > 3 || i != s.size()) return std::nullopt;
+  }
+  for (size_t d = frac_digits; d < 3; ++d) frac *= 10;
+  const int64_t ns = us * 1000 + frac;
+  return s[0] == '-' ? -ns : ns;
+}
+}  // namespace
+
 std::optional<int64_t> decimal_us_to_ns(std::string_view s) {
+  if (const auto ns = plain_us_to_ns(s)) return ns;
   size_t i = 0;
   const bool negative = i < s.size() && s[i] == '-';
   if (negative) ++i;

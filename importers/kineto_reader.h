@@ -9,6 +9,9 @@
 // `ts` / `dur` converted from the decimal text of the number to integer ns — never through a
 // double. The trace's other top-level keys are small and arrive as nlohmann values through
 // their own callbacks. Memory is the window (one chunk, or the largest entry) plus one DOM.
+// A file larger than `pipeline_bytes` is read in two stages on two threads: reading,
+// inflating and scanning on a thread of the reader's own, simdjson and the callbacks on the
+// caller's, with a few batches of about a MiB of events' texts between them.
 #pragma once
 
 #include <cstdint>
@@ -69,14 +72,19 @@ inline constexpr uint64_t kMaxStringBytes = uint64_t{64} << 20;
 /// value other than `traceEvents`, which is streamed), bytes of its JSON text.
 inline constexpr uint64_t kMaxValueBytes = uint64_t{256} << 20;
 
-/// Reads `file` (plain JSON, or gzip-compressed JSON: detected from the content).
+/// Files larger than this (bytes on disk) are read in two stages on two threads (see the top).
+inline constexpr uint64_t kPipelineBytes = uint64_t{4} << 20;
+
+/// Reads `file` (plain JSON, or gzip-compressed JSON: detected from the content). The
+/// callbacks run on the calling thread, in file order, whatever `pipeline_bytes` is.
 /// Throws ImportError naming the file and the byte offset (in the decompressed text) for a
 /// file that cannot be opened, a truncated gzip stream, text that is not JSON or ends early,
 /// a top level that is neither an object with `traceEvents` nor an array of events, an
 /// event whose `ts` / `dur` is not a number (or does not fit int64 ns), a value nested
 /// deeper than kMaxValueDepth ("traceEvents[12].args: JSON nested deeper than 256 levels"),
 /// a string longer than kMaxStringBytes and a value larger than kMaxValueBytes.
-void read_chrome_trace(const std::filesystem::path& file, const TraceCallbacks& callbacks);
+void read_chrome_trace(const std::filesystem::path& file, const TraceCallbacks& callbacks,
+                       uint64_t pipeline_bytes = kPipelineBytes);
 
 /// A decimal number of µs as JSON writes it ("5243847375771.562", "12", "1.5e3", "-0.25") in
 /// integer ns, exactly: digits beyond ns are rounded half away from zero. nullopt when the text

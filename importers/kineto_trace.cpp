@@ -57,28 +57,33 @@ std::string_view str_field(const json& o, const char* key) {
 }
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-/// A string as JSON text: quoted, escaped as nlohmann and simdjson write strings.
+/// A string as JSON text: quoted, escaped as nlohmann and simdjson write strings. Runs of
+/// bytes that need no escape are appended whole.
 void append_string(std::string& out, std::string_view k) {
   out += '"';
-  for (const char c : k) {
+  size_t plain = 0;  // where the run of bytes not yet appended begins
+  for (size_t i = 0; i < k.size(); ++i) {
+    const char c = k[i];
+    if (static_cast<unsigned char>(c) >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(k.data() + plain, i - plain);
+    plain = i + 1;
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
-    } else if (static_cast<unsigned char>(c) >= 0x20) {
-      out += c;
+      continue;
+    }
+    static constexpr char kShort[] = "btn\0fr";  // \b \t \n \f \r for 0x08 to 0x0d
+    const int s = c - '\b';
+    if (s >= 0 && s <= 5 && kShort[s] != '\0') {
+      out += '\\';
+      out += kShort[s];
     } else {
-      static constexpr char kShort[] = "btn\0fr";  // \b \t \n \f \r for 0x08 to 0x0d
-      const int i = c - '\b';
-      if (i >= 0 && i <= 5 && kShort[i] != '\0') {
-        out += '\\';
-        out += kShort[i];
-      } else {
-        char u[8];
-        std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
-        out += u;
-      }
+      char u[8];
+      std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
+      out += u;
     }
   }
+  out.append(k.data() + plain, k.size() - plain);
   out += '"';
 }
 /// A value as minified JSON text (numbers as simdjson writes them), into `out`.
@@ -143,6 +148,23 @@ std::string_view kept_args(const Args& a, std::string& out, Members& members) {
   // found through a map once an object has more than a few members.
   members.clear();
   for (const auto field : *a) members.emplace_back(field.key, field.value);
+  auto dropped = [](std::string_view k) {
+    return std::find(std::begin(kDropped), std::end(kDropped), k) != std::end(kDropped);
+  };
+  bool repeated = false;  // a name given twice (rare): then the slower paths below
+  for (size_t i = 0; i < members.size() && members.size() <= 16 && !repeated; ++i)
+    for (size_t k = i + 1; k < members.size() && !repeated; ++k) repeated = members[k].first == members[i].first;
+  if (!repeated && members.size() <= 16) {
+    for (const auto& [k, v] : members) {
+      if (dropped(k)) continue;
+      out += out.empty() ? '{' : ',';
+      append_string(out, k);
+      out += ':';
+      append_json(out, v);
+    }
+    if (!out.empty()) out += '}';
+    return out;
+  }
   std::unordered_map<std::string_view, size_t> last;
   if (members.size() > 16)
     for (size_t i = 0; i < members.size(); ++i) last[members[i].first] = i;
@@ -161,7 +183,7 @@ std::string_view kept_args(const Args& a, std::string& out, Members& members) {
   };
   for (size_t i = 0; i < members.size(); ++i) {
     const std::string_view k = members[i].first;
-    if (std::find(std::begin(kDropped), std::end(kDropped), k) != std::end(kDropped) || !first_seen(i)) continue;
+    if (dropped(k) || !first_seen(i)) continue;
     const size_t j = index_of_last(i);
     if (members.size() > 16) last[k] = SIZE_MAX;  // written: later copies are skipped
     out += out.empty() ? '{' : ',';
@@ -354,6 +376,8 @@ class Importer {
   kineto::RowSink rows_;
   int64_t shift_ns_ = 0;  // KinetoOptions::shift_ns
   LastSlice last_;
+  std::string last_category_;              // the category of the last event with one
+  int64_t* last_category_count_ = nullptr;  // its count in s_.events_by_category
   int64_t base_ns_ = 0;
   std::set<int64_t> gpu_ids_;
   std::map<ThreadKey, std::vector<OpenRegion>> regions_;
@@ -409,8 +433,16 @@ void Importer::event(const RawEvent& e) {
   ++s_.events;
   const std::string_view ph = str_of(e.ph), cat = str_of(e.cat);
   if (ph.empty()) fail(e, "the event has no 'ph' (phase)");
-  const std::string key = cat.empty() ? "(ph " + std::string(ph) + ")" : std::string(cat);
-  ++s_.events_by_category[key];
+  const std::string key = cat.empty() ? "(ph " + std::string(ph) + ")" : std::string();
+  if (cat.empty()) {
+    ++s_.events_by_category[key];
+  } else if (cat == last_category_) {  // events come in runs of one category: no map lookup
+    ++*last_category_count_;
+  } else {
+    last_category_count_ = &s_.events_by_category[std::string(cat)];  // a map's values stay put
+    last_category_ = cat;
+    ++*last_category_count_;
+  }
   if (ph == "M") return names(e);
   if (!e.ts_ns) fail(e, e.ts ? "the event's 'ts' is not a number" : "the event has no 'ts'");
   const int64_t t = absolute(e, *e.ts_ns);
@@ -421,7 +453,7 @@ void Importer::event(const RawEvent& e) {
     int64_t end = 0;  // t lies within [-2^62, 2^62): the end must too
     if (__builtin_add_overflow(t, *e.dur_ns, &end) || end >= (int64_t{1} << 62))
       fail(e, "the event ends past 2^62 ns (ts + dur): a capture's times lie within [-2^62, 2^62) ns");
-    if (!complete(e, cat, t, end)) not_imported(key);
+    if (!complete(e, cat, t, end)) not_imported(cat.empty() ? key : std::string(cat));
   } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_of(e.name) == "[memory]") {
     memory(e, t);
   } else if ((ph == "i" || ph == "I") && starts_with(str_of(e.name), kGraphBreakPrefix)) {
@@ -433,7 +465,7 @@ void Importer::event(const RawEvent& e) {
   } else if ((ph == "i" || ph == "I") && starts_with(str_of(e.name), kDynamoBreakPrefix)) {
     // skipped (kDynamoBreakPrefix)
   } else if (!(cat.empty() && (ph == "i" || ph == "I")) && cat != "fwdbwd" && cat != "hookscope_transfer") {
-    not_imported(key);  // (global instants without a category mark the profiling window)
+    not_imported(cat.empty() ? key : std::string(cat));  // (global instants without a category mark the profiling window)
   }
 }
 
@@ -851,6 +883,7 @@ void Importer::device(const json& d) {
   g.threads_per_warp = num("warpSize", 32);
   g.max_shmem_per_block = num("sharedMemPerBlockOptin", num("sharedMemPerBlock", 0));
   if (g.threads_per_warp > 0) g.max_warps_per_sm = num("maxThreadsPerMultiprocessor", 0) / g.threads_per_warp;
+  rows_.drain();  // the Store is the writer thread's while a batch is in flight
   store_.add_gpu(g);
   s_.gpus.push_back(std::move(g));
 }
@@ -893,7 +926,7 @@ void Importer::finish() {
   for (auto& [thread, open] : regions_)
     for (auto it = open.rbegin(); it != open.rend(); ++it) close_region(*it, thread);
   regions_.clear();
-  rows_.flush();
+  rows_.finish();
   s_.gpu_count = s_.gpus.empty() ? static_cast<int64_t>(gpu_ids_.size()) : static_cast<int64_t>(s_.gpus.size());
   auto listing = [](const std::map<std::string, int64_t>& m) {
     std::string out;
@@ -920,7 +953,7 @@ KinetoSummary import_kineto_trace(const fs::path& trace, storage::Store& store, 
   cb.device = [&](const json& d) { importer.device(d); };
   cb.metadata = [&](std::string_view key, const json& v) { importer.metadata(key, v); };
   cb.progress = opts.progress;
-  kineto::read_chrome_trace(trace, cb);
+  kineto::read_chrome_trace(trace, cb, opts.pipeline_bytes);
   importer.finish();
   return summary;
 }

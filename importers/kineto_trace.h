@@ -76,6 +76,10 @@ struct KinetoOptions {
   /// Added to every time of the trace (baseTimeNanoseconds + ts), ns: puts a trace recorded on
   /// CLOCK_REALTIME (Kineto's clock) on the capture's steady clock. 0 keeps the trace's clock.
   int64_t shift_ns = 0;
+  /// A trace file larger than this (bytes on disk) is read on a thread of its own while the
+  /// events are parsed and imported (kineto::kPipelineBytes, 4 MiB); full batches of rows are
+  /// written to the Store by a thread of their own whatever the size.
+  uint64_t pipeline_bytes = uint64_t{4} << 20;
 };
 
 /// What one import read and wrote.

@@ -12,9 +12,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -99,7 +102,7 @@ Imported import_trace(const fs::path& capture, const fs::path& trace, const Kine
 
 /// The message of the ImportError importing `trace` throws ("" when it does not throw); the run
 /// it was imported into must stay incomplete.
-std::string import_error(const fs::path& trace) {
+std::string import_error(const fs::path& trace, const KinetoOptions& opts = {}) {
   const fs::path capture = trace.parent_path() / (trace.filename().string() + ".hscope");
   int64_t run = 0;
   std::string message;
@@ -107,7 +110,7 @@ std::string import_error(const fs::path& trace) {
     storage::Store store(capture);
     run = store.add_run(run_info("bad"));
     try {
-      importers::import_kineto_trace(trace, store, run);
+      importers::import_kineto_trace(trace, store, run, opts);
     } catch (const ImportError& e) {
       message = e.what();
       EXPECT_EQ(e.file(), trace);
@@ -382,6 +385,60 @@ TEST(ImportKineto, GzipSmallBatchesAndProgressGiveIdenticalRows) {
   const uint64_t size = fs::file_size(trace_dir() / "trace.json.gz");
   EXPECT_EQ(progress.back(), std::make_pair(size, size));
   EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+}
+
+// A large trace is read on a thread of its own while the caller parses and imports, and full
+// batches of rows are written on a third: the rows, summary and progress are those of one thread.
+TEST(ImportKineto, ReadingOnAThreadOfItsOwnGivesIdenticalRows) {
+  const fs::path dir = test::scratch_dir("import_kineto_pipeline");
+  const fs::path capture = dir / "capture.hscope";
+  KinetoOptions one;
+  one.pipeline_bytes = UINT64_MAX;
+  for (const char* file : {"trace.json", "trace.json.gz"}) {
+    const fs::path trace = trace_dir() / file;
+    ASSERT_LE(fs::file_size(trace), importers::kineto::kPipelineBytes) << "the default reads it in one stage";
+    std::vector<std::pair<uint64_t, uint64_t>> progress_one, progress_two;
+    one.progress = [&](uint64_t done, uint64_t total) { progress_one.emplace_back(done, total); };
+    KinetoOptions two;
+    two.pipeline_bytes = 0;
+    two.batch_rows = 5;  // the writer thread writes one batch while the next is built
+    two.progress = [&](uint64_t done, uint64_t total) { progress_two.emplace_back(done, total); };
+    const Imported a = import_trace(capture, trace, one), b = import_trace(capture, trace, two);
+    EXPECT_EQ(b.summary.events, a.summary.events);
+    EXPECT_EQ(b.summary.events_by_category, a.summary.events_by_category);
+    EXPECT_EQ(b.summary.rows_by_table, a.summary.rows_by_table);
+    EXPECT_EQ(b.summary.pids, a.summary.pids);
+    EXPECT_EQ(b.summary.first_ns, a.summary.first_ns);
+    EXPECT_EQ(b.summary.last_ns, a.summary.last_ns);
+    EXPECT_EQ(progress_two, progress_one) << file;
+    RawDb db(capture);
+    for (const char* table : {"CPU_OPS", "HOOK_EVENTS", "WEIGHT_SWAPS", "TRANSFERS", "GENERATION_STEPS",
+                              "COMPILE_REGIONS", "MEMORY_COUNTERS", "THREADS"}) {
+      const Rows ra = db.table(table, a.run), rb = db.table(table, b.run);
+      EXPECT_FALSE(ra.empty()) << file << " " << table;
+      EXPECT_EQ(rb, ra) << file << " " << table;
+    }
+  }
+}
+
+// A callback that throws stops the reading thread wherever it is, and the import ends with
+// what the callback threw, the thread joined (no hang, nothing left running).
+TEST(ImportKineto, AnErrorWhileTheReadingThreadIsAheadEndsTheImport) {
+  const fs::path trace = trace_dir() / "trace.json";
+  for (uint64_t stop_at : {uint64_t{0}, uint64_t{1}, uint64_t{3000}}) {
+    uint64_t seen = 0;
+    importers::kineto::TraceCallbacks cb;
+    cb.event = [&](const importers::kineto::RawEvent&) {
+      if (seen++ == stop_at) throw std::runtime_error("stop here");
+    };
+    try {
+      importers::kineto::read_chrome_trace(trace, cb, 0);
+      ADD_FAILURE() << "no throw";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "stop here");
+    }
+    EXPECT_EQ(seen, stop_at + 1);
+  }
 }
 
 // ---- a GPU trace in libkineto's shape ---------------------------------------------------------
@@ -767,6 +824,9 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
       {"base_past_int64.json", R"({"baseTimeNanoseconds": 9223372036854775813, )" + ev.substr(1, ev.size() - 3) + "]}",
        "baseTimeNanoseconds is 9223372036854775813: not ns since the Unix epoch", ""},
   };
+  KinetoOptions two_stages;  // every file read on a thread of its own, as a large one is
+  two_stages.pipeline_bytes = 0;
+  two_stages.batch_rows = 1;
   for (const Case& c : cases) {
     const fs::path p = dir / c.name;
     write(p, c.text);
@@ -774,6 +834,7 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
     EXPECT_EQ(msg.rfind(p.string() + ": ", 0), 0u) << c.name << ": " << msg;
     EXPECT_TRUE(contains(msg, c.want1)) << c.name << ": " << msg;
     EXPECT_TRUE(contains(msg, c.want2)) << c.name << ": " << msg;
+    EXPECT_EQ(import_error(p, two_stages), msg) << c.name;
   }
   const std::string missing = import_error(dir / "missing.json");
   EXPECT_TRUE(contains(missing, "cannot read the trace")) << missing;
@@ -877,6 +938,23 @@ TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
   EXPECT_EQ(decimal_us_to_ns("0.000499999999999999999999999999999999999999"), 0);
   EXPECT_EQ(decimal_us_to_ns("1000000000000000000000000000000000000000"), std::nullopt);
   EXPECT_EQ(decimal_us_to_ns(""), std::nullopt);
+  // Kineto's texts (at most 15 digits before the dot and 3 after) take a path of their own;
+  // the texts either side of its bounds take the general one; both give the exact ns.
+  EXPECT_EQ(decimal_us_to_ns("123456789012345.999"), 123456789012345999);
+  EXPECT_EQ(decimal_us_to_ns("-123456789012345.9"), -123456789012345900);
+  EXPECT_EQ(decimal_us_to_ns("1234567890123456.5"), 1234567890123456500);
+  EXPECT_EQ(decimal_us_to_ns("1.2345"), 1235);
+  EXPECT_EQ(decimal_us_to_ns("007.5"), 7500);
+  EXPECT_EQ(decimal_us_to_ns("-"), std::nullopt);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t ns = static_cast<int64_t>(rng() % 2000000000000000000ull) - 1000000000000000000;
+    const int64_t whole = ns / 1000, part = ns % 1000;
+    char text[48];
+    std::snprintf(text, sizeof text, "%s%lld.%03lld", ns < 0 ? "-" : "", static_cast<long long>(std::llabs(whole)),
+                  static_cast<long long>(std::llabs(part)));
+    ASSERT_EQ(decimal_us_to_ns(text), ns) << text;
+  }
 }
 
 }  // namespace
