@@ -914,12 +914,18 @@ std::optional<int64_t> plain_us_to_ns(std::string_view s) {
   size_t i = s.size() > 0 && s[0] == '-';
   int64_t us = 0, frac = 0;
   size_t int_digits = 0, frac_digits = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++int_digits) us = us * 10 + (s[i] - '0');
-  if (int_digits == 0 || int_digits > 15) return std::nullopt;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (++int_digits > 15) return std::nullopt;
+    us = us * 10 + (s[i] - '0');
+  }
+  if (int_digits == 0) return std::nullopt;
   if (i < s.size()) {
     if (s[i] != '.') return std::nullopt;
-    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, ++frac_digits) frac = frac * 10 + (s[i] - '0');
-    if (frac_digits == 0 || frac_digits > 3 || i != s.size()) return std::nullopt;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+      if (++frac_digits > 3) return std::nullopt;
+      frac = frac * 10 + (s[i] - '0');
+    }
+    if (frac_digits == 0 || i != s.size()) return std::nullopt;
   }
   for (size_t d = frac_digits; d < 3; ++d) frac *= 10;
   const int64_t ns = us * 1000 + frac;

@@ -945,6 +945,11 @@ TEST(ImportKineto, DecimalMicrosecondsBecomeExactNanoseconds) {
   EXPECT_EQ(decimal_us_to_ns("1234567890123456.5"), 1234567890123456500);
   EXPECT_EQ(decimal_us_to_ns("1.2345"), 1235);
   EXPECT_EQ(decimal_us_to_ns("007.5"), 7500);
+  // Found by the fuzzer (UBSan, signed overflow): long runs of digits either side of the dot.
+  EXPECT_EQ(decimal_us_to_ns("22222222222222222222.5"), std::nullopt);
+  EXPECT_EQ(decimal_us_to_ns("-2222222222222222.2"), -2222222222222222200);
+  EXPECT_EQ(decimal_us_to_ns("1.22222222222222222222222"), 1222);
+  EXPECT_EQ(decimal_us_to_ns("1.2225"), 1223);
   EXPECT_EQ(decimal_us_to_ns("-"), std::nullopt);
   std::mt19937_64 rng(7);
   for (int i = 0; i < 20000; ++i) {
