@@ -1,170 +1,26 @@
 #include "importers/kineto_reader.h"
 
-#include <zlib.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
-#include <array>
-#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "importers/import_error.h"
+#include "importers/kineto_text.h"
 #include "storage/bounded_json.h"
 
 namespace hs::importers::kineto {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
+using namespace detail;
 
 namespace {
-
-std::string at_byte(uint64_t offset) { return "byte " + std::to_string(offset); }
-bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-// The bytes the scanner acts on outside strings.
-constexpr std::array<bool, 256> kStructural = [] {
-  std::array<bool, 256> t{};
-  for (const char c : std::string_view("\"{}[],:")) t[static_cast<unsigned char>(c)] = true;
-  return t;
-}();
-constexpr size_t kBlock = 64;
-// Bit i set: byte i of a kBlock-byte block is a '"', a '\\', one of {}[],:.
-struct Masks {
-  uint64_t quote = 0, backslash = 0, structural = 0;
-};
-Masks masks(const char* block) {
-  Masks m;
-#if defined(__SSE2__)
-  for (int k = 0; k < 4; ++k) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * k));
-    const auto bits = [&](__m128i eq) { return static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(eq))) << (16 * k); };
-    const __m128i low = _mm_or_si128(v, _mm_set1_epi8(0x20));  // '[' -> '{', ']' -> '}'
-    m.quote |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')));
-    m.backslash |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
-    m.structural |= bits(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(low, _mm_set1_epi8('{')), _mm_cmpeq_epi8(low, _mm_set1_epi8('}'))),
-                                      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')), _mm_cmpeq_epi8(v, _mm_set1_epi8(':')))));
-  }
-#else
-  for (size_t i = 0; i < kBlock; ++i) {
-    const char c = block[i];
-    m.quote |= uint64_t{c == '"'} << i;
-    m.backslash |= uint64_t{c == '\\'} << i;
-    m.structural |= uint64_t{c != '"' && kStructural[static_cast<unsigned char>(c)]} << i;
-  }
-#endif
-  return m;
-}
-// Bit i of the result: the xor of bits 0..i (inside a string, counting quotes from the left).
-uint64_t prefix_xor(uint64_t x) {
-  for (int shift = 1; shift < 64; shift *= 2) x ^= x << shift;
-  return x;
-}
-
-// What one gzread returned, with zlib's state after it.
-struct ReadResult {
-  size_t n = 0;            // bytes read
-  bool failed = false;     // a read or decompression error: `message` says which
-  bool truncated = false;  // n == 0 because the gzip stream ends before its end marker
-  std::string message;
-  uint64_t offset = 0;     // gzoffset() after the read: bytes of the file consumed
-};
-
-ReadResult read_some(gzFile gz, char* into, size_t room) {
-  ReadResult r;
-  const int n = gzread(gz, into, static_cast<unsigned>(room));
-  int err = Z_OK;
-  const char* msg = gzerror(gz, &err);
-  r.failed = n < 0 || (err != Z_OK && err != Z_BUF_ERROR);
-  if (r.failed) r.message = msg ? msg : "?";
-  r.n = n > 0 ? static_cast<size_t>(n) : 0;
-  r.truncated = n == 0 && err == Z_BUF_ERROR;
-  r.offset = static_cast<uint64_t>(gzoffset(gz));
-  return r;
-}
-
-// The (inflated) text in a sliding window over the file, read through zlib (gzread passes a
-// plain file through unchanged). Offsets are absolute: bytes of JSON text from its start.
-// The window always has SIMDJSON_PADDING bytes allocated past its end, so a value in it can
-// be handed to simdjson where it lies.
-class Window {
- public:
-  Window(fs::path file, std::function<void(uint64_t, uint64_t)> progress)
-      : file_(std::move(file)), progress_(std::move(progress)) {
-    std::error_code ec;
-    total_ = fs::file_size(file_, ec);
-    if (ec) throw ImportError(file_, "", "cannot read the trace: " + ec.message());
-    gz_ = gzopen(file_.c_str(), "rb");
-    if (!gz_) throw ImportError(file_, "", std::string("cannot open the trace: ") + std::strerror(errno));
-    // Sized to the file up to their usual size: a small trace (the fuzzer's, a test's) does
-    // not pay for zeroing and faulting in a megabyte; a .gz that inflates past its size only
-    // takes more refills.
-    const auto fit = [&](uint64_t cap) { return static_cast<size_t>(std::clamp<uint64_t>(total_ + 1, 4096, cap)); };
-    gzbuffer(gz_, static_cast<unsigned>(fit(1 << 18)));
-    buf_.resize(fit(1 << 20) + simdjson::SIMDJSON_PADDING);
-  }
-  ~Window() { gzclose(gz_); }
-  Window(const Window&) = delete;
-  Window& operator=(const Window&) = delete;
-
-  /// One past the last byte read so far.
-  uint64_t end() const { return base_ + len_; }
-  /// The byte at absolute offset `at` (base() <= at < end()).
-  const char* ptr(uint64_t at) const { return buf_.data() + (at - base_); }
-  /// Reads more text, keeping the bytes from `keep` (<= end()) on; the window grows when they
-  /// fill it. False at the end of the text.
-  bool more(uint64_t keep) {
-    if (eof_) return false;
-    const size_t drop = static_cast<size_t>(keep - base_);
-    if (drop > 0) {
-      std::memmove(buf_.data(), buf_.data() + drop, len_ - drop);
-      len_ -= drop;
-      base_ += drop;
-    }
-    const size_t cap = buf_.size() - simdjson::SIMDJSON_PADDING;
-    if (len_ == cap) buf_.resize(2 * cap + simdjson::SIMDJSON_PADDING);
-    const size_t room = std::min<size_t>(buf_.size() - simdjson::SIMDJSON_PADDING - len_, size_t{1} << 30);
-    const ReadResult r = read_some(gz_, buf_.data() + len_, room);
-    if (r.failed) throw ImportError(file_, at_byte(end()), "cannot decompress the trace: " + r.message);
-    if (r.n == 0) {
-      eof_ = true;
-      truncated_ = r.truncated;
-      return false;
-    }
-    len_ += r.n;
-    if (progress_) progress_(r.offset, total_);
-    return true;
-  }
-  /// The gzip stream ended before its end marker.
-  bool truncated() const { return truncated_; }
-  const fs::path& file() const { return file_; }
-
- private:
-  fs::path file_;
-  std::function<void(uint64_t, uint64_t)> progress_;
-  gzFile gz_ = nullptr;
-  std::vector<char> buf_;
-  uint64_t base_ = 0;  // offset of buf_[0]
-  size_t len_ = 0;
-  uint64_t total_ = 0;
-  bool eof_ = false, truncated_ = false;
-};
-
-// What a value is, for messages: "traceEvents[12]", "deviceProperties[0]", "distributedInfo".
-struct Where {
-  enum class Kind { Event, Device, Member, Root } kind;
-  uint64_t index = 0;
-  std::string key;  // Member: the top-level key
-  explicit Where(Kind k, uint64_t i = 0, std::string name = "") : kind(k), index(i), key(std::move(name)) {}
-};
 
 // Where one value lies in the text. For an event, also its own `ts` / `dur` number texts
 // (the last of each, as member() takes them).
@@ -172,70 +28,6 @@ struct Extent {
   uint64_t begin = 0, end = 0;
   uint64_t ts_begin = 0, ts_end = 0, dur_begin = 0, dur_end = 0;
 };
-
-// A key as a message names it: printable ASCII of at most 64 bytes as it is, anything else as
-// a JSON string (cut), so a key of control bytes or megabytes cannot garble the message.
-std::string member_name(const std::string& k) {
-  const bool plain = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
-    return c > 0x20 && c < 0x7f && c != '"' && c != '\\';
-  });
-  if (plain) return k;
-  std::string q = json(k.substr(0, 64)).dump(-1, ' ', true, json::error_handler_t::replace);
-  return k.size() > 64 ? q.substr(0, q.size() - 1) + "...\"" : q;
-}
-
-// nlohmann's message without its "[json.exception.parse_error.101] parse error at ..." head.
-std::string syntax_message(const nlohmann::detail::exception& ex) {
-  std::string what = ex.what();
-  if (auto p = what.find("syntax error"); p != std::string::npos) return what.substr(p);
-  if (auto q = what.find("] "); q != std::string::npos) return what.substr(q + 2);
-  return what;
-}
-
-
-// A value's name in messages: "traceEvents[12]", "deviceProperties[0]", a top-level key.
-std::string where_name(const Where& w) {
-  switch (w.kind) {
-    case Where::Kind::Event: return "traceEvents[" + std::to_string(w.index) + "]";
-    case Where::Kind::Device: return "deviceProperties[" + std::to_string(w.index) + "]";
-    case Where::Kind::Member: return member_name(w.key);
-    case Where::Kind::Root: break;
-  }
-  return "the top-level value";
-}
-
-// The text ends (at byte `at`) before a value it began does.
-[[noreturn]] void text_ends_early(const fs::path& file, uint64_t at, bool truncated, const std::string& what = "") {
-  if (truncated) throw ImportError(file, at_byte(at), "the gzip stream ends early (truncated file)");
-  if (at == 0) throw ImportError(file, "", "the file is empty");
-  throw ImportError(file, at_byte(at), "the JSON text ends early (truncated file?)" + (what.empty() ? "" : ": " + what));
-}
-
-// The value [begin, end) of the JSON text, its bytes at `text`, through nlohmann: its syntax
-// error, if any, names the byte; with `nodes`, values past it are dropped while parsing (the
-// result is then null). `at_text_end`: the value ends where the text read so far ends (an
-// error past it is the text ending early; `truncated`: in a truncated gzip stream).
-json parse_text(const fs::path& file, const char* text, uint64_t begin, uint64_t end, size_t* nodes,
-                const Where* where, bool at_text_end, bool truncated) {
-  json::parser_callback_t count = nullptr;
-  if (nodes)
-    count = [nodes](int, json::parse_event_t ev, json&) {
-      if (ev == json::parse_event_t::key || ev == json::parse_event_t::object_end ||
-          ev == json::parse_event_t::array_end)
-        return *nodes <= kMaxMetadataNodes;
-      return ++*nodes <= kMaxMetadataNodes;
-    };
-  try {
-    return json::parse(text, text + (end - begin), count);
-  } catch (const json::exception& ex) {  // parse_error, or out_of_range: a number past double
-    const auto* parse = dynamic_cast<const json::parse_error*>(&ex);
-    const uint64_t at = begin + (parse && parse->byte > 0 ? parse->byte - 1 : 0);
-    const std::string what = syntax_message(ex);
-    if (at >= end && at_text_end) text_ends_early(file, end, truncated, what);
-    throw ImportError(file, at_byte(at),
-                      std::string("not valid JSON") + (where ? " (" + where_name(*where) + ")" : "") + ": " + what);
-  }
-}
 
 // One traceEvents entry's text as the scanner found it: where it lies in memory (the window,
 // or a batch of the Pipeline; SIMDJSON_PADDING readable bytes follow it either way) and where
@@ -819,12 +611,6 @@ class Reader {
 
 }  // namespace
 
-std::optional<simdjson::dom::element> member(simdjson::dom::object o, std::string_view key) {
-  std::optional<simdjson::dom::element> found;
-  for (const auto field : o)
-    if (field.key == key) found = field.value;
-  return found;
-}
 
 namespace {
 void Pipeline::produce(const fs::path& file, const TraceCallbacks& cb) {
@@ -906,95 +692,5 @@ void read_chrome_trace(const fs::path& file, const TraceCallbacks& callbacks, ui
   pipe.consume(file, callbacks);
 }
 
-namespace {
-// decimal_us_to_ns of what Kineto writes ("5243847375771.562": up to 15 integer digits and up
-// to 3 after the dot, no exponent), which needs no rounding and fits int64 ns; nullopt for any
-// other text (decimal_us_to_ns's general path then reads it).
-std::optional<int64_t> plain_us_to_ns(std::string_view s) {
-  size_t i = s.size() > 0 && s[0] == '-';
-  int64_t us = 0, frac = 0;
-  size_t int_digits = 0, frac_digits = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-    if (++int_digits > 15) return std::nullopt;
-    us = us * 10 + (s[i] - '0');
-  }
-  if (int_digits == 0) return std::nullopt;
-  if (i < s.size()) {
-    if (s[i] != '.') return std::nullopt;
-    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-      if (++frac_digits > 3) return std::nullopt;
-      frac = frac * 10 + (s[i] - '0');
-    }
-    if (frac_digits == 0 || i != s.size()) return std::nullopt;
-  }
-  for (size_t d = frac_digits; d < 3; ++d) frac *= 10;
-  const int64_t ns = us * 1000 + frac;
-  return s[0] == '-' ? -ns : ns;
-}
-}  // namespace
-
-std::optional<int64_t> decimal_us_to_ns(std::string_view s) {
-  if (const auto ns = plain_us_to_ns(s)) return ns;
-  size_t i = 0;
-  const bool negative = i < s.size() && s[i] == '-';
-  if (negative) ++i;
-  // Significant digits as one integer, and the power of ten that scales it to ns.
-  __int128 digits = 0;
-  int scale = 3, mantissa_digits = 0;
-  bool any = false, dot = false;
-  for (; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '.' && !dot) {
-      dot = true;
-      continue;
-    }
-    if (c < '0' || c > '9') break;
-    any = true;
-    if (digits == 0 && c == '0') {
-      if (dot) --scale;
-      continue;
-    }
-    // Past 36 significant digits: in the integer part the value is past int64 ns; after the
-    // dot the digit lies 1e-17 ns or further below the ns and cannot change the rounding to it.
-    if (mantissa_digits == 36) {
-      if (!dot) return std::nullopt;
-      continue;
-    }
-    ++mantissa_digits;
-    digits = digits * 10 + (c - '0');
-    if (dot) --scale;
-  }
-  if (!any) return std::nullopt;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    const bool neg_exp = i < s.size() && s[i] == '-';
-    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    int exp = 0;
-    bool exp_digits = false;
-    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-      exp_digits = true;
-      if (exp < 10000) exp = exp * 10 + (s[i] - '0');
-    }
-    if (!exp_digits) return std::nullopt;
-    scale += neg_exp ? -exp : exp;
-  }
-  if (i != s.size()) return std::nullopt;
-  constexpr __int128 kMax = std::numeric_limits<int64_t>::max();
-  if (digits == 0) return 0;
-  for (; scale > 0; --scale) {
-    digits *= 10;
-    if (digits > kMax) return std::nullopt;
-  }
-  if (scale < 0) {
-    if (scale < -38) return 0;  // below 0.01 ns: the significand has at most 36 digits
-    __int128 div = 1;
-    for (int k = 0; k < -scale; ++k) div *= 10;
-    const __int128 q = digits / div, rem = digits % div;
-    digits = q + (2 * rem >= div ? 1 : 0);
-  }
-  if (digits > kMax) return std::nullopt;
-  const auto v = static_cast<int64_t>(digits);
-  return negative ? -v : v;
-}
 
 }  // namespace hs::importers::kineto
