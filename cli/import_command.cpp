@@ -3,9 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -240,10 +244,34 @@ void refuse_appending_to_non_capture(const fs::path& out) {
   storage::CaptureReader check(out);
 }
 
+// What an import is doing, for its SIGINT / SIGTERM handler (which runs on a thread of its own).
+struct ImportPhase {
+  enum Kind { Importing, Committing, Stopped } kind = Importing;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<int> signal{0};  // the signal that asked the import to stop, 0: none
+  void set(Kind k) {
+    {
+      std::lock_guard lk(mu);
+      kind = k;
+    }
+    cv.notify_all();
+  }
+};
+
+// Thrown on the importing thread (from the progress callback) once a signal asked it to stop.
+struct Interrupted {
+  int signo;
+};
+
+// How long a signal waits for the importing thread to stop at its next progress report
+// before the capture is left as it is and the process ends.
+constexpr auto kStopGrace = std::chrono::seconds(10);
+
 int run_import(const ImportArgs& a) {
   const fs::path out(a.out);
   check_import_args(a, out);
-  const output::OutputLock lock(out);  // no capture or other import writes it meanwhile
+  output::OutputLock lock(out);  // no capture or other import writes it meanwhile
   if (a.append && fs::exists(out)) refuse_appending_to_non_capture(out);  // never a zero-byte or foreign file
   // A new capture is written next to its name and renamed when finished: an interrupted import
   // leaves no file that looks like a capture.
@@ -254,9 +282,18 @@ int run_import(const ImportArgs& a) {
   files.cell = a.cell;
   importers::RunImportSummary summary;
   int64_t run = 0;
-  // SIGINT / SIGTERM: a new capture's temporary file goes; an appended run stays `incomplete`
-  // in the capture (the runs it held before are untouched: SQLite commits whole transactions).
+  // SIGINT / SIGTERM while importing: the import stops at its next progress report (a chunk of
+  // the trace read), the run is ended `incomplete` and the capture closed as after an error
+  // (a new capture's temporary file goes; an appended capture keeps its earlier runs, with no
+  // journal or WAL left); a read that does not come back within kStopGrace ends the process
+  // with the files as they are (SQLite commits whole transactions). Once the run is written
+  // (being finalized, renamed), a signal lets the import finish.
+  ImportPhase phase;
   const output::InterruptWatch watch([&](int signo) {
+    std::unique_lock lk(phase.mu);
+    phase.signal = signo;
+    if (phase.kind != ImportPhase::Importing) return;  // the run is written (or failing): let it finish
+    if (phase.cv.wait_for(lk, kStopGrace, [&] { return phase.kind != ImportPhase::Importing; })) return;
     std::error_code ec;
     if (!a.append)
       for (const char* s : {"", "-wal", "-shm", "-journal"}) fs::remove(target.string() + s, ec);
@@ -267,12 +304,30 @@ int run_import(const ImportArgs& a) {
     std::fflush(stderr);
     ::_exit(128 + signo);
   });
+  const auto print = progress_printer();
+  importers::RunImportOptions options{[&](uint64_t done, uint64_t total) {
+    if (const int signo = phase.signal.load()) throw Interrupted{signo};
+    if (print) print(done, total);
+  }};
   {
     storage::Store store(target);
     run = store.add_run(run_info(a));
     try {
-      summary = importers::import_run_files(store, run, files, {progress_printer()});
+      summary = importers::import_run_files(store, run, files, options);
+    } catch (const Interrupted& i) {
+      if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+      store.end_run(run, tracer::RunStatus::Incomplete, "interrupted by " + output::signal_name(i.signo));
+      store.close();
+      if (!a.append) fs::remove(target);
+      phase.set(ImportPhase::Stopped);
+      std::fprintf(stderr, "[hookscope] interrupted by %s: %s\n", output::signal_name(i.signo).c_str(),
+                   a.append ? ("run " + std::to_string(run) + " stays incomplete in " +
+                               output::terminal_text(out.string()) + " (the runs it held before are unchanged)")
+                                  .c_str()
+                            : ("nothing was written to " + output::terminal_text(out.string())).c_str());
+      return 128 + i.signo;
     } catch (const std::exception& e) {
+      phase.set(ImportPhase::Stopped);  // what a signal now meets is this error's clean-up
       if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
       store.end_run(run, tracer::RunStatus::Failed, e.what());
       store.close();
@@ -283,6 +338,7 @@ int run_import(const ImportArgs& a) {
                      static_cast<long long>(run), output::terminal_text(out.string()).c_str());
       throw;
     }
+    phase.set(ImportPhase::Committing);
     if (summary.trace.is_object())
       if (const std::string note = take_exported_cell(store, run, a, summary.trace.value("hookscope_run", nlohmann::json()));
           !note.empty()) {
@@ -309,8 +365,12 @@ int run_import(const ImportArgs& a) {
     store.close();
   }
   if (!a.append) fs::rename(target, out);
+  lock.release();  // while the watch still handles a signal: no OUT.lock is left behind
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   for (const auto& d : summary.diagnostics) std::fprintf(stderr, "[hookscope] note: %s\n", d.c_str());
+  if (const int signo = phase.signal.load())
+    std::fprintf(stderr, "[hookscope] %s arrived as the run was being written: the import finished\n",
+                 output::signal_name(signo).c_str());
   std::fprintf(stderr, "[hookscope] wrote run %lld to %s\n", static_cast<long long>(run), output::terminal_text(out.string()).c_str());
   std::fputs(output::open_hint(out, a.append ? 2 : 1, {a.trace, a.compile_log}).c_str(), stderr);  // appended: the capture holds other runs too
   return 0;

@@ -2,6 +2,7 @@
 //
 // Exit codes: 0 success; 1 runtime failure (bad checkpoint, config, tokenizer ...);
 // 2 usage error (unknown flag, missing argument).
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -121,6 +122,14 @@ int run_generate(const GenerateArgs& a) {
 // What a command printed reaches its reader or the exit status says it did not (stdout on a
 // full disk or /dev/full: exit 1, the reason named), as coreutils' close_stdout does.
 int finish_stdout(int rc) {
+  // The command has finished and its result stands: a SIGINT / SIGTERM during the process's
+  // teardown (LibTorch's static destructors take about 0.15 s) must not turn it into a death by
+  // signal. Blocked, it stays pending until the process exits.
+  sigset_t interrupts;
+  sigemptyset(&interrupts);
+  sigaddset(&interrupts, SIGINT);
+  sigaddset(&interrupts, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &interrupts, nullptr);
   std::cout.flush();
   errno = 0;
   const bool flushed = std::fflush(stdout) == 0;

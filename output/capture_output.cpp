@@ -115,9 +115,13 @@ void note_stale_partials(const fs::path& out) {
 
 OutputLock::OutputLock(const fs::path& out) : path_(with_suffix(out, ".lock")), fd_(take_lock(path_, out)) {}
 
-OutputLock::~OutputLock() {
+OutputLock::~OutputLock() { release(); }
+
+void OutputLock::release() {
+  if (fd_ < 0) return;
   ::unlink(path_.c_str());  // while still holding it: a waiting opener sees the replacement
   ::close(fd_);
+  fd_ = -1;
 }
 
 std::optional<fs::path> running_capture_of(const fs::path& file) {

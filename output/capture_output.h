@@ -48,6 +48,9 @@ class OutputLock {
   OutputLock& operator=(const OutputLock&) = delete;
   /// `OUT.lock` (an interrupt handler that ends the process removes it itself).
   const std::filesystem::path& path() const { return path_; }
+  /// Gives the lock back now (removes `OUT.lock`), as the destructor would: once the output is
+  /// written, before the command's interrupt watch goes. Idempotent.
+  void release();
 
  private:
   std::filesystem::path path_;

@@ -8,9 +8,12 @@
 //    and driver calls, ac2g flows, deviceProperties), since this machine has no GPU;
 //  - bad input, each case with its message.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -1199,6 +1203,89 @@ TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {
   EXPECT_TRUE(contains(html, "Lane groups per host thread (CPU ops): faded blocks")) << html;
   EXPECT_FALSE(contains(html, "the other timelines")) << "one timeline: no others to share a scale with";
   EXPECT_FALSE(contains(html, "generation steps"));
+}
+
+// SIGINT while a large trace is imported: the import stops at its next progress report, the run
+// is ended `incomplete`, the capture is closed as after an error (an appended capture keeps its
+// earlier run, with no journal, WAL, lock or temporary file left) and it exits 130 saying so.
+// A signal that arrives once the run is written lets the import finish (exit 0). Found by a
+// try-out: an interrupted --append left a rollback journal that every reader then refused, and
+// a signal after "wrote run" printed "stays incomplete" about a complete run, exiting 130.
+TEST(ImportKinetoCli, AnInterruptedImportEndsItsRunIncompleteAndLeavesNoFiles) {
+  const fs::path dir = test::scratch_dir("import_kineto_interrupt");
+  const fs::path big = dir / "big.json";
+  {  // the real trace's events 30 times over (each copy under its own pid): about 55 MB
+    std::ofstream f(big, std::ios::binary);
+    f << "[";
+    bool first = true;
+    for (int copy = 0; copy < 30; ++copy)
+      for (json e : trace_doc()["traceEvents"]) {
+        if (e.contains("pid") && e["pid"].is_number_integer()) e["pid"] = e["pid"].get<int64_t>() + 1000 * copy;
+        f << (std::exchange(first, false) ? "" : ",\n") << e.dump();
+      }
+    f << "]\n";
+  }
+  ASSERT_GT(fs::file_size(big), importers::kineto::kPipelineBytes);
+  const fs::path base = dir / "base.hscope";
+  ASSERT_EQ(test::hookscope({"import", (trace_dir() / "trace.json").string(), "-o", base.string()}).exit_code, 0);
+  auto runs_in = [](const fs::path& capture) {  // RUNS rows as a concurrent reader sees them; -1: none yet
+    sqlite3* db = nullptr;
+    int64_t n = -1;
+    if (sqlite3_open_v2(capture.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(db, "SELECT count(*) FROM RUNS", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+      sqlite3_finalize(st);
+    }
+    sqlite3_close_v2(db);
+    return n;
+  };
+  int interrupted = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    for (const bool append : {true, false}) {
+      const fs::path out = dir / "out.hscope", log = dir / "log.txt";
+      fs::remove(out);
+      if (append) fs::copy_file(base, out);
+      std::vector<std::string> argv{test::cli(), "import", big.string(), "-o", out.string()};
+      if (append) argv.push_back("--append");
+      const pid_t pid = test::start(argv, log);
+      // Signal once the run being imported exists (its row is committed before the trace is read).
+      const fs::path written = append ? out : fs::path(out.string() + ".partial-" + std::to_string(pid));
+      const int64_t want = append ? 2 : 1;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (runs_in(written) < want && std::chrono::steady_clock::now() < deadline && waitpid(pid, nullptr, WNOHANG) == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      kill(pid, SIGINT);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      const std::string err = test::read_file(log);
+      ASSERT_TRUE(WIFEXITED(status)) << err;
+      const int rc = WEXITSTATUS(status);
+      ASSERT_TRUE(rc == 130 || rc == 0) << rc << ": " << err;
+      EXPECT_EQ(others(dir, {"big.json", "base.hscope", "out.hscope", "log.txt"}), std::set<std::string>{})
+          << "no journal, WAL, lock or temporary file left; " << err;
+      if (rc == 130) {
+        ++interrupted;
+        EXPECT_TRUE(contains(err, append ? "interrupted by SIGINT: run 2 stays incomplete in " + out.string()
+                                         : "interrupted by SIGINT: nothing was written to " + out.string()))
+            << err;
+        if (!append) {
+          EXPECT_FALSE(fs::exists(out));
+          continue;
+        }
+      } else {
+        EXPECT_TRUE(contains(err, "wrote run " + std::to_string(want))) << err;
+      }
+      const auto runs = storage::CaptureReader(out).runs();
+      ASSERT_EQ(runs.size(), static_cast<size_t>(want)) << err;
+      if (append) {
+        EXPECT_EQ(runs[0].status, tracer::RunStatus::Complete) << "the earlier run is intact";
+      }
+      EXPECT_EQ(runs.back().status, rc == 130 ? tracer::RunStatus::Incomplete : tracer::RunStatus::Complete) << err;
+      EXPECT_EQ(test::hookscope({"stats", out.string()}).exit_code, 0);
+    }
+  }
+  EXPECT_GE(interrupted, 1) << "no SIGINT landed while importing 55 MB";
 }
 
 TEST(ImportKinetoCli, AppendRefusesWhatIsNotACaptureAndLeavesItAsItWas) {
