@@ -254,6 +254,11 @@ class Reader {
   void run() {
     const int c = peek();
     if (c < 0) ends_early();
+    if (c == 0xEF && pos_ == 0 && (w_.end() >= 3 || w_.more(0)) && w_.end() >= 3 &&
+        std::string_view(w_.ptr(0), 3) == "\xEF\xBB\xBF")
+      throw ImportError(w_.file(), at_byte(0),
+                        "the file begins with a UTF-8 byte-order mark, which JSON text may not (RFC 8259 "
+                        "section 8.1; Python's json.load refuses it too): save it without one");
     if (c == '{') {
       top_object();
     } else if (c == '[') {

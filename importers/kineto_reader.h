@@ -11,7 +11,8 @@
 // their own callbacks. Memory is the window (one chunk, or the largest entry) plus one DOM.
 // A file larger than `pipeline_bytes` is read in two stages on two threads: reading,
 // inflating and scanning on a thread of the reader's own, simdjson and the callbacks on the
-// caller's, with a few batches of about a MiB of events' texts between them.
+// caller's, with a few batches of 256 KiB of events' texts (each parsed as one simdjson array)
+// between them.
 #pragma once
 
 #include <cstdint>

@@ -779,6 +779,7 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
        "byte " + std::to_string(real_text.size() / 2)},
       {"truncated.json.gz", real_gz.substr(0, real_gz.size() / 2), "the gzip stream ends early", "byte "},
       {"garbage.json", "this is not json", "not valid JSON", "byte 1"},
+      {"bom.json", "\xEF\xBB\xBF" + ev + "]}", "begins with a UTF-8 byte-order mark", "byte 0"},
       {"empty.json", "", "the file is empty", ""},
       {"nothing.json", R"({"schemaVersion": 1})", "no traceEvents array", ""},
       {"no_ph.json", ev + R"({"cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]})",
