@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -329,13 +330,30 @@ int run_import(const ImportArgs& a) {
     } catch (const std::exception& e) {
       phase.set(ImportPhase::Stopped);  // what a signal now meets is this error's clean-up
       if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-      store.end_run(run, tracer::RunStatus::Failed, e.what());
-      store.close();
-      if (!a.append) fs::remove(target);
-      else  // the runs it held before are whole: SQLite commits whole transactions
+      std::string unmarked;  // why the run could not be marked failed (a full disk fails that too)
+      try {
+        store.end_run(run, tracer::RunStatus::Failed, e.what());
+        store.close();
+      } catch (const std::exception& again) {
+        unmarked = again.what();
+      }
+      if (!a.append) {
+        fs::remove(target);
+        // The user named OUT: the temporary file the error names is gone.
+        std::string what = e.what();
+        for (size_t at = 0; (at = what.find(target.string(), at)) != std::string::npos; at += out.string().size())
+          what.replace(at, target.string().size(), out.string());
+        throw std::runtime_error(what);
+      }
+      if (unmarked.empty())  // the runs it held before are whole: SQLite commits whole transactions
         std::fprintf(stderr, "[hookscope] run %lld stays in %s, marked failed with the error below (with what was "
                              "read before it; `hookscope explain` shows it); the runs it held before are unchanged\n",
                      static_cast<long long>(run), output::terminal_text(out.string()).c_str());
+      else
+        std::fprintf(stderr, "[hookscope] run %lld stays in %s as incomplete (it could not be marked failed: %s); the "
+                             "runs it held before are unchanged\n",
+                     static_cast<long long>(run), output::terminal_text(out.string()).c_str(),
+                     output::terminal_text(unmarked).c_str());
       throw;
     }
     phase.set(ImportPhase::Committing);
