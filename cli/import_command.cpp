@@ -316,11 +316,14 @@ int run_import(const ImportArgs& a) {
     try {
       summary = importers::import_run_files(store, run, files, options);
     } catch (const Interrupted& i) {
+      phase.set(ImportPhase::Stopped);  // the handler leaves the clean-up to this thread
       if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
-      store.end_run(run, tracer::RunStatus::Incomplete, "interrupted by " + output::signal_name(i.signo));
-      store.close();
+      try {  // a run not ended stays incomplete all the same; the signal is what is reported
+        store.end_run(run, tracer::RunStatus::Incomplete, "interrupted by " + output::signal_name(i.signo));
+        store.close();
+      } catch (const std::exception&) {
+      }
       if (!a.append) fs::remove(target);
-      phase.set(ImportPhase::Stopped);
       std::fprintf(stderr, "[hookscope] interrupted by %s: %s\n", output::signal_name(i.signo).c_str(),
                    a.append ? ("run " + std::to_string(run) + " stays incomplete in " +
                                output::terminal_text(out.string()) + " (the runs it held before are unchanged)")
