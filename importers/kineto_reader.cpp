@@ -204,6 +204,10 @@ class Pipeline {
       events.clear();
       others.clear();
       parsed = false;
+      // A batch that held one huge event (up to kMaxValueBytes) gives that memory back: its
+      // text, and its document (simdjson's tape takes several bytes per byte of text).
+      if (cap > 4 * kBatchBytes) text.reset(), cap = 0;
+      if (doc.capacity() > 4 * kBatchBytes) doc = simdjson::dom::document();
     }
     // Closes the array and parses it into `doc` (parsed: simdjson took it, one entry per event).
     void parse(simdjson::dom::parser& parser) {
@@ -218,6 +222,7 @@ class Pipeline {
 
   void push(bool last) {
     cur_->parse(parser_);
+    if (parser_.capacity() > 4 * kBatchBytes) parser_ = simdjson::dom::parser();  // as Batch::clear()
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return stopped_ || full_.size() < kInFlight; });
     if (stopped_) throw Stopped{};
