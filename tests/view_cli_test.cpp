@@ -361,8 +361,10 @@ TEST(ViewCli, AProfiledProgramsCompareTableReadsWhatTheReportGives) {
   EXPECT_EQ(figure("log_frames_skipped")["values"], json({1, 2}));
   EXPECT_EQ(figure("iterations")["values"], json({6, 7}));
   EXPECT_EQ(figure("iterations")["cells"], json({"6 (generation step)", "7 (generation step)"}));
-  for (const char* key : {"hook_busy_ns", "weight_onloads", "weight_onload_bytes", "iteration_ms"})
-    for (const auto& v : figure(key)["values"]) EXPECT_TRUE(v.is_number() && v.get<double>() > 0) << key << ": " << v;
+  for (const char* key : {"hook_busy_ns", "weight_onloads", "weight_onload_bytes", "iteration_ms"}) {
+    const json f = figure(key);  // named: a range-for over a temporary's member dangles (ASan)
+    for (const auto& v : f["values"]) EXPECT_TRUE(v.is_number() && v.get<double>() > 0) << key << ": " << v;
+  }
   // Hook time as the report reads it: ms over the calls of stats' totals.
   const int64_t calls = block["before"]["hook_calls"].get<int64_t>();
   char hook[64];
