@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -251,7 +252,8 @@ class Reader {
   /// `pipe`: hand the events, other values and progress to it (on the Pipeline's reading
   /// thread); nullptr: parse the events here and run the callbacks.
   Reader(const fs::path& file, const TraceCallbacks& cb, Pipeline* pipe)
-      : w_(file, pipe ? [pipe](uint64_t done, uint64_t total) { pipe->progress(done, total); } : cb.progress),
+      : w_(file, pipe ? [pipe](uint64_t done, uint64_t total) { pipe->progress(done, total); } : cb.progress,
+           kMaxValueBytes),
         cb_(cb),
         pipe_(pipe),
         events_parser_(w_.file()) {}
@@ -436,7 +438,10 @@ class Reader {
       }
       p = scan_blocks(st, p);
       if (!st.done) p = scan_bytes(st, p, std::min<uint64_t>(w_.end(), p + kBlock));
-      if (st.done) return finish(x, p);
+      if (st.done) {
+        if (p - x.begin > kMaxValueBytes) too_large(where, x.begin);
+        return finish(x, p);
+      }
     }
   }
 
@@ -543,13 +548,19 @@ class Reader {
     return p;
   }
 
-  // A scalar runs to the next delimiter or blank (or the end of the text).
+  // A scalar (a number, true, false, null) runs while its bytes can be one's: letters, digits,
+  // '+', '-', '.'. The parser judges what it holds; a byte no value may begin with is named here.
   Extent scan_scalar(const Where& where, Extent& x) {
     uint64_t p = pos_;
     for (;;) {
       for (; p < w_.end(); ++p) {
-        const char c = *w_.ptr(p);
-        if (c == ',' || c == ']' || c == '}' || c == ':' || is_blank(c)) return finish(x, p);
+        const auto c = static_cast<unsigned char>(*w_.ptr(p));
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+            c == '.')
+          continue;
+        if (p == x.begin) syntax(p, not_a_value_start(c));
+        if (p - x.begin > kMaxValueBytes) too_large(where, x.begin);
+        return finish(x, p);
       }
       if (p - x.begin > kMaxValueBytes) too_large(where, x.begin);
       if (!w_.more(x.begin)) return finish(x, p);
@@ -604,6 +615,14 @@ class Reader {
     throw ImportError(w_.file(), at_byte(at),
                       where_name(where) + " is larger than " + std::to_string(kMaxValueBytes >> 20) +
                           " MiB of JSON text: not a trace torch.profiler writes");
+  }
+  static std::string not_a_value_start(unsigned char c) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", c);
+    const std::string byte = c == 0 ? "a NUL byte (0x00)"
+                             : (c < 0x20 || c >= 0x7F) ? std::string("the byte ") + hex
+                                                       : std::string("'") + static_cast<char>(c) + "' (" + hex + ")";
+    return byte + " where a value should begin" + (c == 0 ? ": not JSON text (a file of zeros or a binary file?)" : "");
   }
   [[noreturn]] void syntax(uint64_t at, const std::string& what) const {
     throw ImportError(w_.file(), at_byte(at), "not valid JSON: syntax error: " + what);

@@ -98,8 +98,10 @@ inline ReadResult read_some(gzFile gz, char* into, size_t room) {
 // be handed to simdjson where it lies.
 class Window {
  public:
-  Window(fs::path file, std::function<void(uint64_t, uint64_t)> progress)
-      : file_(std::move(file)), progress_(std::move(progress)) {
+  /// `max_kept`: the most bytes a caller keeps (the largest value it reads whole); the window
+  /// grows to at most that and a megabyte more, so its memory stays bounded whatever the text.
+  Window(fs::path file, std::function<void(uint64_t, uint64_t)> progress, uint64_t max_kept)
+      : file_(std::move(file)), progress_(std::move(progress)), limit_(max_kept + (uint64_t{1} << 20)) {
     std::error_code ec;
     total_ = fs::file_size(file_, ec);
     if (ec) throw ImportError(file_, "", "cannot read the trace: " + ec.message());
@@ -131,7 +133,12 @@ class Window {
       base_ += drop;
     }
     const size_t cap = buf_.size() - simdjson::SIMDJSON_PADDING;
-    if (len_ == cap) buf_.resize(2 * cap + simdjson::SIMDJSON_PADDING);
+    if (len_ == cap) {
+      // The caller refuses a value past max_kept before it asks for more, so this is a guard.
+      if (cap >= limit_)
+        throw ImportError(file_, at_byte(keep), "a value larger than " + std::to_string((limit_ >> 20) - 1) + " MiB of JSON text");
+      buf_.resize(static_cast<size_t>(std::min<uint64_t>(2 * uint64_t{cap}, limit_)) + simdjson::SIMDJSON_PADDING);
+    }
     const size_t room = std::min<size_t>(buf_.size() - simdjson::SIMDJSON_PADDING - len_, size_t{1} << 30);
     const ReadResult r = read_some(gz_, buf_.data() + len_, room);
     if (r.failed) throw ImportError(file_, at_byte(end()), "cannot decompress the trace: " + r.message);
@@ -152,6 +159,7 @@ class Window {
   fs::path file_;
   std::function<void(uint64_t, uint64_t)> progress_;
   gzFile gz_ = nullptr;
+  uint64_t limit_;  // the most bytes the window holds
   std::vector<char> buf_;
   uint64_t base_ = 0;  // offset of buf_[0]
   size_t len_ = 0;

@@ -798,6 +798,9 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
       {"no_pid.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "tid": 1, "ts": 2, "dur": 1}]})",
        "has no integer 'pid'", "byte " + std::to_string(ev.size())},
       {"not_object.json", ev + R"(5]})", "a traceEvents entry is not a JSON object", "byte "},
+      {"zeros.json", std::string(1000, '\0'), "a NUL byte (0x00) where a value should begin: not JSON text", "byte 0:"},
+      {"control_byte.json", ev + "\x01]}", "the byte 0x01 where a value should begin", "byte " + std::to_string(ev.size())},
+      {"comma.json", R"({"traceEvents": [,]})", "',' (0x2C) where a value should begin", "byte 17:"},
       {"trailing_comma.json", ev + R"(]})", "not valid JSON", "byte " + std::to_string(ev.size())},
       // A number past double (nlohmann's out_of_range, not a parse error) in an event, and in a
       // top-level value: refused as bad JSON, never an exception of another kind.
@@ -840,6 +843,14 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
     EXPECT_TRUE(contains(msg, c.want1)) << c.name << ": " << msg;
     EXPECT_TRUE(contains(msg, c.want2)) << c.name << ": " << msg;
     EXPECT_EQ(import_error(p, two_stages), msg) << c.name;
+  }
+  // A gigabyte of zeros (a sparse file) is refused at its first byte, not read to the bound.
+  {
+    std::ofstream(dir / "sparse.json").close();
+    fs::resize_file(dir / "sparse.json", uintmax_t{1} << 30);
+    const std::string msg = import_error(dir / "sparse.json");
+    EXPECT_TRUE(contains(msg, "byte 0: not valid JSON: syntax error: a NUL byte (0x00)")) << msg;
+    fs::remove(dir / "sparse.json");
   }
   const std::string missing = import_error(dir / "missing.json");
   EXPECT_TRUE(contains(missing, "cannot read the trace")) << missing;
@@ -1088,6 +1099,31 @@ TEST(ImportKinetoCli, AStringPastTheBoundIsRefusedNamingWhereItStarts) {
   EXPECT_TRUE(contains(r.err, (dir / "long.json").string() + ": byte ")) << r.err;
   EXPECT_TRUE(contains(r.err, "a string longer than 64 MiB")) << r.err;
   EXPECT_EQ(others(dir, {"long.json"}), std::set<std::string>{}) << "no output, lock or partial file";
+}
+
+// A value past kMaxValueBytes is refused even where the whole file would fit in the window
+// (it grew to 512 MiB and read a 300 MiB value whole), and the window holds no more than that.
+TEST(ImportKineto, AValuePastTheBoundIsRefusedWhereverItLies) {
+  const fs::path dir = test::scratch_dir("import_kineto_large_value");
+  const uint64_t n = importers::kineto::kMaxValueBytes / 2 + 1;  // "1," pairs
+  {
+    std::ofstream f(dir / "large.json", std::ios::binary);
+    f << R"({"traceEvents": [], "x": [)";
+    const std::string chunk = [] {
+      std::string c;
+      for (int i = 0; i < (1 << 19); ++i) c += "1,";
+      return c;
+    }();
+    for (uint64_t left = n; left > 0;) {
+      const uint64_t k = std::min<uint64_t>(left, chunk.size() / 2);
+      f.write(chunk.data(), static_cast<std::streamsize>(2 * k));
+      left -= k;
+    }
+    f << "1]}";
+  }
+  const std::string msg = import_error(dir / "large.json");
+  EXPECT_TRUE(contains(msg, "byte 25: x is larger than 256 MiB of JSON text")) << msg;
+  fs::remove(dir / "large.json");
 }
 
 // A byte count a capture refuses (negative, past int64, not an integer) is refused by the
