@@ -10,10 +10,13 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <system_error>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "storage/bounded_json.h"
 #include "storage/btree_pages.h"
@@ -97,6 +100,11 @@ struct CaptureReader::Db : StmtCache {  // the caches below are guarded by StmtC
   std::map<std::string, std::string, std::less<>> select_sql;  ///< per event table, for this file's columns
   std::map<std::string, std::string, std::less<>> select_columns;  ///< per event table: its read columns
   std::shared_ptr<SnapshotDir> snapshot;  ///< set when reading a private snapshot
+  /// rows_proven's pass over the file's pages: the runs with a row it could not prove (or with
+  /// none, when the pass could not be made), at PRAGMA data_version `proven_version`.
+  std::optional<std::unordered_set<int64_t>> suspect_runs;
+  int64_t proven_version = -1;
+  bool proven_tried = false;
   std::string target;  ///< what sqlite3_open_v2 opens (the file, a URI, the snapshot's copy)
   int flags = SQLITE_OPEN_READONLY;
   int busy_timeout_ms = 2000;
@@ -333,7 +341,9 @@ void CaptureReader::check_rows(int64_t run) const {
   }();
   // Times within [-2^62, 2^62) ns (146 years each way): any difference of two fits in int64.
   const std::string in_range = " BETWEEN -4611686018427387904 AND 4611686018427387903";
+  const bool proven = rows_proven(run);  // the event tables: one pass over the pages found them whole
   for (const Timed& t : kTables) {
+    if (proven && !t.null_start) continue;
     if (!has_table(t.table)) continue;
     // Why a row is not one hookscope writes ('' when it is one), the first reason that applies.
     std::string why = "CASE";
@@ -845,10 +855,121 @@ namespace {
 struct ReadTransaction {
   sqlite3* db;
   const fs::path& path;
-  ReadTransaction(sqlite3* d, const fs::path& p) : db(d), path(p) { detail::exec(db, path, "BEGIN", "reading"); }
-  ~ReadTransaction() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); }
+  bool began;  // false inside one already open (it is the outer one's to end)
+  ReadTransaction(sqlite3* d, const fs::path& p) : db(d), path(p), began(sqlite3_get_autocommit(d) != 0) {
+    if (began) detail::exec(db, path, "BEGIN", "reading");
+  }
+  ~ReadTransaction() {
+    if (began) sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+  }
 };
 }  // namespace
+
+namespace {
+/// Where a table's records hold what kind `Row` reads, for detail::PageFile.
+struct PageLayout {
+  uint32_t root = 0;     ///< the table's b-tree
+  int columns = 0;       ///< the table's column count
+  std::vector<int> cid;  ///< each read column's index in the records (−1: the table lacks it, NULL)
+  int run_cid = -1;      ///< runId's
+};
+
+/// The layout of kind `Row`'s table, or nullopt when its records are not to be read from the
+/// pages (no such table, WITHOUT ROWID, a rowid alias or a column default, no runId). Called
+/// with the reader's lock held.
+template <class Row>
+std::optional<PageLayout> page_layout(StmtCache& db, const fs::path& path) {
+  PageLayout l;
+  {
+    Query q(db, path, "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?");
+    q.bind(1, Row::table);
+    if (!q.step() || q.text(1).find("WITHOUT ROWID") != std::string::npos) return std::nullopt;
+    l.root = static_cast<uint32_t>(q.int64(0));
+  }
+  std::map<std::string, int, std::less<>> cid_of;
+  {
+    Query q(db, path, "SELECT cid, name, pk, dflt_value IS NOT NULL FROM pragma_table_info(?)");
+    q.bind(1, Row::table);
+    while (q.step()) {
+      if (q.int64(2) != 0 || q.int64(3) != 0) return std::nullopt;  // a rowid alias or a default: SQLite knows them
+      cid_of[q.text(1)] = static_cast<int>(q.int64(0));
+      l.columns = std::max(l.columns, static_cast<int>(q.int64(0)) + 1);
+    }
+  }
+  Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
+    if constexpr (is_read<typename decltype(tag)::type>) {
+      auto it = cid_of.find(column);
+      l.cid.push_back(it == cid_of.end() ? -1 : it->second);
+    }
+  });
+  const auto run_col = cid_of.find("runId");
+  if (run_col == cid_of.end()) return std::nullopt;
+  l.run_cid = run_col->second;
+  return l;
+}
+
+/// One pass over a checked kind's records: RowCheck per run. Adds each run it cannot prove to
+/// `suspect`; false when the table is not one to read so (then nothing is proven).
+template <class Row>
+bool check_pages(StmtCache& db, const fs::path& path, detail::PageFile& file, std::unordered_set<int64_t>& suspect) {
+  const std::optional<PageLayout> layout = page_layout<Row>(db, path);
+  if (!layout) return false;
+  std::unordered_map<int64_t, RowCheck> checks;
+  int64_t last_run = 0;
+  RowCheck* last = nullptr;  // runs lie in long stretches of rowids: one lookup per stretch
+  bool foreign_run_id = false;
+  file.scan(layout->root, layout->columns, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+            [&](int64_t, const detail::Record& r) {
+              if (r.type(layout->run_cid) != SQLITE_INTEGER) {  // SQL's runId = N may still match it
+                foreign_run_id = true;
+                return;
+              }
+              const int64_t run = r.int64(layout->run_cid);
+              if (!last || run != last_run) {
+                last = &checks.try_emplace(run, checked_columns<Row>()).first->second;
+                last_run = run;
+              }
+              last->see(PageRow{r, layout->cid});
+            });
+  if (foreign_run_id) return false;
+  for (const auto& [run, check] : checks)
+    if (check.bad()) suspect.insert(run);
+  return true;
+}
+}  // namespace
+
+bool CaptureReader::rows_proven(int64_t run) const {
+  if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return false;  // WAL captures, as scan_pages
+  std::lock_guard<std::recursive_mutex> lock(db_->mu);
+  const ReadTransaction transaction(db_->db, path_);
+  int64_t version = 0;
+  {
+    Query lock_taken(*db_, path_, "SELECT count(*) FROM sqlite_master");  // the shared lock, before any page is read
+    lock_taken.step();
+    Query q(*db_, path_, "PRAGMA data_version");  // changes when another connection commits
+    q.step();
+    version = q.int64(0);
+  }
+  if (!db_->proven_tried || version != db_->proven_version) {
+    db_->proven_tried = true;
+    db_->proven_version = version;
+    db_->suspect_runs.reset();
+    try {
+      detail::PageFile file(db_->target);
+      std::unordered_set<int64_t> suspect;
+      bool whole = true;
+#define HS_CHECK_PAGES_(Type, Row, rows, ...)                                        \
+  if constexpr (checked_kind<Row>)                                                   \
+    if (whole && has_table(Row::table)) whole = check_pages<Row>(*db_, path_, file, suspect);
+      HS_HOST_EVENT_KINDS(HS_CHECK_PAGES_)
+      HS_ACTIVITY_KINDS(HS_CHECK_PAGES_)
+#undef HS_CHECK_PAGES_
+      if (whole) db_->suspect_runs = std::move(suspect);
+    } catch (const detail::PageFormatError&) {
+    }
+  }
+  return db_->suspect_runs && !db_->suspect_runs->contains(run);
+}
 
 template <class Row>
 bool CaptureReader::scan_pages(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
@@ -856,35 +977,9 @@ bool CaptureReader::scan_pages(int64_t run, const ReadPlan& plan, StringTables& 
   if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return false;  // WAL captures: their pages are not all in the file
   std::lock_guard<std::recursive_mutex> lock(db_->mu);
   const ReadTransaction transaction(db_->db, path_);  // SQLite's shared lock: no writer commits meanwhile
-  uint32_t root = 0;
-  {
-    Query q(*db_, path_, "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?");
-    q.bind(1, Row::table);
-    if (!q.step() || q.text(1).find("WITHOUT ROWID") != std::string::npos) return false;
-    root = static_cast<uint32_t>(q.int64(0));
-  }
-  // The selected columns by their index in the table's records (−1: absent, NULL), and runId's.
-  std::map<std::string, int, std::less<>> cid_of;
-  int columns = 0;
-  {
-    Query q(*db_, path_, "SELECT cid, name, pk, dflt_value IS NOT NULL FROM pragma_table_info(?)");
-    q.bind(1, Row::table);
-    while (q.step()) {
-      if (q.int64(2) != 0 || q.int64(3) != 0) return false;  // a rowid alias or a default: SQLite knows them
-      cid_of[q.text(1)] = static_cast<int>(q.int64(0));
-      columns = std::max(columns, static_cast<int>(q.int64(0)) + 1);
-    }
-  }
-  std::vector<int> cid;
-  Row::columns([&](auto tag, std::string_view column, std::string_view, auto) {
-    if constexpr (is_read<typename decltype(tag)::type>) {
-      auto it = cid_of.find(column);
-      cid.push_back(it == cid_of.end() ? -1 : it->second);
-    }
-  });
-  const auto run_col = cid_of.find("runId");
-  if (run_col == cid_of.end()) return false;
-  const int run_cid = run_col->second;
+  const std::optional<PageLayout> layout = page_layout<Row>(*db_, path_);
+  if (!layout) return false;
+  const auto& [root, columns, cid, run_cid] = *layout;
   try {
     detail::PageFile file(db_->target);
     SharedStrings str([this](int64_t need) { return string_table(need); }, tables);

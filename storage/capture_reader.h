@@ -401,6 +401,11 @@ class CaptureReader {
   std::string select_columns() const;
   template <class Row>
   std::pair<int64_t, int64_t> run_rowids(int64_t run) const;
+  /// Whether one pass over the file's pages (storage/btree_pages.h; made once, again after
+  /// another connection commits) found every row of run `run` in the tables check_rows checks,
+  /// DIAGNOSTICS aside, as it requires. False when it did not or could not: then check_rows
+  /// asks SQLite.
+  bool rows_proven(int64_t run) const;
   template <class Row>
   void scan_shared(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
                    std::vector<Row>& out) const;

@@ -694,6 +694,34 @@ TEST(DamagedCapture, RowsNoCaptureWritesAreRefusedNamingRunTableAndRow) {
     EXPECT_NO_THROW(hs::storage::CaptureReader(capture().db).check_rows(rec.id)) << rec.id;
 }
 
+// check_rows proves a closed capture's rows in one pass over its pages, once per reader: a row
+// another connection edits afterwards is still found (the pass is made again after a commit),
+// the message is SQLite's, and a run the pass cannot prove is still checked through SQLite.
+TEST(DamagedCapture, RowsEditedWhileAReaderIsOpenAreCheckedAgain) {
+  const fs::path db = edited_copy("edited-later", "SELECT 1");
+  const hs::storage::CaptureReader reader(db);
+  for (const auto& rec : reader.runs()) EXPECT_NO_THROW(reader.check_rows(rec.id)) << rec.id;
+  {
+    sqlite3* w = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &w), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(w,
+                           "UPDATE HOOK_EVENTS SET start = end + 1000 WHERE rowid = "
+                           "(SELECT min(rowid) FROM HOOK_EVENTS WHERE runId = 1)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(w);
+  }
+  try {
+    reader.check_rows(1);
+    ADD_FAILURE() << "an end before its start, written after the first check, was not found";
+  } catch (const hs::storage::CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("run 1: 1 row of HOOK_EVENTS that no capture writes; the first (rowid "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(reader.check_rows(3)) << "another run's rows are still whole";
+}
+
 // Byte counts each in range but summing past int64 (two of 2^63-1) are refused before any sum,
 // naming the run and the table.
 TEST(DamagedCapture, ASumPastInt64NamesTheRunAndTable) {
