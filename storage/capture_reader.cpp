@@ -95,16 +95,28 @@ struct SnapshotDir {
   }
 };
 
+/// Where one run's rows of one table lie: their count and the rowids of the first and last.
+struct RunSpan {
+  int64_t rows = 0, first_rowid = 0, last_rowid = 0;
+};
+/// What one pass over the pages of the tables check_rows checks found.
+struct PagePass {
+  bool every_table = true;                 ///< every checked table was read so (else none is proven)
+  std::unordered_set<int64_t> suspect;     ///< runs with a row check_rows may refuse
+  /// Per table read so whose runs lie in disjoint rowid ranges: each run's span.
+  std::map<std::string, std::unordered_map<int64_t, RunSpan>, std::less<>> spans;
+};
+
 struct CaptureReader::Db : StmtCache {  // the caches below are guarded by StmtCache::mu
   std::shared_ptr<const std::vector<std::string>> strings;  ///< StringIds by id, loaded on first use
   std::map<std::string, std::string, std::less<>> select_sql;  ///< per event table, for this file's columns
   std::map<std::string, std::string, std::less<>> select_columns;  ///< per event table: its read columns
   std::shared_ptr<SnapshotDir> snapshot;  ///< set when reading a private snapshot
-  /// rows_proven's pass over the file's pages: the runs with a row it could not prove (or with
-  /// none, when the pass could not be made), at PRAGMA data_version `proven_version`.
-  std::optional<std::unordered_set<int64_t>> suspect_runs;
-  int64_t proven_version = -1;
-  bool proven_tried = false;
+  /// One pass over the checked tables' pages (page_pass), made at PRAGMA data_version
+  /// `pass_version`; nullopt when the file is not one to read so.
+  std::optional<PagePass> pass;
+  int64_t pass_version = -1;
+  bool pass_made = false;
   std::string target;  ///< what sqlite3_open_v2 opens (the file, a URI, the snapshot's copy)
   int flags = SQLITE_OPEN_READONLY;
   int busy_timeout_ms = 2000;
@@ -486,6 +498,13 @@ namespace {
 template <class Tag>
 constexpr bool is_read = kinds::has_column<Tag> && !std::is_empty_v<Stored::member<Tag>>;
 
+template <class Row>
+constexpr bool timed_kind = detail::has_tag<Row, kinds::Start>();
+
+/// The kinds check_rows checks: with times, not CUPTI's.
+template <class Row>
+constexpr bool checked_kind = timed_kind<Row> && !Row::table.starts_with("CUPTI_ACTIVITY_KIND_");
+
 /// `SELECT <read columns> FROM <table> WHERE runId = ? ORDER BY start, rowid` (rowid alone for
 /// kinds without times). A column the file's table lacks (a capture written before the column
 /// was added, e.g. HOOK_EVENTS.externalId) is selected as NULL: its member reads 0, "" or nullopt.
@@ -530,6 +549,8 @@ template <class Row>
 std::vector<Row> CaptureReader::read_rows(int64_t run) const {
   std::vector<Row> out;
   if (!has_table(Row::table)) return out;
+  if constexpr (checked_kind<Row>)
+    if (auto rows = read_rows_from_pages<Row>(run)) return std::move(*rows);
   std::string sql;
   {
     std::lock_guard<std::recursive_mutex> lock(db_->mu);
@@ -606,12 +627,6 @@ class SharedStrings {
   bool reloaded_ = false;
 };
 
-template <class Row>
-constexpr bool timed_kind = detail::has_tag<Row, kinds::Start>();
-
-/// The kinds check_rows checks: with times, not CUPTI's.
-template <class Row>
-constexpr bool checked_kind = timed_kind<Row> && !Row::table.starts_with("CUPTI_ACTIVITY_KIND_");
 
 /// Where a row's start, end and bytes are among the selected columns (−1: none).
 struct CheckedColumns {
@@ -908,40 +923,57 @@ std::optional<PageLayout> page_layout(StmtCache& db, const fs::path& path) {
   return l;
 }
 
-/// One pass over a checked kind's records: RowCheck per run. Adds each run it cannot prove to
-/// `suspect`; false when the table is not one to read so (then nothing is proven).
+/// One pass over a checked kind's records: RowCheck per run, and where each run's rows lie.
+/// Adds each run it cannot prove to `pass.suspect` and the runs' spans to `pass.spans` (when
+/// no two runs' rowid ranges overlap); false when the table is not one to read so.
 template <class Row>
-bool check_pages(StmtCache& db, const fs::path& path, detail::PageFile& file, std::unordered_set<int64_t>& suspect) {
+bool check_pages(StmtCache& db, const fs::path& path, detail::PageFile& file, PagePass& pass) {
   const std::optional<PageLayout> layout = page_layout<Row>(db, path);
   if (!layout) return false;
-  std::unordered_map<int64_t, RowCheck> checks;
+  struct Seen {
+    RunSpan span;
+    RowCheck check;
+  };
+  std::unordered_map<int64_t, Seen> runs;
   int64_t last_run = 0;
-  RowCheck* last = nullptr;  // runs lie in long stretches of rowids: one lookup per stretch
+  Seen* last = nullptr;  // runs lie in long stretches of rowids: one lookup per stretch
   bool foreign_run_id = false;
   file.scan(layout->root, layout->columns, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-            [&](int64_t, const detail::Record& r) {
+            [&](int64_t rowid, const detail::Record& r) {
               if (r.type(layout->run_cid) != SQLITE_INTEGER) {  // SQL's runId = N may still match it
                 foreign_run_id = true;
                 return;
               }
               const int64_t run = r.int64(layout->run_cid);
               if (!last || run != last_run) {
-                last = &checks.try_emplace(run, checked_columns<Row>()).first->second;
+                auto [it, added] = runs.try_emplace(run, Seen{{0, rowid, rowid}, RowCheck(checked_columns<Row>())});
+                last = &it->second;
                 last_run = run;
               }
-              last->see(PageRow{r, layout->cid});
+              ++last->span.rows;
+              last->span.last_rowid = rowid;
+              last->check.see(PageRow{r, layout->cid});
             });
   if (foreign_run_id) return false;
-  for (const auto& [run, check] : checks)
-    if (check.bad()) suspect.insert(run);
+  std::vector<RunSpan> by_first;
+  for (const auto& [run, seen] : runs) {
+    if (seen.check.bad()) pass.suspect.insert(run);
+    by_first.push_back(seen.span);
+  }
+  std::sort(by_first.begin(), by_first.end(), [](const RunSpan& a, const RunSpan& b) { return a.first_rowid < b.first_rowid; });
+  bool disjoint = true;
+  for (size_t i = 1; i < by_first.size(); ++i) disjoint &= by_first[i - 1].last_rowid < by_first[i].first_rowid;
+  if (disjoint) {
+    auto& spans = pass.spans[std::string(Row::table)];
+    for (const auto& [run, seen] : runs) spans.emplace(run, seen.span);
+  }
   return true;
 }
 }  // namespace
 
-bool CaptureReader::rows_proven(int64_t run) const {
-  if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return false;  // WAL captures, as scan_pages
+const PagePass* CaptureReader::page_pass() const {
+  if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return nullptr;  // WAL captures, as scan_pages
   std::lock_guard<std::recursive_mutex> lock(db_->mu);
-  const ReadTransaction transaction(db_->db, path_);
   int64_t version = 0;
   {
     Query lock_taken(*db_, path_, "SELECT count(*) FROM sqlite_master");  // the shared lock, before any page is read
@@ -950,25 +982,73 @@ bool CaptureReader::rows_proven(int64_t run) const {
     q.step();
     version = q.int64(0);
   }
-  if (!db_->proven_tried || version != db_->proven_version) {
-    db_->proven_tried = true;
-    db_->proven_version = version;
-    db_->suspect_runs.reset();
-    try {
-      detail::PageFile file(db_->target);
-      std::unordered_set<int64_t> suspect;
-      bool whole = true;
-#define HS_CHECK_PAGES_(Type, Row, rows, ...)                                        \
-  if constexpr (checked_kind<Row>)                                                   \
-    if (whole && has_table(Row::table)) whole = check_pages<Row>(*db_, path_, file, suspect);
-      HS_HOST_EVENT_KINDS(HS_CHECK_PAGES_)
-      HS_ACTIVITY_KINDS(HS_CHECK_PAGES_)
+  if (db_->pass_made && version == db_->pass_version) return db_->pass ? &*db_->pass : nullptr;
+  db_->pass_made = true;
+  db_->pass_version = version;
+  db_->pass.reset();
+  try {
+    detail::PageFile file(db_->target);
+    PagePass pass;
+    // A table every capture has but this file lacks is check_rows' error (through SQLite), not
+    // this pass's: the pass leaves it and proves nothing.
+    auto present = [&](std::string_view table) {
+      try {
+        return has_table(table);
+      } catch (const CaptureError&) {
+        pass.every_table = false;
+        return false;
+      }
+    };
+#define HS_CHECK_PAGES_(Type, Row, rows, ...) \
+  if constexpr (checked_kind<Row>)            \
+    if (present(Row::table)) pass.every_table &= check_pages<Row>(*db_, path_, file, pass);
+    HS_HOST_EVENT_KINDS(HS_CHECK_PAGES_)
+    HS_ACTIVITY_KINDS(HS_CHECK_PAGES_)
 #undef HS_CHECK_PAGES_
-      if (whole) db_->suspect_runs = std::move(suspect);
-    } catch (const detail::PageFormatError&) {
-    }
+    db_->pass = std::move(pass);
+  } catch (const detail::PageFormatError&) {
   }
-  return db_->suspect_runs && !db_->suspect_runs->contains(run);
+  return db_->pass ? &*db_->pass : nullptr;
+}
+
+bool CaptureReader::rows_proven(int64_t run) const {
+  std::lock_guard<std::recursive_mutex> lock(db_->mu);
+  const ReadTransaction transaction(db_->db, path_);
+  const PagePass* pass = page_pass();
+  return pass && pass->every_table && !pass->suspect.contains(run);
+}
+
+template <class Row>
+std::optional<std::vector<Row>> CaptureReader::read_rows_from_pages(int64_t run) const {
+  constexpr int64_t kFewRows = 256;  // fewer rows than this: one query through the index costs less
+  std::lock_guard<std::recursive_mutex> lock(db_->mu);
+  const ReadTransaction transaction(db_->db, path_);  // the pass and the read under one shared lock
+  const PagePass* pass = page_pass();
+  if (!pass) return std::nullopt;
+  const auto table = pass->spans.find(Row::table);
+  if (table == pass->spans.end()) return std::nullopt;
+  const auto found = table->second.find(run);
+  if (found == table->second.end()) return std::vector<Row>{};  // the pass saw every row: none is the run's
+  const RunSpan span = found->second;
+  if (span.rows < kFewRows) return std::nullopt;
+  const std::optional<PageLayout> layout = page_layout<Row>(*db_, path_);
+  if (!layout) return std::nullopt;
+  std::vector<Row> out;
+  out.reserve(static_cast<size_t>(span.rows));
+  try {
+    detail::PageFile file(db_->target);
+    Strings str([this](int64_t need) { return string_table(need); });
+    const int64_t end = span.last_rowid == std::numeric_limits<int64_t>::max() ? span.last_rowid : span.last_rowid + 1;
+    file.scan(layout->root, layout->columns, span.first_rowid, end, [&](int64_t, const detail::Record& r) {
+      if (r.type(layout->run_cid) == SQLITE_INTEGER && r.int64(layout->run_cid) == run)
+        read_row(PageRow{r, layout->cid}, str, out.emplace_back());
+    });
+  } catch (const detail::PageFormatError&) {
+    return std::nullopt;
+  }
+  if (static_cast<int64_t>(out.size()) != span.rows) return std::nullopt;
+  sort_by_start(out);
+  return out;
 }
 
 template <class Row>

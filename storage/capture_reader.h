@@ -274,6 +274,8 @@ struct ReadPlan {
   int64_t first_rowid = 0, end_rowid = 0;
 };
 
+struct PagePass;  // in capture_reader.cpp
+
 class CaptureReader {
  public:
   /// Opens `path` read-only and checks it is a capture this build reads (see above).
@@ -401,11 +403,20 @@ class CaptureReader {
   std::string select_columns() const;
   template <class Row>
   std::pair<int64_t, int64_t> run_rowids(int64_t run) const;
-  /// Whether one pass over the file's pages (storage/btree_pages.h; made once, again after
-  /// another connection commits) found every row of run `run` in the tables check_rows checks,
+  /// One pass over the pages (storage/btree_pages.h) of the tables check_rows checks: what it
+  /// found, made once and again after another connection commits; nullptr when the file is
+  /// not one to read so. Called with db_->mu held inside a read transaction.
+  const PagePass* page_pass() const;
+  /// Whether the page pass found every row of run `run` in the tables check_rows checks,
   /// DIAGNOSTICS aside, as it requires. False when it did not or could not: then check_rows
   /// asks SQLite.
   bool rows_proven(int64_t run) const;
+  /// read_rows of a checked kind from the file's pages: the run's rowid range as the page pass
+  /// found it, decoded in place and sorted by start (then rowid), as SQLite's ordered query
+  /// reads them. nullopt when the rows are to be read through SQLite: too few to pay for it,
+  /// runs interleaved in the table, pages not as the format says, a count that differs.
+  template <class Row>
+  std::optional<std::vector<Row>> read_rows_from_pages(int64_t run) const;
   template <class Row>
   void scan_shared(int64_t run, const ReadPlan& plan, StringTables& tables, ReadProgress* progress,
                    std::vector<Row>& out) const;
