@@ -38,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     hs::storage::ReaderOptions o;
     o.busy_timeout_ms = 0;
+    o.page_read_min_rows = 0;  // every run's rows read from the pages where the file allows it
     reader.emplace(file, o);
   } catch (const hs::storage::CaptureError& e) {
     hs::fuzz::expected(e);
@@ -67,6 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     HS_HOST_EVENT_KINDS(HS_FUZZ_QUERY_)
     HS_ACTIVITY_KINDS(HS_FUZZ_QUERY_)
 #undef HS_FUZZ_QUERY_
+    query([&] { r.check_rows(id); });
+    query([&] { (void)r.shared_run_rows(id); });
     query([&] { (void)r.modules(id); });
     query([&] { (void)r.threads(id); });
     query([&] { (void)r.transfer_sums(id); });

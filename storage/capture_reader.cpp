@@ -120,6 +120,7 @@ struct CaptureReader::Db : StmtCache {  // the caches below are guarded by StmtC
   std::string target;  ///< what sqlite3_open_v2 opens (the file, a URI, the snapshot's copy)
   int flags = SQLITE_OPEN_READONLY;
   int busy_timeout_ms = 2000;
+  int64_t page_read_min_rows = 256;
   ~Db() {
     finalize_all();
     if (db) sqlite3_close_v2(db);
@@ -183,6 +184,7 @@ CaptureReader::CaptureReader(fs::path path, ReaderOptions options) : path_(std::
   int& flags = db_->flags;
   target = path_.string();
   db_->busy_timeout_ms = options.busy_timeout_ms;
+  db_->page_read_min_rows = options.page_read_min_rows;
   bool missing_wal = false;
   if (wal_mode(path_)) {
     const fs::path wal = path_.string() + "-wal", shm = path_.string() + "-shm";
@@ -232,6 +234,7 @@ CaptureReader::CaptureReader(const CaptureReader& parent, Sibling)
   db_->target = parent.db_->target;
   db_->flags = parent.db_->flags;
   db_->busy_timeout_ms = parent.db_->busy_timeout_ms;
+  db_->page_read_min_rows = parent.db_->page_read_min_rows;
   open_connection();
 }
 
@@ -1020,7 +1023,6 @@ bool CaptureReader::rows_proven(int64_t run) const {
 
 template <class Row>
 std::optional<std::vector<Row>> CaptureReader::read_rows_from_pages(int64_t run) const {
-  constexpr int64_t kFewRows = 256;  // fewer rows than this: one query through the index costs less
   std::lock_guard<std::recursive_mutex> lock(db_->mu);
   const ReadTransaction transaction(db_->db, path_);  // the pass and the read under one shared lock
   const PagePass* pass = page_pass();
@@ -1030,7 +1032,7 @@ std::optional<std::vector<Row>> CaptureReader::read_rows_from_pages(int64_t run)
   const auto found = table->second.find(run);
   if (found == table->second.end()) return std::vector<Row>{};  // the pass saw every row: none is the run's
   const RunSpan span = found->second;
-  if (span.rows < kFewRows) return std::nullopt;
+  if (span.rows < db_->page_read_min_rows) return std::nullopt;
   const std::optional<PageLayout> layout = page_layout<Row>(*db_, path_);
   if (!layout) return std::nullopt;
   std::vector<Row> out;

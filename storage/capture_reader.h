@@ -49,6 +49,10 @@ struct ReaderOptions {
   /// How long to wait for a lock held by a writer before failing (ms). WAL readers normally
   /// never wait; a rollback-journal writer in the middle of a commit can make them.
   int busy_timeout_ms = 2000;
+  /// A run with at least this many rows in an event table is read from a closed capture's
+  /// pages (sorted by start after: report, stats and export of runs of millions of events);
+  /// fewer, through SQLite's (runId, start) index, which costs less for them.
+  int64_t page_read_min_rows = 256;
 };
 
 struct RunRecord {

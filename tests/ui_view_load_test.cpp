@@ -573,11 +573,15 @@ TEST(TimelineLoad, StoredRowsFromPagesAreTheRowsSQLiteReads) {
   int big_runs = 0;
   for (const fs::path& file : {c.file, ops_file}) {
     const fs::path wal = test::edited_copy(file, file.parent_path() / "wal.sqlite", "PRAGMA journal_mode=WAL");
-    const storage::CaptureReader pages(file), sqlite(wal);
+    storage::ReaderOptions every_run;  // small runs too, not only those of 256 rows or more
+    every_run.page_read_min_rows = 0;
+    const storage::CaptureReader pages(file), pages_all(file, every_run), sqlite(wal);
     for (const auto& run : pages.runs()) {
       SCOPED_TRACE(file.filename().string() + " run " + std::to_string(run.id));
-      const storage::RunRows a = pages.run_rows(run.id), b = sqlite.run_rows(run.id);
-#define HS_EXPECT_ROWS_(Type, Row, rows, ...) expect_same_rows(a.rows, b.rows, #rows);
+      const storage::RunRows a = pages.run_rows(run.id), all = pages_all.run_rows(run.id), b = sqlite.run_rows(run.id);
+#define HS_EXPECT_ROWS_(Type, Row, rows, ...) \
+  expect_same_rows(a.rows, b.rows, #rows);    \
+  expect_same_rows(all.rows, b.rows, #rows);
       HS_HOST_EVENT_KINDS(HS_EXPECT_ROWS_)
       HS_ACTIVITY_KINDS(HS_EXPECT_ROWS_)
 #undef HS_EXPECT_ROWS_
