@@ -1061,7 +1061,10 @@ bool CaptureReader::scan_pages(int64_t run, const ReadPlan& plan, StringTables& 
   const ReadTransaction transaction(db_->db, path_);  // SQLite's shared lock: no writer commits meanwhile
   const std::optional<PageLayout> layout = page_layout<Row>(*db_, path_);
   if (!layout) return false;
-  const auto& [root, columns, cid, run_cid] = *layout;
+  // Named, not a structured binding: clang 14 (the fuzz build's) cannot capture one.
+  const uint32_t root = layout->root;
+  const int columns = layout->columns, run_cid = layout->run_cid;
+  const std::vector<int>& cid = layout->cid;
   try {
     detail::PageFile file(db_->target);
     SharedStrings str([this](int64_t need) { return string_table(need); }, tables);
