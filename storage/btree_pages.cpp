@@ -84,6 +84,8 @@ PageFile::PageFile(const std::filesystem::path& path) {
     throw PageFormatError("not a database file");
   }
   size_ = static_cast<size_t>(st.st_size);
+  dev_ = static_cast<uint64_t>(st.st_dev);
+  ino_ = static_cast<uint64_t>(st.st_ino);
   void* m = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
   if (m == MAP_FAILED) {
     ::close(fd_);

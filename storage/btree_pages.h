@@ -54,6 +54,9 @@ class PageFile {
   PageFile(const PageFile&) = delete;
   PageFile& operator=(const PageFile&) = delete;
 
+  /// The mapped file's device and inode (fstat of the descriptor it was mapped from).
+  uint64_t device() const { return dev_; }
+  uint64_t inode() const { return ino_; }
   /// Calls `on_record(rowid, record)` for every record of the table whose b-tree starts at page
   /// `root`, in rowid order, for rowids in [first_rowid, end_rowid) (end_rowid INT64_MAX: to the
   /// table's end, rowid INT64_MAX included; an empty range reads no page). `columns`: the table's
@@ -76,6 +79,7 @@ class PageFile {
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
   uint32_t page_size_ = 0, usable_ = 0, pages_ = 0;
+  uint64_t dev_ = 0, ino_ = 0;
   // The scan under way.
   Visitor* visitor_ = nullptr;
   int columns_ = 0;

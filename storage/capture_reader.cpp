@@ -1,6 +1,7 @@
 #include "storage/capture_reader.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -974,6 +975,16 @@ bool check_pages(StmtCache& db, const fs::path& path, detail::PageFile& file, Pa
 }
 }  // namespace
 
+void CaptureReader::check_same_file(const detail::PageFile& file) const {
+  // A file renamed over the path after SQLite opened it: its pages are not the ones SQLite reads.
+  int moved = 0;
+  struct stat st {};
+  if (sqlite3_file_control(db_->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK || moved ||
+      ::stat(db_->target.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != file.device() ||
+      static_cast<uint64_t>(st.st_ino) != file.inode())
+    throw detail::PageFormatError("not the file SQLite has open");
+}
+
 const PagePass* CaptureReader::page_pass() const {
   if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return nullptr;  // WAL captures, as scan_pages
   std::lock_guard<std::recursive_mutex> lock(db_->mu);
@@ -991,6 +1002,7 @@ const PagePass* CaptureReader::page_pass() const {
   db_->pass.reset();
   try {
     detail::PageFile file(db_->target);
+    check_same_file(file);
     PagePass pass;
     // A table every capture has but this file lacks is check_rows' error (through SQLite), not
     // this pass's: the pass leaves it and proves nothing.
@@ -1048,6 +1060,7 @@ std::optional<std::vector<Row>> CaptureReader::read_rows_from_pages(int64_t run)
   out.reserve(static_cast<size_t>(span.rows));
   try {
     detail::PageFile file(db_->target);
+    check_same_file(file);
     Strings str([this](int64_t need) { return string_table(need); });
     const int64_t end = span.last_rowid == std::numeric_limits<int64_t>::max() ? span.last_rowid : span.last_rowid + 1;
     file.scan(layout->root, layout->columns, span.first_rowid, end, [&](int64_t, const detail::Record& r) {
@@ -1076,6 +1089,7 @@ bool CaptureReader::scan_pages(int64_t run, const ReadPlan& plan, StringTables& 
   const std::vector<int>& cid = layout->cid;
   try {
     detail::PageFile file(db_->target);
+    check_same_file(file);
     SharedStrings str([this](int64_t need) { return string_table(need); }, tables);
     RowCheck check(checked_columns<Row>());
     {

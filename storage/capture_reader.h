@@ -279,6 +279,9 @@ struct ReadPlan {
 };
 
 struct PagePass;  // in capture_reader.cpp
+namespace detail {
+class PageFile;  // storage/btree_pages.h
+}
 
 class CaptureReader {
  public:
@@ -411,6 +414,10 @@ class CaptureReader {
   /// found, made once and again after another connection commits; nullptr when the file is
   /// not one to read so. Called with db_->mu held inside a read transaction.
   const PagePass* page_pass() const;
+  /// Throws detail::PageFormatError unless `file` maps the file SQLite has open (SQLite's file
+  /// not moved or unlinked, and the path's inode the mapped one's): a capture renamed over the
+  /// path while it was read is read through SQLite, all of it from the file SQLite opened.
+  void check_same_file(const detail::PageFile& file) const;
   /// Whether the page pass found every row of run `run` in the tables check_rows checks,
   /// DIAGNOSTICS aside, as it requires. False when it did not or could not: then check_rows
   /// asks SQLite.

@@ -591,6 +591,27 @@ TEST(TimelineLoad, StoredRowsFromPagesAreTheRowsSQLiteReads) {
   EXPECT_EQ(big_runs, 4) << "runs big enough to be read from the pages: the first synthetic one and the three of CPU ops";
 }
 
+// A capture renamed over the path after the reader opened it: SQLite reads the file it opened,
+// and so must the page reader (it mapped the new file by its path, mixing two files' rows).
+TEST(TimelineLoad, AFileRenamedOverTheCaptureIsNotReadFromItsPages) {
+  const Capture c = make_capture("pages_moved", 2000);
+  const fs::path dir = c.file.parent_path();
+  const fs::path other = test::edited_copy(c.file, dir / "other.sqlite", "UPDATE HOOK_EVENTS SET start = start + 7, end = end + 7");
+  const fs::path file = dir / "read.sqlite";
+  fs::copy_file(c.file, file, fs::copy_options::overwrite_existing);
+  storage::ReaderOptions every_run;
+  every_run.page_read_min_rows = 0;
+  const storage::CaptureReader rd(file, every_run), original(c.file);
+  fs::rename(other, file);
+  for (const auto& r : c.runs) {
+    SCOPED_TRACE(r.run_id);
+    EXPECT_NO_THROW(rd.check_rows(r.run_id));
+    const storage::RunRows a = rd.run_rows(r.run_id), b = original.run_rows(r.run_id);
+    expect_same_rows(a.hook_events, b.hook_events, "hook_events");
+    expect_rows_as_stored(rd.shared_run_rows(r.run_id), b, false);
+  }
+}
+
 // A table whose rowids span the whole int64 range (a hand-edited file: the first row at -2^63,
 // the last at 2^63 - 1): each run's rows are still found by the binary search over rowids, and
 // the last row is read.
