@@ -1035,6 +1035,7 @@ bool CaptureReader::rows_proven(int64_t run) const {
 
 template <class Row>
 std::optional<std::vector<Row>> CaptureReader::read_rows_from_pages(int64_t run) const {
+  if (db_->snapshot || (db_->flags & SQLITE_OPEN_URI)) return std::nullopt;  // WAL: no pass, no transaction per read
   std::lock_guard<std::recursive_mutex> lock(db_->mu);
   if (db_->pass_made) {
     // What SQLite reads at least as cheaply (few rows, none, runs interleaved) goes to it
