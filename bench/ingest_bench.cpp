@@ -1,6 +1,6 @@
 // Ingest benchmark: how fast host events go into a capture file, and how big they are there.
 //
-//   bench_ingest [--events N] [--dir DIR]
+//   bench_ingest [--events N] [--dir DIR] [--only WORKLOAD]
 //
 // Prints one JSON object. For each workload:
 //   store_events_per_s      Store::write_batch alone (batches of 65536 records, one transaction each),
@@ -16,7 +16,12 @@
 //                           store's rate over it (issue 36's target: >= 0.8); raw_insert_bytes_per_event
 //                           the file it makes (the floor of this schema)
 //   record_only            the tracer alone: CPU ns per event on the recording thread, the batches
-//                          discarded (no SQLite), events built beforehand (issue 36's target: <= 10)
+//                          discarded (no SQLite), events built beforehand as the hooks emit them,
+//                          their texts pinned (EventSink::pin). record_cpu_ns_per_event: the loop
+//                          into the tracer; harness_cpu_ns_per_event: the same loop into a sink
+//                          that does nothing (the loop, the times, the virtual call);
+//                          tracer_cpu_ns_per_event: the difference, the tracer's own cost (issue
+//                          36's target: <= 10)
 //   record_cold            the same with the caches taken between events, as a model's weights take
 //                          them in a decode: before each event the thread reads the next 128 KiB
 //                          of a 256 MiB buffer (a decode streams about that much per hooked call).
@@ -24,6 +29,8 @@
 //                          call - time in the call of a sink that does nothing) per event, each call
 //                          timed by the steady clock, the two arms in turn; empty_sink_ns_per_event:
 //                          the second term (the clock reads and a virtual call)
+//   record_only_interned, record_cold_interned  the same with texts that are not pinned (views of
+//                          the modules' own strings), interned by their bytes on every event
 // Issue targets (reported, not asserted): >= 2M events/s, <= 24 bytes/event, >= 0.8 of the raw insert.
 #include <unistd.h>
 
@@ -308,13 +315,16 @@ struct DiscardingWriter : tracer::EventWriter {
   void write_batch(const tracer::RecordBatch&) override {}
 };
 
-// A pre_forward and a post_forward span of every module of `v`, as the hooks emit them: views of
-// module names that live as long as the modules (here: `v`).
-std::vector<events::HookSpan> hook_spans(const Vocabulary& v) {
+// A pre_forward and a post_forward span of every module of `v`. With `pin`, as the hooks emit
+// them: their texts pinned by the sink once (hooks/event_adapter.h), so the tracer records them by
+// index; without, views of names that live as long as the modules (here: `v`), which the tracer
+// interns by their bytes (what an importer or another producer's events cost).
+std::vector<events::HookSpan> hook_spans(const Vocabulary& v, events::EventSink* pin = nullptr) {
+  auto text = [&](std::string_view s) { return pin ? pin->pin(s) : s; };
   std::vector<events::HookSpan> spans;
   for (const std::string& module : v.modules)
     for (const auto phase : {events::HookPhase::PreForward, events::HookPhase::PostForward})
-      spans.push_back(events::HookSpan{"AlignDevicesHook", phase, module, "Linear", 0, 0, 0});
+      spans.push_back(events::HookSpan{text("AlignDevicesHook"), phase, text(module), text("Linear"), 0, 0, 0});
   return spans;
 }
 
@@ -322,43 +332,56 @@ std::vector<events::HookSpan> hook_spans(const Vocabulary& v) {
 // compares with): hook spans built beforehand as the hooks emit them (views of module names that
 // live as long as the modules), recorded through the EventSink interface into a tracer whose
 // writer discards the batches. CPU ns of the recording thread per event, best of 5 rounds.
-nlohmann::json record_only(int64_t events) {
+nlohmann::json record_only(int64_t events, bool pinned) {
   const Vocabulary v;
-  std::vector<events::HookSpan> spans = hook_spans(v);
   DiscardingWriter writer;
   tracer::TracerOptions o;
   o.chunks = 256;
   tracer::HostTracer tr(writer, o);
-  double best = 1e30;
-  uint64_t dropped = 0;
-  for (int round = 0; round < 5; ++round) {
-    tr.begin_run(run_info("record_only"));
-    events::EventSink& sink = tr;
+  events::EventSink nothing;  // the harness alone: the loop, the span's times, a virtual call
+  std::vector<events::HookSpan> spans = hook_spans(v, pinned ? &tr : nullptr);
+  // CPU ns per event of the loop into `sink`.
+  auto run = [&](events::EventSink& sink) {
     const int64_t t0 = events::now_ns();
     const double cpu0 = thread_cpu_seconds();
+    size_t k = 0;  // the span of event i: i % spans.size(), without a division per event
     for (int64_t i = 0; i < events; ++i) {
-      events::HookSpan& e = spans[static_cast<size_t>(i) % spans.size()];
+      events::HookSpan& e = spans[k];
+      if (++k == spans.size()) k = 0;
       e.start_ns = t0 + i * 1000;
       e.end_ns = e.start_ns + 700;
       sink.hook_span(e);
     }
-    best = std::min(best, (thread_cpu_seconds() - cpu0) * 1e9 / static_cast<double>(events));
+    return (thread_cpu_seconds() - cpu0) * 1e9 / static_cast<double>(events);
+  };
+  double best = 1e30, harness = 1e30;
+  uint64_t dropped = 0;
+  for (int round = 0; round < 5; ++round) {
+    harness = std::min(harness, run(nothing));
+    tr.begin_run(run_info("record_only"));
+    best = std::min(best, run(tr));
     dropped += tr.end_run().dropped();
   }
-  return {{"events", events}, {"record_cpu_ns_per_event", best}, {"dropped", dropped}, {"target_ns", 10}};
+  nlohmann::json out = {{"events", events},
+                        {"record_cpu_ns_per_event", best},
+                        {"harness_cpu_ns_per_event", harness},
+                        {"tracer_cpu_ns_per_event", best - harness},
+                        {"dropped", dropped}};
+  if (pinned) out["target_ns"] = 10;
+  return out;
 }
 
 // What an event costs when the tracer's lines are cold (record_cold in the header). The stream
 // between events is read the same way in both arms; only the sink differs.
-nlohmann::json record_cold(int64_t events) {
+nlohmann::json record_cold(int64_t events, bool pinned) {
   const Vocabulary v;
-  std::vector<events::HookSpan> spans = hook_spans(v);
   constexpr size_t kStream = size_t{256} << 20, kPerEvent = size_t{128} << 10;
   std::vector<uint64_t> weights(kStream / sizeof(uint64_t), 1);
   DiscardingWriter writer;
   tracer::TracerOptions o;
   o.chunks = 16;
   tracer::HostTracer tr(writer, o);
+  std::vector<events::HookSpan> spans = hook_spans(v, pinned ? &tr : nullptr);
   events::EventSink nothing;
   uint64_t sum = 0;
   size_t at = 0;
@@ -402,6 +425,7 @@ nlohmann::json record_cold(int64_t events) {
 
 int main(int argc, char** argv) {
   int64_t events = 2'000'000;
+  std::string only;  // one workload's name, or all of them
   fs::path dir = fs::temp_directory_path() / ("hookscope-ingest-" + std::to_string(::getpid()));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -409,8 +433,10 @@ int main(int argc, char** argv) {
       events = std::atoll(argv[++i]);
     } else if (a == "--dir" && i + 1 < argc) {
       dir = argv[++i];
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--events N] [--dir DIR]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--events N] [--dir DIR] [--only WORKLOAD]\n", argv[0]);
       return 2;
     }
   }
@@ -421,10 +447,23 @@ int main(int argc, char** argv) {
   try {
     fs::create_directories(dir);
     nlohmann::json out;
-    out["hook_spans"] = run_workload(dir, Mix::HookSpans, events);
-    out["realistic_mix"] = run_workload(dir, Mix::Realistic, events);
-    out["record_only"] = record_only(std::min<int64_t>(events, 1000000));
-    out["record_cold"] = record_cold(std::min<int64_t>(events, 20000));
+    const auto wanted = [&](const char* name) { return only.empty() || only == name; };
+    if (wanted("hook_spans")) out["hook_spans"] = run_workload(dir, Mix::HookSpans, events);
+    if (wanted("realistic_mix")) out["realistic_mix"] = run_workload(dir, Mix::Realistic, events);
+    for (const bool pinned : {true, false}) {
+      const std::string suffix = pinned ? "" : "_interned";
+      if (wanted(("record_only" + suffix).c_str()))
+        out["record_only" + suffix] = record_only(std::min<int64_t>(events, 1000000), pinned);
+      if (wanted(("record_cold" + suffix).c_str()))
+        out["record_cold" + suffix] = record_cold(std::min<int64_t>(events, 20000), pinned);
+    }
+    if (out.empty()) {
+      std::fprintf(stderr,
+                   "--only: no workload '%s' (hook_spans, realistic_mix, record_only, record_cold, "
+                   "record_only_interned, record_cold_interned)\n",
+                   only.c_str());
+      return 2;
+    }
     out["targets"] = {{"events_per_s", 2'000'000}, {"bytes_per_event", 24}, {"store_over_raw_insert", 0.8}};
     std::printf("%s\n", out.dump(2).c_str());
     fs::remove_all(dir);

@@ -12,7 +12,9 @@ namespace hs::hooks {
 
 namespace {
 
-std::string dtype_name(c10::ScalarType t) {
+constexpr size_t kModuleSlots = 4096;
+
+std::string make_dtype_name(c10::ScalarType t) {
   switch (t) {
     case c10::kFloat: return "float32";
     case c10::kBFloat16: return "bfloat16";
@@ -26,14 +28,64 @@ std::string dtype_name(c10::ScalarType t) {
 
 }  // namespace
 
+// ------------------------------------------------------------------ pinned texts
+
+void EventSinkAdapter::sink_changed() {
+  modules_.clear();
+  hook_classes_.fill({});
+  devices_.fill({});
+  dtypes_.fill({});
+}
+
+const EventSinkAdapter::ModuleTexts& EventSinkAdapter::module_texts(events::EventSink& s,
+                                                                    const models::HookableModule& m) {
+  if (modules_.empty()) modules_.resize(kModuleSlots);
+  ModuleTexts& slot = modules_[m.names_serial() % kModuleSlots];
+  // Views of the module's own strings where the sink pins nothing: they live as long as the
+  // module, and a renamed or new module has another serial.
+  if (slot.serial != m.names_serial()) slot = {m.names_serial(), s.pin(m.fqn()), s.pin(m.class_name())};
+  return slot;
+}
+
+std::string_view EventSinkAdapter::hook_class(events::EventSink& s, const HookCall& call) {
+  LiteralText& slot = hook_classes_[(reinterpret_cast<uintptr_t>(call.method.data()) >> 4) % hook_classes_.size()];
+  if (slot.data != call.method.data() || slot.size != call.method.size())
+    slot = {call.method.data(), call.method.size(), s.pin(call.hook_class())};
+  return slot.text;
+}
+
+std::string_view EventSinkAdapter::device_name(events::EventSink& s, DeviceId d, std::string& scratch) {
+  const int kind = static_cast<int>(d.kind);
+  if (kind < 0 || kind >= 5 || d.index < 0 || d.index >= kDeviceSlots) return scratch = d.str();
+  std::string_view& slot = devices_[static_cast<size_t>(kind * kDeviceSlots + d.index)];
+  if (slot.data()) return slot;
+  scratch = d.str();
+  const std::string_view pinned = s.pin(scratch);
+  if (pinned.data() != scratch.data()) slot = pinned;  // kept only where the sink owns the bytes
+  return pinned;
+}
+
+std::string_view EventSinkAdapter::dtype_name(events::EventSink& s, c10::ScalarType t, std::string& scratch) {
+  const auto i = static_cast<size_t>(t);
+  if (i >= dtypes_.size()) return scratch = make_dtype_name(t);
+  if (dtypes_[i].data()) return dtypes_[i];
+  scratch = make_dtype_name(t);
+  const std::string_view pinned = s.pin(scratch);
+  if (pinned.data() != scratch.data()) dtypes_[i] = pinned;
+  return pinned;
+}
+
+// ------------------------------------------------------------------ notifications
+
 void EventSinkAdapter::on_move(const Move& m) {
   events::EventSink* s = runtime_.sink();
   if (!s || m.weight_onload) return;
   const DeviceManager& dm = runtime_.devices();
-  const std::string src = m.src.str(), dst = m.dst.str();
+  std::string src_scratch, dst_scratch;
+  const std::string_view src = device_name(*s, m.src, src_scratch), dst = device_name(*s, m.dst, dst_scratch);
   // The module whose call (hook included) made the copy: the innermost one running.
   const auto& stack = runtime_.call_stack();
-  const std::string_view module = stack.empty() ? std::string_view() : std::string_view(stack.back()->fqn());
+  const std::string_view module = stack.empty() ? std::string_view() : module_texts(*s, *stack.back()).fqn;
   s->transfer({src, dst, m.bytes, dm.is_emulated(m.src) || dm.is_emulated(m.dst), module, m.start_ns, m.end_ns});
 }
 
@@ -46,16 +98,18 @@ void EventSinkAdapter::on_hook_begin(const HookCall& call) {
   const Compute c = *it;
   compute_start_.erase(std::prev(it.base()));
   const auto& exec = call.align->execution_device;
-  const std::string dev = exec ? exec->str() : std::string("cpu");
-  s->module_compute({call.module.fqn(), call.module.class_name(), dev, static_cast<int64_t>(c.id), c.start_ns,
-                     call.called_ns});
+  std::string scratch;
+  const std::string_view dev = device_name(*s, exec ? *exec : DeviceId::cpu(), scratch);
+  const ModuleTexts& names = module_texts(*s, call.module);
+  s->module_compute({names.fqn, names.class_name, dev, static_cast<int64_t>(c.id), c.start_ns, call.called_ns});
 }
 
 void EventSinkAdapter::on_hook_end(const HookCall& call) {
   events::EventSink* s = runtime_.sink();
   if (!s || !call.start_ns) return;  // began before recording did (untimed): no span
-  s->hook_span({call.hook_class(), call.phase, call.module.fqn(), call.module.class_name(),
-                static_cast<int64_t>(call.id), call.start_ns, call.end_ns});
+  const ModuleTexts& names = module_texts(*s, call.module);
+  s->hook_span({hook_class(*s, call), call.phase, names.fqn, names.class_name, static_cast<int64_t>(call.id),
+                call.start_ns, call.end_ns});
   if (call.completed && call.phase == events::HookPhase::PreForward && call.align) {
     // One entry per hook, the latest (a pre_forward whose post_forward never came is replaced).
     auto it = std::find_if(compute_start_.begin(), compute_start_.end(),
@@ -68,7 +122,9 @@ void EventSinkAdapter::on_hook_end(const HookCall& call) {
 void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {
   events::EventSink* s = runtime_.sink();
   if (!s || !w.start_ns) return;  // began before recording did (untimed)
-  const std::string dtype = dtype_name(w.value.scalar_type()), device = w.device.str();
+  std::string dtype_scratch, device_scratch;
+  const std::string_view dtype = dtype_name(*s, w.value.scalar_type(), dtype_scratch),
+                         device = device_name(*s, w.device, device_scratch);
   events::WeightSource source = events::WeightSource::Device;
   bool pinned = false;
   if (w.onload) {
@@ -76,7 +132,7 @@ void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {
     source = in_memory ? events::WeightSource::Cpu : events::WeightSource::Disk;
     pinned = w.value.is_pinned();
   }
-  s->weight_swap({w.onload, w.module.fqn(), w.tensor, static_cast<int64_t>(w.value.nbytes()), dtype, source, device,
+  s->weight_swap({w.onload, module_texts(*s, w.module).fqn, w.tensor, static_cast<int64_t>(w.value.nbytes()), dtype, source, device,
                   pinned, w.start_ns, w.end_ns});
 }
 

@@ -13,9 +13,16 @@
 //                                         when it loads it from a file; offloads go to "meta"
 //                                         from the device.
 // Weight onloads are recorded once, as WeightSwap events, never also as Transfers.
+//
+// The texts it passes again and again (module FQNs and classes, hook classes, device and dtype
+// names) are pinned by the sink once (EventSink::pin) and kept here until the runtime's sink
+// changes, so the tracer records them by index without reading their bytes on every event.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "hooks/subscriber.h"
@@ -32,9 +39,35 @@ class EventSinkAdapter final : public RuntimeSubscriber {
   void on_hook_begin(const HookCall& call) override;
   void on_hook_end(const HookCall& call) override;
   void on_weight_swap(const WeightSwapRecord& w) override;
+  /// Forgets what the previous sink pinned (Runtime::set_sink calls it).
+  void sink_changed();
 
  private:
+  struct ModuleTexts {
+    uint64_t serial = 0;  // models::HookableModule::names_serial; 0 = empty slot
+    std::string_view fqn, class_name;
+  };
+  // A module's texts as `s` pinned them (direct-mapped by names_serial: a model's modules have
+  // consecutive serials; a slot taken by another module is pinned again, which pin dedupes).
+  const ModuleTexts& module_texts(events::EventSink& s, const models::HookableModule& m);
+  // The hook class of `call` ("AlignDevicesHook"), pinned; HookCall::method is a literal.
+  std::string_view hook_class(events::EventSink& s, const HookCall& call);
+  // The name of `d` / of `t` ("cpu", "0", "float32"), pinned when the sink pins it; else made
+  // into `scratch`, which must outlive the use of the view.
+  std::string_view device_name(events::EventSink& s, DeviceId d, std::string& scratch);
+  std::string_view dtype_name(events::EventSink& s, c10::ScalarType t, std::string& scratch);
+
   Runtime& runtime_;
+  std::vector<ModuleTexts> modules_;
+  struct LiteralText {
+    const char* data = nullptr;
+    size_t size = 0;
+    std::string_view text;
+  };
+  std::array<LiteralText, 16> hook_classes_{};
+  static constexpr int kDeviceSlots = 16;  // per DeviceId::Kind: indexes 0..15 pinned, others made per event
+  std::array<std::string_view, 5 * kDeviceSlots> devices_{};
+  std::array<std::string_view, static_cast<size_t>(c10::ScalarType::NumOptions)> dtypes_{};
   // When each AlignDevicesHook's module began computing (its pre_forward ended), and the id
   // of that forward (HookCall::compute_id): one entry per hook, as a map would keep them, in a
   // vector searched from its end (module calls nest, so a post_forward's entry is at or near

@@ -46,6 +46,7 @@ Runtime& Runtime::current() {
 
 void Runtime::set_sink(events::EventSink* sink) {
   sink_ = sink;
+  adapter_->sink_changed();  // what the previous sink pinned is not this one's
   if (sink && !adapter_subscription_.runtime_)
     adapter_subscription_ = subscribe(*adapter_);
   else if (!sink)

@@ -42,7 +42,9 @@ struct Move {
 /// after it (also when it threw).
 struct HookCall {
   const ModelHook& hook;
-  std::string_view method;       ///< accelerate's qualified name, e.g. "AlignDevicesHook.pre_forward"
+  /// accelerate's qualified name, e.g. "AlignDevicesHook.pre_forward": a string literal (static
+  /// storage; the event adapter keys its pinned hook classes by the address).
+  std::string_view method;
   events::HookPhase phase;
   models::HookableModule& module;
   /// post_forward: the output the module's forward returned (before the hook moves it);

@@ -1,5 +1,6 @@
 #include "models/module.h"
 
+#include <atomic>
 #include <stdexcept>
 #include <unordered_set>
 #include <utility>
@@ -24,8 +25,16 @@ torch::Tensor CallArgs::tensor_kwarg(const std::string& name) const {
   return v->toTensor();
 }
 
+namespace {
+// HookableModule::names_serial's source: process-wide, so that serials never repeat.
+uint64_t next_names_serial() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
 HookableModule::HookableModule(std::string class_name)
-    : torch::nn::Module(class_name), class_name_(std::move(class_name)) {}
+    : torch::nn::Module(class_name), class_name_(std::move(class_name)), names_serial_(next_names_serial()) {}
 
 namespace {
 // The calling thread's context (see CallContext): the one per-thread seam.
@@ -120,7 +129,11 @@ HookableModule::hookable_children() const {
 }
 
 void assign_fqns(HookableModule& root) {
-  walk_modules(root, [](HookableModule& m, const std::string& name) { m.fqn_ = name; });
+  walk_modules(root, [](HookableModule& m, const std::string& name) {
+    if (m.fqn_ == name) return;
+    m.fqn_ = name;
+    m.names_serial_ = next_names_serial();
+  });
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<HookableModule>>> named_modules(

@@ -101,6 +101,10 @@ class HookableModule : public torch::nn::Module {
   const std::string& class_name() const { return class_name_; }
   /// Fully-qualified name from the root ("" for the root), set by `assign_fqns`.
   const std::string& fqn() const { return fqn_; }
+  /// A number naming this module's (class_name, fqn) in this process, never 0: no other module,
+  /// nor this one once `assign_fqns` renames it, ever has it. What a cache keyed by a module's
+  /// names checks (hooks/event_adapter.h), where the module's address could be reused.
+  uint64_t names_serial() const { return names_serial_; }
 
   /// `module(*args, **kwargs)`: pre_forward of the attached hook, `forward_impl`,
   /// post_forward. Runs under `torch::NoGradGuard` (inference only).
@@ -154,6 +158,7 @@ class HookableModule : public torch::nn::Module {
   friend void assign_fqns(HookableModule& root);
   std::string class_name_;
   std::string fqn_;
+  uint64_t names_serial_;
   std::vector<TensorSlot> slots_;
   std::shared_ptr<ModuleHookInterface> hook_;
 };

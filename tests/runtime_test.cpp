@@ -3,6 +3,9 @@
 // sink — on accelerate's ModelForTest, cpu-offloaded to one emulated accelerator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -50,6 +53,57 @@ struct CountingSink : events::EventSink {
     ++computes;
     compute_devices.emplace_back(c.device);
   }
+};
+
+// Every text of every event the adapter sends, in order, and whether it was a view this sink
+// pinned (EventSink::pin: copies of its own, at addresses that stay put).
+struct PinningSink : events::EventSink {
+  bool pins = true;  // false: pin() pins nothing, as the default sink
+  std::deque<std::string> owned;
+  std::set<const char*> pinned;
+  int pin_calls = 0;
+  std::vector<std::string> texts;
+  std::vector<std::string> unpinned;  // texts of views this sink did not pin (null views aside)
+  std::string_view pin(std::string_view t) override {
+    ++pin_calls;
+    if (!pins) return t;
+    owned.emplace_back(t);
+    pinned.insert(owned.back().data());
+    return owned.back();
+  }
+  void note(std::string_view t) {
+    texts.emplace_back(t);
+    if (t.data() && !pinned.count(t.data())) unpinned.emplace_back(t);
+  }
+  void hook_span(const events::HookSpan& h) override {
+    note(h.hook);
+    note(h.module);
+    note(h.module_class);
+  }
+  void weight_swap(const events::WeightSwap& w) override {
+    note(w.module);
+    texts.emplace_back(w.tensor);  // the hook's own tensor names: not pinned
+    note(w.dtype);
+    note(w.device);
+  }
+  void transfer(const events::Transfer& t) override {
+    note(t.src);
+    note(t.dst);
+    note(t.module);
+  }
+  void module_compute(const events::ModuleCompute& c) override {
+    note(c.module);
+    note(c.module_class);
+    note(c.device);
+  }
+};
+
+struct Wrapper : hs::models::HookableModule {
+  explicit Wrapper(std::shared_ptr<hs::models::HookableModule> m) : HookableModule("Wrapper") {
+    inner = add_child("inner", std::move(m));
+  }
+  c10::IValue forward_impl(hs::models::CallArgs& call) override { return inner->call(call); }
+  std::shared_ptr<hs::models::HookableModule> inner;
 };
 
 std::shared_ptr<hs::test::ModelForTest> offloaded_model() {
@@ -286,4 +340,53 @@ TEST(RuntimeMoves, EverySequentialAlignHookRecordsItsComputeSpan) {
   int on_accelerator = 0;
   for (const auto& d : sink.compute_devices) on_accelerator += d == "0";
   EXPECT_EQ(on_accelerator, 3) << "the execution hook's span every call";
+}
+
+// The adapter pins each module's names, hook class, device and dtype name once per sink and
+// sends those views from then on: the texts are the ones a sink that pins nothing gets, a
+// renamed module sends its new name, and a new sink gets views of its own.
+TEST(RuntimeMoves, TheSinkAdapterSendsTextsItsSinkPinnedOnce) {
+  Runtime runtime(one_emulated());
+  RuntimeScope installed(runtime);
+  auto model = offloaded_model();
+  c10::InferenceMode g;
+  auto forward = [&](PinningSink& sink) {
+    runtime.set_sink(&sink);
+    model->call_tensor({{torch::ones({2, 3})}, {}});
+    runtime.set_sink(nullptr);
+  };
+  PinningSink plain;
+  plain.pins = false;
+  forward(plain);
+  PinningSink pinning;
+  forward(pinning);
+  EXPECT_EQ(pinning.texts, plain.texts);
+  EXPECT_TRUE(pinning.unpinned.empty()) << pinning.unpinned.front();
+  EXPECT_NE(std::find(pinning.texts.begin(), pinning.texts.end(), "float32"), pinning.texts.end());
+  const int pins = pinning.pin_calls;
+  pinning.texts.clear();
+  forward(pinning);  // set_sink again: pinned again, once
+  EXPECT_EQ(pinning.texts, plain.texts);
+  EXPECT_EQ(pinning.pin_calls, 2 * pins);
+  {
+    runtime.set_sink(&pinning);
+    model->call_tensor({{torch::ones({2, 3})}, {}});
+    const int before = pinning.pin_calls;
+    model->call_tensor({{torch::ones({2, 3})}, {}});
+    EXPECT_EQ(pinning.pin_calls, before) << "the same sink: nothing pinned again";
+    runtime.set_sink(nullptr);
+  }
+
+  // Renamed while the sink records: the modules' new names, not the ones pinned before.
+  PinningSink renamed;
+  runtime.set_sink(&renamed);
+  model->call_tensor({{torch::ones({2, 3})}, {}});
+  auto wrapper = std::make_shared<Wrapper>(model);
+  hs::models::assign_fqns(*wrapper);  // model -> "inner", linear1 -> "inner.linear1", ...
+  renamed.texts.clear();
+  model->call_tensor({{torch::ones({2, 3})}, {}});
+  runtime.set_sink(nullptr);
+  EXPECT_TRUE(renamed.unpinned.empty()) << renamed.unpinned.front();
+  EXPECT_NE(std::find(renamed.texts.begin(), renamed.texts.end(), "inner.linear1"), renamed.texts.end());
+  EXPECT_EQ(std::find(renamed.texts.begin(), renamed.texts.end(), "linear1"), renamed.texts.end());
 }

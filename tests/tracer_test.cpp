@@ -541,6 +541,80 @@ TEST(HostTracer, ABufferReusedWithOtherBytesRecordsItsNewText) {
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(w.records[run][i].strs.at(0), expected[i]) << "event " << i;
 }
 
+// Pinned texts are recorded by index: every view pin() returned records its text, in every run
+// (each run defines its strings again), beside unpinned views of the same and other texts. A view
+// that starts or ends inside a pinned text, or one of the texts' own bytes outside pin(), is not
+// taken for it.
+TEST(HostTracer, PinnedTextsRecordTheirTextAndOnlyTheViewsPinReturned) {
+  MemoryWriter w;
+  HostTracer tr(w);
+  const std::string_view fqn = tr.pin("model.layers.12.self_attn.q_proj"), cls = tr.pin("Linear");
+  EXPECT_EQ(fqn, "model.layers.12.self_attn.q_proj");
+  EXPECT_EQ(tr.pin(std::string("model.layers.12.self_attn.q_proj")).data(), fqn.data());  // one copy per text
+  const std::string_view empty = tr.pin("");
+  const std::string own = "Linear";
+  // Bytes that read as pinned index 1 ("Linear", 6 bytes) before a view of 6 other bytes.
+  const std::string_view tricky = tr.pin(std::string_view("\x01\0\0\0abcdef", 10)).substr(4);
+  for (int round = 0; round < 2; ++round) {
+    const int64_t run = tr.begin_run(info("pinned"));
+    tr.hook_span({tr.pin("AlignDevicesHook"), events::HookPhase::PreForward, fqn, cls, 1, 1, 2});
+    tr.hook_span({"AlignDevicesHook", events::HookPhase::PostForward, fqn.substr(6), own, 2, 3, 4});
+    tr.hook_span({"SequentialHook", events::HookPhase::PreForward, fqn.substr(0, 12), cls.substr(1), 3, 5, 6});
+    tr.hook_span({"", events::HookPhase::PreForward, empty, std::string_view(fqn.data() - 1, 3), 4, 7, 8});
+    tr.hook_span({cls, events::HookPhase::PreForward, tricky, tricky, 5, 9, 10});
+    tr.end_run();
+    ASSERT_TRUE(w.contract_errors.empty()) << w.contract_errors.front();
+    const auto& got = w.records[run];
+    ASSERT_EQ(got.size(), 5u);
+    EXPECT_EQ(got[0].strs, (std::vector<std::string>{"AlignDevicesHook", "model.layers.12.self_attn.q_proj", "Linear"}));
+    EXPECT_EQ(got[1].strs, (std::vector<std::string>{"AlignDevicesHook", "layers.12.self_attn.q_proj", "Linear"}));
+    EXPECT_EQ(got[2].strs, (std::vector<std::string>{"SequentialHook", "model.layers", "inear"}));
+    EXPECT_EQ(got[3].strs, (std::vector<std::string>{"", "", std::string(fqn.data() - 1, 3)}));
+    EXPECT_EQ(got[4].strs, (std::vector<std::string>{"Linear", "abcdef", "abcdef"}));
+    // A text pinned and the same text interned are one run string, as two interned copies are.
+    std::set<std::string> texts;
+    for (const auto& [id, text] : w.run_strings[run]) EXPECT_TRUE(texts.insert(text).second) << text << " twice";
+  }
+  EXPECT_EQ(tr.stats().dropped(), 0u);
+}
+
+// Once pinned_strings or pinned_bytes are used up, pin() returns its argument and events with it
+// are interned as any other; pinning from several threads while others record loses nothing.
+TEST(HostTracer, PinningPastItsRoomFallsBackAndIsThreadSafe) {
+  MemoryWriter w;
+  TracerOptions o;
+  o.pinned_strings = 64;
+  o.pinned_bytes = 1024;
+  HostTracer tr(w, o);
+  const int64_t run = tr.begin_run(info("pin-threads"));
+  constexpr int kThreads = 4, kNames = 40;
+  std::vector<std::vector<std::string>> names(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < kNames; ++i) names[t].push_back("model.layers." + std::to_string(i) + ".mlp.t" + std::to_string(t % 2));
+  std::atomic<int> pinned_views{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kNames; ++i) {
+        const std::string_view v = tr.pin(names[t][i]);
+        EXPECT_EQ(v, names[t][i]);
+        if (v.data() != names[t][i].data()) ++pinned_views;
+        tr.memory_counter({v, t * 1000 + i, i});
+      }
+    });
+  for (auto& th : threads) th.join();
+  tr.end_run();
+  ASSERT_TRUE(w.contract_errors.empty()) << w.contract_errors.front();
+  EXPECT_GT(pinned_views.load(), 0);
+  EXPECT_LT(pinned_views.load(), kThreads * kNames);  // 80 distinct texts: the room ran out
+  ASSERT_EQ(w.records[run].size(), static_cast<size_t>(kThreads * kNames));
+  for (const Got& g : w.records[run]) {
+    tracer::rec::MemoryCounter m;
+    std::memcpy(&m, g.ev.payload, sizeof m);
+    EXPECT_EQ(g.strs.at(0), names[m.bytes / 1000][m.bytes % 1000]);
+  }
+}
+
 TEST(HostTracer, DestroyingDuringARunLeavesItIncomplete) {
   MemoryWriter w;
   int64_t run = 0;

@@ -22,6 +22,9 @@ static_assert(sizeof(Record) <= 64, "TracerOptions documents 64-byte records");
 namespace {
 
 constexpr uint32_t kNoId = UINT32_MAX;
+// A recorded text id with this bit is a pinned text's index (HostTracer::pin), else an id of the
+// recording thread's string table.
+constexpr uint32_t kPinnedBit = uint32_t{1} << 31;
 
 // Process-wide run generation: every begin_run of every tracer gets a fresh value, so a
 // thread-local cache from an earlier run (or a destroyed tracer at the same address) never
@@ -280,6 +283,66 @@ struct alignas(64) HostTracer::ThreadBuffer {
   }
 };
 
+/// The texts pin() keeps: an arena of entries [uint32 index][bytes], each header 4-aligned, and
+/// a table of where each entry's bytes lie. Appended under `mu`; `count` publishes an entry
+/// once it is written. Never freed or moved while the tracer lives.
+struct HostTracer::PinnedTexts {
+  struct Entry {
+    uint32_t offset, len;  // of the bytes, from the arena's start
+  };
+  std::unique_ptr<char[]> arena;
+  size_t arena_cap = 0, arena_used = 0;
+  std::unique_ptr<Entry[]> entries;
+  size_t entry_cap = 0;
+  std::atomic<uint32_t> count{0};
+  std::mutex mu;
+  std::unordered_map<std::string_view, uint32_t> index;  // views into `arena`
+
+  PinnedTexts(size_t strings, size_t bytes)
+      : arena(new char[std::max<size_t>(bytes, 1)]()), arena_cap(bytes), entries(new Entry[strings]),
+        entry_cap(strings) {}
+
+  std::string_view text(uint32_t i) const { return {arena.get() + entries[i].offset, entries[i].len}; }
+
+  // What the recording path reads to tell pinned views, loaded once per event.
+  struct Lookup {
+    const char* arena;
+    size_t arena_cap;
+    uint32_t count;
+    const Entry* entries;
+    // The index of `s` when it is a view pin() returned (its address, the index stored before
+    // it and the entry's offset and length all agree), else false. Reads the header and the
+    // entry, never the text.
+    bool find(std::string_view s, uint32_t& i) const noexcept {
+      const uintptr_t off = reinterpret_cast<uintptr_t>(s.data()) - reinterpret_cast<uintptr_t>(arena);
+      if (off < 4 || off >= arena_cap) return false;
+      uint32_t k;
+      std::memcpy(&k, arena + off - 4, 4);
+      if (k >= count || entries[k].offset != off || entries[k].len != s.size()) return false;
+      i = k;
+      return true;
+    }
+  };
+  Lookup lookup() const noexcept {
+    return {arena.get(), arena_cap, count.load(std::memory_order_acquire), entries.get()};
+  }
+
+  std::string_view pin(std::string_view s) {
+    std::lock_guard lk(mu);
+    if (auto it = index.find(s); it != index.end()) return text(it->second);
+    const uint32_t n = count.load(std::memory_order_relaxed);
+    const size_t header = (arena_used + 3) & ~size_t{3};
+    if (n >= entry_cap || header + 4 > arena_cap || s.size() > arena_cap - header - 4) return s;
+    std::memcpy(arena.get() + header, &n, 4);
+    if (!s.empty()) std::memcpy(arena.get() + header + 4, s.data(), s.size());
+    entries[n] = {static_cast<uint32_t>(header + 4), static_cast<uint32_t>(s.size())};
+    arena_used = header + 4 + s.size();
+    index.emplace(text(n), n);
+    count.store(n + 1, std::memory_order_release);
+    return text(n);
+  }
+};
+
 /// Writer-thread state: the batch being built and the run's string dedupe.
 struct HostTracer::WriterState {
   std::vector<Record> batch;
@@ -287,7 +350,8 @@ struct HostTracer::WriterState {
   std::vector<ThreadDef> threads;
   std::vector<Chunk*> drained;
   std::vector<Chunk*> snapshot;
-  std::unordered_map<std::string_view, StrId> run_strings;  // views into thread arenas
+  std::unordered_map<std::string_view, StrId> run_strings;  // views into thread arenas and pins_
+  std::vector<StrId> pinned_run_ids;  // pinned index → run-scoped StrId (kNoId = not yet mapped)
   StrId next_string = 0;
   std::exception_ptr error;  // first failure of the writer in this run
   std::string error_text;
@@ -298,14 +362,17 @@ HostTracer::HostTracer(EventWriter& writer, TracerOptions options) : writer_(wri
       opts_.batch_records == 0)
     throw std::invalid_argument("HostTracer: chunk_records, chunks, max_threads, strings_per_thread and "
                                 "batch_records must be > 0");
-  if (opts_.chunk_records > UINT32_MAX || opts_.strings_per_thread >= UINT32_MAX ||
-      opts_.string_bytes_per_thread > UINT32_MAX)
-    throw std::invalid_argument("HostTracer: chunk_records, strings_per_thread and string_bytes_per_thread must "
-                                "fit in 32 bits");
+  if (opts_.chunk_records > UINT32_MAX || opts_.strings_per_thread >= kPinnedBit ||
+      opts_.string_bytes_per_thread > UINT32_MAX || opts_.pinned_strings >= kPinnedBit - 1 ||
+      opts_.pinned_bytes > UINT32_MAX)
+    throw std::invalid_argument("HostTracer: chunk_records, string_bytes_per_thread and pinned_bytes must fit in "
+                                "32 bits, strings_per_thread and pinned_strings in 31");
   if (opts_.writer_wake_chunks > opts_.chunks)
     throw std::invalid_argument("HostTracer: writer_wake_chunks must be <= chunks");
   wake_chunks_ = opts_.writer_wake_chunks ? opts_.writer_wake_chunks : std::max<size_t>(1, opts_.chunks / 2);
+  pins_ = std::make_unique<PinnedTexts>(opts_.pinned_strings, opts_.pinned_bytes);
   ws_ = std::make_unique<WriterState>();
+  ws_->pinned_run_ids.assign(opts_.pinned_strings, kNoId);
   writer_thread_ = std::thread([this] { writer_main(); });
 }
 
@@ -367,6 +434,7 @@ void HostTracer::reset_buffers() {
   for (uint32_t i = 0; i < n; ++i) buffers_[i]->reset_run();
   claimed_.store(0);
   ws_->run_strings.clear();
+  std::fill_n(ws_->pinned_run_ids.begin(), pins_->count.load(), kNoId);
   ws_->next_string = 0;
   ws_->error = nullptr;
   ws_->error_text.clear();
@@ -426,7 +494,7 @@ HostTracer::ThreadBuffer* HostTracer::claim_buffer_slow(uint64_t gen) noexcept {
   return tb;
 }
 
-HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
+__attribute__((always_inline)) inline HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
   const uint64_t gen = gen_.load(std::memory_order_acquire);
   ThreadBuffer* tb;
   if (t_cache.tracer == this && t_cache.gen == gen) {
@@ -454,27 +522,42 @@ HostTracer::ThreadBuffer* HostTracer::acquire_buffer() noexcept {
 namespace {
 // Fills `out` with `e` in its recorded form, interning its strings into the thread's table.
 // False when a string does not fit (the event is then dropped).
+// A pinned text (HostTracer::pin) is recorded as kPinnedBit | its index without reading its bytes;
+// the others are interned into the thread's table (their memo lines and bytes prefetched first,
+// so that their misses overlap).
 template <class E>
-bool fill_record(HostTracer::ThreadBuffer& tb, const E& e, Record& out) noexcept {
+bool fill_record(HostTracer::ThreadBuffer& tb, const HostTracer::PinnedTexts& pins, const E& e,
+                 Record& out) noexcept {
   using R = kinds::rebind_t<E, Recorded>;
   static_assert(alignof(R) <= alignof(Record));
   R& r = *::new (static_cast<void*>(out.payload)) R;  // built in place: the chunk slot is the record
-  E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
-    if constexpr (kinds::is_text<typename decltype(tag)::type>) tb.prefetch(field(e));
-  });
-  bool ok = true;
+  const HostTracer::PinnedTexts::Lookup pinned = pins.lookup();
+  bool all_pinned = true;
   E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
     using Tag = typename decltype(tag)::type;
     if constexpr (kinds::is_text<Tag>) {
-      if (!ok) return;
-      const StrId id = tb.intern(field(e));
-      ok = id != kNoId;
-      field(r) = id;
+      uint32_t i;
+      const bool hit = pinned.find(field(e), i);
+      field(r) = hit ? kPinnedBit | i : kNoId;
+      all_pinned &= hit;
     } else if constexpr (!kinds::is_column_only<Tag>) {
       field(r) = field(e);
     }
   });
   out.kind = kind_of<R>;
+  if (all_pinned) return true;
+  E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    if constexpr (kinds::is_text<typename decltype(tag)::type>)
+      if (field(r) == kNoId) tb.prefetch(field(e));
+  });
+  bool ok = true;
+  E::columns([&](auto tag, std::string_view, std::string_view, auto field) {
+    if constexpr (kinds::is_text<typename decltype(tag)::type>) {
+      if (!ok || field(r) != kNoId) return;
+      field(r) = tb.intern(field(e));
+      ok = field(r) != kNoId;
+    }
+  });
   return ok;
 }
 }  // namespace
@@ -497,7 +580,7 @@ void HostTracer::record(const E& event) noexcept {
     // The slots a few events ahead, for writing: a chunk's lines last sat in the writer
     // thread's cache (it drained them), and fetching them there is the path's largest cost.
     if (n + 8 < tb->capacity) __builtin_prefetch(&tb->records[n + 8], 1, 3);
-    if (!fill_record(*tb, event, r)) {
+    if (!fill_record(*tb, *pins_, event, r)) {
       bump(tb->dropped_strings);
     } else {
       r.thread = tb->index;
@@ -509,6 +592,8 @@ void HostTracer::record(const E& event) noexcept {
   }
   tb->busy.store(0, std::memory_order_release);
 }
+
+std::string_view HostTracer::pin(std::string_view text) { return pins_->pin(text); }
 
 #define HS_TRACER_SINK_METHOD_(Type, Row, rows, table, doc, fields, method) \
   void HostTracer::method(const events::Type& e) { record(e); }
@@ -582,9 +667,10 @@ void HostTracer::process_chunk(ThreadBuffer& tb, Chunk& c) {
     if (w.batch.size() >= opts_.batch_records) emit_batch(nullptr);
     Record r = c.records[i];
     for_each_string(r, [&](StrId& id) {
-      StrId& mapped = tb.run_ids[id];
+      const bool pinned = id & kPinnedBit;
+      StrId& mapped = pinned ? w.pinned_run_ids[id & ~kPinnedBit] : tb.run_ids[id];
       if (mapped == kNoId) {
-        const std::string_view text = tb.text(id);
+        const std::string_view text = pinned ? pins_->text(id & ~kPinnedBit) : tb.text(id);
         auto [it, inserted] = w.run_strings.try_emplace(text, w.next_string);
         if (inserted) {
           w.strings.push_back({w.next_string, text});

@@ -63,6 +63,10 @@ struct TracerOptions {
   /// nothing is timed, after each generate) or once this many are full, leaving the rest of
   /// the pool to record into meanwhile. 1 writes each chunk as it fills.
   size_t writer_wake_chunks = 0;
+  /// Texts `pin()` keeps (each once), and the bytes they may take; allocated with the tracer.
+  /// An event whose text is a pinned view is recorded without interning the text's bytes.
+  size_t pinned_strings = 16384;
+  size_t pinned_bytes = 1 << 20;
 };
 
 /// Counters of one run (or of the current run while it records).
@@ -117,6 +121,12 @@ class HostTracer final : public events::EventSink {
   TracerStats stats() const;
   const TracerOptions& options() const { return opts_; }
 
+  /// A copy of `text` owned by the tracer (one per distinct text, kept for the tracer's life):
+  /// an event field that is this view is recorded by the text's index, its bytes never read on
+  /// the recording path. Returns `text` itself once TracerOptions::pinned_strings or
+  /// pinned_bytes are used up (the event is then interned as any other). Thread-safe, any time.
+  std::string_view pin(std::string_view text) override;
+
   // EventSink: the recording path, one method per host event kind (hook_span, weight_swap,
   // ...). Cheap, never throws, never allocates.
 #define HS_TRACER_SINK_METHOD_(Type, Row, rows, table, doc, fields, method) \
@@ -128,6 +138,7 @@ class HostTracer final : public events::EventSink {
   struct ThreadBuffer;
   struct Chunk;
   struct WriterState;
+  struct PinnedTexts;
 
  private:
   template <class E>
@@ -156,6 +167,10 @@ class HostTracer final : public events::EventSink {
   std::atomic<int64_t> run_id_{0};
   std::mutex lifecycle_mu_;  // serialises begin_run / flush / end_run
   std::mutex claim_mu_;      // thread-slot claims vs. run start/stop
+
+  // Pinned texts (pin()), allocated with the tracer: the recording path tells a pinned view by
+  // its address within their arena and the index stored before it.
+  std::unique_ptr<PinnedTexts> pins_;
 
   // Preallocated storage (sized by allocate_buffers, reused across runs).
   std::unique_ptr<Record[]> record_storage_;
