@@ -3,7 +3,7 @@
 //   bench_tracer_overhead [--model DIR] [--scenario sharded|cpu-offload|disk-offload|mixed]
 //                         [--policy whole-hook|offload-only] [--mode eager|default|reduce-overhead]
 //                         [--devices N] [--tokens N] [--repeats N] [--threads N]
-//                         [--on all|tracer|ledger|none] [--writer-wake-chunks N]
+//                         [--on all|tracer|ledger|none] [--writer-wake-chunks N] [--pinned-strings N]
 //
 // Model: --model, else the converted sample (~/.cache/hookscope/SmolLM2-135M-Instruct, made by
 // `./run sample`) when present, else the tiny Llama the tests generate (build/fixtures/tiny-llama).
@@ -30,6 +30,8 @@
 // printed: both medians, and the process CPU time over the same steps (all threads: it includes
 // the writer thread's SQLite work on another core, which wall time hides). One JSON object on
 // stdout, a summary line on stderr; reported against the target (<= 2 %), never asserted.
+// `--pinned-strings 0` makes the tracer pin nothing, so every event's texts are interned by their
+// bytes (the recording path before EventSink::pin), for a comparison in one build.
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +89,7 @@ struct Args {
   std::string model, scenario = "sharded", policy = "whole-hook", mode = "default";
   int devices = 2, tokens = 5, repeats = 30, threads = 1;
   int writer_wake_chunks = 0;  // TracerOptions::writer_wake_chunks (0: the tracer's default)
+  int pinned_strings = -1;     // TracerOptions::pinned_strings (-1: the tracer's default; 0: pin nothing)
   std::string on = "all";
 };
 
@@ -115,6 +118,7 @@ void report(const Args& a, const Timings& t, const tracer::TracerStats& st) {
                      {"pairs", t.pairs},
                      {"threads", a.threads},
                      {"writer_wake_chunks", a.writer_wake_chunks},
+                     {"pinned_strings", a.pinned_strings},
                      {"off_ms", {{"median", m_off}, {"min", *std::min_element(t.off.begin(), t.off.end())}}},
                      {"on_ms", {{"median", m_on}, {"min", *std::min_element(t.on.begin(), t.on.end())}}},
                      {"ratio_of_medians", m_off > 0 ? m_on / m_off : 0},
@@ -174,6 +178,7 @@ int run(const Args& a) {
   storage::Store store(work / "overhead.sqlite", sto);
   tracer::TracerOptions to;
   to.writer_wake_chunks = static_cast<size_t>(a.writer_wake_chunks);
+  if (a.pinned_strings >= 0) to.pinned_strings = static_cast<size_t>(a.pinned_strings);
   tracer::HostTracer tracer(store, to);
   tracer::RunInfo info;
   info.scenario = a.scenario;
@@ -264,13 +269,16 @@ int main(int argc, char** argv) {
       ok = num(a.threads, 1);
     } else if (k == "--writer-wake-chunks") {
       ok = num(a.writer_wake_chunks, 0) && a.writer_wake_chunks <= 64;
+    } else if (k == "--pinned-strings") {
+      ok = num(a.pinned_strings, 0) && a.pinned_strings <= 1 << 20;
     } else {
       ok = false;
     }
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--model DIR] [--scenario S] [--policy P] [--mode M] [--devices N>=1] [--tokens N>=2] "
-                   "[--repeats N>=1] [--threads N>=1] [--on all|tracer|ledger|none] [--writer-wake-chunks 0..64]\n",
+                   "[--repeats N>=1] [--threads N>=1] [--on all|tracer|ledger|none] [--writer-wake-chunks 0..64] "
+                   "[--pinned-strings 0..1048576]\n",
                    argv[0]);
       return 2;
     }
