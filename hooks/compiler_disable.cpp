@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "hooks/event_adapter.h"
 #include "hooks/runtime.h"
 #include "tracer/events.h"
 
@@ -34,11 +35,23 @@ CompilerDisabledScope::CompilerDisabledScope(Runtime& runtime, std::string_view 
   }
 }
 
+CompilerDisabledScope::CompilerDisabledScope(Runtime& runtime, std::string_view function,
+                                             const models::HookableModule& module)
+    : CompilerDisabledScope(runtime, function, module.fqn()) {
+  hooked_ = &module;
+}
+
 CompilerDisabledScope::~CompilerDisabledScope() {
   DisabledScopes& scopes = runtime_.scopes();
   --scopes.depth;
-  if (auto* s = runtime_.sink(); s && start_ns_)
-    s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
+  if (auto* s = runtime_.sink(); s && start_ns_) {
+    if (hooked_) {
+      EventSinkAdapter& a = runtime_.event_adapter();
+      s->disabled_scope({a.literal(*s, function_), a.module_texts(*s, *hooked_).fqn, depth_, start_ns_, events::now_ns()});
+    } else {
+      s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
+    }
+  }
   if (auto* obs = scopes.observer) {
     try {
       obs->on_exit(function_, module_, depth_);

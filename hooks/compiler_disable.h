@@ -20,6 +20,10 @@
 #include <string>
 #include <string_view>
 
+namespace hs::models {
+class HookableModule;
+}
+
 namespace hs::hooks {
 
 enum class CompilePolicy { WholeHook, OffloadOnly };
@@ -61,6 +65,9 @@ class CompilerDisabledScope {
   CompilerDisabledScope(std::string_view function, std::string_view module);
   /// The same in `runtime` (the hooks' path: no thread-local lookup).
   CompilerDisabledScope(Runtime& runtime, std::string_view function, std::string_view module);
+  /// The hooks' path for a hook method of `module`: `function` a string literal; the event
+  /// records the two as the runtime's event adapter pinned them (hooks/event_adapter.h).
+  CompilerDisabledScope(Runtime& runtime, std::string_view function, const models::HookableModule& module);
   ~CompilerDisabledScope();
   CompilerDisabledScope(const CompilerDisabledScope&) = delete;
   CompilerDisabledScope& operator=(const CompilerDisabledScope&) = delete;
@@ -72,6 +79,7 @@ class CompilerDisabledScope {
   Runtime& runtime_;
   std::string_view function_;
   std::string_view module_;
+  const models::HookableModule* hooked_ = nullptr;  // the third constructor's module
   int depth_;
   long long start_ns_;
 };

@@ -32,7 +32,7 @@ std::string make_dtype_name(c10::ScalarType t) {
 
 void EventSinkAdapter::sink_changed() {
   modules_.clear();
-  hook_classes_.fill({});
+  literals_.fill({});
   devices_.fill({});
   dtypes_.fill({});
 }
@@ -47,10 +47,19 @@ const EventSinkAdapter::ModuleTexts& EventSinkAdapter::module_texts(events::Even
   return slot;
 }
 
-std::string_view EventSinkAdapter::hook_class(events::EventSink& s, const HookCall& call) {
-  LiteralText& slot = hook_classes_[(reinterpret_cast<uintptr_t>(call.method.data()) >> 4) % hook_classes_.size()];
-  if (slot.data != call.method.data() || slot.size != call.method.size())
-    slot = {call.method.data(), call.method.size(), s.pin(call.hook_class())};
+std::string_view EventSinkAdapter::literal(events::EventSink& s, std::string_view text) {
+  // Open addressing over four neighbouring slots; a full neighbourhood gives up its first slot.
+  const uint64_t key = (reinterpret_cast<uintptr_t>(text.data()) + text.size() * 0x9E3779B97F4A7C15ull) *
+                       0xBF58476D1CE4E5B9ull;
+  const size_t first = static_cast<size_t>(key >> 58) % literals_.size();
+  LiteralText* free_slot = nullptr;
+  for (size_t k = 0; k < 4; ++k) {
+    LiteralText& slot = literals_[(first + k) % literals_.size()];
+    if (slot.data == text.data() && slot.size == text.size()) return slot.text;
+    if (!slot.data && !free_slot) free_slot = &slot;
+  }
+  LiteralText& slot = free_slot ? *free_slot : literals_[first];
+  slot = {text.data(), text.size(), s.pin(text)};
   return slot.text;
 }
 
@@ -108,7 +117,7 @@ void EventSinkAdapter::on_hook_end(const HookCall& call) {
   events::EventSink* s = runtime_.sink();
   if (!s || !call.start_ns) return;  // began before recording did (untimed): no span
   const ModuleTexts& names = module_texts(*s, call.module);
-  s->hook_span({hook_class(*s, call), call.phase, names.fqn, names.class_name, static_cast<int64_t>(call.id),
+  s->hook_span({literal(*s, call.hook_class()), call.phase, names.fqn, names.class_name, static_cast<int64_t>(call.id),
                 call.start_ns, call.end_ns});
   if (call.completed && call.phase == events::HookPhase::PreForward && call.align) {
     // One entry per hook, the latest (a pre_forward whose post_forward never came is replaced).

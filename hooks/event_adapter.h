@@ -42,16 +42,19 @@ class EventSinkAdapter final : public RuntimeSubscriber {
   /// Forgets what the previous sink pinned (Runtime::set_sink calls it).
   void sink_changed();
 
- private:
+  /// A module's FQN and class as the runtime's sink `s` pinned them (direct-mapped by
+  /// names_serial: a model's modules have consecutive serials; a slot another module took is
+  /// pinned again, which pin dedupes). Valid until the sink changes.
   struct ModuleTexts {
     uint64_t serial = 0;  // models::HookableModule::names_serial; 0 = empty slot
     std::string_view fqn, class_name;
   };
-  // A module's texts as `s` pinned them (direct-mapped by names_serial: a model's modules have
-  // consecutive serials; a slot taken by another module is pinned again, which pin dedupes).
   const ModuleTexts& module_texts(events::EventSink& s, const models::HookableModule& m);
-  // The hook class of `call` ("AlignDevicesHook"), pinned; HookCall::method is a literal.
-  std::string_view hook_class(events::EventSink& s, const HookCall& call);
+  /// `text`, a view into a string literal (static storage: the cache is keyed by its address and
+  /// length), as `s` pinned it. Valid until the sink changes.
+  std::string_view literal(events::EventSink& s, std::string_view text);
+
+ private:
   // The name of `d` / of `t` ("cpu", "0", "float32"), pinned when the sink pins it; else made
   // into `scratch`, which must outlive the use of the view.
   std::string_view device_name(events::EventSink& s, DeviceId d, std::string& scratch);
@@ -64,7 +67,7 @@ class EventSinkAdapter final : public RuntimeSubscriber {
     size_t size = 0;
     std::string_view text;
   };
-  std::array<LiteralText, 16> hook_classes_{};
+  std::array<LiteralText, 64> literals_{};  // hook classes and disabled-scope functions: a few
   static constexpr int kDeviceSlots = 16;  // per DeviceId::Kind: indexes 0..15 pinned, others made per event
   std::array<std::string_view, 5 * kDeviceSlots> devices_{};
   std::array<std::string_view, static_cast<size_t>(c10::ScalarType::NumOptions)> dtypes_{};

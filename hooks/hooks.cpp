@@ -23,7 +23,7 @@ namespace {
 template <typename Fn>
 auto maybe_disabled(Runtime& rt, bool guard, const char* function, const HookableModule& m, Fn&& fn) {
   if (!guard) return fn();
-  CompilerDisabledScope scope(rt, function, m.fqn());
+  CompilerDisabledScope scope(rt, function, m);
   return fn();
 }
 

@@ -108,6 +108,9 @@ class Runtime final : public models::CallContext {
   /// the memory ledger and the emulated compiler write to it directly.
   events::EventSink* sink() const { return sink_; }
   void set_sink(events::EventSink* sink);
+  /// The adapter that turns the runtime's notifications into events, and keeps the texts the
+  /// sink pinned (hooks/event_adapter.h).
+  EventSinkAdapter& event_adapter() { return *adapter_; }
 
   /// Unsubscribes when destroyed (or reset). Movable.
   class Subscription {
