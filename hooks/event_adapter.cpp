@@ -31,7 +31,7 @@ std::string make_dtype_name(c10::ScalarType t) {
 // ------------------------------------------------------------------ pinned texts
 
 void EventSinkAdapter::sink_changed() {
-  modules_.clear();
+  modules_.assign(kModuleSlots, {});
   literals_.fill({});
   devices_.fill({});
   dtypes_.fill({});
@@ -39,7 +39,7 @@ void EventSinkAdapter::sink_changed() {
 
 const EventSinkAdapter::ModuleTexts& EventSinkAdapter::module_texts(events::EventSink& s,
                                                                     const models::HookableModule& m) {
-  if (modules_.empty()) modules_.resize(kModuleSlots);
+  if (modules_.empty()) return unpinned_ = {m.names_serial(), m.fqn(), m.class_name()};  // no sink yet
   ModuleTexts& slot = modules_[m.names_serial() % kModuleSlots];
   // Views of the module's own strings where the sink pins nothing: they live as long as the
   // module, and a renamed or new module has another serial.
@@ -63,25 +63,27 @@ std::string_view EventSinkAdapter::literal(events::EventSink& s, std::string_vie
   return slot.text;
 }
 
+std::string_view EventSinkAdapter::pinned_name(events::EventSink& s, NameSlot& slot, std::string_view made) {
+  if (slot.asked) return slot.text.data() ? slot.text : made;
+  slot.asked = true;
+  const std::string_view pinned = s.pin(made);
+  if (pinned.data() != made.data()) slot.text = pinned;  // kept only where the sink owns the bytes
+  return pinned;
+}
+
 std::string_view EventSinkAdapter::device_name(events::EventSink& s, DeviceId d, std::string& scratch) {
   const int kind = static_cast<int>(d.kind);
   if (kind < 0 || kind >= 5 || d.index < 0 || d.index >= kDeviceSlots) return scratch = d.str();
-  std::string_view& slot = devices_[static_cast<size_t>(kind * kDeviceSlots + d.index)];
-  if (slot.data()) return slot;
-  scratch = d.str();
-  const std::string_view pinned = s.pin(scratch);
-  if (pinned.data() != scratch.data()) slot = pinned;  // kept only where the sink owns the bytes
-  return pinned;
+  NameSlot& slot = devices_[static_cast<size_t>(kind * kDeviceSlots + d.index)];
+  if (slot.asked && slot.text.data()) return slot.text;
+  return pinned_name(s, slot, scratch = d.str());
 }
 
 std::string_view EventSinkAdapter::dtype_name(events::EventSink& s, c10::ScalarType t, std::string& scratch) {
   const auto i = static_cast<size_t>(t);
   if (i >= dtypes_.size()) return scratch = make_dtype_name(t);
-  if (dtypes_[i].data()) return dtypes_[i];
-  scratch = make_dtype_name(t);
-  const std::string_view pinned = s.pin(scratch);
-  if (pinned.data() != scratch.data()) dtypes_[i] = pinned;
-  return pinned;
+  if (dtypes_[i].asked && dtypes_[i].text.data()) return dtypes_[i].text;
+  return pinned_name(s, dtypes_[i], scratch = make_dtype_name(t));
 }
 
 // ------------------------------------------------------------------ notifications

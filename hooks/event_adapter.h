@@ -39,29 +39,33 @@ class EventSinkAdapter final : public RuntimeSubscriber {
   void on_hook_begin(const HookCall& call) override;
   void on_hook_end(const HookCall& call) override;
   void on_weight_swap(const WeightSwapRecord& w) override;
-  /// Forgets what the previous sink pinned (Runtime::set_sink calls it).
+  /// Forgets what the previous sink pinned (Runtime::set_sink calls it, also for the same sink
+  /// again: an address says nothing of whether it is the same sink). Allocates the module cache.
   void sink_changed();
 
   /// A module's FQN and class as the runtime's sink `s` pinned them (direct-mapped by
   /// names_serial: a model's modules have consecutive serials; a slot another module took is
-  /// pinned again, which pin dedupes). Valid until the sink changes.
+  /// pinned again, which pin dedupes). Valid until the sink changes; where `s` pins nothing,
+  /// views of the module's own strings, valid as long as the module is not renamed.
   struct ModuleTexts {
     uint64_t serial = 0;  // models::HookableModule::names_serial; 0 = empty slot
     std::string_view fqn, class_name;
   };
   const ModuleTexts& module_texts(events::EventSink& s, const models::HookableModule& m);
   /// `text`, a view into a string literal (static storage: the cache is keyed by its address and
-  /// length), as `s` pinned it. Valid until the sink changes.
+  /// length; another string would be taken for the literal that had its address), as `s` pinned
+  /// it. Valid until the sink changes.
   std::string_view literal(events::EventSink& s, std::string_view text);
 
  private:
   // The name of `d` / of `t` ("cpu", "0", "float32"), pinned when the sink pins it; else made
-  // into `scratch`, which must outlive the use of the view.
+  // into `scratch`, which must outlive the use of the view (the sink is asked once per name).
   std::string_view device_name(events::EventSink& s, DeviceId d, std::string& scratch);
   std::string_view dtype_name(events::EventSink& s, c10::ScalarType t, std::string& scratch);
 
   Runtime& runtime_;
-  std::vector<ModuleTexts> modules_;
+  std::vector<ModuleTexts> modules_;  // kModuleSlots once a sink is set
+  ModuleTexts unpinned_;              // module_texts' answer before any sink was set
   struct LiteralText {
     const char* data = nullptr;
     size_t size = 0;
@@ -69,8 +73,15 @@ class EventSinkAdapter final : public RuntimeSubscriber {
   };
   std::array<LiteralText, 64> literals_{};  // hook classes and disabled-scope functions: a few
   static constexpr int kDeviceSlots = 16;  // per DeviceId::Kind: indexes 0..15 pinned, others made per event
-  std::array<std::string_view, 5 * kDeviceSlots> devices_{};
-  std::array<std::string_view, static_cast<size_t>(c10::ScalarType::NumOptions)> dtypes_{};
+  struct NameSlot {
+    bool asked = false;     // the sink was asked to pin this name
+    std::string_view text;  // its pinned copy; empty when the sink keeps none (made per event)
+  };
+  // `made` (a name just made into a scratch string) as `slot` keeps it: the sink's pinned copy,
+  // asked for once; `made` itself where the sink keeps none.
+  static std::string_view pinned_name(events::EventSink& s, NameSlot& slot, std::string_view made);
+  std::array<NameSlot, 5 * kDeviceSlots> devices_{};
+  std::array<NameSlot, static_cast<size_t>(c10::ScalarType::NumOptions)> dtypes_{};
   // When each AlignDevicesHook's module began computing (its pre_forward ended), and the id
   // of that forward (HookCall::compute_id): one entry per hook, as a map would keep them, in a
   // vector searched from its end (module calls nest, so a post_forward's entry is at or near

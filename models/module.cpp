@@ -25,16 +25,13 @@ torch::Tensor CallArgs::tensor_kwarg(const std::string& name) const {
   return v->toTensor();
 }
 
-namespace {
-// HookableModule::names_serial's source: process-wide, so that serials never repeat.
-uint64_t next_names_serial() {
+uint64_t HookableModule::NamesSerial::next() noexcept {
   static std::atomic<uint64_t> last{0};
   return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
-}  // namespace
 
 HookableModule::HookableModule(std::string class_name)
-    : torch::nn::Module(class_name), class_name_(std::move(class_name)), names_serial_(next_names_serial()) {}
+    : torch::nn::Module(class_name), class_name_(std::move(class_name)) {}
 
 namespace {
 // The calling thread's context (see CallContext): the one per-thread seam.
@@ -132,7 +129,7 @@ void assign_fqns(HookableModule& root) {
   walk_modules(root, [](HookableModule& m, const std::string& name) {
     if (m.fqn_ == name) return;
     m.fqn_ = name;
-    m.names_serial_ = next_names_serial();
+    m.names_serial_.value = HookableModule::NamesSerial::next();
   });
 }
 

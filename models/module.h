@@ -104,7 +104,7 @@ class HookableModule : public torch::nn::Module {
   /// A number naming this module's (class_name, fqn) in this process, never 0: no other module,
   /// nor this one once `assign_fqns` renames it, ever has it. What a cache keyed by a module's
   /// names checks (hooks/event_adapter.h), where the module's address could be reused.
-  uint64_t names_serial() const { return names_serial_; }
+  uint64_t names_serial() const { return names_serial_.value; }
 
   /// `module(*args, **kwargs)`: pre_forward of the attached hook, `forward_impl`,
   /// post_forward. Runs under `torch::NoGradGuard` (inference only).
@@ -158,7 +158,25 @@ class HookableModule : public torch::nn::Module {
   friend void assign_fqns(HookableModule& root);
   std::string class_name_;
   std::string fqn_;
-  uint64_t names_serial_;
+  // A fresh serial for every module made, copied or moved into, and for a module moved from
+  // (whose names are then gone): a serial names one (class_name, fqn) only.
+  struct NamesSerial {
+    uint64_t value = next();
+    NamesSerial() = default;
+    NamesSerial(const NamesSerial&) : value(next()) {}
+    NamesSerial(NamesSerial&& o) noexcept : value(next()) { o.value = next(); }
+    NamesSerial& operator=(const NamesSerial&) {
+      value = next();
+      return *this;
+    }
+    NamesSerial& operator=(NamesSerial&& o) noexcept {
+      value = next();
+      o.value = next();
+      return *this;
+    }
+    static uint64_t next() noexcept;  // process-wide, from 1: serials never repeat
+  };
+  NamesSerial names_serial_;
   std::vector<TensorSlot> slots_;
   std::shared_ptr<ModuleHookInterface> hook_;
 };

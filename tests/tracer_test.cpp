@@ -578,6 +578,45 @@ TEST(HostTracer, PinnedTextsRecordTheirTextAndOnlyTheViewsPinReturned) {
   EXPECT_EQ(tr.stats().dropped(), 0u);
 }
 
+// A pinned text is recorded by its index: an event whose texts are all pinned needs no room in the
+// recording thread's string table (here none: an unpinned text is dropped for want of it).
+TEST(HostTracer, PinnedTextsNeedNoRoomInTheThreadsStringTable) {
+  MemoryWriter w;
+  TracerOptions o;
+  o.strings_per_thread = 1;
+  o.string_bytes_per_thread = 0;
+  HostTracer tr(w, o);
+  const std::string_view hook = tr.pin("AlignDevicesHook"), fqn = tr.pin("model.layers.0.mlp"), cls = tr.pin("LlamaMLP");
+  const int64_t run = tr.begin_run(info("no-table"));
+  for (int i = 0; i < 3; ++i) tr.hook_span({hook, events::HookPhase::PreForward, fqn, cls, i, i, i + 1});
+  tr.hook_span({hook, events::HookPhase::PostForward, std::string("model.layers.0.mlp"), cls, 9, 9, 10});
+  const tracer::TracerStats st = tr.end_run();
+  ASSERT_TRUE(w.contract_errors.empty()) << w.contract_errors.front();
+  EXPECT_EQ(st.recorded, 3u);
+  EXPECT_EQ(st.dropped_strings, 1u);
+  ASSERT_EQ(w.records[run].size(), 3u);
+  EXPECT_EQ(w.records[run][2].strs, (std::vector<std::string>{"AlignDevicesHook", "model.layers.0.mlp", "LlamaMLP"}));
+}
+
+// pin() keeps at most pinned_strings texts in pinned_bytes (each with a 4-byte header, 4-aligned);
+// past either it returns its argument.
+TEST(HostTracer, PinKeepsWithinItsRoomThenReturnsItsArgument) {
+  MemoryWriter w;
+  TracerOptions o;
+  o.pinned_strings = 3;
+  HostTracer by_count(w, o);
+  const std::string texts[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 3; ++i) EXPECT_NE(by_count.pin(texts[i]).data(), texts[i].data()) << texts[i];
+  EXPECT_EQ(by_count.pin(texts[3]).data(), texts[3].data());
+  EXPECT_NE(by_count.pin(std::string("b")).data(), nullptr);  // a text kept already is still found
+  o.pinned_strings = 100;
+  o.pinned_bytes = 16;
+  HostTracer by_bytes(w, o);
+  const std::string ten = "0123456789", two = "ab";
+  EXPECT_NE(by_bytes.pin(ten).data(), ten.data());  // header 0..3, bytes 4..13
+  EXPECT_EQ(by_bytes.pin(two).data(), two.data());  // its header would start at 16: no room
+}
+
 // Once pinned_strings or pinned_bytes are used up, pin() returns its argument and events with it
 // are interned as any other; pinning from several threads while others record loses nothing.
 TEST(HostTracer, PinningPastItsRoomFallsBackAndIsThreadSafe) {

@@ -47,13 +47,14 @@ HS_HOST_EVENT_KINDS(HS_EVENT_STRUCT_)
 class EventSink {
  public:
   virtual ~EventSink() = default;
-  /// A view of the same bytes as `text` that stays valid and unchanged for as long as the sink
-  /// lives: what a producer passes again and again (module FQNs and classes, hook classes,
-  /// device names) is pinned once and then recorded without the sink reading its bytes. This
-  /// default pins nothing and returns `text` itself; HostTracer copies the text into storage
-  /// of its own (up to TracerOptions::pinned_strings / pinned_bytes, then `text` itself).
-  /// Thread-safe; not for the recording path (it may lock and copy).
-  virtual std::string_view pin(std::string_view text) { return text; }
+  /// A view of the same bytes as `text`: what a producer passes again and again (module FQNs
+  /// and classes, hook classes, device names) is pinned once and then recorded without the sink
+  /// reading its bytes. HostTracer returns a copy of its own, valid and unchanged as long as the
+  /// tracer lives (up to TracerOptions::pinned_strings / pinned_bytes; past that, `text` itself).
+  /// This default pins nothing and returns `text` itself, valid as long as `text`'s bytes are;
+  /// a caller tells the two apart by the address (`pin(t).data() != t.data()`: pinned).
+  /// Thread-safe; never throws; not for the recording path (it may lock and copy).
+  virtual std::string_view pin(std::string_view text) noexcept { return text; }
 #define HS_SINK_METHOD_(Type, Row, rows, table, doc, fields, method) \
   virtual void method(const Type&) {}
   HS_HOST_EVENT_KINDS(HS_SINK_METHOD_)

@@ -328,7 +328,7 @@ struct HostTracer::PinnedTexts {
     // entry, never the text.
     bool find(std::string_view s, uint32_t& i) const noexcept {
       const uintptr_t off = reinterpret_cast<uintptr_t>(s.data()) - reinterpret_cast<uintptr_t>(arena);
-      if (off < 4 || off >= arena_cap) return false;
+      if (off < 4 || off > arena_cap) return false;  // an empty text may sit at the very end
       uint32_t k;
       std::memcpy(&k, arena + off - 4, 4);
       if (k >= count || entries[k].offset != off || entries[k].len != s.size()) return false;
@@ -606,7 +606,13 @@ void HostTracer::record(const E& event) noexcept {
   tb->busy.store(0, std::memory_order_release);
 }
 
-std::string_view HostTracer::pin(std::string_view text) { return pins_->pin(text); }
+std::string_view HostTracer::pin(std::string_view text) noexcept {
+  try {
+    return pins_->pin(text);
+  } catch (...) {  // the dedupe map could not grow: the text is interned as any other
+    return text;
+  }
+}
 
 #define HS_TRACER_SINK_METHOD_(Type, Row, rows, table, doc, fields, method) \
   void HostTracer::method(const events::Type& e) { record(e); }

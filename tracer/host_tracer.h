@@ -124,8 +124,9 @@ class HostTracer final : public events::EventSink {
   /// A copy of `text` owned by the tracer (one per distinct text, kept for the tracer's life):
   /// an event field that is this view is recorded by the text's index, its bytes never read on
   /// the recording path. Returns `text` itself once TracerOptions::pinned_strings or
-  /// pinned_bytes are used up (the event is then interned as any other). Thread-safe, any time.
-  std::string_view pin(std::string_view text) override;
+  /// pinned_bytes are used up, or when memory runs out (the event is then interned as any
+  /// other). Thread-safe, any time; never throws.
+  std::string_view pin(std::string_view text) noexcept override;
 
   // EventSink: the recording path, one method per host event kind (hook_span, weight_swap,
   // ...). Cheap, never throws, never allocates.
