@@ -41,9 +41,14 @@ const EventSinkAdapter::ModuleTexts& EventSinkAdapter::module_texts(events::Even
                                                                     const models::HookableModule& m) {
   if (modules_.empty()) return unpinned_ = {m.names_serial(), m.fqn(), m.class_name()};  // no sink yet
   ModuleTexts& slot = modules_[m.names_serial() % kModuleSlots];
+  if (slot.serial == m.names_serial()) return slot;
+  // A slot another module holds keeps it (more than kModuleSlots modules under one sink): this
+  // one's texts go unpinned, interned by the sink as any other, rather than pinned (a lock) on
+  // every event.
+  if (slot.serial != 0) return unpinned_ = {m.names_serial(), m.fqn(), m.class_name()};
   // Views of the module's own strings where the sink pins nothing: they live as long as the
   // module, and a renamed or new module has another serial.
-  if (slot.serial != m.names_serial()) slot = {m.names_serial(), s.pin(m.fqn()), s.pin(m.class_name())};
+  slot = {m.names_serial(), s.pin(m.fqn()), s.pin(m.class_name())};
   return slot;
 }
 

@@ -44,9 +44,9 @@ class EventSinkAdapter final : public RuntimeSubscriber {
   void sink_changed();
 
   /// A module's FQN and class as the runtime's sink `s` pinned them (direct-mapped by
-  /// names_serial: a model's modules have consecutive serials; a slot another module took is
-  /// pinned again, which pin dedupes). Valid until the sink changes; where `s` pins nothing,
-  /// views of the module's own strings, valid as long as the module is not renamed.
+  /// names_serial: a model's modules have consecutive serials; where another module holds the
+  /// slot, the module's own strings, unpinned). Valid until the sink changes; where `s` pins
+  /// nothing, views of the module's own strings, valid as long as the module is not renamed.
   struct ModuleTexts {
     uint64_t serial = 0;  // models::HookableModule::names_serial; 0 = empty slot
     std::string_view fqn, class_name;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hooks/big_modeling.h"
+#include "hooks/event_adapter.h"
 #include "hooks/runtime.h"
 #include "tests/test_modules.h"
 #include "tracer/events.h"
@@ -403,4 +404,29 @@ TEST(RuntimeMoves, TheSinkAdapterSendsTextsItsSinkPinnedOnce) {
   EXPECT_TRUE(renamed.unpinned.empty()) << renamed.unpinned.front();
   EXPECT_NE(std::find(renamed.texts.begin(), renamed.texts.end(), "inner.linear1"), renamed.texts.end());
   EXPECT_EQ(std::find(renamed.texts.begin(), renamed.texts.end(), "linear1"), renamed.texts.end());
+}
+
+// Two modules in one slot of the adapter's cache (their names serials 4096 apart): the first keeps
+// its pinned names, the second sends its own, unpinned — never the first one's.
+TEST(RuntimeMoves, ModulesSharingACacheSlotEachSendTheirOwnNames) {
+  struct Named : hs::models::HookableModule {
+    explicit Named(std::string cls) : HookableModule(std::move(cls)) {}
+    c10::IValue forward_impl(hs::models::CallArgs&) override { return {}; }
+  };
+  Runtime runtime(one_emulated());
+  EventSinkAdapter adapter(runtime);
+  PinningSink sink;
+  adapter.sink_changed();
+  Named first("FirstClass");
+  std::vector<std::unique_ptr<Named>> between;
+  for (int i = 0; i < 4095; ++i) between.push_back(std::make_unique<Named>("Between"));
+  Named second("SecondClass");
+  ASSERT_EQ(second.names_serial() - first.names_serial(), 4096u) << "the slot is names_serial % 4096";
+  EXPECT_EQ(adapter.module_texts(sink, first).class_name, "FirstClass");
+  const auto texts = adapter.module_texts(sink, second);
+  EXPECT_EQ(texts.class_name, "SecondClass");
+  EXPECT_EQ(texts.class_name.data(), second.class_name().data()) << "unpinned: the module's own string";
+  const auto again = adapter.module_texts(sink, first);
+  EXPECT_EQ(again.class_name, "FirstClass");
+  EXPECT_TRUE(sink.pinned.count(again.class_name.data())) << "the first keeps its pinned names";
 }
