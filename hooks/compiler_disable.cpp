@@ -47,7 +47,8 @@ CompilerDisabledScope::~CompilerDisabledScope() {
   if (auto* s = runtime_.sink(); s && start_ns_) {
     if (hooked_) {
       EventSinkAdapter& a = runtime_.event_adapter();
-      s->disabled_scope({a.literal(*s, function_), a.module_texts(*s, *hooked_).fqn, depth_, start_ns_, events::now_ns()});
+      s->disabled_scope(
+          {a.literal(*s, function_), a.module_texts(*s, *hooked_).fqn, depth_, start_ns_, events::now_ns()});
     } else {
       s->disabled_scope({function_, module_, depth_, start_ns_, events::now_ns()});
     }

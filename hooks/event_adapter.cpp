@@ -148,8 +148,8 @@ void EventSinkAdapter::on_weight_swap(const WeightSwapRecord& w) {
     source = in_memory ? events::WeightSource::Cpu : events::WeightSource::Disk;
     pinned = w.value.is_pinned();
   }
-  s->weight_swap({w.onload, module_texts(*s, w.module).fqn, w.tensor, static_cast<int64_t>(w.value.nbytes()), dtype, source, device,
-                  pinned, w.start_ns, w.end_ns});
+  s->weight_swap({w.onload, module_texts(*s, w.module).fqn, w.tensor, static_cast<int64_t>(w.value.nbytes()), dtype,
+                  source, device, pinned, w.start_ns, w.end_ns});
 }
 
 }  // namespace hs::hooks

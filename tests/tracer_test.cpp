@@ -566,7 +566,8 @@ TEST(HostTracer, PinnedTextsRecordTheirTextAndOnlyTheViewsPinReturned) {
     ASSERT_TRUE(w.contract_errors.empty()) << w.contract_errors.front();
     const auto& got = w.records[run];
     ASSERT_EQ(got.size(), 5u);
-    EXPECT_EQ(got[0].strs, (std::vector<std::string>{"AlignDevicesHook", "model.layers.12.self_attn.q_proj", "Linear"}));
+    EXPECT_EQ(got[0].strs,
+              (std::vector<std::string>{"AlignDevicesHook", "model.layers.12.self_attn.q_proj", "Linear"}));
     EXPECT_EQ(got[1].strs, (std::vector<std::string>{"AlignDevicesHook", "layers.12.self_attn.q_proj", "Linear"}));
     EXPECT_EQ(got[2].strs, (std::vector<std::string>{"SequentialHook", "model.layers", "inear"}));
     EXPECT_EQ(got[3].strs, (std::vector<std::string>{"", "", std::string(fqn.data() - 1, 3)}));
@@ -586,7 +587,8 @@ TEST(HostTracer, PinnedTextsNeedNoRoomInTheThreadsStringTable) {
   o.strings_per_thread = 1;
   o.string_bytes_per_thread = 0;
   HostTracer tr(w, o);
-  const std::string_view hook = tr.pin("AlignDevicesHook"), fqn = tr.pin("model.layers.0.mlp"), cls = tr.pin("LlamaMLP");
+  const std::string_view hook = tr.pin("AlignDevicesHook"), fqn = tr.pin("model.layers.0.mlp"),
+                         cls = tr.pin("LlamaMLP");
   const int64_t run = tr.begin_run(info("no-table"));
   for (int i = 0; i < 3; ++i) tr.hook_span({hook, events::HookPhase::PreForward, fqn, cls, i, i, i + 1});
   tr.hook_span({hook, events::HookPhase::PostForward, std::string("model.layers.0.mlp"), cls, 9, 9, 10});
@@ -629,7 +631,8 @@ TEST(HostTracer, PinningPastItsRoomFallsBackAndIsThreadSafe) {
   constexpr int kThreads = 4, kNames = 40;
   std::vector<std::vector<std::string>> names(kThreads);
   for (int t = 0; t < kThreads; ++t)
-    for (int i = 0; i < kNames; ++i) names[t].push_back("model.layers." + std::to_string(i) + ".mlp.t" + std::to_string(t % 2));
+    for (int i = 0; i < kNames; ++i)
+      names[t].push_back("model.layers." + std::to_string(i) + ".mlp.t" + std::to_string(t % 2));
   std::atomic<int> pinned_views{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
