@@ -230,12 +230,9 @@ engines::TorchEngineOptions torch_options(const CaptureArgs& a, const engines::L
   o.cache_implementation = a.cache_implementation;
   o.backend = a.backend == "inductor" ? "" : a.backend;
   for (const auto& t : a.accelerate) {
-    const size_t eq = t.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == t.size())
-      throw std::invalid_argument("--accelerate: '" + t + "' is not NAME=PATH");
-    const std::string name = t.substr(0, eq);
-    if (name == "whole-hook" || name == "offload-only" || !o.accelerate_trees.emplace(name, t.substr(eq + 1)).second)
-      throw std::invalid_argument("--accelerate: the name '" + name + "' is taken");
+    const AccelerateTree tree = parse_accelerate_tree(t);
+    if (!o.accelerate_trees.emplace(tree.name, tree.path).second)
+      throw std::invalid_argument("--accelerate: the name '" + tree.name + "' is taken");
   }
   o.work_dir = work;
   o.keep_work_dir = !a.keep_driver_files.empty();
@@ -404,12 +401,7 @@ int run_capture(const CaptureArgs& a) {
   const models::ConfigSummary model = models::summarize_config(config);
   const auto [use_libtorch, use_torch] = engines_of(a, model, config);
   if (!a.accelerate.empty() && !use_torch) throw std::invalid_argument("--accelerate needs the torch engine (--engine torch or both)");
-  for (const auto& t : a.accelerate) {
-    const std::string name = t.substr(0, t.find('='));  // a policy's name: a table cell, a line of the reports
-    output::refuse_invalid_utf8("--accelerate", name);
-    output::refuse_control_characters("--accelerate", name);
-    matrix.accelerate_trees.push_back(name);
-  }
+  for (const auto& t : a.accelerate) matrix.accelerate_trees.push_back(parse_accelerate_tree(t).name);
   engines::LibTorchEngineOptions options = engine_options(a, out);
   options.log = [](const std::string& level, const std::string& msg) {
     if (level == "WARNING" && msg.find("offloaded to the") == std::string::npos)

@@ -4,10 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 
 #include "output/paths.h"
 #include "output/text.h"
@@ -230,6 +232,74 @@ hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index,
                                   std::to_string(max_index) + ", cpu and disk)");
   }
   return mm;
+}
+
+AccelerateTree parse_accelerate_tree(const std::string& value) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+    throw std::invalid_argument("--accelerate: '" + output::terminal_text(value, false) + "' is not NAME=PATH");
+  AccelerateTree t{value.substr(0, eq), value.substr(eq + 1)};
+  const bool chars_ok = std::all_of(t.name.begin(), t.name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '+' || c == '-';
+  });
+  if (!chars_ok || t.name.size() > 64 || t.name[0] == '.' || t.name[0] == '-')
+    throw std::invalid_argument("--accelerate: the name '" + output::terminal_text(t.name, false) +
+                                "' is not a policy name: 1 to 64 of A-Z a-z 0-9 . _ + -, not beginning with . or -");
+  if (t.name == "whole-hook" || t.name == "offload-only")
+    throw std::invalid_argument("--accelerate: the name '" + t.name + "' is taken");
+  return t;
+}
+
+namespace {
+// The command-line word that gave `path`: "--flag VALUE" or "--flag=VALUE" as "--flag VALUE", a
+// positional argument as itself; the value must be the path or a folder above it. "" if none.
+std::string argument_giving(const std::filesystem::path& path, const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::absolute(path, ec).lexically_normal();
+  if (ec || target.empty()) return "";
+  auto gives = [&](const std::string& value) {
+    if (value.empty() || value[0] == '-') return false;
+    const fs::path v = fs::absolute(value, ec).lexically_normal();
+    if (ec) return false;
+    const auto [vi, ti] = std::mismatch(v.begin(), v.end(), target.begin(), target.end());
+    return vi == v.end() || (std::next(vi) == v.end() && vi->empty());  // a trailing '/' is an empty last part
+  };
+  std::string best;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a.size() == 2 && a.starts_with("--")) break;  // hookscope profile's program and its arguments follow
+    if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
+      if (gives(std::string(a.substr(eq + 1)))) best = std::string(a.substr(0, eq)) + " " + std::string(a.substr(eq + 1));
+    } else if (gives(args[i])) {
+      best = i > 0 && args[i - 1].size() > 1 && args[i - 1][0] == '-' ? args[i - 1] + " " + args[i] : args[i];
+    }
+  }
+  return best;
+}
+}  // namespace
+
+std::string filesystem_error_message(const std::filesystem::filesystem_error& e, const std::vector<std::string>& args) {
+  std::string why = e.code() == std::errc::too_many_symbolic_link_levels ? "a loop of symbolic links" : e.code().message();
+  if (!why.empty() && why[0] >= 'A' && why[0] <= 'Z' && (why.size() < 2 || why[1] < 'A' || why[1] > 'Z'))
+    why[0] = static_cast<char>(why[0] - 'A' + 'a');
+  // libstdc++ says "filesystem error: OPERATION: MESSAGE [PATH1] [PATH2]".
+  std::string op;
+  const std::string what = e.what(), prefix = "filesystem error: ", tail = ": " + e.code().message();
+  if (what.rfind(prefix, 0) == 0) {
+    const size_t end = what.find(tail, prefix.size());
+    if (end != std::string::npos) op = what.substr(prefix.size(), end - prefix.size());
+  }
+  if (op == "status" || op == "symlink_status" || op == "canonical" || op == "weakly_canonical") op = "cannot look it up";
+  const std::string path = e.path1().string(), given = argument_giving(e.path1(), args);
+  std::string out;
+  if (!given.empty()) out = given + ": ";
+  if (!path.empty() && given != path && !std::string_view(given).ends_with(" " + path)) out += path + ": ";
+  if (!op.empty()) out += op + ": ";
+  out += why;
+  if (!e.path2().empty()) out += " (and " + e.path2().string() + ")";
+  return output::terminal_text(out, false);
 }
 
 }  // namespace hs::cli

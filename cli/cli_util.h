@@ -68,4 +68,21 @@ std::string unknown_command(CLI::App& app, const std::vector<std::string>& args)
 /// the key at fault.
 hooks::MaxMemory parse_max_memory_option(const std::string& spec, int max_index, const std::string& limit, bool mps_ok);
 
+/// A filesystem error that reached the command's top as a line the user can act on: the flag
+/// or argument that gave the path (found among `args`: a value that is the path or a folder
+/// above it, absolute or relative), the path, what was being done and why, e.g.
+/// "--assets out/loop: cannot create the folder: a loop of symbolic links" — never the C++
+/// library's "filesystem error: ...". Text from the paths is made printable.
+std::string filesystem_error_message(const std::filesystem::filesystem_error& e, const std::vector<std::string>& args);
+
+/// One `--accelerate NAME=PATH` value, split. NAME becomes a policy's name: a table cell, a line
+/// of the reports and the name of the torch engine's folders for its runs, so it is 1 to 64 of
+/// the characters A-Z a-z 0-9 . _ + -, not beginning with '.' or '-', and neither whole-hook nor
+/// offload-only (no '/', so it can never lead a folder elsewhere). PATH is not checked here.
+/// Throws std::invalid_argument "--accelerate: ..." quoting the value (made printable).
+struct AccelerateTree {
+  std::string name, path;
+};
+AccelerateTree parse_accelerate_tree(const std::string& value);
+
 }  // namespace hs::cli

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -214,6 +215,9 @@ int main(int argc, char** argv) {
     else if (view->parsed()) rc = run_view();
     else if (exp->parsed()) rc = run_export();
     return finish_stdout(rc);
+  } catch (const std::filesystem::filesystem_error& e) {  // named by the flag that gave the path
+    std::cerr << "hookscope: error: " << hs::cli::filesystem_error_message(e, args) << "\n";
+    return 1;
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     std::cerr << "hookscope: error: " << hs::output::terminal_text(e.what_without_backtrace()) << "\n";
     return 1;

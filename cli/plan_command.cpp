@@ -255,14 +255,7 @@ CLI::App* add_plan_command(CLI::App& app, std::function<int()>& run_selected) {
       "  hookscope plan --model DIR --max-memory 0=50MB,cpu=100MB --dtype bf16 --json   (the rest goes to disk)\n"
       "  hookscope plan --model DIR --max-memory 0=1GB,1=1GB --balanced --no-split LlamaDecoderLayer");
   plan->callback([args, &run_selected] {
-    run_selected = [args] {
-      try {
-        return run_plan(*args);
-      } catch (const std::exception& e) {
-        std::cerr << "hookscope: error: " << e.what() << "\n";
-        return 1;
-      }
-    };
+    run_selected = [args] { return run_plan(*args); };  // its errors printed as every command's (main)
   });
   return plan;
 }

@@ -60,13 +60,12 @@ struct Policy {
 std::vector<Policy> policies_of(const ProfileArgs& a) {
   std::map<std::string, std::string> trees;
   for (const auto& t : a.accelerate) {
-    const size_t eq = t.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == t.size())
-      throw std::invalid_argument("--accelerate: '" + t + "' is not NAME=PATH");
-    const std::string name = t.substr(0, eq), path = t.substr(eq + 1);
-    if (name == "whole-hook" || name == "offload-only" || !trees.emplace(name, path).second)
-      throw std::invalid_argument("--accelerate: the name '" + name + "' is taken");
-    if (!fs::is_directory(path)) throw std::invalid_argument("--accelerate " + name + ": " + path + " is not a folder");
+    const AccelerateTree tree = parse_accelerate_tree(t);
+    if (!trees.emplace(tree.name, tree.path).second)
+      throw std::invalid_argument("--accelerate: the name '" + tree.name + "' is taken");
+    if (std::error_code ec; !fs::is_directory(tree.path, ec))
+      throw std::invalid_argument("--accelerate " + tree.name + ": " + output::terminal_text(tree.path, false) +
+                                  " is not a folder");
   }
   std::vector<Policy> out;
   std::stringstream ss(a.policies);

@@ -99,6 +99,8 @@ void LibTorchEngine::prepare(Scenario s) {
   ScenarioOptions so{opt_.model, opt_.dtype, opt_.max_memory, opt_.offload_dir};
   try {
     prep_.emplace(prepare_scenario(s, so));
+  } catch (const std::filesystem::filesystem_error& e) {  // kept one: the CLI names the flag behind its path
+    throw std::filesystem::filesystem_error("scenario " + scenario_name(s), e.path1(), e.path2(), e.code());
   } catch (const std::exception& e) {
     throw std::runtime_error("scenario " + scenario_name(s) + ": " + e.what());
   }

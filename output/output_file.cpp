@@ -27,6 +27,8 @@ OutputFile::OutputFile(fs::path path, bool gzip) : path_(std::move(path)), gzip_
     in_place_ = !S_ISREG(st.st_mode);
     // A link to a file: the link stays, the file it names is replaced.
     if (!in_place_ && fs::is_symlink(path_)) target_ = fs::canonical(path_);
+  } else if (errno == ELOOP) {  // a loop of links is refused, as by every other output, not replaced
+    throw fs::filesystem_error("cannot write", path_, std::make_error_code(std::errc::too_many_symbolic_link_levels));
   }
   if (target_.empty()) target_ = path_;
   partial_ = in_place_ ? path_ : fs::path(target_.string() + ".partial-" + std::to_string(::getpid()));

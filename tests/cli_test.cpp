@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/synthetic.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -581,9 +582,51 @@ TEST(CliErrors, ALoopOfLinksIsNamedAsOne) {
   }
 }
 
-// Flags checked before a capture starts: an --accelerate name with a control character (the
-// name is a table cell and a line of the reports), a --keep-driver-files folder that cannot be
-// written. Each names its flag.
+// A loop of links given to any flag, as an input or an output, is named by that flag and left as
+// it is: never the C++ library's "filesystem error", never replaced by the output.
+TEST(CliErrors, ALoopOfLinksAtAnyFlagIsNamedByTheFlag) {
+  const fs::path dir = hs::test::scratch_dir("link-loop-flags");
+  const fs::path db = dir / "capture.sqlite", trace = dir / "trace.json";
+  {
+    hs::storage::Store store(db);
+    hs::storage::add_synthetic_devices(store, 2);
+    hs::storage::SyntheticRun s;
+    s.devices = 2;
+    (void)hs::storage::write_synthetic_run(store, s);
+    store.finalize();
+    store.close();
+  }
+  std::ofstream(trace) << R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                             "ts": 10, "dur": 5}]})";
+  const fs::path loop = dir / "loop", other = dir / "loop-2";
+  fs::create_symlink(other, loop);
+  fs::create_symlink(loop, other);
+  const std::string l = loop.string();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"-o " + l, {"export", db.string(), "-o", l}},
+      {"-o " + l, {"export", db.string(), "--run", "all", "--format", "csv", "-o", l}},
+      {"--json " + l, {"report", db.string(), "--json", l}},
+      {"--assets " + l, {"report", db.string(), "--markdown", (dir / "r.md").string(), "--assets", l}},
+      {"-o " + l, {"stats", db.string(), "-o", l}},
+      {"-o " + l, {"import", trace.string(), "-o", l}},
+      {"--compile-log " + l, {"import", trace.string(), "--compile-log", l, "-o", (dir / "i.sqlite").string()}},
+      {l, {"import", l, "-o", (dir / "j.sqlite").string()}},
+      {"--model " + l, {"plan", "--model", l}},
+  };
+  for (const auto& [named, args] : cases) {
+    SCOPED_TRACE(args[0] + " " + named);
+    const auto r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("hookscope: error: " + named + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("a loop of symbolic links"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::is_symlink(loop)) << "the link was replaced";
+  }
+}
+
+// Flags checked before a capture starts: an --accelerate name that is not one (a control
+// character, a '/': the name is a table cell, a line of the reports and a folder's name), a
+// --keep-driver-files folder that cannot be written. Each names its flag.
 TEST(CliErrors, CaptureFlagsAreCheckedNamingTheFlag) {
   const fs::path dir = hs::test::scratch_dir("capture-flags");
   const std::vector<std::string> base{"capture", "--model", hs::test::tiny_checkpoint("tiny-llama").string(),
@@ -595,10 +638,21 @@ TEST(CliErrors, CaptureFlagsAreCheckedNamingTheFlag) {
     args.insert(args.end(), extra.begin(), extra.end());
     return hookscope(args);
   };
-  auto r = with({"--engine", "torch", "--accelerate", "a\nb=" + dir.string()});
+  // A policy's name also names the torch engine's folders for its runs: one that could lead
+  // elsewhere ('/', '..') is no name.
+  for (const std::string& name : std::vector<std::string>{"a\nb", "../model/evil", "a/b", "..", ".hidden", "-x", "a,b",
+                                                          std::string(65, 'a')}) {
+    SCOPED_TRACE(name);
+    auto r = with({"--engine", "torch", "--accelerate", name + "=" + dir.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("hookscope: error: --accelerate: the name '"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("' is not a policy name"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    EXPECT_FALSE(fs::exists(dir / "c.sqlite"));
+  }
+  auto r = with({"--engine", "torch", "--accelerate", "whole-hook=" + dir.string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("--accelerate: holds a control character (a newline)"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(dir / "c.sqlite"));
+  EXPECT_NE(r.err.find("--accelerate: the name 'whole-hook' is taken"), std::string::npos) << r.err;
 
   const fs::path ro = dir / "read-only";
   fs::create_directories(ro);
