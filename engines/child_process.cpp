@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "engines/spawn_env.h"
@@ -135,14 +137,33 @@ std::string ChildProcess::exit_description() {
 }
 
 std::string ChildProcess::log_tail(size_t n) const {
-  std::ifstream in(log_);
-  std::deque<std::string> lines;
-  for (std::string l; std::getline(in, l);) {
-    lines.push_back(l);
+  std::ifstream in(log_, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(kLogTailBytes));
+  std::string text(static_cast<size_t>(std::max<std::streamoff>(0, size - from)), '\0');
+  in.seekg(from);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  std::deque<std::string_view> lines;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    lines.push_back(std::string_view(text).substr(at, end - at));
     if (lines.size() > n) lines.pop_front();
+    at = end + 1;
   }
   std::string out;
-  for (const auto& l : lines) out += l + "\n";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    bool cut = from > 0 && l.data() == text.data();  // the read began inside this line
+    if (l.size() > kLogLineBytes) {
+      size_t skip = l.size() - kLogLineBytes;
+      while (skip < l.size() && (static_cast<unsigned char>(l[skip]) & 0xC0) == 0x80) ++skip;  // a character's start
+      l.remove_prefix(skip);
+      cut = true;
+    }
+    out += (cut ? "[...] " : "") + std::string(l) + "\n";
+  }
   return out;
 }
 

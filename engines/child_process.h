@@ -45,8 +45,12 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   /// The file its stdout and stderr go to.
   const std::filesystem::path& log_path() const { return log_; }
-  /// The last `n` lines of the log file (for an error message).
+  /// The last `n` lines of the log file (for an error message), bounded whatever the child
+  /// wrote: read from the log's last kLogTailBytes, each line cut to its last kLogLineBytes
+  /// (its start is then "[...] "; a cut falls between UTF-8 characters). "" when there is no log.
   std::string log_tail(size_t n = 20) const;
+  static constexpr size_t kLogTailBytes = 64 << 10;
+  static constexpr size_t kLogLineBytes = 1000;
 
  private:
   pid_t pid_ = -1;
