@@ -5,13 +5,16 @@
 #include <array>
 #include <chrono>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "storage/event_tables.h"
@@ -377,6 +380,17 @@ struct Store::Impl {
   int bind_row(Stmt& s, int first, RowCtx& c, const R& r);
   template <class At>
   size_t insert_rows(KindTable& t, RowCtx& c, size_t n, bool all, At&& at);
+  // Per run and table, the sums so far of its rows' durations (end - start) and byte counts,
+  // which every reader adds up: CaptureReader::check_rows refuses a run whose sums pass
+  // 2^63 - 1, so the Store refuses the row that would make them (an import's values, each in
+  // range, may still add up past it). The tables check_rows sums: with a start and an end, not
+  // CUPTI's.
+  struct RowSums {
+    int64_t dur = 0, bytes = 0;
+  };
+  std::map<std::pair<int64_t, std::string_view>, RowSums> row_sums;
+  template <class R, class At>
+  void add_row_sums(int64_t run, size_t n, At&& at);
   void flush_rows(tracer::EventKind kind, RowCtx& c, bool all);
   template <class R>
   void write_activity_rows(KindTable& t, RowCtx& c, std::span<const R> rows);
@@ -437,10 +451,45 @@ int Store::Impl::bind_row(Stmt& s, int first, RowCtx& c, const R& r) {
   return i - first;
 }
 
+// Adds rows [0, n) of kind R of `run` to row_sums; throws std::invalid_argument naming the run,
+// the table and the first row that takes a sum past 2^63 - 1 (the sums are then as before).
+template <class R, class At>
+void Store::Impl::add_row_sums(int64_t run, size_t n, At&& at) {
+  if constexpr (detail::has_tag<R, kinds::Start>() && detail::has_tag<R, kinds::End>()) {
+    if (n == 0 || R::table.starts_with("CUPTI_ACTIVITY_KIND_")) return;
+    RowSums& total = row_sums[{run, R::table}];
+    RowSums sums = total;
+    for (size_t j = 0; j < n; ++j) {
+      const R& r = at(j);
+      int64_t start = 0, end = 0, bytes = 0;
+      R::columns([&](auto tag, std::string_view column, std::string_view, auto field) {
+        using Tag = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<Tag, kinds::Start>) start = as_int64(field(r));
+        else if constexpr (std::is_same_v<Tag, kinds::End>) end = as_int64(field(r));
+        else if constexpr (!kinds::is_column_only<Tag>) {
+          if constexpr (std::is_integral_v<std::remove_cvref_t<decltype(field(r))>>)
+            if (column == "bytes") bytes = as_int64(field(r));
+        }
+      });
+      int64_t dur = 0;
+      const bool dur_over = __builtin_sub_overflow(end, start, &dur) || __builtin_add_overflow(sums.dur, dur, &sums.dur);
+      if (dur_over || __builtin_add_overflow(sums.bytes, bytes, &sums.bytes))
+        throw std::invalid_argument(
+            "capture " + path.string() + ": run " + std::to_string(run) + ": the " +
+            (dur_over ? "durations" : "byte counts") + " of its " + std::string(R::table) +
+            " rows would sum past 2^63 - 1 with the row starting at " + std::to_string(start) + " ns, ending at " +
+            std::to_string(end) + " ns" + (dur_over ? "" : ", of " + std::to_string(bytes) + " bytes") +
+            ": every reader adds them up, so no capture holds such rows");
+    }
+    total = sums;
+  }
+}
+
 // Inserts rows [0, n) of one kind (`at(j)` is row j): groups of kMultiRows through the
 // multi-row statement, the remainder (when `all`) one by one. Returns the rows inserted.
 template <class At>
 size_t Store::Impl::insert_rows(KindTable& t, RowCtx& c, size_t n, bool all, At&& at) {
+  add_row_sums<std::remove_cvref_t<decltype(at(0))>>(c.run, all ? n : n - n % kMultiRows, at);
   size_t k = 0;
   if (k + kMultiRows <= n) t.many.bind(1, c.run);  // bindings survive exec's reset
   for (; k + kMultiRows <= n; k += kMultiRows) {

@@ -56,13 +56,15 @@ class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
   /// Throws std::invalid_argument when device_map_json / versions_json is not a JSON object.
   int64_t begin_run(const tracer::RunInfo& info) override;
   /// One transaction: new strings, threads, records, and (if `batch.end`) the run's end.
-  /// Throws std::invalid_argument for an unknown run or an undefined string id.
+  /// Throws std::invalid_argument for an unknown run or an undefined string id, and for rows
+  /// whose durations or byte counts would sum past 2^63 - 1 in their table for the run (every
+  /// reader adds them up; naming the run, the table and the row); the batch is then not written.
   void write_batch(const tracer::RecordBatch& batch) override;
 
   // --- tracer::ActivityWriter ------------------------------------------------------------
   /// One transaction: every record of the batch (strings interned), and a DIAGNOSTICS warning
   /// plus RUNS.droppedRecords when the source dropped records. Throws std::invalid_argument
-  /// for an unknown run.
+  /// for an unknown run, and for rows whose sums pass 2^63 - 1 as write_batch does.
   void write_activity(const tracer::ActivityBatch& batch) override;
 
   // --- direct methods for the app --------------------------------------------------------

@@ -1179,6 +1179,41 @@ TEST(ImportKineto, ByteCountsACaptureRefusesAreRefusedNamingTheEventAndField) {
   EXPECT_FALSE(fs::exists(dir / "out.sqlite"));
 }
 
+// Values each in range whose sums pass int64 (the durations of two ops, the byte counts of two
+// transfers) are refused at import, naming the table and the row: the import wrote them and every
+// reader then refused the capture as "edited or damaged".
+TEST(ImportKineto, RowsWhoseSumsPassInt64AreRefusedNamingTheTableAndRow) {
+  const fs::path dir = test::scratch_dir("import_kineto_sums");
+  const std::string op = R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, )"
+                         R"("ts": -4611686018427387, "dur": 9223372036854765})";
+  const std::string transfer =
+      R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::send_to_device module=m bytes=9223372036854775807 )"
+      R"(src=cpu dst=0", "pid": 1, "tid": 1, "ts": 20, "dur": 1})";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"durations", trace_of(op, op),
+       "the durations of its CPU_OPS rows would sum past 2^63 - 1 with the row starting at -4611686018427387000 ns, "
+       "ending at 4611686018427378000 ns"},
+      {"bytes", trace_of(kOp, transfer + ", " + transfer),
+       "the byte counts of its TRANSFERS rows would sum past 2^63 - 1 with the row starting at 20000 ns, ending at "
+       "21000 ns, of 9223372036854775807 bytes"},
+  };
+  for (const auto& [name, trace, want] : cases) {
+    SCOPED_TRACE(name);
+    write(dir / (name + ".json"), trace);
+    const fs::path out = dir / (name + ".sqlite");
+    const auto r = test::hookscope({"import", (dir / (name + ".json")).string(), "-o", out.string()});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, want)) << r.err;
+    EXPECT_TRUE(contains(r.err, "every reader adds them up, so no capture holds such rows")) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  // One such row alone is a capture every reader reads.
+  write(dir / "one.json", trace_of(kOp, transfer));
+  const auto r = test::hookscope({"import", (dir / "one.json").string(), "-o", (dir / "one.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::hookscope({"report", (dir / "one.sqlite").string()}).exit_code, 0);
+}
+
 // --append adds a run to a capture every reader opens, never to anything else: a zero-byte file
 // (SQLite took it for an empty database and the Store made it a capture that every reader then
 // refused), another program's database, or a capture whose RUNS lost its primary key (appending
