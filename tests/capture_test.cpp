@@ -850,6 +850,24 @@ TEST(Capture, ReportNeverWritesOverItsCapture) {
   r = hookscope({"report", db.string(), "--markdown", (dir / "z.md").string(), "--html", (dir / "dangling.html").string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(fs::is_symlink(dir / "dangling.html"));
+  // Nor a picture --assets writes another flag's file (the Markdown linked to itself, the chart
+  // was report JSON).
+  for (const auto& [flag, name] : std::vector<std::pair<std::string, std::string>>{{"--json", "compare.svg"},
+                                                                                  {"--markdown", "compare.svg"}}) {
+    SCOPED_TRACE(flag);
+    const fs::path pics = dir / ("pics" + flag);
+    const std::vector<std::string> args =
+        flag == "--json" ? std::vector<std::string>{"report", db.string(), "--markdown", (dir / "p.md").string(),
+                                                    "--assets", pics.string(), "--json", (pics / name).string()}
+                         : std::vector<std::string>{"report", db.string(), "--markdown", (pics / name).string(),
+                                                    "--assets", pics.string()};
+    r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("--assets: " + (pics / name).string() + " is also " + flag + "'s output; name two files"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(pics)) << "nothing written";
+  }
   EXPECT_FALSE(fs::exists(dir / "r.md"));
   EXPECT_FALSE(fs::exists(dir / "x.json"));
   // A bare --markdown name puts the pictures' links relative to the current folder.
