@@ -2,6 +2,9 @@
 // (one file per report with -o, as nsys stats names them) or one JSON document.
 #include "cli/stats_command.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -129,10 +132,15 @@ int run_stats(const StatsArgs& a) {
   const auto models = output::model_folders(rd);
   output::refuse_output_in_model_folder("-o", a.out, models, "a run of " + a.file + " was made from it");
   if (a.format == "csv") {
+    // -o /dev/stdout (whatever stdout is), a FIFO, a terminal: every table written there as to
+    // stdout, not as OUT_<report>.csv files.
+    struct stat st {};
+    const bool to_stdout = a.out.empty() || a.out == "/dev/stdout";
+    const bool stream = !to_stdout && ::stat(a.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
     std::string all;
     for (const auto& t : tables) {
       const std::string csv = stats_csv(t);
-      if (a.out.empty()) {
+      if (to_stdout || stream) {
         all += (all.empty() ? "" : "\n") + csv;
         continue;
       }
@@ -142,7 +150,9 @@ int run_stats(const StatsArgs& a) {
       output::write_output_file(path, csv);
       std::cerr << "wrote " << path << "\n";
     }
-    std::cout << all;
+    if (stream) output::write_output_file(a.out, all);
+    else if (isatty(STDOUT_FILENO)) std::cout << output::terminal_text(all);  // a name's ESC, U+202E shown, not acted on
+    else std::cout << all;  // the cells' bytes as the capture holds them
     return 0;
   }
   std::string text;
@@ -271,7 +281,7 @@ CLI::App* add_stats_command(CLI::App& app, std::function<int()>& run_selected) {
       ->check(one_of({"table", "csv", "json"}));
   auto* run = c->add_option("--run", a->run_id, "One run id, whatever its status (default: every complete run)");
   c->add_option("-o,--output", a->out,
-                "Write here instead of stdout; csv: one file per report, OUT_<report>.csv (a .csv suffix of OUT dropped)");
+                "Write here instead of stdout; csv: one file per report, OUT_<report>.csv (a .csv suffix of OUT dropped), or all of them into /dev/stdout or a FIFO");
   c->footer("Reports: " + output::join(reports::stats_report_names(), ", ") +
             "\nExamples:\n  hookscope stats out/demo.sqlite\n"
             "  hookscope stats out/demo.sqlite --report hook_time_by_device --run 2\n"

@@ -23,8 +23,36 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
   return out;
 }
 
+namespace {
+// `c` (below U+10000) as a JSON escape, "\\u00ad".
+void append_json_escape(std::string& out, unsigned c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\u%04x", c);
+  out += buf;
+}
+}  // namespace
+
 std::string json_text(const nlohmann::json& doc, int indent) {
-  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text = doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  // DEL and the characters terminal_text escapes beyond ASCII's controls (C1, bidi controls, line
+  // separators, U+FEFF) as \u escapes: the same document, which no longer acts on a terminal it is
+  // printed to. They can only stand inside strings (JSON's own syntax is ASCII).
+  size_t i = 0;
+  while (i < text.size() && text[i] != '\x7f' && static_cast<unsigned char>(text[i]) < 0xc2) ++i;
+  if (i == text.size()) return text;
+  std::string out(text, 0, i);
+  for (; i < text.size();) {
+    if (text[i] == '\x7f') {
+      append_json_escape(out, 0x7f);
+      ++i;
+    } else if (const auto [cp, n] = invisible_character_at(text, i); n) {
+      append_json_escape(out, cp);
+      i += n;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
 }
 
 void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
@@ -107,6 +135,7 @@ void append_json_string(std::string& out, std::string_view s) {
     if (u >= 0x80) {  // a capture's text may hold any bytes: JSON holds UTF-8, each bad byte is U+FFFD
       const size_t n = utf8_length_at(s, i);
       if (n == 0) out += "\\ufffd";
+      else if (const auto [cp, len] = invisible_character_at(s, i); len) append_json_escape(out, cp);  // as json_text
       else out.append(s.substr(i, n));
       i += std::max<size_t>(n, 1) - 1;
     } else if (c == '"' || c == '\\') {
@@ -118,7 +147,7 @@ void append_json_string(std::string& out, std::string_view s) {
       out += "\\t";
     } else if (c == '\r') {
       out += "\\r";
-    } else if (u < 0x20) {
+    } else if (u < 0x20 || u == 0x7f) {
       out += "\\u00";
       out += kHex[u >> 4];
       out += kHex[u & 15];

@@ -48,12 +48,15 @@ std::pair<unsigned, size_t> invisible_character_at(std::string_view s, size_t i)
 size_t utf8_length_at(std::string_view s, size_t i);
 
 /// `doc` as JSON text (`indent` as nlohmann's dump) with every invalid UTF-8 sequence of its
-/// strings replaced by U+FFFD: how the commands print documents built from a capture's text,
-/// which another program may have written with any bytes.
+/// strings replaced by U+FFFD, and DEL and the characters terminal_text escapes beyond ASCII's
+/// controls written as \u escapes (the same strings, inert on a terminal): how the commands
+/// print documents built from a capture's text, which another program may have written with any
+/// bytes.
 std::string json_text(const nlohmann::json& doc, int indent);
 
-/// Appends `s` as a JSON string literal (quotes, backslashes and control characters escaped; each
-/// byte that is not part of a well-formed UTF-8 character written as U+FFFD, as json_text does).
+/// Appends `s` as a JSON string literal (quotes, backslashes, control characters, DEL and the
+/// invisible characters escaped; each byte that is not part of a well-formed UTF-8 character
+/// written as U+FFFD, as json_text does).
 void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace hs::output

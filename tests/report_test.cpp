@@ -546,6 +546,23 @@ TEST(TerminalText, ShowsWhatIsNotPrintableUtf8ByValue) {
   EXPECT_EQ(hs::reports::md_text("shar\xfe" "ded \xc3\xa9"), "shar\xef\xbf\xbd" "ded \xc3\xa9");
 }
 
+// JSON the commands print holds the same strings with DEL, C1 controls and bidi controls as \u
+// escapes (raw, they acted on a terminal `stats --format json` printed to); other UTF-8 and
+// invalid bytes as before.
+TEST(TerminalText, JsonWritesInvisibleCharactersAsEscapes) {
+  const std::string nasty = "a\x7f b\xc2\x9b" "31m c\xe2\x80\xae" "d \xef\xbb\xbf" "e \xc3\xa9 \xe6\x97\xa5";
+  const std::string want = R"("a\u007f b\u009b31m c\u202ed \ufeffe )" + std::string("\xc3\xa9 \xe6\x97\xa5") + "\"";
+  std::string appended;
+  hs::output::append_json_string(appended, nasty);
+  EXPECT_EQ(appended, want);
+  EXPECT_EQ(hs::output::json_text(nlohmann::json(nasty), -1), want);
+  EXPECT_EQ(nlohmann::json::parse(want).get<std::string>(), nasty) << "the same text, read back";
+  appended.clear();
+  hs::output::append_json_string(appended, "x\xffy");
+  EXPECT_EQ(appended, R"("x\ufffdy")");
+  EXPECT_EQ(hs::output::json_text(nlohmann::json{{"k", "plain"}}, -1), R"({"k":"plain"})");
+}
+
 TEST(MarkdownText, EscapesMarkupKeepsIdentifiersAndRoundTrips) {
   using hs::reports::MdPlace;
   for (const char* id : {"snake_case_name", "whole-hook", "offload-only", "cuda:0", "model.layers.0", "2.5.1+cpu", "-3.2%"})

@@ -920,6 +920,21 @@ std::vector<int64_t> recording_capture(const fs::path& db) {
 }
 }  // namespace
 
+// `-o /dev/stdout` (here a file) takes every CSV table as stdout does: it made
+// /dev/stdout_<report>.csv files.
+TEST(StatsCli, CsvToDevStdoutIsWrittenInPlace) {
+  const fs::path db = hs::test::scratch_dir("stats-csv-dev-stdout") / "capture.sqlite";
+  (void)recording_capture(db);
+  const auto to_stdout = hookscope({"stats", db.string(), "--format", "csv"});
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+  const auto r = hookscope({"stats", db.string(), "--format", "csv", "-o", "/dev/stdout"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, to_stdout.out);
+  EXPECT_NE(r.out.find("run,engine,"), std::string::npos) << r.out;
+  for (const auto& e : fs::directory_iterator("/dev"))
+    EXPECT_NE(e.path().filename().string().rfind("stdout_", 0), 0u) << e.path();
+}
+
 // What recording cost a torch engine run's timeline (facts/recording.h) heads the text form under
 // the catalogue's label, with the two times it divides, and is each run's "recording_overhead" in
 // the JSON (report.json's number; null: not measured).
