@@ -22,6 +22,7 @@
 #include "facts/recording.h"
 #include "importers/dynamo_summary.h"
 #include "storage/capture_reader.h"
+#include "storage/capture_settings.h"
 #include "storage/run_results.h"
 #include "output/text.h"
 
@@ -220,6 +221,7 @@ void print_recording_overhead(const storage::RunRecord& rec, std::ostream& out) 
 
 int run_explain(const ExplainArgs& a) {
   storage::CaptureReader rd(a.file);
+  (void)storage::capture_settings(rd);  // damaged settings: refused as by every reading command
   auto runs = rd.runs();
   if (runs.empty()) throw std::invalid_argument(a.file + ": the capture holds no runs");
   if (!a.run) {

@@ -12,6 +12,7 @@
 #include "exports/export_chrome.h"
 #include "exports/export_csv.h"
 #include "storage/capture_reader.h"
+#include "storage/capture_settings.h"
 #include "storage/run_results.h"
 #include "output/paths.h"
 #include "output/text.h"
@@ -142,6 +143,7 @@ int run_export(const ExportArgs& a) {
   if (a.format == "chrome" && !a.tables.empty())
     throw std::invalid_argument("--tables selects CSV tables; a chrome trace holds every kind (use --format csv)");
   const storage::CaptureReader reader(a.file);
+  (void)storage::capture_settings(reader);  // damaged settings: refused as by every reading command
   output::refuse_output_in_model_folder("-o", a.out, output::model_folders(reader), "a run of " + a.file + " was made from it");
   const std::vector<int64_t> runs = select_runs(reader, a.run);
   return a.format == "chrome" ? export_chrome(a, reader, runs) : export_csv_tables(a, reader, runs);

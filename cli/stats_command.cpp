@@ -19,6 +19,7 @@
 #include "facts/catalogue.h"
 #include "facts/recording.h"
 #include "storage/capture_reader.h"
+#include "storage/capture_settings.h"
 #include "output/paths.h"
 #include "output/text.h"
 
@@ -124,6 +125,7 @@ struct StatsArgs {
 
 int run_stats(const StatsArgs& a) {
   storage::CaptureReader rd(a.file);
+  (void)storage::capture_settings(rd);  // damaged settings: refused as by every reading command
   const std::vector<std::string> reports = output::split_list(a.reports);
   reports::StatsOptions opt{reports, a.run};
   const std::vector<reports::RunStats> runs = reports::compute_stats(rd, opt);

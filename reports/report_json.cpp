@@ -46,24 +46,7 @@ json definitions() {
 // The capture's settings (null for a file written before they were stored) with the versions
 // every run recorded merged in: {"versions": {"torch": ["2.11.0"], ...}} lists each value seen.
 json settings_of(const storage::CaptureReader& rd) {
-  const auto meta = rd.metadata();
-  const auto it = meta.find(storage::kCaptureSettingsKey);
-  json settings;
-  if (it != meta.end()) {
-    const std::string where = "capture " + rd.path().string() + ": META_DATA_EXPORT." + storage::kCaptureSettingsKey;
-    try {
-      settings = storage::parse_json_bounded(it->second, where);
-    } catch (const storage::JsonError& e) {
-      if (e.kind() != storage::JsonError::Kind::Invalid)
-        throw storage::CaptureError(rd.path(), std::string(e.what()) + "; the file is damaged");
-      settings = json(json::value_t::discarded);
-    }
-  }
-  if (it != meta.end() && (settings.is_discarded() || !settings.is_object()))
-    throw storage::CaptureError(rd.path(), "capture " + rd.path().string() + ": META_DATA_EXPORT." + storage::kCaptureSettingsKey +
-                                               " is not the JSON object hookscope writes there; the file is damaged or "
-                                               "was written by another program");
-  if (!settings.is_object()) settings = json::object();
+  json settings = storage::capture_settings(rd);
   json versions = settings.contains("versions") && settings["versions"].is_object() ? settings["versions"] : json::object();
   for (const auto& rec : rd.runs()) {
     if (!rec.versions.is_object()) continue;

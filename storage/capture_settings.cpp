@@ -1,5 +1,8 @@
 #include "storage/capture_settings.h"
 
+#include "storage/bounded_json.h"
+#include "storage/capture_reader.h"
+
 #include <sys/utsname.h>
 
 #include <ctime>
@@ -89,6 +92,25 @@ nlohmann::json machine_info() {
   if (uname(&u) == 0) m["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
   else m["os"] = nullptr;
   return m;
+}
+
+nlohmann::json capture_settings(const CaptureReader& reader) {
+  using nlohmann::json;
+  const auto meta = reader.metadata();
+  const auto it = meta.find(kCaptureSettingsKey);
+  if (it == meta.end()) return json::object();
+  const std::string where = "capture " + reader.path().string() + ": META_DATA_EXPORT." + kCaptureSettingsKey;
+  json settings;
+  try {
+    settings = parse_json_bounded(it->second, where);
+  } catch (const JsonError& e) {
+    if (e.kind() != JsonError::Kind::Invalid) throw CaptureError(reader.path(), std::string(e.what()) + "; the file is damaged");
+    settings = json(json::value_t::discarded);
+  }
+  if (settings.is_discarded() || !settings.is_object())
+    throw CaptureError(reader.path(), where + " is not the JSON object hookscope writes there; the file is damaged or was "
+                                              "written by another program");
+  return settings;
 }
 
 }  // namespace hs::storage

@@ -10,8 +10,17 @@
 
 namespace hs::storage {
 
+class CaptureReader;
+
 /// The META_DATA_EXPORT row the settings live in.
 inline constexpr const char* kCaptureSettingsKey = "HOOKSCOPE_CAPTURE_SETTINGS";
+
+/// The capture's settings as stored (an empty object for a file written before they were),
+/// read within bounded_json's limits. Every reading command reads them, so that a damaged
+/// capture is refused by all alike. Throws CaptureError naming the file and the row when they
+/// are nested deeper than 512 levels or longer than 64 MiB, are not JSON, or not an object
+/// ("...; the file is damaged ...").
+nlohmann::json capture_settings(const CaptureReader& reader);
 
 /// `word` as a POSIX shell would need it typed: as it is where it holds only
 /// [A-Za-z0-9_./=,:+-] and is not empty, else single-quoted (a ' written '\'').

@@ -10,6 +10,7 @@
 
 #include "output/labels.h"
 #include "storage/capture_reader.h"
+#include "storage/capture_settings.h"
 #include "storage/run_results.h"
 #include "ui/view.h"
 #include "ui/window.h"
@@ -59,11 +60,13 @@ std::unique_ptr<View> open_view(const ViewerOptions& o) {
   // a screenshot; a window opens at once and says so for the run that has them when it loads
   // it (its load checks the rows it reads, storage::CaptureReader::read_shared).
   const bool window = !o.screenshot;
-  for (const auto& rd : readers)
+  for (const auto& rd : readers) {
+    (void)storage::capture_settings(*rd);  // damaged settings: refused as by report, stats, explain, export
     for (const auto& run : rd->runs()) {
       storage::check_run_results(run.results, *rd, run.id);
       if (!window) rd->check_rows(run.id);
     }
+  }
   ViewOptions options;
   options.background = window;
   auto view = std::make_unique<View>(std::move(readers), labels, options);
