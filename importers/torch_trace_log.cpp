@@ -77,7 +77,8 @@ class LineReader {
       const size_t n = nl ? static_cast<size_t>(static_cast<const char*>(nl) - start) : end_ - pos_;
       if (line.size() + n > max_line_)
         throw ImportError(file_, "line " + std::to_string(number_ + 1),
-                          "longer than " + std::to_string(max_line_) + " bytes (TorchTraceOptions::max_line_bytes)");
+                          "longer than " + std::to_string(max_line_) + " bytes, the most hookscope reads of one line of a "
+                          "TORCH_TRACE log: the log is damaged or is no such log");
       line.append(start, n);
       pos_ += n + (nl ? 1 : 0);
       partial_ = !nl;
@@ -321,7 +322,7 @@ void LogReader::on_line(const std::string& line) {
     if (p.keep) {
       if (p.payload_bytes > opt_.max_payload_bytes)
         throw error(p.line, "payload longer than " + std::to_string(opt_.max_payload_bytes) +
-                                " bytes (TorchTraceOptions::max_payload_bytes)");
+                                " bytes, the most hookscope keeps of one record's payload");
       if (p.payload_lines > 1) p.payload += '\n';
       p.payload += text;
     }

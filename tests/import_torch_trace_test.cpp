@@ -556,7 +556,7 @@ TEST(ImportTorchTrace, NonRecordLinesNameTheirLine) {
       ADD_FAILURE() << "a line over max_line_bytes was read";
     } catch (const ImportError& e) {
       EXPECT_EQ(std::string(e.what()), dir.string() + file +
-                                           ": line 1: longer than 64 bytes (TorchTraceOptions::max_line_bytes)");
+                                           ": line 1: longer than 64 bytes, the most hookscope reads of one line of a TORCH_TRACE log");
     }
   }
 }
