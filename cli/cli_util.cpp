@@ -271,7 +271,8 @@ std::string argument_giving(const std::filesystem::path& path, const std::vector
     const std::string_view a = args[i];
     if (a.size() == 2 && a.starts_with("--")) break;  // hookscope profile's program and its arguments follow
     if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
-      if (gives(std::string(a.substr(eq + 1)))) best = std::string(a.substr(0, eq)) + " " + std::string(a.substr(eq + 1));
+      const std::string flag(a.substr(0, eq)), value(a.substr(eq + 1));
+      if (gives(value)) best = flag + " " + value;
     } else if (gives(args[i])) {
       best = i > 0 && args[i - 1].size() > 1 && args[i - 1][0] == '-' ? args[i - 1] + " " + args[i] : args[i];
     }
@@ -281,7 +282,8 @@ std::string argument_giving(const std::filesystem::path& path, const std::vector
 }  // namespace
 
 std::string filesystem_error_message(const std::filesystem::filesystem_error& e, const std::vector<std::string>& args) {
-  std::string why = e.code() == std::errc::too_many_symbolic_link_levels ? "a loop of symbolic links" : e.code().message();
+  std::string why =
+      e.code() == std::errc::too_many_symbolic_link_levels ? "a loop of symbolic links" : e.code().message();
   if (!why.empty() && why[0] >= 'A' && why[0] <= 'Z' && (why.size() < 2 || why[1] < 'A' || why[1] > 'Z'))
     why[0] = static_cast<char>(why[0] - 'A' + 'a');
   // libstdc++ says "filesystem error: OPERATION: MESSAGE [PATH1] [PATH2]".
@@ -291,7 +293,8 @@ std::string filesystem_error_message(const std::filesystem::filesystem_error& e,
     const size_t end = what.find(tail, prefix.size());
     if (end != std::string::npos) op = what.substr(prefix.size(), end - prefix.size());
   }
-  if (op == "status" || op == "symlink_status" || op == "canonical" || op == "weakly_canonical") op = "cannot look it up";
+  if (op == "status" || op == "symlink_status" || op == "canonical" || op == "weakly_canonical")
+    op = "cannot look it up";
   const std::string path = e.path1().string(), given = argument_giving(e.path1(), args);
   std::string out;
   if (!given.empty()) out = given + ": ";

@@ -153,7 +153,7 @@ int run_stats(const StatsArgs& a) {
       std::cerr << "wrote " << path << "\n";
     }
     if (stream) output::write_output_file(a.out, all);
-    else if (isatty(STDOUT_FILENO)) std::cout << output::terminal_text(all);  // a name's ESC, U+202E shown, not acted on
+    else if (isatty(STDOUT_FILENO)) std::cout << output::terminal_text(all);  // a name's ESC, U+202E: shown, inert
     else std::cout << all;  // the cells' bytes as the capture holds them
     return 0;
   }
@@ -283,7 +283,8 @@ CLI::App* add_stats_command(CLI::App& app, std::function<int()>& run_selected) {
       ->check(one_of({"table", "csv", "json"}));
   auto* run = c->add_option("--run", a->run_id, "One run id, whatever its status (default: every complete run)");
   c->add_option("-o,--output", a->out,
-                "Write here instead of stdout; csv: one file per report, OUT_<report>.csv (a .csv suffix of OUT dropped), or all of them into /dev/stdout or a FIFO");
+                "Write here instead of stdout; csv: one file per report, OUT_<report>.csv (a .csv suffix of OUT "
+                "dropped), or all of them into /dev/stdout or a FIFO");
   c->footer("Reports: " + output::join(reports::stats_report_names(), ", ") +
             "\nExamples:\n  hookscope stats out/demo.sqlite\n"
             "  hookscope stats out/demo.sqlite --report hook_time_by_device --run 2\n"

@@ -104,12 +104,14 @@ nlohmann::json capture_settings(const CaptureReader& reader) {
   try {
     settings = parse_json_bounded(it->second, where);
   } catch (const JsonError& e) {
-    if (e.kind() != JsonError::Kind::Invalid) throw CaptureError(reader.path(), std::string(e.what()) + "; the file is damaged");
+    if (e.kind() != JsonError::Kind::Invalid)
+      throw CaptureError(reader.path(), std::string(e.what()) + "; the file is damaged");
     settings = json(json::value_t::discarded);
   }
   if (settings.is_discarded() || !settings.is_object())
-    throw CaptureError(reader.path(), where + " is not the JSON object hookscope writes there; the file is damaged or was "
-                                              "written by another program");
+    throw CaptureError(reader.path(), where +
+                                          " is not the JSON object hookscope writes there; the file is damaged or was "
+                                          "written by another program");
   return settings;
 }
 

@@ -472,7 +472,8 @@ void Store::Impl::add_row_sums(int64_t run, size_t n, At&& at) {
         }
       });
       int64_t dur = 0;
-      const bool dur_over = __builtin_sub_overflow(end, start, &dur) || __builtin_add_overflow(sums.dur, dur, &sums.dur);
+      const bool dur_over =
+          __builtin_sub_overflow(end, start, &dur) || __builtin_add_overflow(sums.dur, dur, &sums.dur);
       if (dur_over || __builtin_add_overflow(sums.bytes, bytes, &sums.bytes))
         throw std::invalid_argument(
             "capture " + path.string() + ": run " + std::to_string(run) + ": the " +

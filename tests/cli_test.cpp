@@ -500,8 +500,9 @@ bool has_terminal_controls(const std::string& s) {
 }  // namespace
 
 // A driver that breaks its protocol is named (its --python, its log) with what it printed (its
-// log's last lines, each cut to its end), cut and made safe for a terminal: never a JSON library's message, never "before printing
-// anything" when it did print, never its escape sequences acting on the terminal.
+// log's last lines, each cut to its end), cut and made safe for a terminal: never a JSON library's
+// message, never "before printing anything" when it did print, never its escape sequences
+// acting on the terminal.
 TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
   const fs::path dir = hs::test::scratch_dir("fake-drivers");
   // ESC [31m, an OSC title (ESC ] 0 ; ... BEL) and U+202E, raw in the driver's text.

@@ -555,9 +555,10 @@ TEST(ImportTorchTrace, NonRecordLinesNameTheirLine) {
       importers::read_torch_trace(dir, o);
       ADD_FAILURE() << "a line over max_line_bytes was read";
     } catch (const ImportError& e) {
-      EXPECT_EQ(std::string(e.what()), dir.string() + file +
-                                           ": line 1: longer than 64 bytes, the most hookscope reads of one line of a TORCH_TRACE log: "
-                                           "the log is damaged or is no such log");
+      EXPECT_EQ(std::string(e.what()),
+                dir.string() + file +
+                    ": line 1: longer than 64 bytes, the most hookscope reads of one line of a TORCH_TRACE log: the log "
+                    "is damaged or is no such log");
     }
   }
 }
