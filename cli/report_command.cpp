@@ -156,12 +156,12 @@ int run_report(const ReportArgs& a) {
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<reports::ReportPicture> pictures;
   if (!a.html.empty() || !a.assets.empty()) pictures = reports::report_pictures(rd, report, a.timeline_runs);
-  if (!a.assets.empty()) {  // each picture is an output too: none may be another flag's file
-    std::vector<std::pair<std::string, std::string>> outputs{
-        {"--markdown", a.markdown}, {"--json", a.json_out}, {"--html", a.html}};
-    for (const auto& p : pictures) outputs.push_back({"--assets", (std::filesystem::path(a.assets) / p.file).string()});
-    output::refuse_shared_outputs(outputs);
-  }
+  if (!a.assets.empty())  // each picture is an output too: none may be another flag's file
+    for (const auto& p : pictures)
+      output::refuse_shared_outputs({{"--markdown", a.markdown},
+                                     {"--json", a.json_out},
+                                     {"--html", a.html},
+                                     {"--assets", (std::filesystem::path(a.assets) / p.file).string()}});
   const std::string tables_md = reports::render_tables_markdown(report);  // the HTML writes its own verdict
   if (!a.assets.empty()) md += reports::write_picture_assets(pictures, a.assets, a.markdown, a.file, models);
   if (!a.markdown.empty()) write(a.markdown, md);
