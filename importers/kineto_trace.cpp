@@ -331,6 +331,12 @@ class Importer {
   [[noreturn]] void fail(const RawEvent& e, const std::string& message) const {
     throw ImportError(file_, "byte " + std::to_string(e.offset), message);
   }
+  /// "traceEvents[N] (the CAT event 'NAME')": which event, for a message about one of its fields.
+  static std::string event_named(const RawEvent& e) {
+    const std::string_view cat = str_of(e.cat), name = str_of(e.name);
+    return "traceEvents[" + std::to_string(e.index) + "] (the " + (cat.empty() ? "" : std::string(cat) + " ") +
+           "event '" + std::string(name.substr(0, 200)) + "')";
+  }
   /// The event's `field` (named `key`) as an integer; fails naming the event without one.
   int64_t int_field(const RawEvent& e, const std::optional<Element>& field, const char* key) const;
   int64_t arg_count(const RawEvent& e, const char* key) const;
@@ -405,9 +411,7 @@ int64_t Importer::arg_count(const RawEvent& e, const char* key) const {
   if (v->is_int64() && v->get_int64().value_unsafe() >= 0) return v->get_int64().value_unsafe();
   std::string text = simdjson::to_string(*v);
   if (text.size() > 64) text = text.substr(0, 61) + "...";
-  const std::string_view cat = str_of(e.cat);
-  fail(e, "traceEvents[" + std::to_string(e.index) + "] (the " + (cat.empty() ? "" : std::string(cat) + " ") +
-              "event '" + std::string(str_of(e.name)).substr(0, 200) + "'): args '" + key + "' is " +
+  fail(e, event_named(e) + ": args '" + key + "' is " +
               (v->is_int64() ? "negative (" + text + ")" : text) +
               ": not a byte count (an integer from 0 to 2^63 - 1)");
 }
@@ -415,12 +419,13 @@ int64_t Importer::arg_count(const RawEvent& e, const char* key) const {
 int64_t Importer::absolute(const RawEvent& e, int64_t ts) const {
   int64_t t = 0;
   if (__builtin_add_overflow(base_ns_, ts, &t) || __builtin_add_overflow(t, shift_ns_, &t))
-    fail(e, "baseTimeNanoseconds + ts overflows int64 ns");
+    fail(e, event_named(e) + ": baseTimeNanoseconds + ts overflows int64 ns");
   // A capture's times lie within [-2^62, 2^62) ns, so that any two subtract within int64: what
   // every reader checks (CaptureReader::check_rows).
   constexpr int64_t kLimit = int64_t{1} << 62;
   if (t < -kLimit || t >= kLimit)
-    fail(e, "the event's time, " + std::to_string(t) + " ns, lies outside [-2^62, 2^62) ns (146 years either side of 0)");
+    fail(e, event_named(e) + ": its time, " + std::to_string(t) +
+                " ns, lies outside [-2^62, 2^62) ns (146 years either side of 0)");
   return t;
 }
 
@@ -444,15 +449,15 @@ void Importer::event(const RawEvent& e) {
     ++*last_category_count_;
   }
   if (ph == "M") return names(e);
-  if (!e.ts_ns) fail(e, e.ts ? "the event's 'ts' is not a number" : "the event has no 'ts'");
+  if (!e.ts_ns) fail(e, event_named(e) + (e.ts ? ": its 'ts' is not a number" : ": it has no 'ts'"));
   const int64_t t = absolute(e, *e.ts_ns);
   if (ph == "X") {
     if (!e.dur_ns)
-      fail(e, e.dur ? "the event's 'dur' is not a number" : "the complete ('X') event has no 'dur'");
-    if (*e.dur_ns < 0) fail(e, "the event's 'dur' is negative (" + std::to_string(*e.dur_ns) + " ns)");
+      fail(e, event_named(e) + (e.dur ? ": its 'dur' is not a number" : ": a complete ('X') event without 'dur'"));
+    if (*e.dur_ns < 0) fail(e, event_named(e) + ": its 'dur' is negative (" + std::to_string(*e.dur_ns) + " ns)");
     int64_t end = 0;  // t lies within [-2^62, 2^62): the end must too
     if (__builtin_add_overflow(t, *e.dur_ns, &end) || end >= (int64_t{1} << 62))
-      fail(e, "the event ends past 2^62 ns (ts + dur): a capture's times lie within [-2^62, 2^62) ns");
+      fail(e, event_named(e) + ": it ends past 2^62 ns (ts + dur): a capture's times lie within [-2^62, 2^62) ns");
     if (!complete(e, cat, t, end)) not_imported(cat.empty() ? key : std::string(cat));
   } else if ((ph == "i" || ph == "I") && cat == "cpu_instant_event" && str_of(e.name) == "[memory]") {
     memory(e, t);
