@@ -338,6 +338,25 @@ void remove_temporary_folder(const fs::path& dir) {
   if (!dir.empty()) fs::remove_all(dir, ec);
 }
 
+// After a torch driver failed: the temporary folder keeps only its drivers' logs (DIR/POLICY/
+// driver.log, which the errors named), its traces and compile logs removed; removed whole when
+// it holds no log. Says where they are.
+void keep_driver_logs(const fs::path& dir) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& policy : fs::directory_iterator(dir, ec))
+    if (policy.is_directory(ec) && fs::is_regular_file(policy.path() / "driver.log", ec)) {
+      any = true;
+      for (const auto& f : fs::directory_iterator(policy.path(), ec))
+        if (f.path().filename() != "driver.log") fs::remove_all(f.path(), ec);
+    } else {
+      fs::remove_all(policy.path(), ec);
+    }
+  if (!any) return remove_temporary_folder(dir);
+  std::fprintf(stderr, "[hookscope] the torch drivers' logs are kept in %s (POLICY/driver.log; remove it when read)\n",
+               output::terminal_text(dir.string()).c_str());
+}
+
 // SIGINT / SIGTERM: the capture is finalized onto --out (the run in progress stays incomplete),
 // the children go, the temporary folders are removed, and the process exits 128 + N.
 std::function<void(int)> interrupt_handler(output::CaptureOutput& output, const fs::path& offload_dir, bool keep_offload,
@@ -445,7 +464,7 @@ int run_capture(const CaptureArgs& a) {
     torch.reset();
     libtorch.reset();
     remove_offload_folder(options.offload_dir, keep_offload);
-    if (a.keep_driver_files.empty()) remove_temporary_folder(work);
+    if (a.keep_driver_files.empty()) keep_driver_logs(work);  // the error may be a driver's, naming its log
     if (!kept.empty())
       std::fprintf(stderr, "[hookscope] the capture stopped; the runs recorded so far are in %s (%s is left as it was)\n",
                    kept.c_str(), out.c_str());
@@ -455,7 +474,8 @@ int run_capture(const CaptureArgs& a) {
   libtorch.reset();  // and the models before the offload folder their weights map
   remove_offload_folder(options.offload_dir, keep_offload);
   if (keep_offload) std::fprintf(stderr, "[hookscope] the disk offload folders are in %s\n", options.offload_dir.c_str());
-  if (a.keep_driver_files.empty()) remove_temporary_folder(work);
+  if (a.keep_driver_files.empty() && failures && use_torch) keep_driver_logs(work);  // a failed cell's error names its log
+  else if (a.keep_driver_files.empty()) remove_temporary_folder(work);
   else if (use_torch) std::fprintf(stderr, "[hookscope] the torch driver's files (traces, compile logs, logs) are in %s\n", work.c_str());
   return failures ? 1 : 0;
 }

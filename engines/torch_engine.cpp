@@ -201,7 +201,9 @@ ChildProcess& TorchEngine::process_for(const Cell& cell) {
       dir / "driver.log");
   std::fprintf(stderr, "[hookscope] torch engine: started the %s driver (pid %d, log %s%s)\n", policy.c_str(),
                static_cast<int>(slot->pid()), (dir / "driver.log").c_str(),
-               opt_.keep_work_dir ? "" : ", removed with the capture's other temporary files unless --keep-driver-files DIR");
+               opt_.keep_work_dir ? ""
+                                  : ", removed with the capture's other temporary files unless a run fails or "
+                                    "--keep-driver-files DIR");
   return *slot;
 }
 

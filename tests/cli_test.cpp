@@ -545,6 +545,18 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
     EXPECT_EQ(r.err.find("before printing anything"), std::string::npos) << r.err;
     EXPECT_FALSE(has_terminal_controls(r.err)) << r.err.substr(0, 3000);
     EXPECT_LT(r.err.size(), 100'000u) << "a flood of progress lines or of its log is cut short";
+    // The log the error names is kept (the rest of the temporary folder goes), and said where.
+    const std::string tag = ", log ";
+    const size_t at = r.err.find("--python " + python.string() + tag);
+    if (at != std::string::npos) {
+      const size_t from = at + ("--python " + python.string() + tag).size();
+      const fs::path log = r.err.substr(from, r.err.find(')', from) - from);
+      EXPECT_TRUE(fs::is_regular_file(log)) << log;
+      EXPECT_NE(r.err.find("the torch drivers' logs are kept in " + log.parent_path().parent_path().string()),
+                std::string::npos)
+          << r.err.substr(0, 3000);
+      fs::remove_all(log.parent_path().parent_path());
+    }
     // The failed run's error, stored in the capture, is as short: its readers read the file.
     const auto rep = hookscope({"report", (dir / (c.name + ".sqlite")).string()});
     EXPECT_EQ(rep.exit_code, 0) << rep.err.substr(0, 3000);
