@@ -55,6 +55,11 @@ int run_generate(const GenerateArgs& a) {
   Tokenizer tok = Tokenizer::from_file(tok_path);
   std::vector<int64_t> prompt_ids = tok.encode(a.prompt, /*add_special_tokens=*/true);
   if (prompt_ids.empty()) throw std::invalid_argument("--prompt encodes to no tokens; give a non-empty prompt");
+  try {
+    check_prompt_ids(lm.config, prompt_ids);  // a tokenizer with more tokens than the embedding has rows
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--prompt, encoded by " + tok_path.string() + ": " + e.what());
+  }
 
   // As transformers' generate: past the model's trained context the output is not what it
   // was trained for (RoPE positions it never saw); said, not refused.

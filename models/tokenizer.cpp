@@ -1053,7 +1053,7 @@ class Bpe {
     vocab_r_.reserve(v.size());
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > UINT32_MAX)
-        o.fail("model.vocab[\"" + it.key() + "\"]", "expected a non-negative integer id");
+        o.fail("model.vocab[\"" + it.key() + "\"]", "expected an integer id from 0 to 4294967295");
       auto id = static_cast<uint32_t>(it->get<int64_t>());
       vocab_[it.key()] = id;
       vocab_r_[id] = it.key();

@@ -581,6 +581,26 @@ TEST(CliErrors, AnEmptyVocabNamesTheTokenizerNotThePrompt) {
   EXPECT_EQ(r.err.find("encodes to no tokens"), std::string::npos) << r.err;
 }
 
+// A tokenizer.json whose ids pass the model's embedding is named as the one at fault when it
+// encodes --prompt, by generate as by capture: the prompt was text, not ids.
+TEST(CliErrors, ATokenizerIdPastTheEmbeddingNamesTheTokenizer) {
+  const fs::path dir = hs::test::scratch_dir("tokenizer-id-past-embedding");
+  const fs::path model = dir / "model";
+  fs::copy(hs::test::tiny_checkpoint("tiny-llama"), model, fs::copy_options::recursive);
+  std::ofstream(model / "tokenizer.json") << R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    "post_processor": null, "decoder": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+              "vocab": {"h": 0, "i": 999999}, "merges": []}})";
+  const auto r = hookscope({"generate", "--model", model.string(), "--prompt", "hi", "--max-new-tokens", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--prompt, encoded by " + (model / "tokenizer.json").string() +
+                       ": prompt token id 999999 (position 1) is outside the model's vocabulary"),
+            std::string::npos)
+      << r.err;
+}
+
 // A loop of symbolic links is called one, by report and export alike: never "no such file",
 // never the C++ library's "filesystem error".
 TEST(CliErrors, ALoopOfLinksIsNamedAsOne) {
