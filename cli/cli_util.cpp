@@ -253,29 +253,37 @@ AccelerateTree parse_accelerate_tree(const std::string& value) {
 
 namespace {
 // The command-line word that gave `path`: "--flag VALUE" or "--flag=VALUE" as "--flag VALUE", a
-// positional argument as itself; the value must be the path or a folder above it. "" if none.
+// positional argument as itself; the value must be the path or a folder above it (the deepest
+// such one: `--model .` holds every path here). "" if none.
 std::string argument_giving(const std::filesystem::path& path, const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path target = fs::absolute(path, ec).lexically_normal();
   if (ec || target.empty()) return "";
-  auto gives = [&](const std::string& value) {
-    if (value.empty() || value[0] == '-') return false;
+  // How many parts of `value` lead to the path (0: it does not).
+  auto depth = [&](const std::string& value) -> size_t {
+    if (value.empty() || value[0] == '-') return 0;
     const fs::path v = fs::absolute(value, ec).lexically_normal();
-    if (ec) return false;
+    if (ec) return 0;
     const auto [vi, ti] = std::mismatch(v.begin(), v.end(), target.begin(), target.end());
-    return vi == v.end() || (std::next(vi) == v.end() && vi->empty());  // a trailing '/' is an empty last part
+    const bool leads = vi == v.end() || (std::next(vi) == v.end() && vi->empty());  // a trailing '/': an empty part
+    return leads ? static_cast<size_t>(std::distance(v.begin(), vi)) : 0;
   };
   std::string best;
+  size_t best_depth = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a.size() == 2 && a.starts_with("--")) break;  // hookscope profile's program and its arguments follow
+    std::string given;
+    size_t d = 0;
     if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
       const std::string flag(a.substr(0, eq)), value(a.substr(eq + 1));
-      if (gives(value)) best = flag + " " + value;
-    } else if (gives(args[i])) {
-      best = i > 0 && args[i - 1].size() > 1 && args[i - 1][0] == '-' ? args[i - 1] + " " + args[i] : args[i];
+      d = depth(value), given = flag + " " + value;
+    } else {
+      d = depth(args[i]);
+      given = i > 0 && args[i - 1].size() > 1 && args[i - 1][0] == '-' ? args[i - 1] + " " + args[i] : args[i];
     }
+    if (d > best_depth) best = given, best_depth = d;
   }
   return best;
 }
