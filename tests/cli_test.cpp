@@ -563,16 +563,26 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
   }
 }
 
-// A tokenizer.json with an empty vocab is named as the fault, not the prompt.
-TEST(CliErrors, AnEmptyVocabNamesTheTokenizerNotThePrompt) {
-  const fs::path dir = hs::test::scratch_dir("empty-vocab");
+namespace {
+// A copy of the tiny checkpoint in `dir`/model whose tokenizer.json is a byte-level BPE with
+// `vocab` (a JSON object) and no merges.
+fs::path model_with_vocab(const fs::path& dir, const std::string& vocab) {
   const fs::path model = dir / "model";
   fs::copy(hs::test::tiny_checkpoint("tiny-llama"), model, fs::copy_options::recursive);
   std::ofstream(model / "tokenizer.json") << R"({"version": "1.0", "added_tokens": [], "normalizer": null,
     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
     "post_processor": null, "decoder": null,
     "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "vocab": {}, "merges": []}})";
+              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "vocab": )"
+                                          << vocab << R"(, "merges": []}})";
+  return model;
+}
+}  // namespace
+
+// A tokenizer.json with an empty vocab is named as the fault, not the prompt.
+TEST(CliErrors, AnEmptyVocabNamesTheTokenizerNotThePrompt) {
+  const fs::path dir = hs::test::scratch_dir("empty-vocab");
+  const fs::path model = model_with_vocab(dir, "{}");
   const auto r = hookscope({"capture", "--engine", "libtorch", "--model", model.string(), "--devices", "2",
                             "--scenarios", "sharded", "--modes", "eager", "--prompt", "hi", "--max-new-tokens", "1",
                             "--repeats", "1", "--warmup", "0", "--out", (dir / "c.sqlite").string()});
@@ -585,14 +595,7 @@ TEST(CliErrors, AnEmptyVocabNamesTheTokenizerNotThePrompt) {
 // encodes --prompt, by generate as by capture: the prompt was text, not ids.
 TEST(CliErrors, ATokenizerIdPastTheEmbeddingNamesTheTokenizer) {
   const fs::path dir = hs::test::scratch_dir("tokenizer-id-past-embedding");
-  const fs::path model = dir / "model";
-  fs::copy(hs::test::tiny_checkpoint("tiny-llama"), model, fs::copy_options::recursive);
-  std::ofstream(model / "tokenizer.json") << R"({"version": "1.0", "added_tokens": [], "normalizer": null,
-    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
-    "post_processor": null, "decoder": null,
-    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
-              "vocab": {"h": 0, "i": 999999}, "merges": []}})";
+  const fs::path model = model_with_vocab(dir, R"({"h": 0, "i": 999999})");
   const auto r = hookscope({"generate", "--model", model.string(), "--prompt", "hi", "--max-new-tokens", "1"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--prompt, encoded by " + (model / "tokenizer.json").string() +
