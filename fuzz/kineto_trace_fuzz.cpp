@@ -1,8 +1,10 @@
 // torch.profiler (Kineto) Chrome traces: import_kineto_trace on arbitrary bytes (plain JSON or
 // gzip, detected from the content, as the importer does), into a run of a scratch capture.
 // Expected: hs::importers::ImportError (the header: "naming the file and the byte offset").
-// A Store error (storage::CaptureError, std::invalid_argument) from input the importer
-// accepted is a finding: the importer let through something the store refuses.
+// The Store's RowSumError is expected too (values each in range whose durations or byte counts
+// sum past int64: the importers leave sums to the Store). Any other Store error
+// (storage::CaptureError, std::invalid_argument) from input the importer accepted is a finding:
+// the importer let through something the store refuses.
 // Inputs of odd length are read in two stages (KinetoOptions::pipeline_bytes = 0: reading and
 // scanning on a thread of the reader's own), as a trace past 4 MiB is; the rest in one.
 #include <cstdint>
@@ -26,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const hs::importers::ImportError& e) {
     hs::fuzz::expected(e);
     store.store().end_run(run, hs::tracer::RunStatus::Failed, "import error");
+  } catch (const hs::storage::RowSumError&) {
+    store.store().end_run(run, hs::tracer::RunStatus::Failed, "sums past int64");
   }
   return 0;
 }

@@ -451,7 +451,7 @@ int Store::Impl::bind_row(Stmt& s, int first, RowCtx& c, const R& r) {
   return i - first;
 }
 
-// Adds rows [0, n) of kind R of `run` to row_sums; throws std::invalid_argument naming the run,
+// Adds rows [0, n) of kind R of `run` to row_sums; throws RowSumError naming the run,
 // the table and the first row that takes a sum past 2^63 - 1 (the sums are then as before).
 template <class R, class At>
 void Store::Impl::add_row_sums(int64_t run, size_t n, At&& at) {
@@ -475,7 +475,7 @@ void Store::Impl::add_row_sums(int64_t run, size_t n, At&& at) {
       const bool dur_over =
           __builtin_sub_overflow(end, start, &dur) || __builtin_add_overflow(sums.dur, dur, &sums.dur);
       if (dur_over || __builtin_add_overflow(sums.bytes, bytes, &sums.bytes))
-        throw std::invalid_argument(
+        throw RowSumError(
             "capture " + path.string() + ": run " + std::to_string(run) + ": the " +
             (dur_over ? "durations" : "byte counts") + " of its " + std::string(R::table) +
             " rows would sum past 2^63 - 1 with the row starting at " + std::to_string(start) + " ns, ending at " +

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,16 @@
 #include "tracer/gpu_activity.h"
 
 namespace hs::storage {
+
+/// Thrown by Store::write_batch / write_activity for rows each in range whose durations or byte
+/// counts would sum past 2^63 - 1 in their run's table (every reader adds them up, and
+/// CaptureReader::check_rows refuses such a run): the message names the capture, the run, the
+/// table and the row. How an import of such values is refused (the importers leave sums to the
+/// Store).
+class RowSumError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 struct StoreOptions {
   /// An existing capture at the path is replaced (with its -wal/-shm). A file that is not a
@@ -56,15 +67,15 @@ class Store final : public tracer::EventWriter, public tracer::ActivityWriter {
   /// Throws std::invalid_argument when device_map_json / versions_json is not a JSON object.
   int64_t begin_run(const tracer::RunInfo& info) override;
   /// One transaction: new strings, threads, records, and (if `batch.end`) the run's end.
-  /// Throws std::invalid_argument for an unknown run or an undefined string id, and for rows
-  /// whose durations or byte counts would sum past 2^63 - 1 in their table for the run (every
-  /// reader adds them up; naming the run, the table and the row); the batch is then not written.
+  /// Throws std::invalid_argument for an unknown run or an undefined string id, and RowSumError
+  /// for rows whose durations or byte counts would sum past 2^63 - 1 in their table for the run;
+  /// the batch is then not written.
   void write_batch(const tracer::RecordBatch& batch) override;
 
   // --- tracer::ActivityWriter ------------------------------------------------------------
   /// One transaction: every record of the batch (strings interned), and a DIAGNOSTICS warning
   /// plus RUNS.droppedRecords when the source dropped records. Throws std::invalid_argument
-  /// for an unknown run, and for rows whose sums pass 2^63 - 1 as write_batch does.
+  /// for an unknown run, and RowSumError as write_batch does.
   void write_activity(const tracer::ActivityBatch& batch) override;
 
   // --- direct methods for the app --------------------------------------------------------
