@@ -661,7 +661,9 @@ class RowCheck {
     const int64_t start = time(s, c_.start);
     if (c_.end >= 0) {
       const int64_t end = time(s, c_.end);
-      bad_ |= end < start || __builtin_add_overflow(durations_, end - start, &durations_);
+      int64_t dur = 0;  // a time out of range is already bad, but its difference must not overflow
+      bad_ |= end < start || __builtin_sub_overflow(end, start, &dur) ||
+              __builtin_add_overflow(durations_, dur, &durations_);
     }
     if (c_.bytes >= 0) {
       const int64_t b = s.int64(c_.bytes);
