@@ -664,6 +664,10 @@ TEST(DamagedCapture, RowsNoCaptureWritesAreRefusedNamingRunTableAndRow) {
       {"he-sum", "UPDATE HOOK_EVENTS SET start = 0, end = 4611686018427387903 WHERE rowid IN (SELECT rowid FROM "
                  "HOOK_EVENTS WHERE runId = 1 LIMIT 3)",
        "HOOK_EVENTS", "1", "", ""},
+      // Both times out of range, their difference past int64 (the page pass subtracted it: UBSan).
+      {"he-far", "UPDATE HOOK_EVENTS SET start = -7523372036854725808, end = 1700000000000080000 WHERE rowid = "
+                 "(SELECT min(rowid) FROM HOOK_EVENTS WHERE runId = 1)",
+       "HOOK_EVENTS", "1", "start -7523372036854725808", ") its start lies outside [-2^62, 2^62) ns: "},
       {"mc-min", "UPDATE MEMORY_COUNTERS SET start = -9223372036854775808 WHERE runId = 3", "MEMORY_COUNTERS", "3",
        "start -9223372036854775808", ") its start lies outside [-2^62, 2^62) ns: "},
   };
