@@ -308,10 +308,13 @@ void gpu_caller_report(const RunData& d, RunStats& s) {
     r.total_ns += ns;
     r.bytes += bytes;
   };
-  for (const auto& k : kernels) add(k.correlation_id, "kernel", k.device_id, k.end_ns - k.start_ns, 0);
+  using storage::gpu_duration_ns;
+  for (const auto& k : kernels) add(k.correlation_id, "kernel", k.device_id, gpu_duration_ns(k.start_ns, k.end_ns), 0);
   for (const auto& m : memcpys)
-    add(m.correlation_id, "memcpy " + copy_kind_name(m.copy_kind), m.device_id, m.end_ns - m.start_ns, m.bytes);
-  for (const auto& m : memsets) add(m.correlation_id, "memset", m.device_id, m.end_ns - m.start_ns, m.bytes);
+    add(m.correlation_id, "memcpy " + copy_kind_name(m.copy_kind), m.device_id, gpu_duration_ns(m.start_ns, m.end_ns),
+        m.bytes);
+  for (const auto& m : memsets)
+    add(m.correlation_id, "memset", m.device_id, gpu_duration_ns(m.start_ns, m.end_ns), m.bytes);
   for (auto& [k, r] : groups) s.gpu_by_caller.push_back(std::move(r));
   std::stable_sort(s.gpu_by_caller.begin(), s.gpu_by_caller.end(),
                    [](const GpuCallerRow& a, const GpuCallerRow& b) { return a.total_ns > b.total_ns; });

@@ -335,31 +335,32 @@ RunRecord CaptureReader::run(int64_t id) const {
 }
 
 void CaptureReader::check_rows(int64_t run) const {
-  // The tables hookscope's own tracer and importers write: every event kind with times (its
-  // declaration says which also have an end and a byte count), plus DIAGNOSTICS, which is not
-  // an event kind (its start may be NULL: a diagnostic tied to no time). CUPTI's records (the
-  // CUPTI_ACTIVITY_KIND_* tables) are left out: CUPTI can hand over a record whose end is 0 (not
-  // filled in), and such a GPU capture must still open.
+  // Every event kind with times (its declaration says which also have an end and a byte
+  // count), plus DIAGNOSTICS, which is not an event kind (its start may be NULL: a diagnostic
+  // tied to no time). CUPTI's records (the CUPTI_ACTIVITY_KIND_* tables) may end before they
+  // start (CUPTI can hand over a record whose end is 0, not filled in), and such a GPU capture
+  // must still open: their durations are summed as gpu_duration_ns counts them. The page pass
+  // does not look at them (checked_kind), so they are always checked here.
   struct Timed {
     std::string_view table;
-    bool end, bytes, null_start;
+    bool end, bytes, null_start, cupti;
   };
   static const std::vector<Timed> kTables = [] {
     std::vector<Timed> out;
     detail::for_each_kind([&](auto kind) {
       using K = typename decltype(kind)::type;
       if constexpr (detail::has_tag<K, kinds::Start>())
-        if (!K::table.starts_with("CUPTI_ACTIVITY_KIND_"))
-          out.push_back({K::table, detail::has_tag<K, kinds::End>(), detail::has_column_named<K>("bytes"), false});
+        out.push_back({K::table, detail::has_tag<K, kinds::End>(), detail::has_column_named<K>("bytes"), false,
+                       K::table.starts_with("CUPTI_ACTIVITY_KIND_")});
     });
-    out.push_back({"DIAGNOSTICS", false, false, true});
+    out.push_back({"DIAGNOSTICS", false, false, true, false});
     return out;
   }();
   // Times within [-2^62, 2^62) ns (146 years each way): any difference of two fits in int64.
   const std::string in_range = " BETWEEN -4611686018427387904 AND 4611686018427387903";
   const bool proven = rows_proven(run);  // the event tables: one pass over the pages found them whole
   for (const Timed& t : kTables) {
-    if (proven && !t.null_start) continue;
+    if (proven && !t.null_start && !t.cupti) continue;
     if (!has_table(t.table)) continue;
     // Why a row is not one hookscope writes ('' when it is one), the first reason that applies.
     std::string why = "CASE";
@@ -368,8 +369,8 @@ void CaptureReader::check_rows(int64_t run) const {
            " WHEN start NOT" + in_range + " THEN 'its start lies outside [-2^62, 2^62) ns'";
     if (t.end)
       why += " WHEN typeof(end) != 'integer' THEN 'its end is not an integer'"
-             " WHEN end NOT" + in_range + " THEN 'its end lies outside [-2^62, 2^62) ns'"
-             " WHEN end < start THEN 'it ends before it starts'";
+             " WHEN end NOT" + in_range + " THEN 'its end lies outside [-2^62, 2^62) ns'" +
+             (t.cupti ? "" : " WHEN end < start THEN 'it ends before it starts'");
     if (t.bytes)
       why += " WHEN typeof(bytes) != 'integer' THEN 'its byte count is not an integer'"
              " WHEN bytes < 0 THEN 'its byte count is negative'";
@@ -398,7 +399,8 @@ void CaptureReader::check_rows(int64_t run) const {
     // Every row is in range; their durations and byte counts must also sum within int64, since
     // stats and report add them up (any subset's sum is then within it too).
     if (!t.end) continue;  // instants: nothing adds them up
-    const std::string sums = std::string("sum(end - start), ") + (t.bytes ? "sum(bytes)" : "0");
+    const std::string sums =
+        std::string(t.cupti ? "sum(max(end - start, 0)), " : "sum(end - start), ") + (t.bytes ? "sum(bytes)" : "0");
     try {
       Query total(*db_, path_, "SELECT " + sums + " FROM " + table + " WHERE runId = ?");
       total.bind(1, run);

@@ -55,6 +55,13 @@ struct ReaderOptions {
   int64_t page_read_min_rows = 256;
 };
 
+/// A CUPTI record's duration (ns) as every reader counts and sums it: end - start, or 0 where
+/// the record ends before it starts (an end CUPTI did not fill in). Within int64 for the rows
+/// check_rows accepts.
+constexpr int64_t gpu_duration_ns(int64_t start_ns, int64_t end_ns) {
+  return end_ns > start_ns ? end_ns - start_ns : 0;
+}
+
 struct RunRecord {
   int64_t id = 0;
   std::string scenario, policy, mode, model;
@@ -305,10 +312,11 @@ class CaptureReader {
   std::vector<RunRecord> runs() const;
   /// One run. Throws std::out_of_range naming the file when there is no such run.
   RunRecord run(int64_t id) const;
-  /// Checks run `run`'s timed rows in every event table hookscope's tracer and importers write
-  /// (not CUPTI's): each start (and end) an integer in [-2^62, 2^62) ns, no end before its
-  /// start, no byte count that is negative or not an integer, and the durations (and bytes) of
-  /// each table summing within int64. No capture writes other rows; reading them gave negative
+  /// Checks run `run`'s timed rows in every event table: each start (and end) an integer in
+  /// [-2^62, 2^62) ns, no end before its start (CUPTI's tables aside: CUPTI may leave a
+  /// record's end unfilled, and such a record's duration counts as 0, gpu_duration_ns), no
+  /// byte count that is negative or not an integer, and the durations (and bytes) of each
+  /// table summing within int64. No capture writes other rows; reading them gave negative
   /// durations, overflowing sums and timelines drawn empty. Throws CaptureError "capture FILE:
   /// run N: K rows of TABLE that no capture writes; the first (rowid R: start S, end E) REASON:
   /// the file was edited or is damaged" (or "... the durations of TABLE sum past 2^63 ...") at

@@ -453,10 +453,13 @@ int Store::Impl::bind_row(Stmt& s, int first, RowCtx& c, const R& r) {
 
 // Adds rows [0, n) of kind R of `run` to row_sums; throws RowSumError naming the run,
 // the table and the first row that takes a sum past 2^63 - 1 (the sums are then as before).
+// A CUPTI record may end before it starts (an end CUPTI did not fill in): it adds no duration,
+// as the readers count it (storage::gpu_duration_ns).
 template <class R, class At>
 void Store::Impl::add_row_sums(int64_t run, size_t n, At&& at) {
   if constexpr (detail::has_tag<R, kinds::Start>() && detail::has_tag<R, kinds::End>()) {
-    if (n == 0 || R::table.starts_with("CUPTI_ACTIVITY_KIND_")) return;
+    constexpr bool cupti = R::table.starts_with("CUPTI_ACTIVITY_KIND_");
+    if (n == 0) return;
     RowSums& total = row_sums[{run, R::table}];
     RowSums sums = total;
     for (size_t j = 0; j < n; ++j) {
@@ -472,8 +475,8 @@ void Store::Impl::add_row_sums(int64_t run, size_t n, At&& at) {
         }
       });
       int64_t dur = 0;
-      const bool dur_over =
-          __builtin_sub_overflow(end, start, &dur) || __builtin_add_overflow(sums.dur, dur, &sums.dur);
+      const bool dur_over = (!cupti || end > start) && (__builtin_sub_overflow(end, start, &dur) ||
+                                                        __builtin_add_overflow(sums.dur, dur, &sums.dur));
       if (dur_over || __builtin_add_overflow(sums.bytes, bytes, &sums.bytes))
         throw RowSumError(
             "capture " + path.string() + ": run " + std::to_string(run) + ": the " +

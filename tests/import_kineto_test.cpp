@@ -1190,6 +1190,13 @@ TEST(ImportKineto, RowsWhoseSumsPassInt64AreRefusedNamingTheTableAndRow) {
   const std::string transfer =
       R"({"ph": "X", "cat": "user_annotation", "name": "hookscope::send_to_device module=m bytes=9223372036854775807 )"
       R"(src=cpu dst=0", "pid": 1, "tid": 1, "ts": 20, "dur": 1})";
+  // CUPTI's tables as well (stats sums their durations and bytes per caller).
+  const auto memcpy = [](const std::string& dur, const std::string& bytes) {
+    return R"j({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, )j"
+           R"("ts": 50, "dur": )" + dur + R"(, "args": {"device": 0, "stream": 7, "correlation": 9, "bytes": )" + bytes +
+           "}}";
+  };
+  const std::string big_copy = memcpy("1", "9223372036854775807"), long_copy = memcpy("4500000000000000", "8");
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"durations", trace_of(op, op),
        "the durations of its CPU_OPS rows would sum past 2^63 - 1 with the row starting at -4611686018427387000 ns, "
@@ -1197,6 +1204,12 @@ TEST(ImportKineto, RowsWhoseSumsPassInt64AreRefusedNamingTheTableAndRow) {
       {"bytes", trace_of(kOp, transfer + ", " + transfer),
        "the byte counts of its TRANSFERS rows would sum past 2^63 - 1 with the row starting at 20000 ns, ending at "
        "21000 ns, of 9223372036854775807 bytes"},
+      {"memcpy-bytes", trace_of(kOp, big_copy + ", " + big_copy),
+       "the byte counts of its CUPTI_ACTIVITY_KIND_MEMCPY rows would sum past 2^63 - 1 with the row starting at "
+       "50000 ns, ending at 51000 ns, of 9223372036854775807 bytes"},
+      {"memcpy-durations", trace_of(kOp, long_copy + ", " + long_copy + ", " + long_copy),
+       "the durations of its CUPTI_ACTIVITY_KIND_MEMCPY rows would sum past 2^63 - 1 with the row starting at "
+       "50000 ns, ending at 4500000000000050000 ns"},
   };
   for (const auto& [name, trace, want] : cases) {
     SCOPED_TRACE(name);
@@ -1209,10 +1222,33 @@ TEST(ImportKineto, RowsWhoseSumsPassInt64AreRefusedNamingTheTableAndRow) {
     EXPECT_FALSE(fs::exists(out));
   }
   // One such row alone is a capture every reader reads.
-  write(dir / "one.json", trace_of(kOp, transfer));
+  write(dir / "one.json", trace_of(kOp, transfer + ", " + big_copy));
   const auto r = test::hookscope({"import", (dir / "one.json").string(), "-o", (dir / "one.sqlite").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(test::hookscope({"report", (dir / "one.sqlite").string()}).exit_code, 0);
+  // A copy whose CUPTI rows were edited to sum past int64 is refused by the readers, naming the run
+  // and the table (stats printed the wrapped sum); a record that ends before it starts (an end
+  // CUPTI did not fill in) is not: its duration counts as 0.
+  const fs::path edited = test::edited_copy(
+      dir / "one.sqlite", dir / "edited.sqlite",
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT * FROM CUPTI_ACTIVITY_KIND_MEMCPY; "
+      "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 9223372036854775807");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"stats", edited.string(), "--report",
+                                                                        "gpu_by_caller"},
+                                               {"report", edited.string()}}) {
+    const auto e = test::hookscope(args);
+    EXPECT_EQ(e.exit_code, 1) << e.out;
+    EXPECT_TRUE(contains(e.err, "run 1: the durations or byte counts of CUPTI_ACTIVITY_KIND_MEMCPY sum past 2^63"))
+        << e.err;
+  }
+  const fs::path unfilled = test::edited_copy(dir / "one.sqlite", dir / "unfilled.sqlite",
+                                              "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = 0");
+  const auto u = test::hookscope({"stats", unfilled.string(), "--report", "gpu_by_caller", "--format", "json"});
+  ASSERT_EQ(u.exit_code, 0) << u.err;
+  const auto rows = nlohmann::json::parse(u.out)["reports"]["gpu_by_caller"];
+  ASSERT_EQ(rows.size(), 1u) << u.out;
+  EXPECT_EQ(rows[0]["total_ns"], 0) << u.out;
+  EXPECT_EQ(rows[0]["bytes"], 9223372036854775807LL) << u.out;
 }
 
 // --append adds a run to a capture every reader opens, never to anything else: a zero-byte file
