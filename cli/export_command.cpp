@@ -112,13 +112,14 @@ int export_chrome(const ExportArgs& a, const storage::CaptureReader& reader, con
     for (const auto& [cat, n] : s.by_category)
       if (cat.front() != '(') slices[cat] = n;
     std::fprintf(stderr, "[hookscope] wrote run %lld to %s: %lld events (%s)\n", static_cast<long long>(files[i].first),
-                 files[i].second.c_str(), static_cast<long long>(s.events), listing(slices, "").c_str());
+                 output::terminal_text(files[i].second.string()).c_str(), static_cast<long long>(s.events),
+                 listing(slices, "").c_str());
   }
   const fs::path first = files.front().second;
   const std::string folder = !one_file ? a.out : first.has_parent_path() ? first.parent_path().string() : ".";
   std::fprintf(stderr, "[hookscope] open it in https://ui.perfetto.dev or chrome://tracing; HTA: "
                "TraceAnalysis(trace_dir=\"%s\"); back into a capture: hookscope import TRACE -o NEW.sqlite\n",
-               folder.c_str());
+               output::terminal_text(folder).c_str());
   return 0;
 }
 
@@ -132,7 +133,8 @@ int export_csv_tables(const ExportArgs& a, const storage::CaptureReader& reader,
       output::refuse_overwriting_input("-o", dir / (t + ext), reader.path(), "exported", models);
   const exports::CsvExportSummary s = exports::export_csv(reader, runs, tables, dir, a.gzip);
   std::fprintf(stderr, "[hookscope] wrote %zu table%s to %s: %s\n", s.files.size(), s.files.size() == 1 ? "" : "s",
-               dir.c_str(), s.rows.empty() ? "no event rows in the run" : listing(s.rows, " rows").c_str());
+               output::terminal_text(dir.string()).c_str(),
+               s.rows.empty() ? "no event rows in the run" : listing(s.rows, " rows").c_str());
   return 0;
 }
 

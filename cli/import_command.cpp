@@ -176,7 +176,13 @@ tracer::RunInfo run_info(const ImportArgs& a) {
   info.policy = a.policy;
   info.mode = a.mode;
   info.fullgraph = a.fullgraph;
-  info.model = a.model;
+  // A --model naming a checkpoint folder from here is kept as its absolute path: so the capture's
+  // readers find it from any folder (output::model_folders: never an output inside it).
+  std::error_code ec;
+  const fs::path named(a.model);
+  info.model = !a.model.empty() && named.is_relative() && fs::is_regular_file(named / "config.json", ec)
+                   ? fs::absolute(named).lexically_normal().string()
+                   : a.model;
   info.engine = "import";
   info.label = a.label.empty() ? default_label(a) : a.label;
   info.versions_json = nlohmann::json{{"hookscope", "0.1.0"}}.dump();
@@ -193,18 +199,6 @@ std::function<void(uint64_t, uint64_t)> progress_printer() {
 }
 
 // The import's arguments and its --out checked before anything is opened or written.
-// The checkpoint folders `out` would land in (links followed): each folder above it holding a
-// config.json. The trace may name the model it was made from, but is read only once importing.
-std::vector<fs::path> checkpoint_folders_above(const fs::path& out) {
-  std::vector<fs::path> found;
-  std::error_code ec;
-  for (fs::path dir = output::normal_path(out).parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    if (fs::is_regular_file(dir / "config.json", ec)) found.push_back(dir);
-    if (dir == dir.root_path()) break;
-  }
-  return found;
-}
-
 void check_import_args(const ImportArgs& a, const fs::path& out) {
   if (a.trace.empty() && a.compile_log.empty())
     throw std::invalid_argument("import: give a trace (TRACE.json[.gz]) and/or --compile-log DIR|FILE");
@@ -223,7 +217,7 @@ void check_import_args(const ImportArgs& a, const fs::path& out) {
   if (a.out.front() == '-')  // `-o --append`: the flag taken as the file name
     throw std::invalid_argument("--out: '" + a.out + "' looks like a flag, not a file name (write ./" + a.out +
                                 " for a file of that name)");
-  output::refuse_output_in_model_folder("--out", out, checkpoint_folders_above(out), "it holds a config.json");
+  output::refuse_output_in_model_folder("--out", out, output::checkpoint_folders_above(out), "it holds a config.json");
   if (fs::exists(out) && !a.append)
     throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add a run to it");
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))

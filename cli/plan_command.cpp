@@ -85,7 +85,7 @@ void print_plan(const models::LoadedModel& lm, c10::ScalarType dtype, const std:
   using namespace hs::hooks;
   const models::CausalLM& model = *lm.model;
   const int64_t total = sizes.get("");
-  std::cout << model_label(lm.dir) << " (" << lm.config.architecture << "), dtype "
+  std::cout << output::terminal_text(model_label(lm.dir) + " (" + lm.config.architecture + ")") << ", dtype "
             << models::dtype_short_name(dtype) << ": " << with_commas(total) << " bytes (" << human(total) << ")\n";
   std::string ns;
   for (const auto& c : no_split) ns += (ns.empty() ? "" : ", ") + c;

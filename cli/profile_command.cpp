@@ -97,6 +97,8 @@ void check_args(const ProfileArgs& a, const fs::path& out) {
                                 "hookscope_torch.start() / stop(): choose one");
   output::refuse_invalid_utf8("--label", a.label);
   output::refuse_control_characters("--label", a.label);
+  // The program may load any checkpoint: never a capture inside a folder that holds one.
+  output::refuse_output_in_model_folder("--out", out, output::checkpoint_folders_above(out), "it holds a config.json");
   if (fs::is_directory(out)) throw std::invalid_argument("--out: " + out.string() + " is a folder; name the capture file");
   if (fs::exists(out) && !fs::is_regular_file(out))
     throw std::invalid_argument("--out: " + out.string() + " is not a regular file; refusing to write over it");

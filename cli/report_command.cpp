@@ -156,6 +156,8 @@ int run_report(const ReportArgs& a) {
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<reports::ReportPicture> pictures;
   if (!a.html.empty() || !a.assets.empty()) pictures = reports::report_pictures(rd, report, a.timeline_runs);
+  output::refuse_files_around_folder("--assets", a.assets,
+                                     {{"--markdown", a.markdown}, {"--json", a.json_out}, {"--html", a.html}});
   if (!a.assets.empty())  // each picture is an output too: none may be another flag's file
     for (const auto& p : pictures)
       output::refuse_shared_outputs({{"--markdown", a.markdown},

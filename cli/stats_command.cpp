@@ -150,7 +150,7 @@ int run_stats(const StatsArgs& a) {
       const std::string path = base + "_" + t.name + ".csv";
       output::refuse_overwriting_input("-o", path, a.file, "read", models);
       output::write_output_file(path, csv);
-      std::cerr << "wrote " << path << "\n";
+      std::cerr << "wrote " << output::terminal_text(path) << "\n";
     }
     if (stream) output::write_output_file(a.out, all);
     else if (isatty(STDOUT_FILENO)) std::cout << output::terminal_text(all);  // a name's ESC, U+202E: shown, inert

@@ -447,8 +447,9 @@ std::string open_hint(const std::filesystem::path& capture, size_t runs, const s
                       "   (Perfetto, chrome://tracing, HTA)"
                 : "hookscope export " + f + " --run all --format chrome -o " + storage::shell_word(chrome.string()) +
                       "   (a trace per run for Perfetto, chrome://tracing, HTA; --run ID for one)";
-  return "[hookscope] open it with:\n  hookscope report " + f + "     (Markdown / JSON comparison)\n  hookscope view " + f +
-         "       (timeline viewer)\n  " + export_line + "\n";
+  // A name's ESC or U+202E shown, inert: the hint goes to a terminal.
+  return terminal_text("[hookscope] open it with:\n  hookscope report " + f + "     (Markdown / JSON comparison)\n  hookscope view " +
+                       f + "       (timeline viewer)\n  " + export_line + "\n");
 }
 
 }  // namespace hs::output

@@ -105,6 +105,33 @@ void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>
     }
 }
 
+std::vector<std::filesystem::path> checkpoint_folders_above(const std::filesystem::path& out) {
+  std::vector<std::filesystem::path> found;
+  std::error_code ec;
+  for (std::filesystem::path dir = normal_path(out).parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (std::filesystem::is_regular_file(dir / "config.json", ec)) found.push_back(dir);
+    if (dir == dir.root_path()) break;
+  }
+  return found;
+}
+
+void refuse_files_around_folder(const std::string& folder_flag, const std::filesystem::path& folder,
+                                const std::vector<std::pair<std::string, std::string>>& files) {
+  if (folder.empty()) return;
+  const std::filesystem::path inner = normal_path(folder);
+  for (const auto& [flag, file] : files) {
+    if (file.empty()) continue;
+    const std::filesystem::path outer = normal_path(file);
+    // `outer` is the folder or above it: its parts are the first of the folder's.
+    auto o = outer.begin(), i = inner.begin();
+    for (; o != outer.end() && i != inner.end() && *o == *i; ++o, ++i) {
+    }
+    if (o == outer.end() || path_inside(folder, file))
+      throw std::invalid_argument(flag + ": " + file + " is also " + folder_flag + "'s folder (" + folder.string() +
+                                  "); name a file outside it");
+  }
+}
+
 void write_output_file(const std::filesystem::path& path, const std::string& bytes) {
   OutputFile f(path, /*gzip=*/false);
   f.write(bytes);

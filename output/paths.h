@@ -45,6 +45,19 @@ void refuse_output_in_model_folder(const std::string& flag, const std::filesyste
                                    const std::vector<std::filesystem::path>& models, const std::string& why,
                                    bool holds_too = false);
 
+/// The checkpoint folders an output at `out` would land in (links followed): each folder above
+/// it that holds a config.json. The rule for an output whose model is not known before it is
+/// written (an import's trace, a profiled program's checkpoints): refuse_output_in_model_folder
+/// with these, "it holds a config.json".
+std::vector<std::filesystem::path> checkpoint_folders_above(const std::filesystem::path& out);
+
+/// The folder --assets (or any output that is a folder) writes into: refuses, before anything is
+/// written, each of the (flag, file) outputs that is that folder or a folder above it, since the
+/// folder would be made where the file goes. Throws std::invalid_argument "FLAG: OUT is also
+/// FOLDER_FLAG's folder (FOLDER); name a file outside it".
+void refuse_files_around_folder(const std::string& folder_flag, const std::filesystem::path& folder,
+                                const std::vector<std::pair<std::string, std::string>>& files);
+
 /// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when
 /// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet),
 /// and refuse_output_in_model_folder's message when it is a file of, or lies inside, one of

@@ -868,6 +868,19 @@ TEST(Capture, ReportNeverWritesOverItsCapture) {
         << r.err;
     EXPECT_FALSE(fs::exists(pics)) << "nothing written";
   }
+  // Nor another flag's file the --assets folder itself or one above it: the folder was made, with
+  // its pictures, before the file was refused as a folder.
+  for (const auto& [flag, file, assets] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--markdown", "same.md", "same.md"}, {"--json", "q1", "q1"}, {"--markdown", "up", "up/pics"}}) {
+    SCOPED_TRACE(flag + " " + file + " --assets " + assets);
+    std::vector<std::string> args{"report", db.string(), flag, (dir / file).string(), "--assets", (dir / assets).string()};
+    if (flag != "--markdown") args.insert(args.end(), {"--markdown", (dir / "m.md").string()});
+    r = hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(flag + ": " + (dir / file).string() + " is also --assets's folder"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / file)) << "nothing written";
+    EXPECT_FALSE(fs::exists(dir / "m.md")) << "nothing written";
+  }
   EXPECT_FALSE(fs::exists(dir / "r.md"));
   EXPECT_FALSE(fs::exists(dir / "x.json"));
   // A bare --markdown name puts the pictures' links relative to the current folder.

@@ -1285,6 +1285,40 @@ TEST(ImportKinetoCli, NeverWritesIntoAModelsFolder) {
   // Next to a model's folder is fine.
   EXPECT_EQ(test::hookscope({"import", (dir / "ok.json").string(), "-o", (dir / "fine.sqlite").string(), "--model",
                              model.string()}).exit_code, 0);
+  // A --model folder named from the current folder is stored as its absolute path: the readers then
+  // keep their outputs out of it from any folder (a relative name was not recognised as a model's).
+  const auto rel = test::run({"/bin/sh", "-c", "cd '" + dir.string() + "' && '" + test::cli() +
+                                                   "' import ok.json --model my-model -o rel.sqlite"});
+  ASSERT_EQ(rel.exit_code, 0) << rel.err;
+  EXPECT_EQ(storage::CaptureReader(dir / "rel.sqlite").runs().at(0).model, model.string());
+  const auto rep = test::run({"/bin/sh", "-c", "cd '" + dir.string() + "' && '" + test::cli() +
+                                                   "' report rel.sqlite --json my-model/r.json"});
+  EXPECT_EQ(rep.exit_code, 1) << rep.err;
+  EXPECT_TRUE(contains(rep.err, "--json: my-model/r.json is or lies inside the model's folder " + model.string()))
+      << rep.err;
+  EXPECT_FALSE(fs::exists(model / "r.json"));
+}
+
+// The lines saying where a command wrote show an output's name inert on the terminal: its ESC
+// sequences, OSC title and U+202E as escapes (import, stats -o and export -o echoed them raw).
+TEST(ImportKinetoCli, WhereOutputsWentIsSaidInertOnTheTerminal) {
+  const fs::path dir = test::scratch_dir("import_kineto_nasty_names");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const std::string nasty = "n\u202e\x1b[2J\x1b]0;title\x07";
+  const fs::path db = dir / (nasty + ".sqlite");
+  const std::vector<std::vector<std::string>> commands = {
+      {"import", (dir / "ok.json").string(), "-o", db.string()},
+      {"stats", db.string(), "--format", "csv", "-o", (dir / nasty).string()},
+      {"export", db.string(), "-o", (dir / (nasty + ".json")).string()},
+      {"export", db.string(), "--format", "csv", "-o", (dir / (nasty + "-csv")).string()},
+  };
+  for (const auto& args : commands) {
+    SCOPED_TRACE(args[0]);
+    const auto r = test::hookscope(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "n\\u202e\\x1b[2J\\x1b]0;title\\x07")) << r.err;
+    for (const std::string raw : {"\x1b", "\x07", "\u202e"}) EXPECT_FALSE(contains(r.err, raw)) << r.err;
+  }
 }
 
 // The report of a run imported without --policy, --mode or --model names what is missing

@@ -776,6 +776,17 @@ TEST(Profile, BadCommandLinesAreRefusedAndLeaveNothing) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("not a hookscope capture"), std::string::npos) << r.err;
   EXPECT_EQ(hs::test::read_file(dir / "tiny_net.py"), kNet);
+  // Nor into a checkpoint's folder (one holding a config.json): the program may load it.
+  const fs::path model = dir / "model";
+  fs::create_directories(model);
+  std::ofstream(model / "config.json") << "{}";
+  r = hs::test::hookscope({"profile", "-o", (model / "p.sqlite").string(), "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--out: " + (model / "p.sqlite").string() + " is or lies inside the model's folder"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::distance(fs::directory_iterator(model), fs::directory_iterator()), 1) << "nothing written there";
+  fs::remove_all(model);
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().extension(), ".py") << "nothing written: " << e.path();
 }
