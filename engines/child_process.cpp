@@ -127,6 +127,31 @@ int ChildProcess::wait() {
   return *status_;
 }
 
+bool ChildProcess::end_within(std::chrono::milliseconds grace) {
+  close_fd(stdin_fd_);
+  if (status_ || pid_ <= 0) return true;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+      return true;
+    }
+    if (r < 0 && errno != EINTR) {  // reaped elsewhere (an interrupt handler ending the children)
+      status_ = 128 + SIGKILL;
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Not yet reaped, so its process group (the one it leads, see the constructor) is still ours.
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);  // should it have left that group
+  wait();
+  return false;
+}
+
 std::string ChildProcess::exit_description() {
   if (!status_) {
     int st = 0;

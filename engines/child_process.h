@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -40,6 +41,11 @@ class ChildProcess {
   std::optional<std::string> read_line();
   /// Waits for the child to exit; returns its exit status (128 + signal when killed).
   int wait();
+  /// Closes the child's stdin (its signal to finish) and waits up to `grace` for it to exit:
+  /// true when it did (wait() and exit_description() then say how); false when it was still
+  /// running, and was then killed (SIGKILL to its process group: the programs it started go
+  /// too) and reaped. For a child that closed its reply pipe but may not be exiting.
+  bool end_within(std::chrono::milliseconds grace);
   /// "exit status N" / "killed by signal N" once exited, "" while running.
   std::string exit_description();
   pid_t pid() const { return pid_; }

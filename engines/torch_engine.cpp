@@ -1,5 +1,6 @@
 #include "engines/torch_engine.h"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -41,19 +42,82 @@ measurement::LatencySamples samples_of(const json& reply, const char* key) {
   return out;
 }
 
-/// The profiler trace a driver's result names when it is not on disk, as "its trace 'PATH'";
-/// "" when it is there or none is named. (A missing TORCH_TRACE folder stays a diagnostic of the
-/// import: torch writes the log lazily, a run without compiles may have none.)
-std::string missing_recording(const json& reply) {
-  const auto text = [&](const char* key) {
-    const auto it = reply.find(key);
-    return it != reply.end() && it->is_string() ? std::optional<std::string>(it->get<std::string>()) : std::nullopt;
-  };
+// The folder hookscope gives a policy's driver for its output (its spec's out_dir): the files
+// its results name must lie there.
+fs::path driver_out_dir(const fs::path& work_dir, const std::string& policy) { return fs::absolute(work_dir / policy); }
+
+// `p` with `..`, `.` and symbolic links resolved (the part that exists; the rest lexically), no
+// trailing separator; nullopt when it cannot be resolved (a loop of links, a folder not readable).
+std::optional<fs::path> resolved(const fs::path& p) {
   std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  if (ec) return std::nullopt;
+  r = r.lexically_normal();
+  if (!r.has_filename() && r != r.root_path()) r = r.parent_path();
+  return r;
+}
+
+// Whether resolved `p` lies inside resolved `root` (or is it, where `or_root`).
+bool lies_inside(const fs::path& p, const fs::path& root, bool or_root) {
+  const fs::path rel = p.lexically_relative(root);
+  if (rel.empty()) return false;
+  if (rel == ".") return or_root;
+  return *rel.begin() != "..";
+}
+
+// The files a driver's result names, checked: each must resolve (after `..` and links) to a path
+// inside the folder hookscope gave that driver for its output; else `refused` says which field
+// names which path (a protocol break: hookscope never reads a file elsewhere as a recording).
+struct DriverFiles {
+  std::optional<fs::path> trace;        ///< resolved; absent when the result names none
+  std::string trace_named;              ///< the trace as the result names it, joined to its out_dir
+  std::optional<fs::path> compile_log;  ///< the TORCH_TRACE folder, resolved
+  std::string refused;                  ///< "" or what is wrong
+  bool wrong_types = false;             ///< a path field that is not a string
+};
+
+DriverFiles driver_files(const json& reply, const fs::path& out_dir) {
+  DriverFiles f;
+  const auto text = [&](const char* key) -> std::optional<std::string> {
+    const auto it = reply.find(key);
+    if (it == reply.end() || it->is_null()) return std::nullopt;
+    if (!it->is_string()) f.wrong_types = true;
+    return it->is_string() ? std::optional<std::string>(it->get<std::string>()) : std::nullopt;
+  };
+  const auto root = resolved(out_dir).value_or(fs::absolute(out_dir).lexically_normal());
+  // One path of the result, resolved and checked; nullopt (and `refused` said) when refused.
+  const auto check = [&](const char* field, const std::string& given, const fs::path& path,
+                         bool or_root) -> std::optional<fs::path> {
+    const auto r = resolved(path);
+    if (r && lies_inside(*r, root, or_root)) return r;
+    if (f.refused.empty()) {
+      f.refused = std::string("whose ") + field + " '" + output::terminal_text(given, false) + "'";
+      if (!r) f.refused += ", which cannot be resolved,";
+      else if (r->string() != given) f.refused += " (resolved: " + output::terminal_text(r->string(), false) + ")";
+      f.refused += std::string(" is not ") + (or_root ? "" : "a file ") + "inside the folder hookscope gave it for " +
+                   "its output, " + output::terminal_text(root.string(), false);
+    }
+    return std::nullopt;
+  };
+  const auto dir = text("out_dir");
+  if (dir && !check("out_dir", *dir, *dir, true)) return f;
   if (const auto t = text("trace")) {
-    const fs::path trace = fs::path(text("out_dir").value_or("")) / *t;
-    if (!fs::exists(trace, ec)) return "its trace '" + output::terminal_text(trace.string(), false) + "'";
+    const fs::path named = fs::path(dir ? *dir : out_dir.string()) / *t;
+    f.trace_named = named.string();
+    if (!(f.trace = check("trace", *t, named, false))) return f;
   }
+  if (const auto l = text("torch_trace_dir"))
+    if (!(f.compile_log = check("torch_trace_dir", *l, *l, true))) return f;
+  return f;
+}
+
+// The profiler trace a driver's result names when it is not on disk, as "its trace 'PATH'";
+// "" when it is there or none is named. (A missing TORCH_TRACE folder stays a diagnostic of the
+// import: torch writes the log lazily, a run without compiles may have none.)
+std::string missing_recording(const DriverFiles& files) {
+  std::error_code ec;
+  if (files.trace && !fs::exists(*files.trace, ec))
+    return "its trace '" + output::terminal_text(files.trace_named, false) + "'";
   return "";
 }
 
@@ -102,6 +166,30 @@ std::string driver_ended(const std::string& policy, ChildProcess& p, const fs::p
   }
   if (log_empty) return head + " before printing anything: is " + python.string() + " a Python? " + need;
   return head + ":\n" + tail;
+}
+
+// How long a driver that closed its reply pipe (or its stdin) has to exit before it is killed.
+constexpr std::chrono::seconds kHangUpGrace{5};
+
+// Why the policy's driver, which closed its reply pipe (`sent`: else its stdin, before the cell's
+// request) without the cell's result, was killed: it had not exited kHangUpGrace later.
+std::string driver_hung_up(const std::string& policy, ChildProcess& p, const fs::path& python, const std::string& id,
+                           const Replies& replies, bool sent) {
+  std::string why = driver_named(policy, python, p.log_path()) +
+                    (sent ? " closed its reply pipe without the result for cell " + id
+                          : " closed its stdin before taking the request for cell " + id) +
+                    " and had not exited " + std::to_string(kHangUpGrace.count()) + " s later: hookscope ended it (" +
+                    p.exit_description() + ")";
+  if (replies.lines > 0) {
+    why += "; it printed " + std::to_string(replies.lines) + " reply line" + (replies.lines == 1 ? "" : "s");
+    if (!replies.other_cell.empty()) why += " (a result for cell " + shown(replies.other_cell, 40) + ")";
+    why += ", the last: " + shown(replies.last);
+  } else if (sent) {
+    why += "; it printed no reply line";
+  }
+  const std::string tail = output::terminal_text(p.log_tail());
+  const bool log_empty = tail.find_first_not_of(" \t\r\n") == std::string::npos;
+  return why + (log_empty ? "; its log is empty" : "; its log ends:\n" + tail);
 }
 
 std::string string_field(const json& msg, const char* key) {
@@ -175,7 +263,7 @@ json TorchEngine::spec_for(const std::string& policy, const std::optional<fs::pa
          {"offload_dir", fs::absolute(opt_.offload_dir.empty() ? opt_.work_dir / policy / "offload"
                                                                : opt_.offload_dir / ("torch-" + policy))
                              .string()},
-         {"out_dir", fs::absolute(opt_.work_dir / policy).string()},
+         {"out_dir", driver_out_dir(opt_.work_dir, policy).string()},
          {"profile", opt_.profile},
          {"threads", opt_.threads > 0 ? json(opt_.threads) : json(nullptr)},
          {"cells", json::array()}};
@@ -242,8 +330,11 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
         throw broken(std::string("printed ") + e.what() + " after its last line");
       }
       if (!line) {
-        p.wait();
-        const std::string why = driver_ended(policy_label(cell), p, opt_.python, id, replies);
+        // The reply pipe is closed (or the request could not be sent): a driver exiting says how
+        // it ended; one that lives on without its pipe is given kHangUpGrace, then killed.
+        const std::string why = p.end_within(kHangUpGrace)
+                                    ? driver_ended(policy_label(cell), p, opt_.python, id, replies)
+                                    : driver_hung_up(policy_label(cell), p, opt_.python, id, replies, sent);
         processes_.erase(policy_label(cell));  // the policy's next cell starts a fresh one
         throw std::runtime_error(why);
       }
@@ -277,10 +368,14 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
       r.warmup = opt_.warmup;
       r.repeats = opt_.repeats;
       if (versions_.is_null() && msg.contains("versions")) versions_ = msg["versions"];
-      // A result naming recordings that are not there is a broken driver, not a complete run.
-      if (const std::string missing = missing_recording(msg); !missing.empty())
+      // A result naming files outside the folder hookscope gave the driver, or recordings that
+      // are not there, is a broken driver, not a complete run.
+      const DriverFiles files = driver_files(msg, driver_out_dir(opt_.work_dir, policy_label(cell)));
+      if (files.wrong_types) throw broken("sent a result whose fields have the wrong types");
+      if (!files.refused.empty()) throw broken("sent a result for " + id + " " + files.refused + " (a protocol break)");
+      if (const std::string missing = missing_recording(files); !missing.empty())
         throw broken("sent a result for " + id + " naming " + missing + ", which does not exist");
-      import_recordings(msg, id, ctx, r);
+      import_recordings(msg, files.trace, files.compile_log, id, ctx, r);
       return r;
     }
   } catch (const std::exception& e) {
@@ -291,10 +386,12 @@ RunResult TorchEngine::run(const Cell& cell, RunContext& ctx) {
 }
 
 // The trace and the cell's part of the compile log, into the run.
-void TorchEngine::import_recordings(const json& reply, const std::string& id, RunContext& ctx, RunResult& r) {
+void TorchEngine::import_recordings(const json& reply, const std::optional<fs::path>& trace,
+                                    const std::optional<fs::path>& compile_log, const std::string& id, RunContext& ctx,
+                                    RunResult& r) {
   importers::RunFiles files;
-  if (const auto t = opt<std::string>(reply, "trace")) files.trace = fs::path(opt<std::string>(reply, "out_dir").value_or("")) / *t;
-  if (const auto l = opt<std::string>(reply, "torch_trace_dir")) files.compile_log = fs::path(*l);
+  files.trace = trace;
+  files.compile_log = compile_log;
   files.cell = id;
   importers::RunImportOptions o;
   // The driver's trace is on CLOCK_REALTIME: its events go onto the capture's steady clock.

@@ -65,7 +65,11 @@ class TorchEngine final : public Engine {
  private:
   ChildProcess& process_for(const Cell& cell);
   nlohmann::json spec_for(const std::string& policy, const std::optional<std::filesystem::path>& tree) const;
-  void import_recordings(const nlohmann::json& reply, const std::string& cell_id, RunContext& ctx, RunResult& r);
+  /// The run's `trace` and its part of the `compile_log` (both checked by the caller to lie in the
+  /// driver's out_dir) into the run.
+  void import_recordings(const nlohmann::json& reply, const std::optional<std::filesystem::path>& trace,
+                         const std::optional<std::filesystem::path>& compile_log, const std::string& cell_id,
+                         RunContext& ctx, RunResult& r);
 
   TorchEngineOptions opt_;
   std::map<std::string, std::unique_ptr<ChildProcess>> processes_;  ///< by policy label

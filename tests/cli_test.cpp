@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/synthetic.h"
@@ -511,6 +513,12 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
     std::string name, body;
     std::vector<std::string> says;
   };
+  // $out: the folder hookscope gave the driver for its output (its --spec file's folder).
+  const std::string out = R"(out=$(dirname "$5"); )";
+  const std::string model = hs::test::tiny_checkpoint("tiny-llama").string();
+  const auto result = [](const std::string& fields) {
+    return R"(echo "{\"type\":\"result\",\"id\":\"c0\",\"status\":\"ok\",)" + fields + R"(}" >&3; cat >/dev/null)";
+  };
   const std::vector<Case> cases = {
       {"not-json", "printf 'hello " + nasty + "\\n' >&3; cat >/dev/null",
        {"printed a reply line that is not a JSON object of its protocol: 'hello \\x1b[31mred", "\\u202e"}},
@@ -528,15 +536,44 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
       {"log-flood", "head -c 100000000 /dev/zero | tr '\\0' C >&2; exit 3", {"ended, exit status 3:\n[...] CCCC"}},
       {"endless-line", "head -c 70000000 /dev/zero | tr '\\0' x >&3; cat >/dev/null",
        {"printed a reply line longer than 64 MiB without a newline"}},
-      {"missing-trace",
-       "echo '{\"type\":\"result\",\"id\":\"c0\",\"status\":\"ok\",\"out_dir\":\"/nonexistent/dir\","
-       "\"trace\":\"trace-c0.json\"}' >&3; cat >/dev/null",
-       {"sent a result for c0 naming its trace '/nonexistent/dir/trace-c0.json', which does not exist"}},
+      // The files a result names lie in the folder hookscope gave the driver ($out, the spec's
+      // folder): one missing there is named; one elsewhere (the model's own files) is never read.
+      {"missing-trace", out + result(R"(\"out_dir\":\"$out\",\"trace\":\"trace-c0.json\")"),
+       {"sent a result for c0 naming its trace '", "/whole-hook/trace-c0.json', which does not exist"}},
+      {"out-dir-elsewhere", out + result(R"(\"out_dir\":\"/nonexistent/dir\",\"trace\":\"trace-c0.json\")"),
+       {"sent a result for c0 whose out_dir '/nonexistent/dir' is not inside the folder hookscope gave it for its "
+        "output, ",
+        "/whole-hook (a protocol break)"}},
+      {"out-dir-model", out + result(R"(\"out_dir\":\")" + model + R"(\",\"trace\":\"config.json\")"),
+       {"sent a result for c0 whose out_dir '" + model + "'", "is not inside the folder hookscope gave it"}},
+      {"trace-dot-dot",
+       out + R"(echo '{}' > "$out/../stray.json"; )" +
+           result(R"(\"out_dir\":\"$out\",\"trace\":\"../stray.json\")"),
+       {"sent a result for c0 whose trace '../stray.json' (resolved: ",
+        "/stray.json) is not a file inside the folder hookscope gave it for its output, "}},
+      {"trace-link",
+       out + R"(ln -s ")" + model + R"(/config.json" "$out/trace-c0.json"; )" +
+           result(R"(\"out_dir\":\"$out\",\"trace\":\"trace-c0.json\")"),
+       {"sent a result for c0 whose trace 'trace-c0.json' (resolved: " +
+        fs::canonical(model + "/config.json").string() + ") is not a file inside the folder"}},
+      {"compile-log-elsewhere",
+       out + result(R"(\"out_dir\":\"$out\",\"torch_trace_dir\":\")" + model + R"(\")"),
+       {"sent a result for c0 whose torch_trace_dir '" + model + "'", "is not inside the folder hookscope gave it"}},
+      // A driver that closes its reply pipe and lives on is given a short grace, then killed with
+      // what it started: the capture neither waits for it nor leaves its children behind.
+      {"hang-up",
+       "printf '{\"type\":\"progress\",\"text\":\"p\"}\\n' >&3; exec 3>&-; sleep 600 & echo $! > " +
+           (dir / "hang-up.sleep-pid").string() + "; wait",
+       {"closed its reply pipe without the result for cell c0 and had not exited 5 s later: hookscope ended it "
+        "(killed by signal 9); it printed 1 reply line, the last: '{\"type\":\"progress\",\"text\":\"p\"}'",
+        "its log is empty"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const fs::path python = fake_driver(dir, c.name, c.body);
+    const auto start = std::chrono::steady_clock::now();
     const auto r = torch_capture(python, dir / (c.name + ".sqlite"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "no driver is waited for";
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find("the torch driver (whole-hook; --python " + python.string() + ", log "), std::string::npos)
         << r.err;
@@ -561,6 +598,19 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
     const auto rep = hookscope({"report", (dir / (c.name + ".sqlite")).string()});
     EXPECT_EQ(rep.exit_code, 0) << rep.err.substr(0, 3000);
   }
+  // The hung-up driver's own child (its sleep) was ended with it: gone, or a zombie of init's.
+  const std::string sleep_pid = hs::test::read_file(dir / "hang-up.sleep-pid");
+  const fs::path stat = "/proc/" + sleep_pid.substr(0, sleep_pid.find('\n')) + "/stat";
+  std::string state;
+  for (int i = 0; i < 100; ++i) {
+    std::ifstream in(stat);
+    std::string line;
+    if (!std::getline(in, line)) break;
+    state = line.substr(line.rfind(')') + 2, 1);
+    if (state == "Z") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(!fs::exists(stat) || state == "Z") << stat << " is still running (state " << state << ")";
 }
 
 namespace {

@@ -1,7 +1,9 @@
 // The torch engine's C++ side: the child-process channel and the mapping of the driver's
 // replies (docs/torch-engine.md) to run results. The end-to-end runs through real
 // transformers/accelerate/Dynamo are in torch_capture_test.cpp.
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -31,6 +33,40 @@ TEST(ChildProcess, ADeadChildEndsTheChannelAndSaysHow) {
   EXPECT_EQ(p.wait(), 3);
   EXPECT_EQ(p.exit_description(), "exit status 3");
   EXPECT_NE(p.log_tail().find("Traceback: boom"), std::string::npos);
+}
+
+// A child that closed its reply pipe and lives on (its own child too) is killed after the grace,
+// and reaped; one that exits within it says how it ended.
+TEST(ChildProcess, AChildThatHangsUpIsEndedAfterAGrace) {
+  const auto dir = test::scratch_dir("child_process_hang_up");
+  ChildProcess p({"/bin/sh", "-c", "echo bye >&3; exec 3>&-; sleep 600 & echo $! >'" + (dir / "pid").string() +
+                                       "'; wait"},
+                 {}, dir / "log.txt");
+  EXPECT_EQ(p.read_line(), "bye");
+  EXPECT_EQ(p.read_line(), std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(p.end_within(std::chrono::milliseconds(300)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(p.exit_description(), "killed by signal 9");
+  EXPECT_EQ(p.wait(), 128 + 9);
+  const std::string sleep_pid = test::read_file(dir / "pid");
+  const std::filesystem::path stat = "/proc/" + sleep_pid.substr(0, sleep_pid.find('\n')) + "/stat";
+  std::string state;
+  for (int i = 0; i < 100; ++i) {
+    std::ifstream in(stat);
+    std::string line;
+    if (!std::getline(in, line)) break;
+    state = line.substr(line.rfind(')') + 2, 1);
+    if (state == "Z") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(!std::filesystem::exists(stat) || state == "Z") << "its child lives on (state " << state << ")";
+
+  // Closing its stdin is its signal to finish: a child reading it exits within the grace.
+  ChildProcess q({"/bin/sh", "-c", "exec 3>&-; cat >/dev/null; exit 4"}, {}, dir / "log2.txt");
+  EXPECT_EQ(q.read_line(), std::nullopt);
+  EXPECT_TRUE(q.end_within(std::chrono::seconds(10)));
+  EXPECT_EQ(q.exit_description(), "exit status 4");
 }
 
 TEST(ChildProcess, EnvironmentIsAddedToTheParents) {
