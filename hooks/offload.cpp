@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/safetensors.h"
+#include "storage/bounded_json.h"
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
@@ -27,7 +28,9 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr uint64_t kMaxIndexBytes = 256ull << 20;  // index.json size cap
-constexpr int kMaxJsonDepth = 16;                   // root, entry, shape need 3
+/// index.json's JSON: root, entry, shape need 3 levels; keys (parameter names) and dtypes are short.
+constexpr storage::JsonLimits kIndexJsonLimits{
+    .max_depth = 16, .max_bytes = kMaxIndexBytes, .max_string_bytes = size_t{1} << 20};
 
 // ---- messages ------------------------------------------------------------------------------
 
@@ -53,12 +56,15 @@ std::string show(const std::string& s) {
   return out + "'";
 }
 
+/// "[2, 3]"; past 8 dims, the first 8 and the count: "[1, 1, ..., 1, ...] (100000 dims)".
 std::string shape_str(c10::IntArrayRef shape) {
+  constexpr size_t kMaxShownDims = 8;
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < shape.size() && i < kMaxShownDims; ++i) {
     if (i) s += ", ";
     s += std::to_string(shape[i]);
   }
+  if (shape.size() > kMaxShownDims) return s + ", ...] (" + std::to_string(shape.size()) + " dims)";
   return s + "]";
 }
 
@@ -274,22 +280,14 @@ std::string read_small_file(const fs::path& path, uint64_t max, const std::strin
   return text;
 }
 
-/// Parses JSON with a nesting limit; keeps key order (duplicate key: first position, last value,
-/// like Python's json.load into a dict).
+/// Parses JSON within kIndexJsonLimits (storage/bounded_json.h); keeps key order (duplicate key:
+/// first position, last value, like Python's json.load into a dict).
 ojson parse_json(const std::string& text, const std::string& what) {
-  struct TooDeep {};
-  ojson::parser_callback_t cb = [](int depth, ojson::parse_event_t event, ojson&) -> bool {
-    if ((event == ojson::parse_event_t::object_start || event == ojson::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      throw TooDeep{};
-    return true;
-  };
   try {
-    return ojson::parse(text, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const TooDeep&) {
-    fail(what + " nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  } catch (const ojson::exception& e) {
-    fail(what + " is not valid JSON: " + e.what());
+    return storage::parse_ordered_json_bounded(text, what, kIndexJsonLimits);
+  } catch (const storage::JsonError& e) {
+    if (e.kind() == storage::JsonError::Kind::Invalid) fail(what + " is not valid JSON " + e.invalid_at());
+    fail(e.what());
   }
 }
 

@@ -1,6 +1,7 @@
 #include "models/config.h"
 
 #include "models/regular_file.h"
+#include "storage/bounded_json.h"
 
 #include <cmath>
 #include <fstream>
@@ -19,6 +20,9 @@ namespace {
   throw ConfigError(origin.string() + ": " + msg);
 }
 
+/// A string of the file, cut for a message (a string may be up to 1 MiB).
+std::string cut(const std::string& s) { return s.size() > 80 ? s.substr(0, 77) + "..." : s; }
+
 const json* field(const json& j, const char* name) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return nullptr;
@@ -31,6 +35,9 @@ const json* field(const json& j, const char* name) {
 constexpr int64_t kMaxHidden = int64_t{1} << 20;
 /// config.json / generation_config.json: a few KB in every real checkpoint.
 constexpr uint64_t kMaxConfigBytes = 100'000'000;
+/// Their JSON: real files nest a few levels (rope_scaling, text_config) and hold short strings.
+constexpr storage::JsonLimits kConfigJsonLimits{
+    .max_depth = 64, .max_bytes = kMaxConfigBytes, .max_string_bytes = size_t{1} << 20};
 constexpr int64_t kMaxIntermediate = int64_t{1} << 22;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxHeads = 4096;
@@ -138,6 +145,15 @@ json read_json_file(const fs::path& file) {
   } catch (const RegularFileError& e) {
     throw ConfigError(e.what());
   }
+  // Size, nesting, string length and NUL bytes checked before nlohmann builds anything
+  // (storage/bounded_json.h): a key nested 5,000,000 deep parsed, then overflowed the stack.
+  try {
+    storage::check_json_bounds(text, file.string(), kConfigJsonLimits);
+  } catch (const storage::JsonError& e) {
+    if (e.kind() == storage::JsonError::Kind::Invalid)  // a NUL byte: worded as the parse errors below
+      throw ConfigError(file.string() + ": invalid JSON " + e.invalid_at());
+    throw ConfigError(e.what());
+  }
   std::string key;  // the field being read, for a number nlohmann cannot hold
   const json::parser_callback_t note_key = [&key](int, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::key) key = parsed.get<std::string>();
@@ -145,11 +161,13 @@ json read_json_file(const fs::path& file) {
   };
   try {
     return json::parse(text, note_key);
-  } catch (const json::out_of_range& e) {  // out_of_range.406: a number past a double's range
-    throw ConfigError(file.string() + ": " + (key.empty() ? "" : "field '" + key + "': ") +
-                      "a number past a double's range (" + e.what() + ")");
-  } catch (const json::exception& e) {
-    throw ConfigError(file.string() + ": invalid JSON: " + e.what());
+  } catch (const json::exception&) {  // parse errors, and numbers past a double's range (out_of_range.406)
+    const std::optional<storage::JsonSyntaxError> e = storage::find_json_syntax_error(text);
+    if (!e) throw ConfigError(file.string() + ": invalid JSON");
+    if (e->number_overflow)
+      throw ConfigError(file.string() + ": " + (key.empty() ? "" : "field '" + key + "': ") +
+                        "a number past a double's range at " + storage::json_position(text, e->byte));
+    throw ConfigError(file.string() + ": invalid JSON " + storage::describe_json_error(text, *e));
   }
 }
 
@@ -200,7 +218,7 @@ void parse_rope(const json& j, ModelConfig& c, const fs::path& origin) {
       fail(origin, std::string("field '") + scaling_name + "': high_freq_factor must differ from low_freq_factor");
     return;
   }
-  fail(origin, std::string("field '") + scaling_name + ".rope_type' is '" + type +
+  fail(origin, std::string("field '") + scaling_name + ".rope_type' is '" + cut(type) +
                    "', which hookscope does not support (supported: default, linear, llama3)");
 }
 
@@ -257,7 +275,7 @@ c10::ScalarType parse_dtype(const std::string& name, const std::string& what) {
   if (n == "float32" || n == "f32" || n == "fp32" || n == "float") return c10::kFloat;
   if (n == "bfloat16" || n == "bf16") return c10::kBFloat16;
   if (n == "float16" || n == "f16" || n == "fp16" || n == "half") return c10::kHalf;
-  throw ConfigError(what + ": unsupported dtype '" + name + "' (supported: float32, bfloat16, float16)");
+  throw ConfigError(what + ": unsupported dtype '" + cut(name) + "' (supported: float32, bfloat16, float16)");
 }
 
 std::string dtype_short_name(c10::ScalarType t) {
@@ -280,7 +298,7 @@ ModelConfig ModelConfig::from_json(const json& j, const fs::path& origin) {
     fail(origin, "missing 'architectures' and 'model_type': cannot tell which model this is");
   const FamilyName* family = family_of(c.architecture, c.model_type);
   if (!family)
-    fail(origin, "unknown architecture '" + (c.architecture.empty() ? c.model_type : c.architecture) +
+    fail(origin, "unknown architecture '" + cut(c.architecture.empty() ? c.model_type : c.architecture) +
                      "' in field 'architectures' (supported: " + ported_architectures() +
                      "; `hookscope capture --engine torch` runs any architecture transformers' "
                      "AutoModelForCausalLM loads)");

@@ -2,6 +2,7 @@
 #include "models/safetensors.h"
 
 #include "models/regular_file.h"
+#include "storage/bounded_json.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -33,15 +34,22 @@ namespace {
 
 /// upstream MAX_HEADER_SIZE; also the cap on model.safetensors.index.json.
 constexpr uint64_t kMaxHeaderSize = 100'000'000;
-/// Deepest JSON nesting accepted in a header or index (the format needs 3: root, entry, shape).
-constexpr int kMaxJsonDepth = 16;
+/// A header's or index's JSON: nested at most 16 levels (the format needs 3: root, entry, shape),
+/// no string longer than 1 MiB (names, dtypes and __metadata__ values are short).
+constexpr storage::JsonLimits kJsonLimits{
+    .max_depth = 16, .max_bytes = kMaxHeaderSize, .max_string_bytes = size_t{1} << 20};
+/// The longest tensor name, key or value quoted in a message, and the most dims of a shape.
+constexpr size_t kMaxShown = 200, kMaxShownDims = 8;
 
 // ---- message helpers -------------------------------------------------------------------------
 
-/// Renders untrusted text (tensor names, keys) for an error message: control bytes escaped.
-std::string show(std::string_view s) {
+/// Renders untrusted text (tensor names, keys) for an error message: control bytes escaped, cut
+/// after `max` bytes ("...").
+std::string show(std::string_view s, size_t max = kMaxShown) {
+  const bool cut = s.size() > max;
+  if (cut) s = s.substr(0, max);
   std::string out;
-  out.reserve(s.size());
+  out.reserve(s.size() + 3);
   for (unsigned char c : s) {
     if (c < 0x20 || c == 0x7f) {
       static constexpr char hex[] = "0123456789abcdef";
@@ -52,17 +60,23 @@ std::string show(std::string_view s) {
       out += static_cast<char>(c);
     }
   }
-  return out;
+  return cut ? out + "..." : out;
 }
 
-std::string show_path(const fs::path& p) { return show(std::string_view(p.string())); }
+/// A path as given (not cut: the caller chose it).
+std::string show_path(const fs::path& p) {
+  return show(std::string_view(p.string()), std::numeric_limits<size_t>::max());
+}
 
+/// "[2, 3]"; a shape of more than kMaxShownDims dims shows its first ones: "[1, 1, ..., 1, ...]
+/// (100000 dims)".
 std::string show_shape(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < shape.size() && i < kMaxShownDims; ++i) {
     if (i) s += ", ";
     s += std::to_string(shape[i]);
   }
+  if (shape.size() > kMaxShownDims) return s + ", ...] (" + std::to_string(shape.size()) + " dims)";
   return s + "]";
 }
 
@@ -177,22 +191,22 @@ size_t invalid_utf8_at(std::string_view s) {
 
 // ---- JSON with duplicate-key detection -------------------------------------------------------
 
-/// SAX pass over a JSON text that refuses duplicate keys at any level and nesting deeper than
-/// kMaxJsonDepth; builds nothing. Linear in the text (one hash set per open object).
+/// SAX pass over a JSON text (its nesting already bounded) that refuses duplicate keys at any
+/// level; builds nothing. Linear in the text (one hash set per open object).
 class StrictJsonCheck {
  public:
-  explicit StrictJsonCheck(const std::string& what) : what_(what) {}
+  StrictJsonCheck(std::string_view text, const std::string& what) : text_(text), what_(what) {}
   std::string error;  ///< set when a check failed (the parse then stops)
 
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(json::number_integer_t) { return true; }
-  bool number_unsigned(json::number_unsigned_t) { return true; }
-  bool number_float(json::number_float_t, const json::string_t&) { return true; }
-  bool string(json::string_t&) { return true; }
-  bool binary(json::binary_t&) { return true; }
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t) { return value(); }
+  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+  bool string(json::string_t&) { return value(); }
+  bool binary(json::binary_t&) { return value(); }
   bool start_object(std::size_t) {
-    if (!enter()) return false;
+    ++depth_;
     frames_.push_back(Frame{{}, frames_.empty() ? std::string() : last_key_});
     return true;
   }
@@ -210,15 +224,19 @@ class StrictJsonCheck {
   bool end_object() {
     frames_.pop_back();
     --depth_;
+    return value();
+  }
+  bool start_array(std::size_t) {
+    ++depth_;
     return true;
   }
-  bool start_array(std::size_t) { return enter(); }
   bool end_array() {
     --depth_;
-    return true;
+    return value();
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    error = what_ + " is not valid JSON: " + e.what();
+  bool parse_error(std::size_t position, const std::string& last_token, const nlohmann::detail::exception& e) {
+    error = what_ + " is not valid JSON " +
+            storage::describe_json_error(text_, storage::json_syntax_error(text_, position, last_token, e, complete_));
     return false;
   }
 
@@ -227,34 +245,39 @@ class StrictJsonCheck {
     std::unordered_set<std::string> keys;
     std::string parent_key;
   };
-  bool enter() {
-    if (depth_ >= kMaxJsonDepth) {
-      error = what_ + " nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels";
-      return false;
-    }
-    ++depth_;
+  bool value() {
+    if (depth_ == 0) complete_ = true;  // a whole value read: what follows is named as such
     return true;
   }
+  std::string_view text_;
   std::string what_;
   std::vector<Frame> frames_;
   std::string last_key_;
   int depth_ = 0;
+  bool complete_ = false;
 };
 
-/// Parses `text` (already known to be UTF-8) into a DOM, refusing duplicate keys at any level and
-/// nesting deeper than kMaxJsonDepth. `what` names the text in messages ("header of FILE").
-/// Two linear passes: the checks (SAX), then the plain DOM parse (nlohmann's callback parser
-/// would do both at once, but scans each object's members again at every member's end: quadratic
-/// in the number of tensors).
+/// Parses `text` (already known to be UTF-8 without NUL bytes) into a DOM, refusing nesting and
+/// strings past kJsonLimits and duplicate keys at any level. `what` names the text in messages
+/// ("header of FILE"). Three linear passes: the bounds (storage/bounded_json.h, before nlohmann
+/// sees the text), the checks (SAX), then the plain DOM parse (nlohmann's callback parser would
+/// do both at once, but scans each object's members again at every member's end: quadratic in the
+/// number of tensors).
 json parse_json_strict(std::string_view text, const std::string& what) {
-  StrictJsonCheck check(what);
+  try {
+    storage::check_json_bounds(text, what, kJsonLimits);
+  } catch (const storage::JsonError& e) {
+    throw LoadError(e.what());
+  }
+  StrictJsonCheck check(text, what);
   if (!json::sax_parse(text.begin(), text.end(), &check, json::input_format_t::json, /*strict=*/true,
                        /*ignore_comments=*/false))
     throw LoadError(check.error.empty() ? what + " is not valid JSON" : check.error);
   try {
     return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const json::exception& e) {
-    fail(what, " is not valid JSON: ", e.what());
+  } catch (const json::exception&) {  // not expected after the SAX pass; worded as it would be
+    const std::optional<storage::JsonSyntaxError> e = storage::find_json_syntax_error(text);
+    fail(what, " is not valid JSON", e ? " " + storage::describe_json_error(text, *e) : std::string());
   }
 }
 

@@ -5,6 +5,7 @@
 // onig's FindMatches for regex iteration.
 #include "models/tokenizer.h"
 #include "models/regular_file.h"
+#include "storage/bounded_json.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -44,8 +45,11 @@ using json = nlohmann::json;
 
 struct Origin {
   std::string name;
+  /// The field and the message are cut at 1,000 bytes each: they quote the file's strings
+  /// (up to 1 MiB each), and an error message stays short.
   [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
-    throw std::runtime_error(name + ": " + field + ": " + msg);
+    auto cut = [](const std::string& s) { return s.size() > 1000 ? s.substr(0, 997) + "..." : s; };
+    throw std::runtime_error(name + ": " + cut(field) + ": " + cut(msg));
   }
 };
 
@@ -1623,19 +1627,31 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
+namespace {
+/// tokenizer.json's JSON: real files nest under 10 levels; their strings (vocab and merges
+/// entries, regexes, a SentencePiece normalizer's precompiled_charsmap of some 100 KB) are short.
+constexpr storage::JsonLimits kTokenizerJsonLimits{
+    .max_depth = 64, .max_bytes = size_t{1} << 30, .max_string_bytes = size_t{1} << 20};
+}  // namespace
+
 Tokenizer Tokenizer::from_json_string(std::string_view json_text, const std::string& origin) {
   auto impl = std::make_unique<Impl>();
   impl->origin.name = origin;
   json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    throw std::runtime_error(origin + ": invalid JSON: " + e.what());
+  try {  // bounded before nlohmann builds anything (storage/bounded_json.h)
+    j = storage::parse_json_bounded(json_text, origin, kTokenizerJsonLimits);
+  } catch (const storage::JsonError& e) {  // parse errors, numbers too large for a double, bounds
+    if (e.kind() == storage::JsonError::Kind::Invalid)
+      throw std::runtime_error(origin + ": invalid JSON " + e.invalid_at());
+    throw std::runtime_error(e.what());
   }
   try {
     impl->load(j);
   } catch (const json::exception& e) {  // type errors deep inside nlohmann accessors
-    throw std::runtime_error(origin + ": malformed tokenizer: " + e.what());
+    std::string why = e.what();  // without nlohmann's "[json.exception.type_error.302] "
+    if (const size_t p = why.find("] "); why.rfind("[json.exception.", 0) == 0 && p != std::string::npos)
+      why = why.substr(p + 2);
+    throw std::runtime_error(origin + ": malformed tokenizer: " + why);
   }
   return Tokenizer(std::move(impl));
 }

@@ -427,6 +427,96 @@ TEST(BadInput, ConfigFieldsOutOfRangeAreNamed) {
       << msg;
 }
 
+namespace {
+/// The ConfigError of ModelConfig::from_file, summarize_config and GenerationConfig::load on
+/// `file`, when all three give the same one (else the three, for the failure message).
+std::string config_error(const fs::path& file) {
+  std::string msgs[3];
+  try {
+    (void)ModelConfig::from_file(file);
+  } catch (const ConfigError& e) {
+    msgs[0] = e.what();
+  }
+  try {
+    (void)summarize_config(file);
+  } catch (const ConfigError& e) {
+    msgs[1] = e.what();
+  }
+  try {
+    (void)GenerationConfig::load(file, ModelConfig{});
+  } catch (const ConfigError& e) {
+    msgs[2] = e.what();
+  }
+  if (msgs[0] == msgs[1] && msgs[1] == msgs[2]) return msgs[0];
+  return "from_file: " + msgs[0] + " | summarize_config: " + msgs[1] + " | GenerationConfig: " + msgs[2];
+}
+}  // namespace
+
+// Found by a hostile try-out: a config.json that is not JSON (empty, a NUL byte, trailing
+// garbage, NaN, bytes that are not UTF-8) was named with nlohmann's own text ("invalid JSON:
+// [json.exception.parse_error.101] parse error at line 1, column 1: ..."). The file, the line
+// and column, and the reason in plain words.
+TEST(BadInput, ConfigJsonThatIsNotJsonIsNamedInPlainWords) {
+  const fs::path file = hs::test::scratch_dir("bad-config-syntax") / "config.json";
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "invalid JSON at line 1, column 1 (byte 0): the text is empty (no JSON value)"},
+      {std::string("{\"vocab_size\": 1\0}", 18),
+       "invalid JSON at line 1, column 17 (byte 16): a NUL byte (0x00): JSON text never holds one"},
+      {"{\"vocab_size\": 1}\n}garbage",
+       "invalid JSON at line 2, column 1 (byte 18): more text after the JSON value, from '}' (0x7D)"},
+      {"{\"rope_theta\": NaN}",
+       "invalid JSON at line 1, column 16 (byte 15): 'NaN' is not a JSON value (JSON has no NaN or Infinity)"},
+      {"{\"model_type\": \"ll\xFF\"}", "invalid JSON at line 1, column 19 (byte 18): a string holds bytes that "
+                                     "are not UTF-8"},
+      {"{\"vocab_size\": }", "invalid JSON at line 1, column 16 (byte 15): found '}' where a value was expected"},
+      {"{\"vocab_size\": 1e999}", "field 'vocab_size': a number past a double's range at line 1, column 16 (byte 15)"},
+  };
+  for (const auto& [text, says] : cases) {
+    SCOPED_TRACE(text);
+    write(file, text);
+    const std::string msg = config_error(file);
+    EXPECT_EQ(msg, file.string() + ": " + says);
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+  }
+}
+
+// Found by a hostile try-out: a config.json with a key nested 5,000,000 deep was read (and only
+// the 100 MB size cap bounded a string). Nesting past 64 levels and strings past 1 MiB are
+// refused before nlohmann builds anything, naming the file and where; error texts stay short.
+TEST(BadInput, ConfigJsonNestingAndStringsAreBounded) {
+  const fs::path dir = hs::test::scratch_dir("bad-config-bounds");
+  const fs::path file = dir / "config.json";
+  json cfg = hs::test::read_json(hs::test::tiny_checkpoint("tiny-llama") / "config.json");
+  const std::string head = "{\"a\": ";
+  write(file, head + std::string(5'000'000, '[') + std::string(5'000'000, ']') + ", " + cfg.dump().substr(1));
+  EXPECT_EQ(config_error(file),
+            file.string() + ": JSON nested deeper than 64 levels (byte " + std::to_string(head.size() + 63) + ")");
+
+  cfg["note"] = std::string(size_t{1} << 20, 'x');  // 1 MiB: read
+  write(file, cfg.dump());
+  EXPECT_NO_THROW((void)ModelConfig::from_file(file));
+  cfg["note"] = std::string((size_t{1} << 20) + 1, 'x');
+  const std::string text = cfg.dump();
+  write(file, text);
+  const size_t at = text.find("\"xxx");
+  EXPECT_EQ(config_error(file), file.string() + ": a string longer than 1 MiB at line 1, column " +
+                                    std::to_string(at + 1) + " (byte " + std::to_string(at) +
+                                    ") (hookscope reads strings up to that size)");
+  // A long string quoted by a message is cut.
+  cfg["note"] = "";
+  cfg["model_type"] = std::string(500'000, 'm');
+  cfg.erase("architectures");
+  write(file, cfg.dump());
+  std::string msg;
+  try {
+    (void)ModelConfig::from_file(file);
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("unknown architecture 'mmm"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_LT(msg.size(), 1000u);
+}
+
 // A FIFO or a folder where config.json, generation_config.json or tokenizer.json should be is
 // refused at once (it used to block forever on the FIFO's open).
 TEST(BadInput, AFifoOrAFolderInPlaceOfAJsonFileIsRefusedAtOnce) {

@@ -588,6 +588,41 @@ TEST(OffloadBadInput, InvalidIndexJson) {
   EXPECT_FALSE(read_offload_index(dup).at("a").is_safetensors());
 }
 
+// Found by a hostile try-out: the offload index's JSON errors were nlohmann's own text. They are
+// in plain words with the line and column; nesting past 16 levels and strings past 1 MiB are
+// refused before nlohmann builds anything; a shape of 100,000 dims is cut in the message.
+TEST(OffloadBadInput, IndexJsonErrorsAreInPlainWordsAndBounded) {
+  const fs::path dir = hs::test::scratch_dir("offload_index_words");
+  const std::string file = (dir / "index.json").string();
+  auto index_error = [&](const std::string& text) {
+    write_text(dir / "index.json", text);
+    return offload_error([&] { read_offload_index(dir); });
+  };
+  EXPECT_EQ(index_error(""), "offload index " + file +
+                                 " is not valid JSON at line 1, column 1 (byte 0): the text is empty (no JSON value)");
+  EXPECT_EQ(index_error("{\"w\": {\"dtype\": "),
+            "offload index " + file +
+                " is not valid JSON at line 1, column 17 (byte 16): the text ends before the JSON value is complete");
+  EXPECT_EQ(index_error("{\"w\": {\"dtype\": \"float32\", \"shape\": [NaN]}}"),
+            "offload index " + file +
+                " is not valid JSON at line 1, column 38 (byte 37): 'NaN' is not a JSON value (JSON has no NaN or "
+                "Infinity)");
+  const std::string head = "{\"w\": {\"dtype\": \"float32\", \"shape\": ";
+  EXPECT_EQ(index_error(head + std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}}"),
+            "offload index " + file + ": JSON nested deeper than 16 levels (byte " + std::to_string(head.size() + 14) +
+                ")");
+  const std::string dtype_head = "{\"w\": {\"dtype\": ";
+  EXPECT_EQ(index_error(dtype_head + "\"" + std::string((size_t{1} << 20) + 1, 'f') + "\", \"shape\": [1]}}"),
+            "offload index " + file + ": a string longer than 1 MiB at line 1, column " +
+                std::to_string(dtype_head.size() + 1) + " (byte " + std::to_string(dtype_head.size()) +
+                ") (hookscope reads strings up to that size)");
+  std::string dims = "1";
+  for (int i = 1; i < 100'000; ++i) dims += ", 1";
+  const std::string msg = index_error(head + "[" + dims + ", -3]}}");
+  EXPECT_HAS(msg, "negative dimension -3 in shape [1, 1, 1, 1, 1, 1, 1, 1, ...] (100001 dims)");
+  EXPECT_LT(msg.size(), 1000u) << msg.substr(0, 1000);
+}
+
 TEST(OffloadBadInput, GivenIndexAndSafetensorsProblems) {
   fs::path dir = hs::test::scratch_dir("offload_bad_given");
   // An in-memory index is validated by the loader too.

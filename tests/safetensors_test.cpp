@@ -398,6 +398,84 @@ TEST(SafetensorsBad, HeaderTextAndJson) {
   expect_open_error(craft(dir, "deep.safetensors", deep, ""), {"deeper"});
 }
 
+/// The LoadError of SafetensorsFile::open(p) ("" when it opens).
+std::string open_error(const fs::path& p) {
+  try {
+    SafetensorsFile::open(p);
+  } catch (const LoadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Found by a hostile try-out: a header that is not JSON was named with nlohmann's own text
+// ("[json.exception.parse_error.101] parse error at line 1, column 6: ..."). The header's line
+// and column (its byte counted from the header's start) and the reason in plain words.
+TEST(SafetensorsBad, InvalidHeaderJsonIsNamedInPlainWords) {
+  fs::path dir = hs::test::scratch_dir("safetensors_json_words");
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"a":)", "at line 1, column 6 (byte 5): the text ends before the JSON value is complete"},
+      {R"({"a": nope})", "at line 1, column 7 (byte 6): 'nope' is not a JSON value (a string needs double quotes)"},
+      {"{\"a\":\n Infinity}",
+       "at line 2, column 2 (byte 7): 'Infinity' is not a JSON value (JSON has no NaN or Infinity)"},
+      {R"({} x)", "at line 1, column 4 (byte 3): more text after the JSON value, from 'x' (0x78)"},
+      {R"({"a" 1})", "at line 1, column 6 (byte 5): found a number in an object where ':' was expected"},
+  };
+  for (const auto& [header, says] : cases) {
+    SCOPED_TRACE(header);
+    const fs::path p = craft(dir, "bad.safetensors", header, "");
+    const std::string msg = open_error(p);
+    EXPECT_EQ(msg, "header of " + p.string() + " is not valid JSON " + says);
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+  }
+}
+
+// Found by a hostile try-out: a 90 MB __metadata__ string was read (only the 100 MB header cap
+// bounded it), and a shape of 100,000 dims gave a 300 KB error message. A string past 1 MiB is
+// refused naming where it starts; nesting past 16 levels is refused before nlohmann builds
+// anything; a message shows at most 8 dims of a shape and 200 bytes of a name.
+TEST(SafetensorsBad, LongStringsDeepNestingAndLongValuesInMessagesAreBounded) {
+  fs::path dir = hs::test::scratch_dir("safetensors_bounds");
+  const std::string entry = R"("x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
+  for (size_t n : {size_t{1} << 20, (size_t{1} << 20) + 1, size_t{90} << 20}) {
+    SCOPED_TRACE(n);
+    const std::string head = R"({"__metadata__":{"m":)";
+    const fs::path p = craft(dir, "metadata.safetensors", head + "\"" + std::string(n, 'm') + "\"}," + entry + "}",
+                             zeros(1));
+    const std::string msg = open_error(p);
+    if (n == size_t{1} << 20) {
+      EXPECT_EQ(msg, "");
+      continue;
+    }
+    EXPECT_EQ(msg, "header of " + p.string() + ": a string longer than 1 MiB at line 1, column " +
+                       std::to_string(head.size() + 1) + " (byte " + std::to_string(head.size()) +
+                       ") (hookscope reads strings up to that size)");
+  }
+  const std::string deep_head = R"({"x":{"dtype":"U8","shape":)";
+  const fs::path deep =
+      craft(dir, "deep.safetensors", deep_head + std::string(100'000, '[') + std::string(100'000, ']') + "}}", "");
+  EXPECT_EQ(open_error(deep), "header of " + deep.string() + ": JSON nested deeper than 16 levels (byte " +
+                                  std::to_string(deep_head.size() + 14) + ")");
+
+  std::string dims = "1";
+  for (int i = 1; i < 100'000; ++i) dims += ",1";
+  const fs::path many = craft(dir, "many_dims.safetensors",
+                              R"({"x":{"dtype":"F32","shape":[)" + dims + R"(],"data_offsets":[0,1]}})", zeros(1));
+  std::string msg = open_error(many);
+  EXPECT_EQ(msg, "tensor x in " + many.string() +
+                     ": shape [1, 1, 1, 1, 1, 1, 1, 1, ...] (100000 dims) dtype F32 needs 4 bytes but data_offsets "
+                     "cover 1");
+  const std::string name(100'000, 'n');
+  const fs::path long_name =
+      craft(dir, "long_name.safetensors", "{\"" + name + R"(":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}})",
+            zeros(1));
+  msg = open_error(long_name);
+  EXPECT_NE(msg.find("unknown dtype Q9 of tensor " + std::string(200, 'n') + "... in " + long_name.string()),
+            std::string::npos)
+      << msg.substr(0, 400);
+  EXPECT_LT(msg.size(), 1000 + long_name.string().size());
+}
+
 TEST(SafetensorsBad, DuplicateKeys) {
   fs::path dir = hs::test::scratch_dir("safetensors_bad_dup");
   fs::path top = craft(dir, "dup.safetensors",
@@ -665,6 +743,33 @@ TEST(Checkpoint, BadIndexAndShards) {
   write_bytes(dir / "a.safetensors", "abc");
   expect_load_error([&] { Checkpoint::open_dir(dir); },
                     {(dir / "a.safetensors").string(), "too short", "shard listed in"});
+}
+
+// Found by a hostile try-out: an empty model.safetensors.index.json was named with nlohmann's own
+// text. Its JSON is read within the header's bounds: 16 levels, strings up to 1 MiB.
+TEST(Checkpoint, IndexJsonErrorsAreInPlainWordsAndBounded) {
+  fs::path dir = sharded_folder(hs::test::scratch_dir("ckpt_index_bounds"), R"({"x":"a.safetensors"})");
+  const fs::path idx = dir / "model.safetensors.index.json";
+  auto index_error = [&](const std::string& text) {
+    write_bytes(idx, text);
+    try {
+      Checkpoint::open_dir(dir);
+    } catch (const LoadError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(index_error(""), "index " + idx.string() +
+                                 " is not valid JSON at line 1, column 1 (byte 0): the text is empty (no JSON value)");
+  const std::string head = R"({"weight_map":{"x":"a.safetensors"},"metadata":{"d":)";
+  EXPECT_EQ(index_error(head + std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}}"),
+            "index " + idx.string() + ": JSON nested deeper than 16 levels (byte " +
+                std::to_string(head.size() + 14) + ")");
+  EXPECT_EQ(index_error(head + "\"" + std::string((size_t{1} << 20) + 1, 's') + "\"}}"),
+            "index " + idx.string() + ": a string longer than 1 MiB at line 1, column " +
+                std::to_string(head.size() + 1) + " (byte " + std::to_string(head.size()) +
+                ") (hookscope reads strings up to that size)");
+  EXPECT_EQ(index_error(head + "\"" + std::string(size_t{1} << 20, 's') + "\"}}"), "");
 }
 
 /// Number of inotify open/access events on `file` while `fn` runs; -1 if inotify is unavailable.

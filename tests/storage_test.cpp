@@ -1506,8 +1506,54 @@ TEST(BoundedJson, DepthAndSizeAreRefusedBeforeParsingNamingTheValue) {
   EXPECT_EQ(std::string(big.what()), "THE VALUE: JSON text of 9 bytes, more than the 8 bytes hookscope reads in one value");
   const storage::JsonError bad = json_error("{\"a\": ");
   EXPECT_EQ(bad.kind(), storage::JsonError::Kind::Invalid);
-  EXPECT_EQ(std::string(bad.what()).rfind("THE VALUE: not valid JSON: parse error", 0), 0u) << bad.what();
+  EXPECT_EQ(std::string(bad.what()),
+            "THE VALUE: not valid JSON at line 1, column 7 (byte 6): the text ends before the JSON value is complete");
   EXPECT_EQ(json_error("1e999").kind(), storage::JsonError::Kind::Invalid) << "a number past a double";
+}
+
+// The model files' readers (config.json, tokenizer.json, safetensors headers and index, the
+// offload index) read through the same bounds: a string past max_string_bytes, a NUL byte and
+// every syntax error are named with their line and column, in plain words (never nlohmann's
+// "[json.exception.parse_error.101] ...").
+TEST(BoundedJson, StringsNulBytesAndSyntaxErrorsAreNamedInPlainWords) {
+  const storage::JsonLimits limits{.max_depth = 8, .max_bytes = 1 << 20, .max_string_bytes = 4};
+  EXPECT_EQ(storage::parse_json_bounded(R"({"abcd": "wxyz"})", "v", limits)["abcd"], "wxyz");
+  const storage::JsonError long_string = json_error("[1,\n \"abcde\"]", limits);
+  EXPECT_EQ(long_string.kind(), storage::JsonError::Kind::StringTooLong);
+  EXPECT_EQ(std::string(long_string.what()),
+            "THE VALUE: a string longer than 4 bytes at line 2, column 2 (byte 5) (hookscope reads strings up to that "
+            "size)");
+  const storage::JsonError nul = json_error(std::string("{}\0x", 4));
+  EXPECT_EQ(nul.kind(), storage::JsonError::Kind::Invalid);
+  EXPECT_EQ(std::string(nul.what()),
+            "THE VALUE: not valid JSON at line 1, column 3 (byte 2): a NUL byte (0x00): JSON text never holds one");
+  EXPECT_EQ(nul.invalid_at(), "at line 1, column 3 (byte 2): a NUL byte (0x00): JSON text never holds one");
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "at line 1, column 1 (byte 0): the text is empty (no JSON value)"},
+      {"[1, 2", "at line 1, column 6 (byte 5): the text ends before the JSON value is complete"},
+      {"[1, NaN]", "at line 1, column 5 (byte 4): 'NaN' is not a JSON value (JSON has no NaN or Infinity)"},
+      {"{\"a\": tru}", "at line 1, column 7 (byte 6): 'tru' is not a JSON value (a string needs double quotes)"},
+      {"[1] [2]", "at line 1, column 5 (byte 4): more text after the JSON value, from '[' (0x5B)"},
+      {"[1 2]", "at line 1, column 4 (byte 3): found a number in an array where ']' was expected"},
+      {"{\"a\": 1,}", "at line 1, column 9 (byte 8): found '}' in an object where a string was expected"},
+      {"[\"\xC3(\"]", "at line 1, column 4 (byte 3): a string holds bytes that are not UTF-8"},
+      {"[\"a\tb\"]",
+       "at line 1, column 4 (byte 3): a string holds the control character 0x09 unescaped (escape it as \\u0009)"},
+      {"[\"abc", "at line 1, column 6 (byte 5): the text ends before the JSON value is complete"},
+      {"[-x]", "at line 1, column 3 (byte 2): a malformed number: expected digit after '-'"},
+      {"[@]", "at line 1, column 2 (byte 1): unexpected '@' (0x40)"},
+      {"[1e999]", "at line 1, column 2 (byte 1): number overflow: 1e999 is past a double's range"},
+  };
+  for (const auto& [text, says] : cases) {
+    SCOPED_TRACE(text);
+    const storage::JsonError e = json_error(text);
+    EXPECT_EQ(e.kind(), storage::JsonError::Kind::Invalid);
+    EXPECT_EQ(std::string(e.what()), "THE VALUE: not valid JSON " + says);
+    const std::optional<storage::JsonSyntaxError> found = storage::find_json_syntax_error(text);
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(storage::describe_json_error(text, *found), says);
+  }
+  EXPECT_FALSE(storage::find_json_syntax_error(R"({"a": [1, 2.5, "x"]})").has_value());
 }
 
 // Every JSON column a reader parses — RUNS.results, .versions, .device_map,

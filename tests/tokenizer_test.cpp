@@ -361,6 +361,82 @@ TEST(Tokenizer, BadInputNamesFileAndField) {
           {"added_tokens[0].content"});
 }
 
+namespace {
+/// The message of from_file(p)'s runtime_error ("" when it loads).
+std::string tokenizer_load_error(const fs::path& p) {
+  try {
+    (void)Tokenizer::from_file(p);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// Found by a hostile try-out: a tokenizer.json that is not JSON was named with nlohmann's own text
+// ("invalid JSON: [json.exception.parse_error.101] parse error at line 1, column 1: ..."). The
+// file, the line and column, and the reason in plain words.
+TEST(Tokenizer, InvalidJsonIsNamedInPlainWords) {
+  fs::path dir = hs::test::scratch_dir("tokenizer_invalid_json");
+  struct Case {
+    std::string name, text, says;
+  };
+  const Case cases[] = {
+      {"empty", "", "invalid JSON at line 1, column 1 (byte 0): the text is empty (no JSON value)"},
+      {"blank", " \n", "invalid JSON at line 2, column 1 (byte 2): the text is empty (no JSON value)"},
+      {"cut", "{\"model\": {\"type\": \"BPE\", ",
+       "invalid JSON at line 1, column 27 (byte 26): the text ends before the JSON value is complete"},
+      {"nan", "{\n  \"a\": NaN}", "invalid JSON at line 2, column 8 (byte 9): 'NaN' is not a JSON value (JSON has no "
+                                   "NaN or Infinity)"},
+      {"trailing", "{} x",
+       "invalid JSON at line 1, column 4 (byte 3): more text after the JSON value, from 'x' (0x78)"},
+      {"utf8", "{\"a\": \"\xC3(\"}",
+       "invalid JSON at line 1, column 9 (byte 8): a string holds bytes that are not UTF-8"},
+      {"nul", std::string("{\"a\": 1}\0 x", 11),
+       "invalid JSON at line 1, column 9 (byte 8): a NUL byte (0x00): JSON text never holds one"},
+      {"comma", "{\"a\": 1,}", "invalid JSON at line 1, column 9 (byte 8): found '}' in an object where a string was "
+                               "expected"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path p = dir / (c.name + ".json");
+    write_file(p, c.text);
+    const std::string msg = tokenizer_load_error(p);
+    EXPECT_EQ(msg, p.string() + ": " + c.says);
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+  }
+}
+
+// Found by a hostile try-out: a tokenizer.json nested 1,000,000 deep and one holding a 70 MB
+// string were read (the file's only bound was its 1 GiB size). Nesting past 64 levels and a
+// string past 1 MiB are refused before nlohmann builds anything; a string of 1 MiB still loads.
+TEST(Tokenizer, DeepNestingAndLongStringsAreRefused) {
+  fs::path dir = hs::test::scratch_dir("tokenizer_bounds");
+  const std::string head = R"({"x": )";
+  json j = tiny_tokenizer();
+  const std::string valid = j.dump();
+  const std::string deep = head + std::string(1'000'000, '[') + std::string(1'000'000, ']') + ", " + valid.substr(1);
+  write_file(dir / "deep.json", deep);
+  EXPECT_EQ(tokenizer_load_error(dir / "deep.json"),
+            (dir / "deep.json").string() + ": JSON nested deeper than 64 levels (byte " +
+                std::to_string(head.size() + 63) + ")");
+
+  for (size_t n : {size_t{1} << 20, (size_t{1} << 20) + 1, size_t{70} << 20}) {
+    SCOPED_TRACE(n);
+    j["x"] = std::string(n, 'a');
+    const fs::path p = dir / "long_string.json";
+    write_file(p, j.dump());
+    const std::string msg = tokenizer_load_error(p);
+    if (n == size_t{1} << 20) {
+      EXPECT_EQ(msg, "");
+      continue;
+    }
+    const size_t at = j.dump().find("\"aaa");
+    EXPECT_EQ(msg, p.string() + ": a string longer than 1 MiB at line 1, column " + std::to_string(at + 1) +
+                       " (byte " + std::to_string(at) + ") (hookscope reads strings up to that size)");
+  }
+}
+
 // A pre-tokenizer regex that backtracks past PCRE2's match limit on some text fails naming the
 // tokenizer file, the field and the pattern (it used to say only "match limit exceeded").
 TEST(Tokenizer, RegexMatchLimitNamesFileAndField) {
