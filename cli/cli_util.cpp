@@ -117,7 +117,10 @@ CLI::Validator max_memory_spec() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
         try {
-          (void)hooks::parse_max_memory(value);
+          // A usage error like any other unparsable value (exit 2): a negative accelerator index.
+          for (const auto& [dev, bytes] : hooks::parse_max_memory(value))
+            if (dev.is_accelerator() && dev.index < 0)
+              return "key '" + dev.str() + "' is not a device: accelerator indices start at 0";
           return "";
         } catch (const std::invalid_argument& e) {
           return e.what();

@@ -195,12 +195,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(std::vector<std::string>(own_args.rbegin(), own_args.rend()));  // CLI11 takes them reversed
     hs::cli::refuse_empty_values(app);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+  } catch (const CLI::CallForHelp& e) {  // help and version: written out, or an error (stdout /dev/full)
+    return finish_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return finish_stdout(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return finish_stdout(app.exit(e));
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     const std::string hint = hs::cli::did_you_mean(app, args);

@@ -45,12 +45,23 @@ constexpr int64_t kRegionLane = importers::kRegionTrackBase;
 constexpr int64_t kTidBits = 0xFFFFFF;
 constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
 
+// A text of the capture as one event shows it: at most kMaxTraceText bytes, cut between UTF-8
+// characters and ending in "...". An edited or imported capture's text can be megabytes (a
+// module's name), which the trace would otherwise repeat in every event that names it.
+constexpr size_t kMaxTraceText = 4096;
+void append_text(std::string& out, std::string_view v) {
+  if (v.size() <= kMaxTraceText) return output::append_json_string(out, v);
+  size_t cut = kMaxTraceText - 3;
+  while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
+  output::append_json_string(out, std::string(v.substr(0, cut)) + "...");
+}
+
 // The members of a JSON object, written as text.
 class Fields {
  public:
   Fields& str(std::string_view k, std::string_view v) {
     key(k);
-    output::append_json_string(s_, v);
+    append_text(s_, v);
     return *this;
   }
   Fields& num(std::string_view k, int64_t v) {
@@ -146,10 +157,10 @@ class TraceWriter {
     line_ += '"';
     if (!cat.empty()) {
       line_ += ", \"cat\": ";
-      output::append_json_string(line_, cat);
+      append_text(line_, cat);
     }
     line_ += ", \"name\": ";
-    output::append_json_string(line_, name);
+    append_text(line_, name);
     line_ += ", \"pid\": " + std::to_string(pid);
     if (tid) line_ += ", \"tid\": " + std::to_string(*tid);
     if (t) {

@@ -85,11 +85,13 @@ json report_run(const storage::CaptureReader& rd, const storage::RunRecord& rec)
   rd.check_rows(rec.id);
   r.erase("model");
   r["id"] = rec.id;
-  r["scenario"] = rec.scenario;
-  r["policy"] = rec.policy;
-  r["mode"] = rec.mode;
+  // The cell's names key every table of the report, each shown once per table: cut as stats
+  // cuts its cells, a name of megabytes (an edited capture, an import's flag) is never repeated.
+  r["scenario"] = shortened_text(rec.scenario, kMaxStatsCell);
+  r["policy"] = shortened_text(rec.policy, kMaxStatsCell);
+  r["mode"] = shortened_text(rec.mode, kMaxStatsCell);
   r["fullgraph"] = rec.fullgraph;
-  r["engine"] = rec.engine;
+  r["engine"] = shortened_text(rec.engine, kMaxStatsCell);
   if (!rec.label.empty()) r["label"] = rec.label;
   if (rec.status == tracer::RunStatus::Incomplete) {
     r["status"] = "incomplete";
@@ -135,6 +137,11 @@ json report_run(const storage::CaptureReader& rd, const storage::RunRecord& rec)
                                              "); the file is damaged or was written by another program");
 }
 
+namespace {
+/// The most bytes of the model's name or path the report shows (a path is at most 4096).
+constexpr size_t kMaxModelText = 4096;
+}  // namespace
+
 json build_report(const storage::CaptureReader& rd) {
   json report{{"schema", 2}, {"model", nullptr}, {"settings", settings_of(rd)}, {"devices", json::array()},
               {"runs", json::array()}};
@@ -161,6 +168,7 @@ json build_report(const storage::CaptureReader& rd) {
     // capture was given, else the one a run was imported with.
     std::string given = report["settings"].value("model", "");
     if (given.empty()) given = run_model;
+    given = shortened_text(given, kMaxModelText);
     std::string id = given;  // a folder's last component: "org/name/" is "name"
     while (id.size() > 1 && id.back() == '/') id.pop_back();
     id = std::filesystem::path(id).filename().string();

@@ -4,6 +4,7 @@
 #include "output/paths.h"
 #include "output/text.h"
 #include "reports/markdown_text.h"
+#include "reports/stats.h"
 
 #include <algorithm>
 #include <cctype>
@@ -95,15 +96,21 @@ struct SvgDoc {
     if (title.empty()) {
       body << "/>";
     } else {
-      body << "><title>" << xml_escape(title) << "</title></rect>";
+      body << "><title>" << xml_escape(shown(title)) << "</title></rect>";
       ++elements;
     }
     body << '\n';
   }
+  // A title or text as the picture shows it: at most kMaxSvgText bytes, ending in "..." when cut
+  // (a module's name of megabytes, in an edited capture, is not repeated per slice).
+  static std::string shown(std::string_view s) {
+    constexpr size_t kMaxSvgText = 1000;
+    return s.size() <= kMaxSvgText ? std::string(s) : shortened_text(std::string(s), kMaxSvgText);
+  }
   void text(double x, double y, std::string_view t, std::string_view attrs = {}) {
     body << "<text x=\"" << num(x) << "\" y=\"" << num(y) << '"';
     if (!attrs.empty()) body << ' ' << attrs;
-    body << '>' << xml_escape(t) << "</text>\n";
+    body << '>' << xml_escape(shown(t)) << "</text>\n";
     ++elements;
   }
   void line(double x1, double y1, double x2, double y2, std::string_view stroke, std::string_view extra = {}) {
@@ -424,10 +431,11 @@ void draw_axis(SvgDoc& d, const ui::TimeView& view, double bottom) {
 }
 
 std::string run_title(const storage::RunRecord& r) {
-  std::string s = "run " + std::to_string(r.id) + ": " + r.scenario + " " + r.policy + " " + r.mode;
+  const auto cut = [](const std::string& t) { return shortened_text(t, kMaxStatsCell); };  // as the report's tables
+  std::string s = "run " + std::to_string(r.id) + ": " + cut(r.scenario) + " " + cut(r.policy) + " " + cut(r.mode);
   if (r.fullgraph) s += " fullgraph";
-  if (!r.engine.empty()) s += " (" + r.engine + ")";
-  if (!r.label.empty()) s += " \u2014 " + r.label;
+  if (!r.engine.empty()) s += " (" + cut(r.engine) + ")";
+  if (!r.label.empty()) s += " \u2014 " + cut(r.label);
   return s;
 }
 

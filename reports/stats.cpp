@@ -569,6 +569,18 @@ std::string shortened_text(std::string s, size_t max) {
   return s + "...";
 }
 
+namespace {
+/// A report's rows with each text cut to kMaxStatsCell bytes: a module, hook or caller name of
+/// megabytes (an edited capture, an imported trace) is shown once per row, never copied whole.
+std::vector<Cells> shortened_rows(std::vector<Cells> rows) {
+  for (Cells& c : rows)
+    for (json& v : c)
+      if (v.is_string() && v.get_ref<const std::string&>().size() > kMaxStatsCell)
+        v = shortened_text(v.get<std::string>(), kMaxStatsCell);
+  return rows;
+}
+}  // namespace
+
 std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const std::vector<std::string>& reports) {
   std::vector<StatsTable> out;
   for (const ReportSpec& spec : specs()) {
@@ -579,7 +591,7 @@ std::vector<StatsTable> stats_tables(const std::vector<RunStats>& runs, const st
       // Every row repeats its run's cell: a label of megabytes is cut here, once per run, not
       // copied whole into each row (the JSON document names the whole label once, in "runs").
       const json run = r.run, engine = shortened_text(r.engine, kMaxStatsCell), cell = shortened_text(r.cell, kMaxStatsCell);
-      for (Cells& c : spec.rows(r)) {
+      for (Cells& c : shortened_rows(spec.rows(r))) {
         c.insert(c.begin(), {run, engine, cell});
         t.rows.push_back(std::move(c));
       }
@@ -594,7 +606,7 @@ json stats_json(const RunStats& run, const std::vector<std::string>& reports) {
   for (const ReportSpec& spec : specs()) {
     if (!reports.empty() && std::find(reports.begin(), reports.end(), spec.name) == reports.end()) continue;
     json rows = json::array();
-    for (const Cells& c : spec.rows(run)) {
+    for (const Cells& c : shortened_rows(spec.rows(run))) {
       json row = json::object();
       for (size_t i = 0; i < c.size(); ++i) row[spec.columns[i]] = c[i];
       rows.push_back(std::move(row));

@@ -168,8 +168,9 @@ struct StatsTable {
   std::vector<std::vector<nlohmann::json>> rows;
 };
 
-/// The most bytes of a run's engine and cell (its label) in each row of a StatsTable: a longer
-/// one ends in "..." (the table, CSV and row forms); the JSON document's "runs" keep it whole.
+/// The most bytes of any text in a row of a StatsTable or stats_json (a run's engine and cell,
+/// a module's, hook's or caller's name): a longer one ends in "..." (the table, CSV, JSON rows);
+/// the JSON document's "runs" keep a run's label whole, once.
 inline constexpr size_t kMaxStatsCell = 200;
 
 /// `s` cut to at most `max` bytes between UTF-8 characters, ending in "..." when cut.

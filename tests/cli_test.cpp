@@ -125,6 +125,18 @@ TEST(Cli, UsageErrorsExitWithTwo) {
   auto help = hookscope({"generate", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("--max-new-tokens"), std::string::npos);
+  // A negative accelerator index is an unparsable --max-memory like any other (it exited 1).
+  const auto neg = hookscope({"plan", "--model", "x", "--max-memory", "-1=1GiB"});
+  EXPECT_EQ(neg.exit_code, 2) << neg.err;
+  EXPECT_NE(neg.err.find("key '-1' is not a device: accelerator indices start at 0"), std::string::npos) << neg.err;
+  // Help and version that cannot be written are an error, as every command's output is.
+  for (const char* flag : {"--help", "--version"}) {
+    std::string command(1, '\'');  // appended piece by piece: GCC 12 warns on "'" + string (-Wstringop-overflow)
+    command.append(hs::test::cli()).append("' ").append(flag).append(" > /dev/full");
+    const auto full = hs::test::run({"/bin/sh", "-c", command});
+    EXPECT_EQ(full.exit_code, 1) << flag << ": " << full.err;
+    EXPECT_NE(full.err.find("cannot write to standard output"), std::string::npos) << full.err;
+  }
 }
 
 // The stderr summary gives a decode rate only where a token was decoded after the prefill's

@@ -765,6 +765,17 @@ TEST(ImportKineto, KinetosNoDeviceErrorSaysWhatItMeans) {
 }
 
 // ---- bad input -------------------------------------------------------------------------------
+namespace {
+// `ev` (a trace's start and one event, ending in ", ") followed by copies of its event up to
+// about `bytes` of text, ending in ", ".
+std::string padded_events(const std::string& ev, size_t bytes) {
+  const std::string one = ev.substr(ev.find('[') + 1);
+  std::string out = ev;
+  while (out.size() < bytes) out += one;
+  return out;
+}
+}  // namespace
+
 TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
   const fs::path dir = test::scratch_dir("import_kineto_bad");
   const std::string real_text = test::read_file(trace_dir() / "trace.json");
@@ -799,6 +810,11 @@ TEST(ImportKineto, BadInputNamesTheFileAndTheOffset) {
       {"no_pid.json", ev + R"({"ph": "X", "cat": "cpu_op", "name": "b", "tid": 1, "ts": 2, "dur": 1}]})",
        "has no integer 'pid'", "byte " + std::to_string(ev.size())},
       {"not_object.json", ev + R"(5]})", "a traceEvents entry is not a JSON object", "byte "},
+      // A ':' in an array entry, or before an object entry's first name, with the window past the
+      // file's start (2 MiB of events before): no name to read (the kineto_trace fuzz target's
+      // UBSan finding: the offsets of none pointed before the window).
+      {"colon_in_array.json", padded_events(ev, 2u << 20) + R"(["ts": 5]]})", "not valid JSON", "byte "},
+      {"colon_first.json", padded_events(ev, 2u << 20) + R"({: 5, "ts": 1}]})", "not valid JSON", "byte "},
       {"zeros.json", std::string(1000, '\0'), "a NUL byte (0x00) where a value should begin: not JSON text", "byte 0:"},
       {"control_byte.json", ev + "\x01]}", "the byte 0x01 where a value should begin", "byte " + std::to_string(ev.size())},
       {"comma.json", R"({"traceEvents": [,]})", "',' (0x2C) where a value should begin", "byte 17:"},

@@ -234,12 +234,9 @@ std::string grouped(int64_t n) {
 struct Window {
   GlWindow win{1300, 900, false, "load"};
   View* view = nullptr;
-  double max_frame_ms = 0;
   int frames = 0;
   void frame(const ScriptedInput* in = nullptr) {
-    const auto t0 = Clock::now();
     win.frame([&](float w, float h) { view->Frame(w, h); }, in);
-    max_frame_ms = std::max(max_frame_ms, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     ++frames;
   }
   /// Frames until `done()` or `seconds` pass; returns done().
@@ -346,8 +343,10 @@ TEST(ViewLoad, FramesAreDrawnWhileARunLoadsAndItEndsAsTheSynchronousLoad) {
   w.frame(), w.frame();
   EXPECT_TRUE(view.layout().table_rows.empty());
   ASSERT_EQ(view.layout().loads.size(), 1u);
+  // Every frame above was drawn while the gate held the load: a frame that waited for the load
+  // would never have returned. (No time limit on a frame: under the sanitizers on a loaded
+  // 2-core machine one llvmpipe frame has taken 2.3 s.)
   EXPECT_TRUE(view.loading(0));
-  EXPECT_LT(w.max_frame_ms, 2000) << "a frame waited for the load";
   view.SetTab(Tab::Timeline);
 
   gate.release();
