@@ -25,6 +25,7 @@
 #include "storage/capture_settings.h"
 #include "storage/run_results.h"
 #include "output/text.h"
+#include "reports/stats.h"
 
 namespace hs::cli {
 
@@ -115,10 +116,17 @@ std::string num(const json& d, const char* k) {
   return d.contains(k) && d[k].is_number() ? std::to_string(d[k].get<int64_t>()) : std::string("-");
 }
 
+// A name from the capture as the listing shows it: on one line (a newline in it cannot fake a
+// line), inert on a terminal, cut as stats and the report cut it (a name of megabytes in an
+// edited capture is not printed whole).
+std::string shown_name(const std::string& s) {
+  return output::terminal_text(reports::shortened_text(s, reports::kMaxStatsCell), false);
+}
+
 // One break reason as explain prints it: gb code and type, the reason indented under it, the
 // user frame, or the LibTorch engine's function and modules.
 void print_reason(const json& b, int i, std::ostream& out) {
-  const auto name = [](const json& v) { return output::terminal_text(v.is_string() ? v.get<std::string>() : v.dump(), false); };
+  const auto name = [](const json& v) { return shown_name(v.is_string() ? v.get<std::string>() : v.dump()); };
   out << "  Break Reason " << i << " (x" << b.value("count", int64_t{1}) << "):\n";
   if (b.contains("gb_code") || b.contains("gb_type"))
     out << "    " << name(b.value("gb_code", json(""))) << " " << name(b.value("gb_type", json(""))) << "\n";
@@ -144,7 +152,7 @@ void print_reasons(const std::string& title, const json& reasons, std::ostream& 
 
 void print_doc(const json& d, std::ostream& out) {
   // Names on one line each (terminal_text without lines): a newline in one cannot fake a line.
-  const auto name = [](const json& v) { return output::terminal_text(v.is_string() ? v.get<std::string>() : v.dump(), false); };
+  const auto name = [](const json& v) { return shown_name(v.is_string() ? v.get<std::string>() : v.dump()); };
   out << "Run " << d["run"] << ": " << name(d["scenario"]) << ", policy " << name(d["policy"]);
   if (!d["mode"].get<std::string>().empty()) out << ", mode " << name(d["mode"]);
   out << (d["fullgraph"].get<bool>() ? ", fullgraph=True" : "") << " (" << name(d["engine"]) << " engine)\n";
@@ -236,8 +244,8 @@ int run_explain(const ExplainArgs& a) {
     std::ostringstream out;
     out << "runs in " << a.file << " (pick one with --run ID):\n";
     for (const auto& r : runs)
-      out << "  " << r.id << "  " << output::terminal_text((r.engine.empty() ? "" : r.engine + " ") + r.scenario + " " + r.policy +
-                                                   " " + r.mode, false)
+      out << "  " << r.id << "  " << shown_name(r.engine) << (r.engine.empty() ? "" : " ") << shown_name(r.scenario) << " "
+          << shown_name(r.policy) << " " << shown_name(r.mode)
           << (r.fullgraph ? " fullgraph" : "") << "  [" << outcome_of(r) << "]\n";
     std::cout << output::terminal_text(out.str());  // names from the capture: no escape sequence acts
     return 0;

@@ -106,8 +106,10 @@ DriverFiles driver_files(const json& reply, const fs::path& out_dir) {
     f.trace_named = named.string();
     if (!(f.trace = check("trace", *t, named, false))) return f;
   }
-  if (const auto l = text("torch_trace_dir"))
-    if (!(f.compile_log = check("torch_trace_dir", *l, *l, true))) return f;
+  if (const auto l = text("torch_trace_dir")) {  // relative: to out_dir, as the trace
+    const fs::path named = fs::path(*l).is_absolute() ? fs::path(*l) : fs::path(dir ? *dir : out_dir.string()) / *l;
+    if (!(f.compile_log = check("torch_trace_dir", *l, named, true))) return f;
+  }
   return f;
 }
 

@@ -41,9 +41,19 @@ void quoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// The most bytes of one text cell; a longer one (a module's name of megabytes in an edited
+// capture, which every row of the module would repeat) is cut between UTF-8 characters and ends
+// in "...". Real cells (names, an op's args text) are far shorter.
+constexpr size_t kMaxCsvText = size_t{64} << 10;
+
 template <class T>
 void cell(std::string& out, const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) quoted(out, v);
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (v.size() <= kMaxCsvText) return quoted(out, v);
+    size_t cut = kMaxCsvText - 3;
+    while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
+    quoted(out, v.substr(0, cut) + "...");
+  }
   else if constexpr (is_optional<T>::value) {
     if (v) cell(out, *v);
   } else if constexpr (std::is_same_v<T, bool>) out += v ? '1' : '0';

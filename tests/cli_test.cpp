@@ -573,6 +573,11 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
       {"compile-log-elsewhere",
        out + result(R"(\"out_dir\":\"$out\",\"torch_trace_dir\":\")" + model + R"(\")"),
        {"sent a result for c0 whose torch_trace_dir '" + model + "'", "is not inside the folder hookscope gave it"}},
+      // A relative torch_trace_dir is the driver's, as its trace: resolved in its out_dir (it was
+      // resolved in hookscope's working folder), here one level above it.
+      {"compile-log-relative",
+       out + R"(mkdir -p "$out/../tt"; )" + result(R"(\"out_dir\":\"$out\",\"torch_trace_dir\":\"../tt\")"),
+       {"sent a result for c0 whose torch_trace_dir '../tt' (resolved: ", "/tt) is not inside the folder hookscope gave it"}},
       // A driver that closes its reply pipe and lives on is given a short grace, then killed with
       // what it started: the capture neither waits for it nor leaves its children behind.
       {"hang-up",
@@ -603,6 +608,10 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
       const size_t from = at + ("--python " + python.string() + tag).size();
       const fs::path log = r.err.substr(from, r.err.find(')', from) - from);
       EXPECT_TRUE(fs::is_regular_file(log)) << log;
+      if (c.name == "compile-log-relative") {  // resolved in the driver's out_dir (log's folder), not here
+        EXPECT_NE(r.err.find("(resolved: " + (log.parent_path().parent_path() / "tt").string() + ")"), std::string::npos)
+            << r.err;
+      }
       EXPECT_NE(r.err.find("the torch drivers' logs are kept in " + log.parent_path().parent_path().string()),
                 std::string::npos)
           << r.err.substr(0, 3000);

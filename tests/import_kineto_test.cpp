@@ -1327,6 +1327,7 @@ TEST(ImportKinetoCli, WhereOutputsWentIsSaidInertOnTheTerminal) {
       {"stats", db.string(), "--format", "csv", "-o", (dir / nasty).string()},
       {"export", db.string(), "-o", (dir / (nasty + ".json")).string()},
       {"export", db.string(), "--format", "csv", "-o", (dir / (nasty + "-csv")).string()},
+      {"view", db.string(), "--screenshot", (dir / (nasty + ".png")).string()},
   };
   for (const auto& args : commands) {
     SCOPED_TRACE(args[0]);

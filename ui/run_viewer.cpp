@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "output/labels.h"
+#include "output/text.h"
 #include "storage/capture_reader.h"
 #include "storage/capture_settings.h"
 #include "storage/run_results.h"
@@ -124,8 +125,8 @@ int run_viewer(const ViewerOptions& o) {
       // A capture's names may hold any bytes; the layout is JSON (UTF-8): bad bytes become U+FFFD.
       write(*o.layout, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     }
-    std::fprintf(stderr, "[hookscope] wrote %s (%s view, %dx%d)\n", o.screenshot->c_str(), tab_name(view.tab()),
-                 win.width(), win.height());
+    std::fprintf(stderr, "[hookscope] wrote %s (%s view, %dx%d)\n", output::terminal_text(o.screenshot->string()).c_str(),
+                 tab_name(view.tab()), win.width(), win.height());
     return 0;
   }
   GlWindow win(o.width, o.height, /*visible=*/true,
