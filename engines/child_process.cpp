@@ -1,6 +1,7 @@
 #include "engines/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -109,11 +110,30 @@ std::optional<std::string> ChildProcess::read_line() {
     if (buffer_.size() > kMaxLineBytes)
       throw std::length_error("a reply line longer than " + std::to_string(kMaxLineBytes >> 20) +
                               " MiB without a newline");
+    if (!reply_ready()) return std::nullopt;  // the child exited, its pipe held by what it started
     char chunk[65536];
     const ssize_t n = ::read(reply_fd_, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return std::nullopt;
     buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+bool ChildProcess::reply_ready() {
+  std::optional<std::chrono::steady_clock::time_point> exited_at;
+  for (;;) {
+    pollfd fd{reply_fd_, POLLIN, 0};
+    const int r = ::poll(&fd, 1, 500);
+    if (r > 0) return true;  // bytes, or the end of the pipe: read() says which
+    if (r < 0 && errno != EINTR) return true;  // read() reports it
+    if (!exited_at && !exit_description().empty()) exited_at = std::chrono::steady_clock::now();
+    if (exited_at && std::chrono::steady_clock::now() - *exited_at >= kHeldPipeGrace) {
+      // The child has exited; what still holds its pipe is a process it started (in its group,
+      // unless it left it): ended with the group.
+      held_after_exit_ = true;
+      ::kill(-pid_, SIGKILL);
+      return false;
+    }
   }
 }
 
@@ -155,7 +175,12 @@ bool ChildProcess::end_within(std::chrono::milliseconds grace) {
 std::string ChildProcess::exit_description() {
   if (!status_) {
     int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) != pid_) return "";
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r < 0 && errno == ECHILD) {  // reaped elsewhere (an interrupt handler ending the children)
+      status_ = 128 + SIGKILL;
+      return "killed by signal " + std::to_string(SIGKILL);
+    }
+    if (r != pid_) return "";
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   }
   return *status_ > 128 ? "killed by signal " + std::to_string(*status_ - 128) : "exit status " + std::to_string(*status_);

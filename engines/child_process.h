@@ -39,6 +39,11 @@ class ChildProcess {
   /// (exited). Blocks. Throws std::length_error when more than kMaxLineBytes arrive without a
   /// newline (a child printing without end must not take the memory).
   std::optional<std::string> read_line();
+  /// How long read_line waits for the reply pipe's end after the child exited: a process it
+  /// started may hold the pipe open (then killed with the child's process group, and nullopt).
+  static constexpr std::chrono::seconds kHeldPipeGrace{5};
+  /// Whether read_line ended because the child had exited and something else held its pipe.
+  bool reply_held_after_exit() const { return held_after_exit_; }
   /// Waits for the child to exit; returns its exit status (128 + signal when killed).
   int wait();
   /// Closes the child's stdin (its signal to finish) and waits up to `grace` for it to exit:
@@ -65,6 +70,10 @@ class ChildProcess {
   std::string buffer_;
   std::filesystem::path log_;
   std::optional<int> status_;
+  bool held_after_exit_ = false;
+  /// Waits until the reply pipe has bytes or its end (true), or the child has exited and the
+  /// pipe stayed open kHeldPipeGrace longer (false; what held it killed with the group).
+  bool reply_ready();
 };
 
 }  // namespace hs::engines

@@ -153,6 +153,11 @@ std::string driver_ended(const std::string& policy, ChildProcess& p, const fs::p
       "the torch engine runs a Python with torch, transformers and accelerate (--python, or $HOOKSCOPE_PYTHON)";
   const std::string tail = output::terminal_text(p.log_tail());
   const bool log_empty = tail.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (p.reply_held_after_exit())  // it exited, but what it started held the pipe: not "no Python"
+    return head + " without the result for cell " + id + " after " + std::to_string(replies.lines) + " reply line" +
+           (replies.lines == 1 ? "" : "s") + ", and a process it started held its reply pipe open " +
+           std::to_string(ChildProcess::kHeldPipeGrace.count()) + " s longer: hookscope ended the driver's process " +
+           "group" + (log_empty ? "; its log is empty" : "; its log ends:\n" + tail);
   if (replies.lines > 0) {
     std::string why = head + " after " + std::to_string(replies.lines) + " reply line" + (replies.lines == 1 ? "" : "s") +
                       " without the result for cell " + id;

@@ -586,6 +586,13 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
        {"closed its reply pipe without the result for cell c0 and had not exited 5 s later: hookscope ended it "
         "(killed by signal 9); it printed 1 reply line, the last: '{\"type\":\"progress\",\"text\":\"p\"}'",
         "its log is empty"}},
+      // A driver that exits while a process it started holds its reply pipe: the capture waited
+      // as long as that process lived. Now 5 s after the driver's exit the group is ended.
+      {"held-pipe",
+       "printf '{\"type\":\"progress\",\"text\":\"p\"}\\n' >&3; sleep 600 & echo $! > " +
+           (dir / "held-pipe.sleep-pid").string() + "; exit 0",
+       {"ended, exit status 0 without the result for cell c0 after 1 reply line, and a process it started held its "
+        "reply pipe open 5 s longer: hookscope ended the driver's process group"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -621,19 +628,22 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
     const auto rep = hookscope({"report", (dir / (c.name + ".sqlite")).string()});
     EXPECT_EQ(rep.exit_code, 0) << rep.err.substr(0, 3000);
   }
-  // The hung-up driver's own child (its sleep) was ended with it: gone, or a zombie of init's.
-  const std::string sleep_pid = hs::test::read_file(dir / "hang-up.sleep-pid");
-  const fs::path stat = "/proc/" + sleep_pid.substr(0, sleep_pid.find('\n')) + "/stat";
-  std::string state;
-  for (int i = 0; i < 100; ++i) {
-    std::ifstream in(stat);
-    std::string line;
-    if (!std::getline(in, line)) break;
-    state = line.substr(line.rfind(')') + 2, 1);
-    if (state == "Z") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The hung-up driver's own child (its sleep), and the one holding the exited driver's pipe, were
+  // ended with it: gone, or a zombie of init's.
+  for (const char* name : {"hang-up", "held-pipe"}) {
+    const std::string sleep_pid = hs::test::read_file(dir / (std::string(name) + ".sleep-pid"));
+    const fs::path stat = "/proc/" + sleep_pid.substr(0, sleep_pid.find('\n')) + "/stat";
+    std::string state;
+    for (int i = 0; i < 100; ++i) {
+      std::ifstream in(stat);
+      std::string line;
+      if (!std::getline(in, line)) break;
+      state = line.substr(line.rfind(')') + 2, 1);
+      if (state == "Z") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(!fs::exists(stat) || state == "Z") << name << ": " << stat << " is still running (state " << state << ")";
   }
-  EXPECT_TRUE(!fs::exists(stat) || state == "Z") << stat << " is still running (state " << state << ")";
 }
 
 namespace {
