@@ -630,20 +630,8 @@ TEST(CliErrors, ABrokenTorchDriverIsNamedWithWhatItPrinted) {
   }
   // The hung-up driver's own child (its sleep), and the one holding the exited driver's pipe, were
   // ended with it: gone, or a zombie of init's.
-  for (const char* name : {"hang-up", "held-pipe"}) {
-    const std::string sleep_pid = hs::test::read_file(dir / (std::string(name) + ".sleep-pid"));
-    const fs::path stat = "/proc/" + sleep_pid.substr(0, sleep_pid.find('\n')) + "/stat";
-    std::string state;
-    for (int i = 0; i < 100; ++i) {
-      std::ifstream in(stat);
-      std::string line;
-      if (!std::getline(in, line)) break;
-      state = line.substr(line.rfind(')') + 2, 1);
-      if (state == "Z") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    EXPECT_TRUE(!fs::exists(stat) || state == "Z") << name << ": " << stat << " is still running (state " << state << ")";
-  }
+  for (const char* name : {"hang-up", "held-pipe"})
+    EXPECT_EQ(hs::test::process_still_running(dir / (std::string(name) + ".sleep-pid")), "") << name;
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cerrno>
 #include <cstring>
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <cctype>
@@ -92,6 +93,21 @@ std::string read_file(const fs::path& p) {
 }
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
+
+std::string process_still_running(const fs::path& pid_file) {
+  const std::string pid = read_file(pid_file);
+  const fs::path stat = "/proc/" + pid.substr(0, pid.find('\n')) + "/stat";
+  std::string state;
+  for (int i = 0; i < 100; ++i) {
+    std::ifstream in(stat);
+    std::string line;
+    if (!std::getline(in, line)) return "";
+    state = line.substr(line.rfind(')') + 2, 1);
+    if (state == "Z") return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return state;
+}
 
 std::string broken_markdown_line(const std::string& md, const std::string& needle) {
   std::istringstream in(md);

@@ -66,6 +66,9 @@ std::filesystem::path edited_copy(const std::filesystem::path& from, const std::
                                   const std::string& sql);
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& p);
+/// Whether the process whose pid the file `pid_file` holds has ended (gone, or a zombie), waiting
+/// up to 5 s for it; "" when it has, else its /proc state letter.
+std::string process_still_running(const std::filesystem::path& pid_file);
 /// Parses a JSON file.
 nlohmann::json read_json(const std::filesystem::path& p);
 /// The first row of a Markdown pipe table in `md` that GFM would split into another number of

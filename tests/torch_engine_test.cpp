@@ -49,18 +49,7 @@ TEST(ChildProcess, AChildThatHangsUpIsEndedAfterAGrace) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(p.exit_description(), "killed by signal 9");
   EXPECT_EQ(p.wait(), 128 + 9);
-  const std::string sleep_pid = test::read_file(dir / "pid");
-  const std::filesystem::path stat = "/proc/" + sleep_pid.substr(0, sleep_pid.find('\n')) + "/stat";
-  std::string state;
-  for (int i = 0; i < 100; ++i) {
-    std::ifstream in(stat);
-    std::string line;
-    if (!std::getline(in, line)) break;
-    state = line.substr(line.rfind(')') + 2, 1);
-    if (state == "Z") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_TRUE(!std::filesystem::exists(stat) || state == "Z") << "its child lives on (state " << state << ")";
+  EXPECT_EQ(test::process_still_running(dir / "pid"), "") << "its child lives on";
 
   // Closing its stdin is its signal to finish: a child reading it exits within the grace.
   ChildProcess q({"/bin/sh", "-c", "exec 3>&-; cat >/dev/null; exit 4"}, {}, dir / "log2.txt");
