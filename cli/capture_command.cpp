@@ -373,7 +373,7 @@ std::function<void(int)> interrupt_handler(output::CaptureOutput& output, const 
     remove_offload_folder(offload_dir, keep_offload);
     if (!keep_work) remove_temporary_folder(work);
     if (!file.empty())
-      std::fprintf(stderr, "[hookscope] wrote %s (%s)\n", output::terminal_text(file).c_str(), output::terminal_text(why).c_str());
+      std::fprintf(stderr, "[hookscope] wrote %s (%s)\n", output::terminal_text(file.string()).c_str(), output::terminal_text(why).c_str());
     else
       std::fprintf(stderr, "[hookscope] interrupted by %s: %s\n", name.c_str(), why.c_str());
     std::fflush(stdout);
@@ -439,7 +439,7 @@ int run_capture(const CaptureArgs& a) {
   const bool keep_offload = !a.keep_offload_dir.empty();
   output::InterruptWatch watch(interrupt_handler(output, options.offload_dir, keep_offload, work, !a.keep_driver_files.empty()));
   if (matrix_offloads_to_disk(matrix))
-    std::fprintf(stderr, "[hookscope] disk offload folder: %s (%s)\n", output::terminal_text(options.offload_dir).c_str(),
+    std::fprintf(stderr, "[hookscope] disk offload folder: %s (%s)\n", output::terminal_text(options.offload_dir.string()).c_str(),
                  keep_offload ? "kept: --keep-offload-dir" : "removed when the capture ends; --keep-offload-dir DIR keeps one");
   if (a.threads > 0) at::set_num_threads(a.threads);
   std::unique_ptr<engines::TorchEngine> torch;
@@ -474,7 +474,7 @@ int run_capture(const CaptureArgs& a) {
   libtorch.reset();  // and the models before the offload folder their weights map
   remove_offload_folder(options.offload_dir, keep_offload);
   if (keep_offload)
-    std::fprintf(stderr, "[hookscope] the disk offload folders are in %s\n", output::terminal_text(options.offload_dir).c_str());
+    std::fprintf(stderr, "[hookscope] the disk offload folders are in %s\n", output::terminal_text(options.offload_dir.string()).c_str());
   if (a.keep_driver_files.empty() && failures && use_torch) keep_driver_logs(work);  // a failed cell's error names its log
   else if (a.keep_driver_files.empty()) remove_temporary_folder(work);
   else if (use_torch)
