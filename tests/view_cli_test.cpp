@@ -126,6 +126,19 @@ TEST(ViewCli, TwoCapturesOpenTogether) {
   EXPECT_EQ(hs::test::read_file(png_named), before);
 }
 
+// The line saying where the screenshot went shows its name inert on the terminal: ESC
+// sequences, an OSC title and U+202E as escapes, never raw.
+TEST(ViewCli, TheScreenshotsNameIsSaidInertOnTheTerminal) {
+  const fs::path dir = hs::test::scratch_dir("view-cli-nasty-" + std::to_string(getpid()));
+  const std::string nasty = "n\u202e\x1b[2J\x1b]0;title\x07";
+  const fs::path png = dir / (nasty + ".png");
+  const auto r = hookscope({"view", capture().db.string(), "--screenshot", png.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(png));
+  EXPECT_NE(r.err.find("n\\u202e\\x1b[2J\\x1b]0;title\\x07"), std::string::npos) << r.err;
+  for (const std::string raw : {"\x1b", "\x07", "\u202e"}) EXPECT_EQ(r.err.find(raw), std::string::npos) << r.err;
+}
+
 // `--compare ID` aligns a second run of the same file under the opened one: both runs get
 // their lane groups on one time scale; an unknown id is an error naming it.
 TEST(ViewCli, CompareFlagAlignsASecondRunUnderTheFirst) {
