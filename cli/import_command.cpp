@@ -222,6 +222,7 @@ void check_import_args(const ImportArgs& a, const fs::path& out) {
     throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add a run to it");
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
     throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
+  output::refuse_name_too_long("--out", out);
   if (const auto capture = output::running_capture_of(out))
     throw std::invalid_argument("--out: " + out.string() + " is the temporary file of a capture into " + capture->string() +
                                 " that is still running; wait for it to finish and import into that file");

@@ -106,6 +106,7 @@ void check_args(const ProfileArgs& a, const fs::path& out) {
     throw std::invalid_argument("--out: " + out.string() + " exists; pass --append to add the runs to it, or --force-overwrite");
   if (out.has_parent_path() && !fs::is_directory(out.parent_path()))
     throw std::invalid_argument("--out: folder " + out.parent_path().string() + " does not exist");
+  output::refuse_name_too_long("--out", out);
   for (const auto& arg : a.command)
     if (fs::path(arg) == out || output::same_file(out, arg))
       throw std::invalid_argument("--out: " + out.string() + " is an argument of the command; name another file");

@@ -92,6 +92,10 @@ std::string report_diff_help() {
 }
 
 int run_report_diff(const ReportDiffArgs& args) {
+  // A file against itself would read "within noise" in every cell: evidence of nothing.
+  if (output::same_file(args.file_a, args.file_b))
+    throw std::invalid_argument(args.file_b + " is the same file as " + args.file_a +
+                                ": a comparison needs two captures (before and after)");
   const auto [la, lb] = reports::diff_labels(args.file_a, args.file_b, args.labels);
   const reports::DiffSide a = reports::read_diff_side(args.file_a, la), b = reports::read_diff_side(args.file_b, lb);
   const json diff = reports::build_report_diff(a, b);

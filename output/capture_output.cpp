@@ -146,6 +146,7 @@ CaptureOutput::CaptureOutput(fs::path out, CaptureOutputOptions options) : out_(
     throw std::invalid_argument("--out: " + o + " names a folder; name a file such as " + (out_ / "capture.sqlite").string());
   const fs::path dir = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
   if (!fs::is_directory(dir)) throw std::invalid_argument("--out: folder " + dir.string() + " does not exist");
+  refuse_name_too_long("--out", out_);
   check_existing_out(out_, opt_);
   if (!opt_.model_dir.empty()) {
     refuse_output_in_model_folder("--out", out_, {opt_.model_dir}, "--model");

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "output/paths.h"
+
 namespace hs::output {
 
 namespace fs = std::filesystem;
@@ -31,6 +33,7 @@ OutputFile::OutputFile(fs::path path, bool gzip) : path_(std::move(path)), gzip_
     throw fs::filesystem_error("cannot write", path_, std::make_error_code(std::errc::too_many_symbolic_link_levels));
   }
   if (target_.empty()) target_ = path_;
+  if (!in_place_) refuse_name_too_long("", target_);
   partial_ = in_place_ ? path_ : fs::path(target_.string() + ".partial-" + std::to_string(::getpid()));
   handle_ = gzip_ ? static_cast<void*>(gzopen(partial_.c_str(), "wb6")) : static_cast<void*>(std::fopen(partial_.c_str(), "wb"));
   if (!handle_) throw std::runtime_error("cannot write " + path_.string() + ": " + std::strerror(errno));

@@ -15,7 +15,8 @@ class OutputFile {
   /// Opens `path`'s temporary sibling for writing; `gzip` compresses through zlib (level 6).
   /// A `path` that is a link to a file replaces the file it names (the link stays); one that is
   /// no regular file (/dev/stdout, a FIFO) is written in place, never renamed onto. Throws
-  /// std::invalid_argument when `path` is a folder, std::filesystem::filesystem_error (ELOOP)
+  /// std::invalid_argument when `path` is a folder or its name leaves no room for the temporary
+  /// suffix (refuse_name_too_long), std::filesystem::filesystem_error (ELOOP)
   /// when it is a loop of links, std::runtime_error naming the file when it cannot be created.
   OutputFile(std::filesystem::path path, bool gzip);
   /// Removes the temporary file unless commit() ran.

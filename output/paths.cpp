@@ -1,6 +1,7 @@
 #include "output/paths.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -92,6 +93,20 @@ void refuse_overwriting_input(const std::string& flag, const std::filesystem::pa
   const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
   refuse_output_in_model_folder(flag, out, models, "a run of " + input.string() + " was made from it");
+}
+
+void refuse_name_too_long(const std::string& flag, const std::filesystem::path& out) {
+  const std::string name = out.filename().string();
+  const std::filesystem::path dir = out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path();
+  const long got = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  const size_t limit = got > 0 ? static_cast<size_t>(got) : 255;
+  if (name.size() + kTemporarySuffixBytes <= limit) return;
+  const size_t most = limit > kTemporarySuffixBytes ? limit - kTemporarySuffixBytes : 0;
+  throw std::invalid_argument((flag.empty() ? std::string() : flag + ": ") + out.string() + ": its file name is " +
+                              std::to_string(name.size()) + " bytes; the temporary files written beside it add up to " +
+                              std::to_string(kTemporarySuffixBytes) + " more, and this file system allows " +
+                              std::to_string(limit) + " bytes a name: name it in at most " + std::to_string(most) +
+                              " bytes");
 }
 
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

@@ -72,6 +72,19 @@ void refuse_overwriting_input(const std::string& flag, const std::filesystem::pa
 /// the (flag, path) outputs of one command name the same file (empty paths are not outputs).
 void refuse_shared_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
+/// The most bytes hookscope adds to an output's file name for the files it writes beside it
+/// while writing it: `OUT.PID-N.partial-journal` (a capture's temporary file and its SQLite
+/// journal), `OUT.partial-PID` (an export's, a report's), `OUT.lock`.
+inline constexpr size_t kTemporarySuffixBytes = 32;
+
+/// Throws std::invalid_argument "FLAG: OUT: its file name is N bytes; the temporary files written
+/// beside it add up to 32 more, and this file system allows L bytes a name: name it in at most
+/// L − 32 bytes" when `out`'s file name plus kTemporarySuffixBytes passes the limit of its
+/// folder's file system (pathconf's NAME_MAX; 255 where it cannot be read). Checked before
+/// anything is written, so that a legal name never fails halfway at its temporary file.
+/// `flag` may be empty (the message then starts at OUT).
+void refuse_name_too_long(const std::string& flag, const std::filesystem::path& out);
+
 /// Writes `bytes` through an OutputFile: to a temporary sibling renamed onto `path` when
 /// complete, so that a reader never sees half a file and a failed write leaves an earlier file
 /// alone (a link's file replaced, /dev/stdout or a FIFO written in place). Throws

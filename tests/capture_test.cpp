@@ -652,13 +652,16 @@ TEST(Capture, OutThatWouldLoseAFileIsRefused) {
                                          {index.string(), true, "the model's file"},
                                          {(model / "new.sqlite").string(), false,
                                           "--out: " + (model / "new.sqlite").string() + " is or lies inside the model's folder"},
-                                         {(dir / "link.sqlite").string(), true, "the model's file"}}) {
+                                         {(dir / "link.sqlite").string(), true, "the model's file"},
+                                         {(dir / (std::string(240, 'n') + ".sqlite")).string(), false,
+                                          "its file name is 247 bytes; the temporary files written beside it"}}) {
     SCOPED_TRACE(c.out);
     auto r = capture_to(c.out, c.force);
     EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
   }
   EXPECT_EQ(hs::test::read_file(dir / "old.sqlite"), "an earlier capture");
+  EXPECT_FALSE(fs::exists(dir / (std::string(240, 'n') + ".sqlite.lock"))) << "refused before the lock";
   EXPECT_EQ(hs::test::read_file(index), weights);
   EXPECT_TRUE(fs::is_symlink(dir / "link.sqlite"));
   // A capture that fails part-way (its offload folder replaced by a file once its first run is

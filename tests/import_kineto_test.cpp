@@ -1338,6 +1338,39 @@ TEST(ImportKinetoCli, WhereOutputsWentIsSaidInertOnTheTerminal) {
   }
 }
 
+// An output name the file system allows, but whose temporary files beside it (`OUT.PID.partial`,
+// `OUT.lock`, `OUT.partial-PID`) it would not, is refused before anything is written, naming the
+// flag, the length and the most it may be (it failed halfway at the temporary file's name).
+TEST(ImportKinetoCli, AnOutputNameWithNoRoomForItsTemporaryFilesIsRefusedUpFront) {
+  const fs::path dir = test::scratch_dir("import_kineto_long_names");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const std::string name(240, 'n');  // 247 bytes with ".sqlite": legal, but not with ".lock" and more
+  const fs::path db = dir / "ok.sqlite";
+  ASSERT_EQ(test::hookscope({"import", (dir / "ok.json").string(), "-o", db.string()}).exit_code, 0);
+  const std::vector<std::vector<std::string>> commands = {
+      {"import", (dir / "ok.json").string(), "-o", (dir / (name + ".sqlite")).string()},
+      {"stats", db.string(), "--format", "csv", "-o", (dir / (name + ".csv")).string()},
+      {"export", db.string(), "-o", (dir / (name + ".json")).string()},
+      {"report", db.string(), "--json", (dir / (name + ".json")).string()},
+  };
+  for (const auto& args : commands) {
+    SCOPED_TRACE(args[0]);
+    const auto r = test::hookscope(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "its file name is 2")) << r.err;  // 245 to 254: each names its own file
+    EXPECT_TRUE(contains(r.err, "name it in at most 223 bytes")) << r.err;
+    EXPECT_FALSE(contains(r.err, "File name too long")) << r.err;
+    EXPECT_EQ(others(dir, {"ok.json", "ok.sqlite"}), std::set<std::string>{}) << "nothing written";
+  }
+  const auto imp = test::hookscope(commands[0]);
+  EXPECT_TRUE(contains(imp.err, "--out: " + commands[0][3] + ": its file name is 247 bytes")) << imp.err;
+  // At the most it may be, the name works.
+  const fs::path longest = dir / (std::string(223 - 7, 'm') + ".sqlite");
+  const auto r = test::hookscope({"import", (dir / "ok.json").string(), "-o", longest.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(storage::CaptureReader(longest).runs().size(), 1u);
+}
+
 // The report of a run imported without --policy, --mode or --model names what is missing
 // instead of printing empty headings and a row of question marks.
 TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {

@@ -566,6 +566,15 @@ TEST(ReportDiffCli, ABadSecondFileOrLabelIsRefusedNamingIt) {
   EXPECT_NE(r.err.find("--labels"), std::string::npos) << r.err;
   r = hookscope({"report", c.main.string(), c.pr.string(), c.main.string()});
   EXPECT_EQ(r.exit_code, 2) << "at most two files";
+  // A file compared with itself (by the same name, another name or a link) is refused: every
+  // cell would read "within noise".
+  fs::create_symlink(c.main, dir / "link.sqlite");
+  for (const fs::path& again : {c.main, dir / ".." / dir.filename() / "link.sqlite"}) {
+    r = hookscope({"report", c.main.string(), again.string(), "--json", (dir / "self.json").string()});
+    EXPECT_EQ(r.exit_code, 1) << again;
+    EXPECT_NE(r.err.find("is the same file as " + c.main.string()), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "self.json"));
+  }
 
   // An output that is one of the captures is refused: nothing written.
   const std::string before = hs::test::read_file(c.pr);
