@@ -183,9 +183,9 @@ class TraceWriter {
 };
 
 // Everything one run exports, read once.
-// The run's rows (its Dynamo graph breaks only those with a time) and what the trace needs
-// besides.
-struct ExportRows : storage::RunRows {
+// The run's rows (its Dynamo graph breaks only those with a time; each name held once however
+// many rows repeat it) and what the trace needs besides.
+struct ExportRows : storage::SharedRunRows {
   // The process of each CPU op / runtime / driver call (globalTid >> 24), index for index.
   std::vector<int64_t> cpu_op_pids, runtime_pids, driver_pids;
   std::map<uint32_t, int64_t> os_tid;  // THREADS: recording thread -> Linux tid
@@ -196,8 +196,8 @@ struct ExportRows : storage::RunRows {
 ExportRows read_run(const CaptureReader& r, int64_t run) {
   r.check_rows(run);
   ExportRows d;
-  static_cast<storage::RunRows&>(d) = r.run_rows(run);
-  std::erase_if(d.dynamo_graph_breaks, [](const storage::DynamoGraphBreakRow& b) { return !b.time_ns; });
+  static_cast<storage::SharedRunRows&>(d) = r.shared_run_rows(run);
+  std::erase_if(d.dynamo_graph_breaks, [](const storage::SharedDynamoGraphBreakRow& b) { return !b.time_ns; });
   d.cpu_op_pids = r.activity_pids(run, "CPU_OPS");
   d.runtime_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_RUNTIME");
   d.driver_pids = r.activity_pids(run, "CUPTI_ACTIVITY_KIND_DRIVER");
@@ -292,7 +292,7 @@ class ChromeExporter {
 };
 
 void ChromeExporter::index() {
-  for (const CpuOpRow& op : d_.cpu_ops) {
+  for (const storage::SharedCpuOpRow& op : d_.cpu_ops) {
     const std::string_view n = op.name;
     if (n.substr(0, 11) == "hookscope::") {
       const size_t sp = n.find(' ');
@@ -540,7 +540,7 @@ void ChromeExporter::api_calls() {
 
 void ChromeExporter::cpu_ops() {
   for (size_t i = 0; i < d_.cpu_ops.size(); ++i) {
-    const CpuOpRow& op = d_.cpu_ops[i];
+    const storage::SharedCpuOpRow& op = d_.cpu_ops[i];
     const int64_t pid = d_.cpu_op_pids.at(i), tid = op.os_tid & kTidBits;
     Fields f;
     f.members_of(op.args);

@@ -47,18 +47,21 @@ void quoted(std::string& out, std::string_view s) {
 constexpr size_t kMaxCsvText = size_t{64} << 10;
 
 template <class T>
-void cell(std::string& out, const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) {
+void cell(std::string& out, const T& value) {
+  if constexpr (std::is_same_v<T, storage::SharedText>) {
+    cell(out, value.str());
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    const std::string& v = value;
     if (v.size() <= kMaxCsvText) return quoted(out, v);
     size_t cut = kMaxCsvText - 3;
     while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
     quoted(out, v.substr(0, cut) + "...");
   }
   else if constexpr (is_optional<T>::value) {
-    if (v) cell(out, *v);
-  } else if constexpr (std::is_same_v<T, bool>) out += v ? '1' : '0';
-  else if constexpr (std::is_enum_v<T>) out += std::to_string(static_cast<int64_t>(v));
-  else out += std::to_string(v);
+    if (value) cell(out, *value);
+  } else if constexpr (std::is_same_v<T, bool>) out += value ? '1' : '0';
+  else if constexpr (std::is_enum_v<T>) out += std::to_string(static_cast<int64_t>(value));
+  else out += std::to_string(value);
 }
 
 // Calls fn(column name, member accessor) for each column the reader's row carries.
@@ -71,13 +74,15 @@ void for_each_column(Fn&& fn) {
 }
 
 // Writes one table's rows of `runs` to `path`; nothing (and -1) when it has none and `skip_empty`.
-template <class Row, std::vector<Row> (CaptureReader::*Read)(int64_t) const>
+// `Row` is the Shared form: a name repeated over rows is held once while they wait to be written.
+template <class Row>
 int64_t write_table(const CaptureReader& reader, const std::vector<int64_t>& runs, bool skip_empty, const fs::path& path,
                     bool gzip) {
+  storage::StringTables strings;
   std::vector<std::pair<int64_t, std::vector<Row>>> per_run;
   int64_t rows = 0;
   for (const int64_t run : runs) {
-    per_run.emplace_back(run, (reader.*Read)(run));
+    per_run.emplace_back(run, reader.shared_rows<Row>(run, strings));
     rows += static_cast<int64_t>(per_run.back().second.size());
   }
   if (rows == 0 && skip_empty) return -1;
@@ -105,7 +110,7 @@ struct Table {
 };
 
 #define HS_CSV_TABLE_(Type, Row, rows, TABLE, ...) \
-  Table{TABLE, #rows, &write_table<storage::Row, &CaptureReader::rows>},
+  Table{TABLE, #rows, &write_table<storage::Shared##Row>},
 constexpr Table kTables[] = {HS_HOST_EVENT_KINDS(HS_CSV_TABLE_) HS_ACTIVITY_KINDS(HS_CSV_TABLE_)};
 #undef HS_CSV_TABLE_
 

@@ -78,17 +78,17 @@ void model_calls(const std::vector<Op>& ops, int64_t pid, int64_t tid, std::vect
   close_top();
 }
 
-bool host_range(const storage::CpuOpRow& op) {
+bool host_range(const storage::SharedCpuOpRow& op) {
   return op.category != "gpu_user_annotation" && op.category != "python_function";
 }
 
 // Rules 1 and (with `find_calls`) 3 of the header over the run's CPU ops.
-Iterations from_cpu_ops(const std::vector<storage::CpuOpRow>& cpu_ops, const std::vector<int64_t>& pids, bool find_calls) {
+Iterations from_cpu_ops(const std::vector<storage::SharedCpuOpRow>& cpu_ops, const std::vector<int64_t>& pids, bool find_calls) {
   Iterations it;
   auto pid_of = [&](size_t i) { return i < pids.size() ? pids[i] : 0; };
   bool hook_work = false;
   for (size_t i = 0; i < cpu_ops.size(); ++i) {
-    const storage::CpuOpRow& op = cpu_ops[i];
+    const storage::SharedCpuOpRow& op = cpu_ops[i];
     if (!host_range(op)) continue;
     if (const auto n = profiler_step_number(op.name)) {
       it.source = IterationSource::ProfilerStep;
@@ -124,8 +124,8 @@ std::string_view iteration_source_name(IterationSource s) {
   return "none";
 }
 
-Iterations iterations(const std::vector<storage::CpuOpRow>& cpu_ops, const std::vector<int64_t>& cpu_op_pids,
-                      const std::vector<storage::GenerationStepRow>& generation_steps) {
+Iterations iterations(const std::vector<storage::SharedCpuOpRow>& cpu_ops, const std::vector<int64_t>& cpu_op_pids,
+                      const std::vector<storage::SharedGenerationStepRow>& generation_steps) {
   Iterations it = from_cpu_ops(cpu_ops, cpu_op_pids, generation_steps.empty());
   if (it.source == IterationSource::ProfilerStep || generation_steps.empty()) {
     std::stable_sort(it.steps.begin(), it.steps.end(),
@@ -141,7 +141,9 @@ Iterations iterations(const std::vector<storage::CpuOpRow>& cpu_ops, const std::
 }
 
 Iterations iterations(const storage::CaptureReader& reader, int64_t run) {
-  return iterations(reader.cpu_ops(run), reader.activity_pids(run, "CPU_OPS"), reader.generation_steps(run));
+  storage::StringTables strings;
+  return iterations(reader.shared_rows<storage::SharedCpuOpRow>(run, strings), reader.activity_pids(run, "CPU_OPS"),
+                    reader.shared_rows<storage::SharedGenerationStepRow>(run, strings));
 }
 
 nlohmann::json iteration_figures(const Iterations& it) {

@@ -50,8 +50,8 @@ struct Iterations {
 
 /// The iterations of a run from its rows: `cpu_op_pids` is the process of each CPU op, index for
 /// index (CaptureReader::activity_pids(run, "CPU_OPS")).
-Iterations iterations(const std::vector<storage::CpuOpRow>& cpu_ops, const std::vector<int64_t>& cpu_op_pids,
-                      const std::vector<storage::GenerationStepRow>& generation_steps);
+Iterations iterations(const std::vector<storage::SharedCpuOpRow>& cpu_ops, const std::vector<int64_t>& cpu_op_pids,
+                      const std::vector<storage::SharedGenerationStepRow>& generation_steps);
 
 /// The same, read from the capture. Throws storage::CaptureError when it cannot be read.
 Iterations iterations(const storage::CaptureReader& reader, int64_t run);

@@ -76,7 +76,7 @@ std::string copy_kind_name(tracer::MemcpyKind k) { return std::string(tracer::co
 
 std::string source_name(events::WeightSource s) { return std::string(tracer::weight_source_name(s, "device")); }
 
-std::string module_name(const std::string& fqn) { return fqn.empty() ? "<root>" : fqn; }
+std::string module_name(std::string_view fqn) { return fqn.empty() ? "<root>" : std::string(fqn); }
 
 std::string cell_of(const storage::RunRecord& r) {
   if (!r.label.empty()) return r.label;
@@ -102,11 +102,19 @@ std::string range_value(std::string_view name, std::string_view key) {
 
 /// What the reports of one run read, each kind read once.
 struct RunData {
+  /// The run's rows of kind `Row` (a Shared...Row), their strings shared through `tables`.
+  template <class Row>
+  std::vector<Row> rows() const {
+    return rd.shared_rows<Row>(run, tables);
+  }
   const storage::CaptureReader& rd;
   int64_t run;
-  std::vector<storage::HookEventRow> hooks;
-  std::vector<storage::ModuleComputeRow> compute;
-  std::map<std::string, std::string> device_of;  ///< module FQN → execution device
+  /// The string tables the rows below and those of `rows` point into: each name is held once,
+  /// however many rows name it.
+  mutable storage::StringTables tables;
+  std::vector<storage::SharedHookEventRow> hooks;
+  std::vector<storage::SharedModuleComputeRow> compute;
+  std::map<std::string, std::string, std::less<>> device_of;  ///< module FQN → execution device
   std::vector<Span> compiling;  ///< Dynamo's frame compiles (kDynamoCompileRange), merged: sorted, disjoint
 };
 
@@ -132,11 +140,11 @@ int64_t compiling_within(const RunData& d, int64_t a, int64_t b) {
 // Execution devices of the run's hooked modules (see compute_stats).
 void find_devices(RunData& d) {
   for (const auto& c : d.compute) d.device_of.try_emplace(c.module, c.device);
-  std::set<std::string> missing;
+  std::set<std::string_view, std::less<>> missing;  // views into d.tables
   for (const auto& h : d.hooks)
-    if (!d.device_of.count(h.module)) missing.insert(h.module);
+    if (!d.device_of.count(h.module.view())) missing.insert(h.module.view());
   if (missing.empty()) return;
-  for (const auto& op : d.rd.cpu_ops(d.run)) {
+  for (const auto& op : d.rows<storage::SharedCpuOpRow>()) {
     const std::string_view name = op.name;
     if (name.rfind("hookscope::pre_forward ", 0) != 0 && name.rfind("hookscope::post_forward ", 0) != 0) continue;
     std::string module = range_value(name, "module"), device = range_value(name, "device");
@@ -144,13 +152,13 @@ void find_devices(RunData& d) {
     if (device.empty() || device == "none" || !missing.count(module)) continue;
     d.device_of.try_emplace(module, device);
   }
-  for (const auto& w : d.rd.weight_swaps(d.run))
+  for (const auto& w : d.rows<storage::SharedWeightSwapRow>())
     if (w.onload) d.device_of.try_emplace(w.module, w.device);
 }
 
-std::string device_of(const RunData& d, const std::string& module) {
+std::string_view device_of(const RunData& d, std::string_view module) {
   const auto it = d.device_of.find(module);
-  return it == d.device_of.end() ? std::string() : it->second;
+  return it == d.device_of.end() ? std::string_view() : std::string_view(it->second);
 }
 
 template <class Row>
@@ -162,26 +170,29 @@ void sort_by_total(std::vector<Row>& rows, auto key) {
 }
 
 void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_device) {
-  std::map<std::tuple<std::string, int, std::string>, std::vector<int64_t>> by_module;
-  std::map<std::tuple<std::string, int, std::string>, std::pair<std::set<std::string>, std::vector<int64_t>>> by_device;
+  // Keyed by views into the run's string tables and d.device_of: a name is copied once per
+  // row of the result, never per hook call.
+  using Key = std::tuple<std::string_view, int, std::string_view>;
+  std::map<Key, std::vector<int64_t>> by_module;
+  std::map<Key, std::pair<std::set<std::string_view>, std::vector<int64_t>>> by_device;
   for (const auto& h : d.hooks) {
     const int64_t ns = h.end_ns - h.start_ns - compiling_within(d, h.start_ns, h.end_ns);  // hook time's definition
     const int phase = static_cast<int>(h.phase);
-    if (per_module) by_module[{h.hook, phase, h.module}].push_back(ns);
+    if (per_module) by_module[{h.hook.view(), phase, h.module.view()}].push_back(ns);
     if (per_device) {
-      auto& g = by_device[{h.hook, phase, device_of(d, h.module)}];
-      g.first.insert(h.module);
+      auto& g = by_device[{h.hook.view(), phase, device_of(d, h.module)}];
+      g.first.insert(h.module.view());
       g.second.push_back(ns);
     }
   }
   for (auto& [k, ns] : by_module) {
     const auto& [hook, phase, module] = k;
-    s.hook_time.push_back({hook, phase_name(static_cast<events::HookPhase>(phase)), module_name(module),
-                           device_of(d, module), duration_stats(std::move(ns))});
+    s.hook_time.push_back({std::string(hook), phase_name(static_cast<events::HookPhase>(phase)), module_name(module),
+                           std::string(device_of(d, module)), duration_stats(std::move(ns))});
   }
   for (auto& [k, g] : by_device) {
     const auto& [hook, phase, device] = k;
-    s.hook_time_by_device.push_back({hook, phase_name(static_cast<events::HookPhase>(phase)), device,
+    s.hook_time_by_device.push_back({std::string(hook), phase_name(static_cast<events::HookPhase>(phase)), std::string(device),
                                      static_cast<int64_t>(g.first.size()), duration_stats(std::move(g.second))});
   }
   sort_by_total(s.hook_time, [](const HookTimeRow& r) { return std::tie(r.hook, r.phase, r.module); });
@@ -190,18 +201,18 @@ void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_devic
 
 void device_compute(const RunData& d, RunStats& s) {
   struct Acc {
-    std::set<std::string> modules;
+    std::set<std::string_view> modules;
     std::vector<Span> spans;
   };
-  std::map<std::string, Acc> by_device;
+  std::map<std::string_view, Acc> by_device;  // views into the run's string tables
   for (const auto& c : d.compute) {
     if (c.module.empty()) continue;  // the root's forward spans every device
-    Acc& a = by_device[c.device];
-    a.modules.insert(c.module);
+    Acc& a = by_device[c.device.view()];
+    a.modules.insert(c.module.view());
     a.spans.emplace_back(c.start_ns, c.end_ns);
   }
   for (auto& [device, a] : by_device)
-    s.device_compute.push_back({device, static_cast<int64_t>(a.modules.size()), static_cast<int64_t>(a.spans.size()),
+    s.device_compute.push_back({std::string(device), static_cast<int64_t>(a.modules.size()), static_cast<int64_t>(a.spans.size()),
                                 union_ns(std::move(a.spans))});
 }
 
@@ -229,14 +240,14 @@ std::vector<CopyRow> copy_rows(std::map<std::tuple<std::string, std::string, std
 void copy_reports(const RunData& d, RunStats& s, bool transfers, bool swaps) {
   std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow> groups;
   if (transfers) {
-    for (const auto& t : d.rd.transfers(d.run))
+    for (const auto& t : d.rows<storage::SharedTransferRow>())
       if (t.bytes > 0)  // a call that moved nothing is not a transfer (totals count it apart)
         add_copy(groups, copy_kind_name(t.copy_kind), t.src, t.dst, t.emulated, t.bytes, t.end_ns - t.start_ns);
     s.transfers = copy_rows(groups);
     groups.clear();
   }
   if (swaps) {
-    for (const auto& w : d.rd.weight_swaps(d.run))
+    for (const auto& w : d.rows<storage::SharedWeightSwapRow>())
       add_copy(groups, w.onload ? "onload" : "offload", source_name(w.source), w.device, false, w.bytes,
                w.end_ns - w.start_ns);
     s.weight_swaps = copy_rows(groups);
@@ -255,10 +266,10 @@ class GpuCallers {
     for (const auto& h : d.hooks) add(h.external_id, h.hook + "." + phase_name(h.phase), h.module, h.start_ns, h.end_ns);
     for (const auto& c : d.compute) add(c.external_id, "forward", c.module, c.start_ns, c.end_ns);
     std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
-    for (const auto& e : d.rd.external_correlations(d.run))  // hookscope's own (CUSTOM1) first
+    for (const auto& e : d.rows<storage::SharedExternalCorrelationRow>())  // hookscope's own (CUSTOM1) first
       if (e.kind == tracer::ExternalKind::Custom1 || !external_of_.count(e.correlation_id))
         external_of_[e.correlation_id] = e.external_id;
-    for (const auto& op : d.rd.cpu_ops(d.run))
+    for (const auto& op : d.rows<storage::SharedCpuOpRow>())
       if (op.external_id) op_start_.try_emplace(static_cast<uint64_t>(*op.external_id), op.start_ns);
   }
   /// (caller, module) of the record with `correlation`; ("(unattributed)", "") when unknown.
@@ -294,9 +305,9 @@ class GpuCallers {
 };
 
 void gpu_caller_report(const RunData& d, RunStats& s) {
-  const auto kernels = d.rd.kernels(d.run);
-  const auto memcpys = d.rd.memcpys(d.run);
-  const auto memsets = d.rd.memsets(d.run);
+  const auto kernels = d.rows<storage::SharedKernelRow>();
+  const auto memcpys = d.rows<storage::SharedMemcpyRow>();
+  const auto memsets = d.rows<storage::SharedMemsetRow>();
   if (kernels.empty() && memcpys.empty() && memsets.empty()) return;  // a CPU run: nothing to join
   const GpuCallers callers(d);
   std::map<std::tuple<std::string, std::string, std::string, int64_t>, GpuCallerRow> groups;
@@ -320,7 +331,7 @@ void gpu_caller_report(const RunData& d, RunStats& s) {
                    [](const GpuCallerRow& a, const GpuCallerRow& b) { return a.total_ns > b.total_ns; });
 }
 
-void disabled_report(const std::vector<storage::DisabledScopeRow>& scopes, RunStats& s) {
+void disabled_report(const std::vector<storage::SharedDisabledScopeRow>& scopes, RunStats& s) {
   std::map<std::string, std::pair<int64_t, std::vector<int64_t>>> by_function;
   for (const auto& x : scopes) {
     auto& g = by_function[x.function];
@@ -332,18 +343,24 @@ void disabled_report(const std::vector<storage::DisabledScopeRow>& scopes, RunSt
 }
 
 void break_report(const RunData& d, RunStats& s) {
-  std::map<std::tuple<std::string, std::string, std::string>, BreakSiteRow> groups;
-  for (const auto& b : d.rd.graph_breaks(d.run)) {
-    BreakSiteRow& r = groups[{"libtorch", b.function, module_name(b.module)}];
-    if (r.count == 0) r = {"libtorch", b.function, module_name(b.module), b.reason, 0};
+  // Keyed by views into the rows' string tables and into `dyn`: a name is copied once per
+  // break site, never per graph break.
+  std::map<std::tuple<std::string_view, std::string_view, std::string_view>, BreakSiteRow> groups;
+  const auto breaks = d.rows<storage::SharedGraphBreakRow>();
+  for (const auto& b : breaks) {
+    const std::string_view module = b.module.empty() ? std::string_view("<root>") : b.module.view();
+    BreakSiteRow& r = groups[{"libtorch", b.function.view(), module}];
+    if (r.count == 0) r = {"libtorch", b.function, std::string(module), b.reason, 0};
     ++r.count;
   }
   const json dyn = importers::dynamo_summary(d.rd, d.run);
-  for (const auto& g : dyn.value("break_reasons", json::array())) {
-    const std::string code = g["gb_code"].is_string() ? g["gb_code"].get<std::string>() : "";
-    const std::string frame = g["user_frame"].is_string() ? g["user_frame"].get<std::string>() : "";
+  const json reasons = dyn.value("break_reasons", json::array());
+  for (const auto& g : reasons) {
+    const std::string_view code = g["gb_code"].is_string() ? std::string_view(g["gb_code"].get_ref<const std::string&>()) : "";
+    const std::string_view frame =
+        g["user_frame"].is_string() ? std::string_view(g["user_frame"].get_ref<const std::string&>()) : "";
     BreakSiteRow& r = groups[{"log", code, frame}];
-    if (r.count == 0) r = {"log", code, frame, g.value("gb_type", ""), 0};
+    if (r.count == 0) r = {"log", std::string(code), std::string(frame), g.value("gb_type", ""), 0};
     r.count += g.value("count", int64_t{0});
   }
   for (auto& [k, r] : groups) s.graph_breaks.push_back(std::move(r));
@@ -353,7 +370,7 @@ void break_report(const RunData& d, RunStats& s) {
   });
 }
 
-void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scopes, StatsTotals& t) {
+void totals(const RunData& d, const std::vector<storage::SharedDisabledScopeRow>& scopes, StatsTotals& t) {
   std::vector<Span> spans;
   for (const auto& h : d.hooks) spans.emplace_back(h.start_ns, h.end_ns);
   t.hook_calls = static_cast<int64_t>(d.hooks.size());
@@ -387,6 +404,22 @@ void totals(const RunData& d, const std::vector<storage::DisabledScopeRow>& scop
   t.log_graph_break_records = f["log_graph_break_records"].is_number() ? f["log_graph_break_records"].get<int64_t>() : 0;
 }
 
+// Every text of the rows of `s` cut to kMaxStatsCell, as every view of them shows it: a name of
+// megabytes, grouped whole, is then held cut once per row of each run's statistics.
+void shorten_row_texts(RunStats& s) {
+  auto cut = [](std::string& t) {
+    if (t.size() > kMaxStatsCell) t = shortened_text(std::move(t), kMaxStatsCell);
+  };
+  for (auto& r : s.hook_time) cut(r.hook), cut(r.module), cut(r.device);
+  for (auto& r : s.hook_time_by_device) cut(r.hook), cut(r.device);
+  for (auto& r : s.device_compute) cut(r.device);
+  for (auto* rows : {&s.transfers, &s.weight_swaps})
+    for (auto& r : *rows) cut(r.src), cut(r.dst);
+  for (auto& r : s.compiler_disabled) cut(r.function);
+  for (auto& r : s.graph_breaks) cut(r.site), cut(r.where), cut(r.reason);
+  for (auto& r : s.gpu_by_caller) cut(r.caller), cut(r.module);
+}
+
 RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
   rd.check_rows(rec.id);  // no sum or duration over rows no capture writes
   storage::check_run_results(rec.results, rd, rec.id);
@@ -399,17 +432,20 @@ RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& r
   s.mode = rec.mode;
   s.fullgraph = rec.fullgraph;
   s.status = std::string(tracer::to_string(rec.status));
-  RunData d{rd, rec.id, rd.hook_events(rec.id), rd.module_compute(rec.id), {}, {}};
+  RunData d{rd, rec.id, {}, {}, {}, {}, {}};
+  d.hooks = d.rows<storage::SharedHookEventRow>();
+  d.compute = d.rows<storage::SharedModuleComputeRow>();
   if (!d.hooks.empty()) d.compiling = merged(rd.cpu_op_spans(rec.id, kDynamoCompileRange));
   if (want.count("hook_time_by_device") || want.count("hook_time")) find_devices(d);
   hook_reports(d, s, want.count("hook_time") > 0, want.count("hook_time_by_device") > 0);
   if (want.count("device_compute")) device_compute(d, s);
   copy_reports(d, s, want.count("transfers") > 0, want.count("weight_swaps") > 0);
-  const auto scopes = rd.disabled_scopes(rec.id);
+  const auto scopes = d.rows<storage::SharedDisabledScopeRow>();
   if (want.count("compiler_disabled")) disabled_report(scopes, s);
   if (want.count("graph_breaks")) break_report(d, s);
   if (want.count("gpu_by_caller")) gpu_caller_report(d, s);
   totals(d, scopes, s.totals);
+  shorten_row_texts(s);
   return s;
 }
 

@@ -125,7 +125,9 @@ struct StatsTotals {
   int64_t recorded_disabled_scope_entries = 0, log_graph_break_records = 0;
 };
 
-/// The statistics of one run. Only the requested reports are filled; `totals` always is.
+/// The statistics of one run. Only the requested reports are filled; `totals` always is. Rows
+/// are grouped by whole names; each text in them is then cut to kMaxStatsCell bytes
+/// (shortened_text), as every view shows it.
 /// Every list is sorted: time reports by total time (most first), copies by kind, src, dst,
 /// graph breaks by count (most first) then site and where.
 struct RunStats {

@@ -359,6 +359,14 @@ class CaptureReader {
   template <class Row>
   std::vector<Row> read_shared(int64_t run, const ReadPlan& plan, StringTables& tables,
                                ReadProgress* progress = nullptr) const;
+  /// plan_shared then read_shared on this thread: the rows of kind `Row` (a Shared...Row) of run
+  /// `run`, each distinct string held once however many rows name it (a module's name over
+  /// every call of its hooks), the string tables added to `tables`. How the per-run readers
+  /// (stats, report, the exports) read rows. Throws as read_shared.
+  template <class Row>
+  std::vector<Row> shared_rows(int64_t run, StringTables& tables) const {
+    return read_shared<Row>(run, plan_shared<Row>(run), tables);
+  }
   /// Every kind of run `run` in the Shared form, with its record (plan_shared + read_shared
   /// per kind, on this thread). Throws as `run(id)` for an unknown run.
   SharedRunRows shared_run_rows(int64_t run, ReadProgress* progress = nullptr) const;
