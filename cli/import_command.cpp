@@ -1,6 +1,9 @@
 #include "cli/import_command.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -264,10 +267,39 @@ struct Interrupted {
 // before the capture is left as it is and the process ends.
 constexpr auto kStopGrace = std::chrono::seconds(10);
 
+// Temporary files of earlier imports into `out` that were killed outright (SIGKILL: nothing could
+// remove them then): `OUT.partial-PID` and its -journal, -wal and -shm. This import holds OUT's
+// lock, so no other import writes them; those whose process is gone are removed, saying so.
+void remove_stale_partials(const fs::path& out) {
+  const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  const std::string prefix = out.filename().string() + ".partial-";
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    std::string pid = name.substr(prefix.size());
+    for (const std::string suffix : {"-journal", "-wal", "-shm"})
+      if (pid.ends_with(suffix)) {
+        pid.resize(pid.size() - suffix.size());
+        break;
+      }
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t holder = static_cast<pid_t>(std::stol(pid));
+    if (holder == ::getpid() || ::kill(holder, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to know
+    stale.push_back(it->path());
+  }
+  for (const fs::path& p : stale)
+    if (fs::remove(p, ec))
+      std::fprintf(stderr, "[hookscope] import: removed %s, left by an import into %s that was killed\n",
+                   output::terminal_text(p.string()).c_str(), output::terminal_text(out.string()).c_str());
+}
+
 int run_import(const ImportArgs& a) {
   const fs::path out(a.out);
   check_import_args(a, out);
   output::OutputLock lock(out);  // no capture or other import writes it meanwhile
+  remove_stale_partials(out);
   if (a.append && fs::exists(out)) refuse_appending_to_non_capture(out);  // never a zero-byte or foreign file
   // A new capture is written next to its name and renamed when finished: an interrupted import
   // leaves no file that looks like a capture.

@@ -1404,6 +1404,31 @@ TEST(ImportKinetoCli, TheReportOfABareImportHasNoEmptyHeadings) {
 // A signal that arrives once the run is written lets the import finish (exit 0). Found by a
 // try-out: an interrupted --append left a rollback journal that every reader then refused, and
 // a signal after "wrote run" printed "stays incomplete" about a complete run, exiting 130.
+// The temporary files an import killed outright left (`OUT.partial-PID`, its WAL and shared
+// memory: nothing can remove them at a SIGKILL) are removed by the next import into OUT, which
+// says so; those of a process still alive, and other files, are left alone.
+TEST(ImportKinetoCli, AKilledImportsTemporaryFilesGoAtTheNextImport) {
+  const fs::path dir = test::scratch_dir("import_kineto_stale");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const pid_t dead = fork();  // a pid whose process has ended
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = "out.sqlite.partial-" + std::to_string(dead);
+  const std::string alive = "out.sqlite.partial-" + std::to_string(getpid());
+  for (const std::string& name : {stale, stale + "-wal", stale + "-shm", alive, std::string("out.sqlite.partial-x"),
+                                  std::string("other.sqlite.partial-") + std::to_string(dead)})
+    write(dir / name, "left over");
+  const auto r = test::hookscope({"import", (dir / "ok.json").string(), "-o", (dir / "out.sqlite").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(others(dir, {"ok.json", "out.sqlite"}),
+            (std::set<std::string>{alive, "out.sqlite.partial-x", "other.sqlite.partial-" + std::to_string(dead)}));
+  EXPECT_TRUE(contains(r.err, "removed " + (dir / stale).string() + "-wal, left by an import into " +
+                                  (dir / "out.sqlite").string() + " that was killed"))
+      << r.err;
+  EXPECT_EQ(storage::CaptureReader(dir / "out.sqlite").runs().size(), 1u);
+}
+
 TEST(ImportKinetoCli, AnInterruptedImportEndsItsRunIncompleteAndLeavesNoFiles) {
   const fs::path dir = test::scratch_dir("import_kineto_interrupt");
   const fs::path big = dir / "big.json";
