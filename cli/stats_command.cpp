@@ -140,17 +140,19 @@ int run_stats(const StatsArgs& a) {
     const bool to_stdout = a.out.empty() || a.out == "/dev/stdout";
     const bool stream = !to_stdout && ::stat(a.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
     std::string all;
+    // OUT_<report>.csv: every name checked before the first is written.
+    const std::string base = ends_with(a.out, ".csv") ? a.out.substr(0, a.out.size() - 4) : a.out;
+    auto path_of = [&](const reports::StatsTable& t) { return base + "_" + t.name + ".csv"; };
+    if (!to_stdout && !stream)
+      for (const auto& t : tables) output::refuse_overwriting_input("-o", path_of(t), a.file, "read", models);
     for (const auto& t : tables) {
       const std::string csv = stats_csv(t);
       if (to_stdout || stream) {
         all += (all.empty() ? "" : "\n") + csv;
         continue;
       }
-      const std::string base = ends_with(a.out, ".csv") ? a.out.substr(0, a.out.size() - 4) : a.out;
-      const std::string path = base + "_" + t.name + ".csv";
-      output::refuse_overwriting_input("-o", path, a.file, "read", models);
-      output::write_output_file(path, csv);
-      std::cerr << "wrote " << output::terminal_text(path) << "\n";
+      output::write_output_file(path_of(t), csv);
+      std::cerr << "wrote " << output::terminal_text(path_of(t)) << "\n";
     }
     if (stream) output::write_output_file(a.out, all);
     else if (isatty(STDOUT_FILENO)) std::cout << output::terminal_text(all);  // a name's ESC, U+202E: shown, inert

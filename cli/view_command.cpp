@@ -83,6 +83,10 @@ CLI::App* add_view_command(CLI::App& app, std::function<int()>& run_selected) {
     if (!layout->empty()) v.layout = *layout;
     if (run_opt->count()) v.run = *run;
     if (cmp_opt->count()) v.compare = *compare;
+    // A file beside itself would compare a capture with itself: evidence of nothing.
+    if (v.other && output::same_file(v.file, *v.other))
+      throw std::invalid_argument(v.other->string() + " is the same file as " + v.file.string() +
+                                  ": a before/after view needs two captures");
     refuse_model_outputs(v);
     v.write_file = output::write_output_file;
     return ui::run_viewer(v);

@@ -1,6 +1,7 @@
 #include "exports/export_chrome.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <set>
@@ -56,6 +57,14 @@ void append_text(std::string& out, std::string_view v) {
   output::append_json_string(out, std::string(v.substr(0, cut)) + "...");
 }
 
+// `parts` joined as far as a trace text shows them (kMaxTraceText + 1 bytes; append_text cuts
+// the rest): a name of megabytes is never copied whole per event.
+std::string shown_join(std::initializer_list<std::string_view> parts) {
+  std::string s;
+  for (const std::string_view p : parts) s.append(p.substr(0, kMaxTraceText + 1 - std::min(s.size(), kMaxTraceText + 1)));
+  return s;
+}
+
 // The members of a JSON object, written as text.
 class Fields {
  public:
@@ -100,10 +109,11 @@ class RangeName {
  public:
   explicit RangeName(std::string_view what) : s_("hookscope::") { s_ += what; }
   RangeName& kv(std::string_view k, std::string_view v) {
+    if (s_.size() > kMaxTraceText) return *this;  // append_text cuts what follows: never copied
     s_ += ' ';
     s_ += k;
     s_ += '=';
-    for (const char c : v) s_ += c == ' ' ? '_' : c;
+    for (const char c : v.substr(0, kMaxTraceText + 1 - std::min(s_.size(), kMaxTraceText + 1))) s_ += c == ' ' ? '_' : c;
     return *this;
   }
   RangeName& kv(std::string_view k, int64_t v) { return kv(k, std::string_view(std::to_string(v))); }
@@ -463,7 +473,7 @@ void ChromeExporter::device_lanes() {
     lane(dst, kLaneIn);
     Fields args;
     args.str("module", t.module).num("bytes", t.bytes).str("src", t.src).str("dst", t.dst);
-    const std::string name = t.src + " -> " + t.dst + (t.module.empty() ? "" : " " + t.module);
+    const std::string name = shown_join({t.src, " -> ", t.dst, t.module.empty() ? "" : " ", t.module});
     w_.slice("hookscope_transfer", name, src, kLaneOut, t.start_ns, t.end_ns, args);
     w_.flow('s', "hookscope_transfer", ++flow_id, src, kLaneOut, t.start_ns);
     w_.slice("hookscope_transfer", name, dst, kLaneIn, t.start_ns, t.end_ns, args);

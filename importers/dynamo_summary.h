@@ -11,6 +11,10 @@
 
 namespace hs::importers {
 
+/// The most bytes of a text of the summary (Dynamo's reasons, gb types and codes, frames,
+/// guards, code names and files are far shorter; a longer one ends in "...").
+inline constexpr size_t kMaxDynamoText = 4096;
+
 /// The summary of run `run` (an object; every count 0 and every list empty for a run without
 /// Dynamo rows):
 ///   "compiles": rows, "statuses": {"compiled": n, "restarted": n, "skipped": n, "failed": n,
@@ -33,6 +37,8 @@ namespace hs::importers {
 ///   "compile_ids": [{"compile_id", "attempt", "status", "code", "file", "line", "guard_count",
 ///     "graph_op_count", "graphs", "compile_time_s", "fail_type", "fail_gb_code",
 ///     "restart_reasons"}] in log order (absent values null).
+/// Each text is cut to kMaxDynamoText bytes (output::cut_text; groups are made of whole texts):
+/// a reason or frame of megabytes in an edited capture is held and shown once, cut.
 /// Throws storage::CaptureError when the capture cannot be read.
 nlohmann::json dynamo_summary(const storage::CaptureReader& reader, int64_t run);
 

@@ -21,18 +21,34 @@ namespace {
 constexpr size_t kBufferBytes = 1 << 20;
 }
 
+std::optional<fs::path> OutputFile::replaced_file(const fs::path& path) {
+  struct stat st {};
+  std::error_code ec;
+  if (::stat(path.c_str(), &st) == 0) {
+    // /dev/stdout, a FIFO, a terminal: written as they are; renaming onto them would replace the node.
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return std::nullopt;
+    // A link to a file: the link stays, the file it names is replaced.
+    if (S_ISREG(st.st_mode) && fs::is_symlink(fs::symlink_status(path, ec))) {
+      const fs::path target = fs::canonical(path, ec);
+      if (!ec) return target;
+    }
+    return path;
+  }
+  // A dangling link: its target is created (as the shell's `>` does), the link stays.
+  if (errno == ENOENT && fs::is_symlink(fs::symlink_status(path, ec))) return final_link_target(path);
+  return path;
+}
+
 OutputFile::OutputFile(fs::path path, bool gzip) : path_(std::move(path)), gzip_(gzip) {
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw std::invalid_argument(path_.string() + " is a folder; name a file to write");
-    // /dev/stdout, a FIFO, a terminal: written as they are; renaming onto them would replace the node.
-    in_place_ = !S_ISREG(st.st_mode);
-    // A link to a file: the link stays, the file it names is replaced.
-    if (!in_place_ && fs::is_symlink(path_)) target_ = fs::canonical(path_);
   } else if (errno == ELOOP) {  // a loop of links is refused, as by every other output, not replaced
     throw fs::filesystem_error("cannot write", path_, std::make_error_code(std::errc::too_many_symbolic_link_levels));
   }
-  if (target_.empty()) target_ = path_;
+  const std::optional<fs::path> replaced = replaced_file(path_);
+  in_place_ = !replaced;
+  target_ = replaced ? *replaced : path_;
   if (!in_place_) refuse_name_too_long("", target_);
   partial_ = in_place_ ? path_ : fs::path(target_.string() + ".partial-" + std::to_string(::getpid()));
   handle_ = gzip_ ? static_cast<void*>(gzopen(partial_.c_str(), "wb6")) : static_cast<void*>(std::fopen(partial_.c_str(), "wb"));

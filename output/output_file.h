@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,12 @@ class OutputFile {
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
+
+  /// The file an OutputFile at `path` writes a temporary sibling of and renames onto: `path`
+  /// itself, or the file its link names (followed to the end, a dangling link's target too:
+  /// that file is created, the link stays); nothing when `path` is written in place (an
+  /// existing node that is no regular file or folder: /dev/stdout, a FIFO). Never throws.
+  static std::optional<std::filesystem::path> replaced_file(const std::filesystem::path& path);
 
   /// Appends bytes (buffered). Throws std::runtime_error on a write error.
   void write(std::string_view bytes);

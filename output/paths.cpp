@@ -26,10 +26,7 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-namespace {
-/// `p` with a final symbolic link followed even when what it points to does not exist yet
-/// (weakly_canonical stops at a dangling link, and writing through it creates its target).
-std::filesystem::path through_links(std::filesystem::path p) {
+std::filesystem::path final_link_target(std::filesystem::path p) {
   std::error_code ec;
   for (int hops = 0; hops < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec)); ++hops) {
     const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
@@ -38,11 +35,10 @@ std::filesystem::path through_links(std::filesystem::path p) {
   }
   return p;
 }
-}  // namespace
 
 bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer) {
   std::error_code ec;
-  const std::string i = std::filesystem::weakly_canonical(through_links(inner), ec).string();
+  const std::string i = std::filesystem::weakly_canonical(final_link_target(inner), ec).string();
   const std::string o = std::filesystem::weakly_canonical(outer, ec).string();
   if (o.empty() || i.size() < o.size() || i.compare(0, o.size(), o) != 0) return false;
   return i.size() == o.size() || o.back() == '/' || i[o.size()] == '/';
@@ -93,6 +89,7 @@ void refuse_overwriting_input(const std::string& flag, const std::filesystem::pa
   const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
   refuse_output_in_model_folder(flag, out, models, "a run of " + input.string() + " was made from it");
+  if (const auto replaced = OutputFile::replaced_file(out)) refuse_name_too_long(flag, *replaced);
 }
 
 void refuse_name_too_long(const std::string& flag, const std::filesystem::path& out) {

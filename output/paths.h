@@ -19,6 +19,11 @@ namespace hs::output {
 /// output is checked against the inputs it must never replace.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 
+/// `p` with a final symbolic link followed, link after link (at most 40), even when what the last
+/// one points to does not exist yet (weakly_canonical stops at a dangling link, and writing
+/// through it creates its target); `p` itself when it is no link.
+std::filesystem::path final_link_target(std::filesystem::path p);
+
 /// True when `inner` is `outer` or lies inside it (both resolved, links followed).
 bool path_inside(const std::filesystem::path& inner, const std::filesystem::path& outer);
 
@@ -60,8 +65,9 @@ void refuse_files_around_folder(const std::string& folder_flag, const std::files
 
 /// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when
 /// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet),
-/// and refuse_output_in_model_folder's message when it is a file of, or lies inside, one of
-/// `models` (model_folders of that capture). How every command keeps its outputs off the
+/// refuse_output_in_model_folder's message when it is a file of, or lies inside, one of
+/// `models` (model_folders of that capture), and refuse_name_too_long's for the file an
+/// OutputFile would replace (OutputFile::replaced_file). How every command keeps its outputs off the
 /// captures it reads and the checkpoints they were made from (`role`: "reported", "exported",
 /// "read", ...).
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,

@@ -65,6 +65,14 @@ void refuse_invalid_utf8(const std::string& flag, const std::string& value) {
   }
 }
 
+std::string cut_text(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  size_t cut = max > 3 ? max - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
+  std::string out(s.substr(0, cut));
+  return out += "...";
+}
+
 size_t utf8_length_at(std::string_view s, size_t i) {
   const auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
   const unsigned b = at(0);

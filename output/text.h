@@ -42,6 +42,10 @@ std::string terminal_text(std::string_view s, bool keep_lines = true);
 /// U+200E/F, U+2028..U+202E, U+2066..U+2069, U+FEFF (3 bytes); {0, 0} for any other.
 std::pair<unsigned, size_t> invisible_character_at(std::string_view s, size_t i);
 
+/// `s` cut to at most `max` bytes between UTF-8 characters, ending in "..." when cut (a copy of
+/// at most `max` bytes, however long `s` is): how a name of megabytes is shown.
+std::string cut_text(std::string_view s, size_t max);
+
 /// The length in bytes (1 to 4) of the well-formed UTF-8 character starting at byte `i` of `s`
 /// (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF); 0 when the bytes there are
 /// not one, or `i` is past the end.

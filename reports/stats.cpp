@@ -74,9 +74,11 @@ std::string phase_name(events::HookPhase p) { return std::string(tracer::hook_ph
 
 std::string copy_kind_name(tracer::MemcpyKind k) { return std::string(tracer::copy_kind_name(k, "Unknown")); }
 
-std::string source_name(events::WeightSource s) { return std::string(tracer::weight_source_name(s, "device")); }
+// A text as the rows hold it: cut to kMaxStatsCell bytes (a copy of at most that many, however
+// long the name the capture holds), as every view shows it. Rows are grouped by whole names.
+std::string shown(std::string_view text) { return output::cut_text(text, kMaxStatsCell); }
 
-std::string module_name(std::string_view fqn) { return fqn.empty() ? "<root>" : std::string(fqn); }
+std::string module_name(std::string_view fqn) { return shown(fqn.empty() ? std::string_view("<root>") : fqn); }
 
 std::string cell_of(const storage::RunRecord& r) {
   if (!r.label.empty()) return r.label;
@@ -163,38 +165,59 @@ std::string_view device_of(const RunData& d, std::string_view module) {
 
 template <class Row>
 void sort_by_total(std::vector<Row>& rows, auto key) {
-  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {  // ties keep the whole names' order
     if (a.time.total_ns != b.time.total_ns) return a.time.total_ns > b.time.total_ns;
     return key(a) < key(b);
   });
 }
 
 void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_device) {
-  // Keyed by views into the run's string tables and d.device_of: a name is copied once per
-  // row of the result, never per hook call.
-  using Key = std::tuple<std::string_view, int, std::string_view>;
-  std::map<Key, std::vector<int64_t>> by_module;
-  std::map<Key, std::pair<std::set<std::string_view>, std::vector<int64_t>>> by_device;
+  // Grouped by the string tables' entries of hook and module (SharedText::key, a pointer: a name
+  // of megabytes is neither compared nor copied per hook call) and by device, then put in the
+  // order of the whole names; a name is copied, cut, once per row of the result.
+  struct Group {
+    std::string_view hook, module;  // module: the device's name in `by_device`
+    int phase = 0;
+    std::set<const void*> modules;
+    std::vector<int64_t> ns;
+  };
+  std::map<std::tuple<const void*, int, const void*>, Group> by_module;
+  std::map<std::tuple<const void*, int, std::string_view>, Group> by_device;
   for (const auto& h : d.hooks) {
     const int64_t ns = h.end_ns - h.start_ns - compiling_within(d, h.start_ns, h.end_ns);  // hook time's definition
     const int phase = static_cast<int>(h.phase);
-    if (per_module) by_module[{h.hook.view(), phase, h.module.view()}].push_back(ns);
+    if (per_module) {
+      Group& g = by_module[{h.hook.key(), phase, h.module.key()}];
+      if (g.ns.empty()) g.hook = h.hook, g.module = h.module, g.phase = phase;
+      g.ns.push_back(ns);
+    }
     if (per_device) {
-      auto& g = by_device[{h.hook.view(), phase, device_of(d, h.module)}];
-      g.first.insert(h.module.view());
-      g.second.push_back(ns);
+      const std::string_view device = device_of(d, h.module);
+      Group& g = by_device[{h.hook.key(), phase, device}];
+      if (g.ns.empty()) g.hook = h.hook, g.module = device, g.phase = phase;
+      g.modules.insert(h.module.key());
+      g.ns.push_back(ns);
     }
   }
-  for (auto& [k, ns] : by_module) {
-    const auto& [hook, phase, module] = k;
-    s.hook_time.push_back({std::string(hook), phase_name(static_cast<events::HookPhase>(phase)), module_name(module),
-                           std::string(device_of(d, module)), duration_stats(std::move(ns))});
-  }
-  for (auto& [k, g] : by_device) {
-    const auto& [hook, phase, device] = k;
-    s.hook_time_by_device.push_back({std::string(hook), phase_name(static_cast<events::HookPhase>(phase)), std::string(device),
-                                     static_cast<int64_t>(g.first.size()), duration_stats(std::move(g.second))});
-  }
+  auto by_names = [](auto& groups) {
+    std::vector<Group*> out;
+    for (auto& [k, g] : groups) out.push_back(&g);
+    // One table entry is one text: equal without reading its bytes.
+    auto compare = [](std::string_view x, std::string_view y) { return x.data() == y.data() ? 0 : x.compare(y); };
+    std::sort(out.begin(), out.end(), [&](const Group* a, const Group* b) {
+      if (const int c = compare(a->hook, b->hook)) return c < 0;
+      if (a->phase != b->phase) return a->phase < b->phase;
+      return compare(a->module, b->module) < 0;
+    });
+    return out;
+  };
+  for (Group* g : by_names(by_module))
+    s.hook_time.push_back({shown(g->hook), phase_name(static_cast<events::HookPhase>(g->phase)), module_name(g->module),
+                           shown(device_of(d, g->module)), duration_stats(std::move(g->ns))});
+  for (Group* g : by_names(by_device))
+    s.hook_time_by_device.push_back({shown(g->hook), phase_name(static_cast<events::HookPhase>(g->phase)),
+                                     shown(g->module), static_cast<int64_t>(g->modules.size()),
+                                     duration_stats(std::move(g->ns))});
   sort_by_total(s.hook_time, [](const HookTimeRow& r) { return std::tie(r.hook, r.phase, r.module); });
   sort_by_total(s.hook_time_by_device, [](const HookDeviceRow& r) { return std::tie(r.hook, r.phase, r.device); });
 }
@@ -212,23 +235,29 @@ void device_compute(const RunData& d, RunStats& s) {
     a.spans.emplace_back(c.start_ns, c.end_ns);
   }
   for (auto& [device, a] : by_device)
-    s.device_compute.push_back({std::string(device), static_cast<int64_t>(a.modules.size()), static_cast<int64_t>(a.spans.size()),
+    s.device_compute.push_back({shown(device), static_cast<int64_t>(a.modules.size()), static_cast<int64_t>(a.spans.size()),
                                 union_ns(std::move(a.spans))});
 }
 
-void add_copy(std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow>& groups, std::string kind,
-              std::string src, std::string dst, bool emulated, int64_t bytes, int64_t ns) {
+// Copies grouped by (kind, src, dst, emulated): views of static names and of the run's string
+// tables, so that a name is copied once per row of the result, never per copy.
+using CopyGroups = std::map<std::tuple<std::string_view, std::string_view, std::string_view, bool>, CopyRow>;
+
+void add_copy(CopyGroups& groups, std::string_view kind, std::string_view src, std::string_view dst, bool emulated,
+              int64_t bytes, int64_t ns) {
   CopyRow& r = groups[{kind, src, dst, emulated}];
-  r.kind = std::move(kind);
-  r.src = std::move(src);
-  r.dst = std::move(dst);
-  r.emulated = emulated;
+  if (r.count == 0) {
+    r.kind = std::string(kind);
+    r.src = shown(src);
+    r.dst = shown(dst);
+    r.emulated = emulated;
+  }
   ++r.count;
   r.bytes += bytes;
   r.total_ns += ns;
 }
 
-std::vector<CopyRow> copy_rows(std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow>& groups) {
+std::vector<CopyRow> copy_rows(CopyGroups& groups) {
   std::vector<CopyRow> out;
   for (auto& [k, r] : groups) {
     r.gb_per_s = gb_per_s(r.bytes, r.total_ns);
@@ -238,18 +267,19 @@ std::vector<CopyRow> copy_rows(std::map<std::tuple<std::string, std::string, std
 }
 
 void copy_reports(const RunData& d, RunStats& s, bool transfers, bool swaps) {
-  std::map<std::tuple<std::string, std::string, std::string, bool>, CopyRow> groups;
+  CopyGroups groups;
   if (transfers) {
     for (const auto& t : d.rows<storage::SharedTransferRow>())
       if (t.bytes > 0)  // a call that moved nothing is not a transfer (totals count it apart)
-        add_copy(groups, copy_kind_name(t.copy_kind), t.src, t.dst, t.emulated, t.bytes, t.end_ns - t.start_ns);
+        add_copy(groups, tracer::copy_kind_name(t.copy_kind, "Unknown"), t.src, t.dst, t.emulated, t.bytes,
+                 t.end_ns - t.start_ns);
     s.transfers = copy_rows(groups);
     groups.clear();
   }
   if (swaps) {
     for (const auto& w : d.rows<storage::SharedWeightSwapRow>())
-      add_copy(groups, w.onload ? "onload" : "offload", source_name(w.source), w.device, false, w.bytes,
-               w.end_ns - w.start_ns);
+      add_copy(groups, w.onload ? "onload" : "offload", tracer::weight_source_name(w.source, "device"), w.device, false,
+               w.bytes, w.end_ns - w.start_ns);
     s.weight_swaps = copy_rows(groups);
     // Onloads first: the bytes that moved.
     std::stable_sort(s.weight_swaps.begin(), s.weight_swaps.end(),
@@ -262,9 +292,15 @@ void copy_reports(const RunData& d, RunStats& s, bool transfers, bool swaps) {
 // module forward running when that op began.
 class GpuCallers {
  public:
+  /// A launcher, one per distinct (hook, phase, module): "HOOK.PHASE" or "forward", and the
+  /// module's whole name (a view into the run's string tables).
+  struct Caller {
+    std::string caller;
+    std::string_view module;
+  };
   explicit GpuCallers(const RunData& d) {
-    for (const auto& h : d.hooks) add(h.external_id, h.hook + "." + phase_name(h.phase), h.module, h.start_ns, h.end_ns);
-    for (const auto& c : d.compute) add(c.external_id, "forward", c.module, c.start_ns, c.end_ns);
+    for (const auto& h : d.hooks) add(h.external_id, intern(h.hook, phase_name(h.phase), h.module), h.start_ns, h.end_ns);
+    for (const auto& c : d.compute) add(c.external_id, intern({}, "forward", c.module), c.start_ns, c.end_ns);
     std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
     for (const auto& e : d.rows<storage::SharedExternalCorrelationRow>())  // hookscope's own (CUSTOM1) first
       if (e.kind == tracer::ExternalKind::Custom1 || !external_of_.count(e.correlation_id))
@@ -272,33 +308,41 @@ class GpuCallers {
     for (const auto& op : d.rows<storage::SharedCpuOpRow>())
       if (op.external_id) op_start_.try_emplace(static_cast<uint64_t>(*op.external_id), op.start_ns);
   }
-  /// (caller, module) of the record with `correlation`; ("(unattributed)", "") when unknown.
-  std::pair<std::string, std::string> of(uint32_t correlation) const {
+  /// The launcher of the record with `correlation`; "(unattributed)" when unknown.
+  const Caller* of(uint32_t correlation) const {
     const auto e = external_of_.find(correlation);
-    if (correlation == 0 || e == external_of_.end()) return {kUnattributed, ""};
+    if (correlation == 0 || e == external_of_.end()) return &unattributed_;
     if (const auto c = by_id_.find(e->second); c != by_id_.end()) return c->second;
     const auto op = op_start_.find(e->second);
-    if (op == op_start_.end()) return {kUnattributed, ""};
+    if (op == op_start_.end()) return &unattributed_;
     // The innermost span holding the op's start: the latest-starting one that still covers it.
     auto it = std::upper_bound(spans_.begin(), spans_.end(), op->second, [](int64_t t, const Span& s) { return t < s.start; });
     while (it != spans_.begin()) {
       --it;
-      if (it->end >= op->second) return {it->caller, it->module};
+      if (it->end >= op->second) return it->caller;
     }
-    return {kUnattributed, ""};
+    return &unattributed_;
   }
 
  private:
-  static constexpr const char* kUnattributed = "(unattributed)";
   struct Span {
     int64_t start, end;
-    std::string caller, module;
+    const Caller* caller;
   };
-  void add(int64_t id, std::string caller, const std::string& fqn, int64_t start, int64_t end) {
-    if (id > 0) by_id_[static_cast<uint64_t>(id)] = {caller, module_name(fqn)};
-    spans_.push_back({start, end, std::move(caller), module_name(fqn)});
+  // Looked up by the strings' table entries (SharedText::key), so a long name is never compared
+  // or copied per row.
+  const Caller* intern(const storage::SharedText& hook, const std::string& phase, const storage::SharedText& module) {
+    auto [it, fresh] = callers_.try_emplace({hook.key(), phase, module.key()});
+    if (fresh) it->second = {hook.empty() ? phase : hook + "." + phase, module.view()};
+    return &it->second;
   }
-  std::map<uint64_t, std::pair<std::string, std::string>> by_id_;
+  void add(int64_t id, const Caller* caller, int64_t start, int64_t end) {
+    if (id > 0) by_id_[static_cast<uint64_t>(id)] = caller;
+    spans_.push_back({start, end, caller});
+  }
+  std::map<std::tuple<const void*, std::string, const void*>, Caller> callers_;
+  const Caller unattributed_{"(unattributed)", {}};
+  std::map<uint64_t, const Caller*> by_id_;
   std::vector<Span> spans_;
   std::map<uint32_t, uint64_t> external_of_;  // correlationId -> external id
   std::map<uint64_t, int64_t> op_start_;      // a CPU op's external id -> its start
@@ -310,11 +354,12 @@ void gpu_caller_report(const RunData& d, RunStats& s) {
   const auto memsets = d.rows<storage::SharedMemsetRow>();
   if (kernels.empty() && memcpys.empty() && memsets.empty()) return;  // a CPU run: nothing to join
   const GpuCallers callers(d);
-  std::map<std::tuple<std::string, std::string, std::string, int64_t>, GpuCallerRow> groups;
+  using Caller = GpuCallers::Caller;
+  std::map<std::tuple<const Caller*, std::string, int64_t>, GpuCallerRow> groups;
   auto add = [&](uint32_t correlation, std::string kind, uint32_t device, int64_t ns, int64_t bytes) {
-    auto [caller, module] = callers.of(correlation);
-    GpuCallerRow& r = groups[{caller, module, kind, device}];
-    r.caller = std::move(caller), r.module = std::move(module), r.kind = std::move(kind), r.device = device;
+    const Caller* c = callers.of(correlation);
+    GpuCallerRow& r = groups[{c, kind, device}];
+    if (r.count == 0) r.caller = shown(c->caller), r.module = module_name(c->module), r.kind = kind, r.device = device;
     ++r.count;
     r.total_ns += ns;
     r.bytes += bytes;
@@ -326,20 +371,31 @@ void gpu_caller_report(const RunData& d, RunStats& s) {
         m.bytes);
   for (const auto& m : memsets)
     add(m.correlation_id, "memset", m.device_id, gpu_duration_ns(m.start_ns, m.end_ns), m.bytes);
-  for (auto& [k, r] : groups) s.gpu_by_caller.push_back(std::move(r));
-  std::stable_sort(s.gpu_by_caller.begin(), s.gpu_by_caller.end(),
-                   [](const GpuCallerRow& a, const GpuCallerRow& b) { return a.total_ns > b.total_ns; });
+  // Most time first; ties in the order of the whole names (caller, module, kind, device).
+  std::vector<std::pair<std::tuple<std::string_view, std::string_view, std::string_view, int64_t>, GpuCallerRow*>> order;
+  for (auto& [k, r] : groups) order.push_back({{std::get<0>(k)->caller, std::get<0>(k)->module, std::get<1>(k), r.device}, &r});
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a.second->total_ns != b.second->total_ns) return a.second->total_ns > b.second->total_ns;
+    return a.first < b.first;
+  });
+  for (auto& [key, r] : order) s.gpu_by_caller.push_back(std::move(*r));
 }
 
 void disabled_report(const std::vector<storage::SharedDisabledScopeRow>& scopes, RunStats& s) {
-  std::map<std::string, std::pair<int64_t, std::vector<int64_t>>> by_function;
+  std::map<std::string_view, std::pair<int64_t, std::vector<int64_t>>> by_function;  // views into the string tables
   for (const auto& x : scopes) {
-    auto& g = by_function[x.function];
+    auto& g = by_function[x.function.view()];
     g.first += x.depth > 1;
     g.second.push_back(x.end_ns - x.start_ns);
   }
-  for (auto& [function, g] : by_function) s.compiler_disabled.push_back({function, g.first, duration_stats(std::move(g.second))});
-  sort_by_total(s.compiler_disabled, [](const DisabledScopeRow& r) { return r.function; });
+  std::vector<std::pair<std::string_view, DisabledScopeRow>> rows;
+  for (auto& [function, g] : by_function)
+    rows.push_back({function, {shown(function), g.first, duration_stats(std::move(g.second))}});
+  // Most time first; ties in the order of the whole names.
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second.time.total_ns > b.second.time.total_ns;
+  });
+  for (auto& [function, r] : rows) s.compiler_disabled.push_back(std::move(r));
 }
 
 void break_report(const RunData& d, RunStats& s) {
@@ -350,7 +406,7 @@ void break_report(const RunData& d, RunStats& s) {
   for (const auto& b : breaks) {
     const std::string_view module = b.module.empty() ? std::string_view("<root>") : b.module.view();
     BreakSiteRow& r = groups[{"libtorch", b.function.view(), module}];
-    if (r.count == 0) r = {"libtorch", b.function, std::string(module), b.reason, 0};
+    if (r.count == 0) r = {"libtorch", shown(b.function), shown(module), shown(b.reason), 0};
     ++r.count;
   }
   const json dyn = importers::dynamo_summary(d.rd, d.run);
@@ -360,7 +416,7 @@ void break_report(const RunData& d, RunStats& s) {
     const std::string_view frame =
         g["user_frame"].is_string() ? std::string_view(g["user_frame"].get_ref<const std::string&>()) : "";
     BreakSiteRow& r = groups[{"log", code, frame}];
-    if (r.count == 0) r = {"log", std::string(code), std::string(frame), g.value("gb_type", ""), 0};
+    if (r.count == 0) r = {"log", shown(code), shown(frame), shown(g.value("gb_type", "")), 0};
     r.count += g.value("count", int64_t{0});
   }
   for (auto& [k, r] : groups) s.graph_breaks.push_back(std::move(r));
@@ -404,22 +460,6 @@ void totals(const RunData& d, const std::vector<storage::SharedDisabledScopeRow>
   t.log_graph_break_records = f["log_graph_break_records"].is_number() ? f["log_graph_break_records"].get<int64_t>() : 0;
 }
 
-// Every text of the rows of `s` cut to kMaxStatsCell, as every view of them shows it: a name of
-// megabytes, grouped whole, is then held cut once per row of each run's statistics.
-void shorten_row_texts(RunStats& s) {
-  auto cut = [](std::string& t) {
-    if (t.size() > kMaxStatsCell) t = shortened_text(std::move(t), kMaxStatsCell);
-  };
-  for (auto& r : s.hook_time) cut(r.hook), cut(r.module), cut(r.device);
-  for (auto& r : s.hook_time_by_device) cut(r.hook), cut(r.device);
-  for (auto& r : s.device_compute) cut(r.device);
-  for (auto* rows : {&s.transfers, &s.weight_swaps})
-    for (auto& r : *rows) cut(r.src), cut(r.dst);
-  for (auto& r : s.compiler_disabled) cut(r.function);
-  for (auto& r : s.graph_breaks) cut(r.site), cut(r.where), cut(r.reason);
-  for (auto& r : s.gpu_by_caller) cut(r.caller), cut(r.module);
-}
-
 RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& rec, const std::set<std::string>& want) {
   rd.check_rows(rec.id);  // no sum or duration over rows no capture writes
   storage::check_run_results(rec.results, rd, rec.id);
@@ -445,7 +485,6 @@ RunStats run_stats(const storage::CaptureReader& rd, const storage::RunRecord& r
   if (want.count("graph_breaks")) break_report(d, s);
   if (want.count("gpu_by_caller")) gpu_caller_report(d, s);
   totals(d, scopes, s.totals);
-  shorten_row_texts(s);
   return s;
 }
 
@@ -597,13 +636,7 @@ json stats_totals_json(const StatsTotals& t) {
           {"log_graph_break_records", t.log_graph_break_records}};
 }
 
-std::string shortened_text(std::string s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t cut = max > 3 ? max - 3 : 0;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
-  s.resize(cut);
-  return s + "...";
-}
+std::string shortened_text(std::string s, size_t max) { return s.size() <= max ? s : output::cut_text(s, max); }
 
 namespace {
 /// A report's rows with each text cut to kMaxStatsCell bytes: a module, hook or caller name of

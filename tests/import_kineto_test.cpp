@@ -1364,11 +1364,47 @@ TEST(ImportKinetoCli, AnOutputNameWithNoRoomForItsTemporaryFilesIsRefusedUpFront
   }
   const auto imp = test::hookscope(commands[0]);
   EXPECT_TRUE(contains(imp.err, "--out: " + commands[0][3] + ": its file name is 247 bytes")) << imp.err;
+  // Each names its flag, and every output is checked before the first is written: a report's
+  // other outputs, every one of stats' OUT_<report>.csv files (the first name fits, a later
+  // report's longer name does not).
+  const std::string ok = (dir / "ok.md").string(), long_json = (dir / (name + ".json")).string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> flagged = {
+      {{"report", db.string(), "--markdown", ok, "--json", long_json}, "--json: "},
+      {{"report", db.string(), "--markdown", ok, "--html", long_json}, "--html: "},
+      {{"stats", db.string(), "--format", "csv", "-o", (dir / std::string(200, 'p')).string()}, "-o: "},
+      {{"export", db.string(), "-o", long_json}, "-o: "},
+  };
+  for (const auto& [args, flag] : flagged) {
+    SCOPED_TRACE(args[0] + " " + flag);
+    const auto f = test::hookscope(args);
+    EXPECT_EQ(f.exit_code, 1) << f.err;
+    EXPECT_TRUE(contains(f.err, "hookscope: error: " + flag)) << f.err;
+    EXPECT_EQ(others(dir, {"ok.json", "ok.sqlite"}), std::set<std::string>{}) << "nothing written";
+  }
   // At the most it may be, the name works.
   const fs::path longest = dir / (std::string(223 - 7, 'm') + ".sqlite");
   const auto r = test::hookscope({"import", (dir / "ok.json").string(), "-o", longest.string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(storage::CaptureReader(longest).runs().size(), 1u);
+}
+
+// An output named through a dangling link creates the file the link names, as the shell's `>`
+// does; the link stays (it was replaced by a regular file).
+TEST(ImportKinetoCli, AnOutputThroughADanglingLinkCreatesItsTarget) {
+  const fs::path dir = test::scratch_dir("import_kineto_dangling");
+  write(dir / "ok.json", trace_of(kOp, ""));
+  const fs::path db = dir / "ok.sqlite";
+  ASSERT_EQ(test::hookscope({"import", (dir / "ok.json").string(), "-o", db.string()}).exit_code, 0);
+  fs::create_directory(dir / "sub");
+  fs::create_symlink("sub/stats.txt", dir / "stats.txt");
+  fs::create_symlink("sub/report.json", dir / "report.json");
+  ASSERT_EQ(test::hookscope({"stats", db.string(), "-o", (dir / "stats.txt").string()}).exit_code, 0);
+  ASSERT_EQ(test::hookscope({"report", db.string(), "--json", (dir / "report.json").string()}).exit_code, 0);
+  for (const char* name : {"stats.txt", "report.json"}) {
+    EXPECT_TRUE(fs::is_symlink(dir / name)) << name;
+    EXPECT_TRUE(fs::is_regular_file(dir / "sub" / name)) << name;
+    EXPECT_GT(fs::file_size(dir / "sub" / name), 0u) << name;
+  }
 }
 
 // The report of a run imported without --policy, --mode or --model names what is missing

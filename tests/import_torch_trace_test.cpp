@@ -4,6 +4,7 @@
 // each cell's records and torch._dynamo.explain on the same model. The imported compile ids,
 // graph breaks, failures and counts must be tlparse's and explain's.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -290,6 +291,59 @@ TEST(ImportTorchTrace, FullgraphCellIsOneFailedCompileWithTheErrorExplainNames) 
   EXPECT_TRUE(log.graph_breaks.empty()) << "fullgraph raises instead of breaking";
   EXPECT_EQ(sum.graph_count, 0);
   EXPECT_EQ(sum.graph_break_count, 0);
+}
+
+// Texts of megabytes in an edited capture's Dynamo rows (a reason, a gb code, a user frame) are
+// grouped whole but held once and shown cut: the summary's groups and counts are those of the
+// file as imported, each text at most kMaxDynamoText bytes, and `report --json` stays small
+// (the reason was copied per break and written whole three times: 31 MB for a 10 MB text).
+TEST(ImportTorchTrace, HugeTextsAreGroupedWholeAndShownCut) {
+  const fs::path file = test::scratch_dir("import_torch_trace_huge") / "capture.hscope";
+  int64_t run = 0;
+  {
+    storage::Store store(file);
+    run = store.add_run({.scenario = "imported", .policy = "whole-hook", .mode = "default", .model = "tiny-llama", .engine = "import", .label = ""});
+    TorchTraceOptions o;
+    o.cell = "hooks";
+    importers::import_torch_trace(compile_log().trace_dir(), store, run, o);
+    store.end_run(run, tracer::RunStatus::Complete);
+    store.finalize();
+  }
+  const json before = importers::dynamo_summary(storage::CaptureReader(file), run);
+  ASSERT_FALSE(before["break_reasons"].empty());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    // One distinct MiB of text per edited entry: 'R', 'G', 'F' repeated, then the id.
+    const std::string sql =
+        "UPDATE StringIds SET value = replace(hex(zeroblob(524288)), '0', 'R') || id WHERE id IN (SELECT reasonId FROM "
+        "DYNAMO_GRAPH_BREAKS); UPDATE StringIds SET value = replace(hex(zeroblob(524288)), '0', 'G') || id WHERE id IN "
+        "(SELECT gbCodeId FROM DYNAMO_GRAPH_BREAKS); UPDATE StringIds SET value = replace(hex(zeroblob(524288)), '0', "
+        "'F') || id WHERE id IN (SELECT userFrameId FROM DYNAMO_GRAPH_BREAKS);";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  const json after = importers::dynamo_summary(storage::CaptureReader(file), run);
+  auto breaks = [](const json& summary) {
+    int64_t n = 0;
+    for (const json& g : summary["break_reasons"]) n += g["count"].get<int64_t>();
+    return n;
+  };
+  EXPECT_EQ(breaks(after), breaks(before)) << "every break still counted once";
+  EXPECT_EQ(after["graph_breaks"], before["graph_breaks"]);
+  std::map<std::string, int> cut;
+  for (const json& g : after["break_reasons"])
+    for (const char* k : {"reason", "gb_code", "user_frame"}) {
+      if (!g[k].is_string()) continue;
+      const std::string& t = g[k].get_ref<const std::string&>();
+      EXPECT_LE(t.size(), importers::kMaxDynamoText) << k;
+      cut[k] += t.ends_with("...");
+    }
+  for (const char* k : {"reason", "gb_code", "user_frame"}) EXPECT_GT(cut[k], 0) << k << " shown cut";
+  const fs::path out = file.parent_path() / "report.json";
+  const auto r = test::hookscope({"report", file.string(), "--json", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
+  EXPECT_LT(fs::file_size(out), size_t{1} << 20);
 }
 
 TEST(ImportTorchTrace, ImportWritesTheRowsAndTheSummaryGroupsThem) {

@@ -127,8 +127,9 @@ TEST(ViewCli, TwoCapturesOpenTogether) {
 }
 
 // The line saying where the screenshot went shows its name inert on the terminal: ESC
-// sequences, an OSC title and U+202E as escapes, never raw.
-TEST(ViewCli, TheScreenshotsNameIsSaidInertOnTheTerminal) {
+// sequences, an OSC title and U+202E as escapes, never raw. Outputs are checked before the
+// window opens, and a capture beside itself is refused.
+TEST(ViewCli, OutputsAreCheckedFirstAndTheirNamesSaidInert) {
   const fs::path dir = hs::test::scratch_dir("view-cli-nasty-" + std::to_string(getpid()));
   const std::string nasty = "n\u202e\x1b[2J\x1b]0;title\x07";
   const fs::path png = dir / (nasty + ".png");
@@ -137,6 +138,18 @@ TEST(ViewCli, TheScreenshotsNameIsSaidInertOnTheTerminal) {
   EXPECT_TRUE(fs::exists(png));
   EXPECT_NE(r.err.find("n\\u202e\\x1b[2J\\x1b]0;title\\x07"), std::string::npos) << r.err;
   for (const std::string raw : {"\x1b", "\x07", "\u202e"}) EXPECT_EQ(r.err.find(raw), std::string::npos) << r.err;
+  // Both outputs are checked before the window opens: a --layout name with no room for its
+  // temporary file leaves no screenshot behind, and names its flag.
+  const fs::path shot = dir / "first.png", layout = dir / (std::string(240, 'l') + ".json");
+  const auto lr = hookscope({"view", capture().db.string(), "--screenshot", shot.string(), "--layout", layout.string()});
+  EXPECT_EQ(lr.exit_code, 1) << lr.err;
+  EXPECT_NE(lr.err.find("--layout: " + layout.string() + ": its file name is 245 bytes"), std::string::npos) << lr.err;
+  EXPECT_FALSE(fs::exists(shot));
+  // A capture beside itself is refused, as by report: a before/after view needs two files.
+  const auto same = hookscope({"view", capture().db.string(), capture().db.string(), "--screenshot", shot.string()});
+  EXPECT_EQ(same.exit_code, 1) << same.err;
+  EXPECT_NE(same.err.find("is the same file as"), std::string::npos) << same.err;
+  EXPECT_FALSE(fs::exists(shot));
 }
 
 // `--compare ID` aligns a second run of the same file under the opened one: both runs get
