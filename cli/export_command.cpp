@@ -100,7 +100,8 @@ int export_chrome(const ExportArgs& a, const storage::CaptureReader& reader, con
       files.emplace_back(run, dir / ("run-" + std::to_string(run) + (gzip ? ".json.gz" : ".json")));
   }
   const auto models = output::model_folders(reader);
-  for (const auto& [run, path] : files) output::refuse_overwriting_input("-o", path, reader.path(), "exported", models);
+  for (const auto& [run, path] : files)
+    output::refuse_overwriting_input("-o", path, reader.path(), "exported", models, /*folder_made=*/!one_file);
   if (!one_file) fs::create_directories(a.out);
   for (size_t i = 0; i < files.size(); ++i) {
     exports::ChromeExportOptions o;
@@ -130,7 +131,7 @@ int export_csv_tables(const ExportArgs& a, const storage::CaptureReader& reader,
   const auto models = output::model_folders(reader);
   for (const auto& t : tables.empty() ? exports::csv_tables() : tables)
     for (const char* ext : {".csv", ".csv.gz"})
-      output::refuse_overwriting_input("-o", dir / (t + ext), reader.path(), "exported", models);
+      output::refuse_overwriting_input("-o", dir / (t + ext), reader.path(), "exported", models, /*folder_made=*/true);
   const exports::CsvExportSummary s = exports::export_csv(reader, runs, tables, dir, a.gzip);
   std::fprintf(stderr, "[hookscope] wrote %zu table%s to %s: %s\n", s.files.size(), s.files.size() == 1 ? "" : "s",
                output::terminal_text(dir.string()).c_str(),

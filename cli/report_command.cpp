@@ -152,11 +152,6 @@ int run_report(const ReportArgs& a) {
   std::string md = reports::render_markdown(report);
   // The capture and its model's files are inputs: never written over, whatever name or link points at them.
   const auto models = output::model_folders(rd);
-  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
-                                   std::pair{"--html", a.html}})
-    if (!out.empty()) output::refuse_overwriting_input(flag, out, a.file, "reported", models);
-  output::refuse_shared_outputs({{"--markdown", a.markdown}, {"--json", a.json_out}, {"--html", a.html}});
-  const auto write = output::write_output_file;
   // The pictures (compare chart, timelines): inline in the HTML, files beside the Markdown.
   std::vector<reports::ReportPicture> pictures;
   if (!a.html.empty() || !a.assets.empty()) pictures = reports::report_pictures(rd, report, a.timeline_runs);
@@ -168,6 +163,15 @@ int run_report(const ReportArgs& a) {
                                      {"--json", a.json_out},
                                      {"--html", a.html},
                                      {"--assets", (std::filesystem::path(a.assets) / p.file).string()}});
+  for (const auto& [flag, out] : {std::pair{"--markdown", a.markdown}, std::pair{"--json", a.json_out},
+                                   std::pair{"--html", a.html}}) {
+    if (out.empty()) continue;
+    const std::filesystem::path folder = std::filesystem::path(out).parent_path();  // --assets makes it
+    const bool made = !a.assets.empty() && output::path_inside(folder.empty() ? "." : folder, a.assets);
+    output::refuse_overwriting_input(flag, out, a.file, "reported", models, made);
+  }
+  output::refuse_shared_outputs({{"--markdown", a.markdown}, {"--json", a.json_out}, {"--html", a.html}});
+  const auto write = output::write_output_file;
   const std::string tables_md = reports::render_tables_markdown(report);  // the HTML writes its own verdict
   if (!a.assets.empty()) md += reports::write_picture_assets(pictures, a.assets, a.markdown, a.file, models);
   if (!a.markdown.empty()) write(a.markdown, md);

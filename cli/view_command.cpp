@@ -19,6 +19,9 @@ void refuse_model_outputs(const ui::ViewerOptions& v) {
     if (v.screenshot) output::refuse_overwriting_input("--screenshot", *v.screenshot, *capture, "viewed", models);
     if (v.layout) output::refuse_overwriting_input("--layout", *v.layout, *capture, "viewed", models);
   }
+  // Two names of one file (`s.png` and `./s.png`, a link): the layout would replace the picture.
+  output::refuse_shared_outputs({{"--screenshot", v.screenshot ? v.screenshot->string() : std::string()},
+                                 {"--layout", v.layout ? v.layout->string() : std::string()}});
 }
 }  // namespace
 

@@ -34,8 +34,10 @@ std::optional<fs::path> OutputFile::replaced_file(const fs::path& path) {
     }
     return path;
   }
-  // A dangling link: its target is created (as the shell's `>` does), the link stays.
-  if (errno == ENOENT && fs::is_symlink(fs::symlink_status(path, ec))) return final_link_target(path);
+  // A dangling link (or one whose target cannot be looked up: a name too long, a path through
+  // a file): what it names is written (as the shell's `>` does), so that is the file checked and
+  // failing; the link stays.
+  if (errno != ELOOP && fs::is_symlink(fs::symlink_status(path, ec))) return final_link_target(path);
   return path;
 }
 

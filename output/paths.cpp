@@ -85,11 +85,24 @@ void refuse_output_in_model_folder(const std::string& flag, const std::filesyste
 
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
                               const std::filesystem::path& input, const std::string& role,
-                              const std::vector<std::filesystem::path>& models) {
+                              const std::vector<std::filesystem::path>& models, bool folder_made) {
   const bool same = same_file(out, input) || (!out.empty() && normal_path(out) == normal_path(input));
   if (same) throw std::invalid_argument(flag + ": " + out.string() + " is the capture being " + role + "; name another file");
   refuse_output_in_model_folder(flag, out, models, "a run of " + input.string() + " was made from it");
-  if (const auto replaced = OutputFile::replaced_file(out)) refuse_name_too_long(flag, *replaced);
+  const auto replaced = OutputFile::replaced_file(out);
+  if (!replaced) return;  // written in place: /dev/stdout, a FIFO
+  refuse_name_too_long(flag, *replaced);
+  // What would fail at the write, refused before any output is written.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(*replaced, ec)) throw std::invalid_argument(flag + ": " + out.string() + " is a folder; name a file to write");
+  fs::path folder = replaced->parent_path().empty() ? fs::path(".") : replaced->parent_path();
+  if (folder_made)  // the command makes it: the nearest folder above it that exists must be one
+    while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder) folder = folder.parent_path();
+  if (fs::is_directory(folder, ec)) return;
+  if (fs::exists(folder, ec))
+    throw std::invalid_argument(flag + ": " + out.string() + ": " + folder.string() + " is not a folder");
+  if (!folder_made) throw std::invalid_argument(flag + ": " + out.string() + ": folder " + folder.string() + " does not exist");
 }
 
 void refuse_name_too_long(const std::string& flag, const std::filesystem::path& out) {

@@ -66,13 +66,16 @@ void refuse_files_around_folder(const std::string& folder_flag, const std::files
 /// Throws std::invalid_argument "FLAG: OUT is the capture being ROLE; name another file" when
 /// `out` is `input` (same_file, or the same path once normalised when `out` does not exist yet),
 /// refuse_output_in_model_folder's message when it is a file of, or lies inside, one of
-/// `models` (model_folders of that capture), and refuse_name_too_long's for the file an
-/// OutputFile would replace (OutputFile::replaced_file). How every command keeps its outputs off the
-/// captures it reads and the checkpoints they were made from (`role`: "reported", "exported",
-/// "read", ...).
+/// `models` (model_folders of that capture), refuse_name_too_long's for the file an OutputFile
+/// would replace (OutputFile::replaced_file), and for what would fail at the write "FLAG: OUT is
+/// a folder; name a file to write", "FLAG: OUT: folder F does not exist" or "FLAG: OUT: F is not
+/// a folder": a command that checks each of its outputs first writes none when one is bad.
+/// `folder_made`: the command makes the output's folder (`--assets`, an `-o` folder), which need
+/// not exist yet. How every command keeps its outputs off the captures it reads and the
+/// checkpoints they were made from (`role`: "reported", "exported", "read", ...).
 void refuse_overwriting_input(const std::string& flag, const std::filesystem::path& out,
                               const std::filesystem::path& input, const std::string& role,
-                              const std::vector<std::filesystem::path>& models = {});
+                              const std::vector<std::filesystem::path>& models = {}, bool folder_made = false);
 
 /// Throws std::invalid_argument "FLAG2: OUT is also FLAG1's output; name two files" when two of
 /// the (flag, path) outputs of one command name the same file (empty paths are not outputs).

@@ -586,7 +586,7 @@ std::string write_picture_assets(const std::vector<ReportPicture>& pictures, con
   output::refuse_output_in_model_folder("--assets", dir, models, "a run of " + capture_path + " was made from it");
   for (const auto& p : pictures) {
     const fs::path f = fs::path(dir) / p.file;
-    output::refuse_overwriting_input("--assets", f, capture_path, "reported", models);
+    output::refuse_overwriting_input("--assets", f, capture_path, "reported", models, /*folder_made=*/true);
   }
   fs::create_directories(dir);
   const fs::path md_dir = markdown_path.empty() ? fs::path() : fs::path(markdown_path).parent_path();

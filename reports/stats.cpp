@@ -178,7 +178,7 @@ void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_devic
   struct Group {
     std::string_view hook, module;  // module: the device's name in `by_device`
     int phase = 0;
-    std::set<const void*> modules;
+    std::map<const void*, std::string_view> modules;  // by table entry: the module's name
     std::vector<int64_t> ns;
   };
   std::map<std::tuple<const void*, int, const void*>, Group> by_module;
@@ -195,29 +195,43 @@ void hook_reports(const RunData& d, RunStats& s, bool per_module, bool per_devic
       const std::string_view device = device_of(d, h.module);
       Group& g = by_device[{h.hook.key(), phase, device}];
       if (g.ns.empty()) g.hook = h.hook, g.module = device, g.phase = phase;
-      g.modules.insert(h.module.key());
+      g.modules.try_emplace(h.module.key(), h.module.view());
       g.ns.push_back(ns);
     }
   }
+  // The groups in the order of the whole names, those of equal names merged (an edited file may
+  // hold one text under two ids).
   auto by_names = [](auto& groups) {
-    std::vector<Group*> out;
-    for (auto& [k, g] : groups) out.push_back(&g);
+    std::vector<Group*> sorted, out;
+    for (auto& [k, g] : groups) sorted.push_back(&g);
     // One table entry is one text: equal without reading its bytes.
     auto compare = [](std::string_view x, std::string_view y) { return x.data() == y.data() ? 0 : x.compare(y); };
-    std::sort(out.begin(), out.end(), [&](const Group* a, const Group* b) {
-      if (const int c = compare(a->hook, b->hook)) return c < 0;
-      if (a->phase != b->phase) return a->phase < b->phase;
-      return compare(a->module, b->module) < 0;
-    });
+    auto order = [&](const Group* a, const Group* b) {
+      if (const int c = compare(a->hook, b->hook)) return c;
+      if (a->phase != b->phase) return a->phase < b->phase ? -1 : 1;
+      return compare(a->module, b->module);
+    };
+    std::sort(sorted.begin(), sorted.end(), [&](const Group* a, const Group* b) { return order(a, b) < 0; });
+    for (Group* g : sorted) {
+      if (out.empty() || order(out.back(), g) != 0) {
+        out.push_back(g);
+        continue;
+      }
+      out.back()->ns.insert(out.back()->ns.end(), g->ns.begin(), g->ns.end());
+      out.back()->modules.insert(g->modules.begin(), g->modules.end());
+    }
     return out;
   };
   for (Group* g : by_names(by_module))
     s.hook_time.push_back({shown(g->hook), phase_name(static_cast<events::HookPhase>(g->phase)), module_name(g->module),
                            shown(device_of(d, g->module)), duration_stats(std::move(g->ns))});
-  for (Group* g : by_names(by_device))
+  for (Group* g : by_names(by_device)) {
+    std::set<std::string_view> modules;  // distinct names
+    for (const auto& [entry, name] : g->modules) modules.insert(name);
     s.hook_time_by_device.push_back({shown(g->hook), phase_name(static_cast<events::HookPhase>(g->phase)),
-                                     shown(g->module), static_cast<int64_t>(g->modules.size()),
+                                     shown(g->module), static_cast<int64_t>(modules.size()),
                                      duration_stats(std::move(g->ns))});
+  }
   sort_by_total(s.hook_time, [](const HookTimeRow& r) { return std::tie(r.hook, r.phase, r.module); });
   sort_by_total(s.hook_time_by_device, [](const HookDeviceRow& r) { return std::tie(r.hook, r.phase, r.device); });
 }
@@ -371,14 +385,22 @@ void gpu_caller_report(const RunData& d, RunStats& s) {
         m.bytes);
   for (const auto& m : memsets)
     add(m.correlation_id, "memset", m.device_id, gpu_duration_ns(m.start_ns, m.end_ns), m.bytes);
-  // Most time first; ties in the order of the whole names (caller, module, kind, device).
+  // In the order of the whole names (caller, module, kind, device), equal ones merged (an edited
+  // file may hold one text under two ids), then most time first.
   std::vector<std::pair<std::tuple<std::string_view, std::string_view, std::string_view, int64_t>, GpuCallerRow*>> order;
   for (auto& [k, r] : groups) order.push_back({{std::get<0>(k)->caller, std::get<0>(k)->module, std::get<1>(k), r.device}, &r});
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    if (a.second->total_ns != b.second->total_ns) return a.second->total_ns > b.second->total_ns;
-    return a.first < b.first;
-  });
-  for (auto& [key, r] : order) s.gpu_by_caller.push_back(std::move(*r));
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < order.size(); ++i) {
+    GpuCallerRow& r = *order[i].second;
+    if (i > 0 && order[i].first == order[i - 1].first) {
+      GpuCallerRow& first = s.gpu_by_caller.back();
+      first.count += r.count, first.total_ns += r.total_ns, first.bytes += r.bytes;
+      continue;
+    }
+    s.gpu_by_caller.push_back(std::move(r));
+  }
+  std::stable_sort(s.gpu_by_caller.begin(), s.gpu_by_caller.end(),
+                   [](const GpuCallerRow& a, const GpuCallerRow& b) { return a.total_ns > b.total_ns; });
 }
 
 void disabled_report(const std::vector<storage::SharedDisabledScopeRow>& scopes, RunStats& s) {
@@ -399,8 +421,8 @@ void disabled_report(const std::vector<storage::SharedDisabledScopeRow>& scopes,
 }
 
 void break_report(const RunData& d, RunStats& s) {
-  // Keyed by views into the rows' string tables and into `dyn`: a name is copied once per
-  // break site, never per graph break.
+  // Keyed by views into the rows' string tables: a name is copied once per break site, never per
+  // graph break.
   std::map<std::tuple<std::string_view, std::string_view, std::string_view>, BreakSiteRow> groups;
   const auto breaks = d.rows<storage::SharedGraphBreakRow>();
   for (const auto& b : breaks) {
@@ -409,15 +431,21 @@ void break_report(const RunData& d, RunStats& s) {
     if (r.count == 0) r = {"libtorch", shown(b.function), shown(module), shown(b.reason), 0};
     ++r.count;
   }
-  const json dyn = importers::dynamo_summary(d.rd, d.run);
-  const json reasons = dyn.value("break_reasons", json::array());
-  for (const auto& g : reasons) {
-    const std::string_view code = g["gb_code"].is_string() ? std::string_view(g["gb_code"].get_ref<const std::string&>()) : "";
-    const std::string_view frame =
-        g["user_frame"].is_string() ? std::string_view(g["user_frame"].get_ref<const std::string&>()) : "";
-    BreakSiteRow& r = groups[{"log", code, frame}];
-    if (r.count == 0) r = {"log", shown(code), shown(frame), shown(g.value("gb_type", "")), 0};
-    r.count += g.value("count", int64_t{0});
+  // The log's break records by gb code and user frame, whole texts (views into the rows' string
+  // tables); each site named by the gb type most of its records have (the first seen on a tie).
+  std::map<std::tuple<std::string_view, std::string_view>, std::vector<std::pair<std::string_view, int64_t>>> types;
+  for (const auto& b : d.rows<storage::SharedDynamoGraphBreakRow>()) {
+    BreakSiteRow& r = groups[{"log", b.gb_code.view(), b.user_frame.view()}];
+    if (r.count == 0) r = {"log", shown(b.gb_code), shown(b.user_frame), "", 0};
+    ++r.count;
+    auto& seen = types[{b.gb_code.view(), b.user_frame.view()}];
+    auto t = std::find_if(seen.begin(), seen.end(), [&](const auto& x) { return x.first == b.gb_type.view(); });
+    if (t == seen.end()) seen.push_back({b.gb_type.view(), 1});
+    else ++t->second;
+  }
+  for (const auto& [site, seen] : types) {
+    const auto most = std::max_element(seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    groups[{"log", std::get<0>(site), std::get<1>(site)}].reason = shown(most->first);
   }
   for (auto& [k, r] : groups) s.graph_breaks.push_back(std::move(r));
   std::stable_sort(s.graph_breaks.begin(), s.graph_breaks.end(), [](const BreakSiteRow& a, const BreakSiteRow& b) {

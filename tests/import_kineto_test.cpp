@@ -1373,6 +1373,11 @@ TEST(ImportKinetoCli, AnOutputNameWithNoRoomForItsTemporaryFilesIsRefusedUpFront
       {{"report", db.string(), "--markdown", ok, "--html", long_json}, "--html: "},
       {{"stats", db.string(), "--format", "csv", "-o", (dir / std::string(200, 'p')).string()}, "-o: "},
       {{"export", db.string(), "-o", long_json}, "-o: "},
+      // What would fail at the write is refused first too: a folder, a missing folder, a path
+      // through a file.
+      {{"report", db.string(), "--markdown", ok, "--json", dir.string()}, "--json: "},
+      {{"report", db.string(), "--markdown", ok, "--json", (dir / "no" / "r.json").string()}, "--json: "},
+      {{"report", db.string(), "--markdown", ok, "--html", (dir / "ok.json" / "r.html").string()}, "--html: "},
   };
   for (const auto& [args, flag] : flagged) {
     SCOPED_TRACE(args[0] + " " + flag);

@@ -311,6 +311,19 @@ TEST(ImportTorchTrace, HugeTextsAreGroupedWholeAndShownCut) {
   }
   const json before = importers::dynamo_summary(storage::CaptureReader(file), run);
   ASSERT_FALSE(before["break_reasons"].empty());
+  // The break sites of `stats` (gb code and user frame): their counts, largest first.
+  auto site_counts = [&] {
+    const auto r = test::hookscope({"stats", file.string(), "--report", "graph_breaks", "--format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
+    std::vector<int64_t> counts;
+    const json doc = json::parse(r.out);
+    for (const json& row : doc["reports"]["graph_breaks"])
+      if (row["source"] == "log") counts.push_back(row["count"].get<int64_t>());
+    std::sort(counts.rbegin(), counts.rend());
+    return counts;
+  };
+  const std::vector<int64_t> sites = site_counts();
+  ASSERT_GT(sites.size(), 1u);
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
@@ -340,6 +353,9 @@ TEST(ImportTorchTrace, HugeTextsAreGroupedWholeAndShownCut) {
       cut[k] += t.ends_with("...");
     }
   for (const char* k : {"reason", "gb_code", "user_frame"}) EXPECT_GT(cut[k], 0) << k << " shown cut";
+  // The edited frames differ only in their last bytes, past any cut: still one site each (stats
+  // grouped the cut texts, merging them).
+  EXPECT_EQ(site_counts(), sites);
   const fs::path out = file.parent_path() / "report.json";
   const auto r = test::hookscope({"report", file.string(), "--json", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);

@@ -789,6 +789,32 @@ TEST(DamagedCapture, AHugeNameIsShownCutNotRepeatedPerRow) {
   EXPECT_TRUE(module_row) << "the huge module's rows are there, cut";
 }
 
+// One text under two StringIds ids (an edited or merged file) is one name: the statistics,
+// which group hook calls by their table entry, merge the two entries' groups as SQL's GROUP BY
+// the text would. Half of the busiest module's hook rows are moved to a copy of its name.
+TEST(DamagedCapture, OneNameUnderTwoIdsIsOneRow) {
+  const fs::path db = edited_copy(
+      "two-ids",
+      "INSERT INTO StringIds (id, value) SELECT (SELECT max(id) + 1 FROM StringIds), value FROM StringIds WHERE id = "
+      "(SELECT moduleId FROM HOOK_EVENTS GROUP BY moduleId ORDER BY count(*) DESC LIMIT 1); "
+      "UPDATE HOOK_EVENTS SET moduleId = (SELECT max(id) FROM StringIds) WHERE rowid % 2 = 0 AND moduleId = "
+      "(SELECT moduleId FROM HOOK_EVENTS GROUP BY moduleId ORDER BY count(*) DESC LIMIT 1)");
+  auto rows = [](const fs::path& file) {
+    std::map<std::tuple<int64_t, std::string, std::string, std::string>, std::pair<int64_t, int64_t>> out;
+    hs::storage::CaptureReader rd(file);
+    for (const auto& run : hs::reports::compute_stats(rd)) {
+      for (const auto& r : run.hook_time) {
+        auto [it, fresh] = out.try_emplace({run.run, r.hook, r.phase, r.module}, r.time.count, r.time.total_ns);
+        EXPECT_TRUE(fresh) << "one row per name: " << r.module;
+      }
+      for (const auto& r : run.hook_time_by_device)
+        out[{run.run, r.hook, r.phase, "device " + r.device}] = {r.modules, r.time.total_ns};
+    }
+    return out;
+  };
+  EXPECT_EQ(rows(db), rows(capture().db));
+}
+
 // Byte counts each in range but summing past int64 (two of 2^63-1) are refused before any sum,
 // naming the run and the table.
 TEST(DamagedCapture, ASumPastInt64NamesTheRunAndTable) {

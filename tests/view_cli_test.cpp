@@ -145,6 +145,12 @@ TEST(ViewCli, OutputsAreCheckedFirstAndTheirNamesSaidInert) {
   EXPECT_EQ(lr.exit_code, 1) << lr.err;
   EXPECT_NE(lr.err.find("--layout: " + layout.string() + ": its file name is 245 bytes"), std::string::npos) << lr.err;
   EXPECT_FALSE(fs::exists(shot));
+  // Two names of one file: the layout would have replaced the picture.
+  const auto two = hookscope({"view", capture().db.string(), "--screenshot", shot.string(), "--layout",
+                              (dir / "." / "first.png").string()});
+  EXPECT_EQ(two.exit_code, 1) << two.err;
+  EXPECT_NE(two.err.find("is also --screenshot's output"), std::string::npos) << two.err;
+  EXPECT_FALSE(fs::exists(shot));
   // A capture beside itself is refused, as by report: a before/after view needs two files.
   const auto same = hookscope({"view", capture().db.string(), capture().db.string(), "--screenshot", shot.string()});
   EXPECT_EQ(same.exit_code, 1) << same.err;
