@@ -52,9 +52,7 @@ constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
 constexpr size_t kMaxTraceText = 4096;
 void append_text(std::string& out, std::string_view v) {
   if (v.size() <= kMaxTraceText) return output::append_json_string(out, v);
-  size_t cut = kMaxTraceText - 3;
-  while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
-  output::append_json_string(out, std::string(v.substr(0, cut)) + "...");
+  output::append_json_string(out, output::cut_text(v, kMaxTraceText));
 }
 
 // `parts` joined as far as a trace text shows them (kMaxTraceText + 1 bytes; append_text cuts

@@ -53,9 +53,7 @@ void cell(std::string& out, const T& value) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     const std::string& v = value;
     if (v.size() <= kMaxCsvText) return quoted(out, v);
-    size_t cut = kMaxCsvText - 3;
-    while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
-    quoted(out, v.substr(0, cut) + "...");
+    quoted(out, output::cut_text(v, kMaxCsvText));
   }
   else if constexpr (is_optional<T>::value) {
     if (value) cell(out, *value);
