@@ -300,6 +300,47 @@ TEST(RunTimeline, OneLaneGroupPerDeviceThenHostThreads) {
   EXPECT_EQ(tl.duration_ns, c.sharded.end_ns - tl.origin_ns);
 }
 
+// A name of megabytes (an edited capture's hook class, module and device) is cut in every label,
+// lane name and group title, and labels equal as far as they are shown are one: a 10 MB hook
+// name is part of one label per module and phase, and those labels had each been kept whole
+// beside their cut copy (report --html and view took 7.5 GB and 33 s on the demo's capture).
+TEST(RunTimeline, AHugeNameIsCutInEveryLabelAndTitleAndMadeOneLabel) {
+  const auto c = make_capture("rt_huge");
+  const std::string mib = "replace(hex(zeroblob(524288)), '0', ";  // 1 MiB of the letter given
+  const auto file = test::edited_copy(
+      c.file, test::scratch_dir("rt_huge_edited") / "huge.sqlite",
+      "UPDATE StringIds SET value = " + mib + "'H') WHERE value = 'AlignDevicesHook';"
+      "UPDATE StringIds SET value = " + mib + "'M') WHERE value = 'model.layers.3';"
+      "UPDATE StringIds SET value = " + mib + "'D') WHERE value = '1';");
+  storage::CaptureReader rd(file);
+  for (const int64_t run : {c.sharded.run_id, c.offload.run_id}) {
+    SCOPED_TRACE(run);
+    const auto tl = load_run_timeline(rd, run);
+    std::set<std::string> seen;
+    size_t cut_hook_labels = 0, distinct = 0;
+    for (const auto& l : tl.strings) {
+      EXPECT_LE(l.size(), RunTimeline::kMaxLabelBytes);
+      distinct += seen.insert(l).second;
+      cut_hook_labels += l.starts_with("HHH") && l.ends_with("...");
+    }
+    EXPECT_EQ(distinct, tl.strings.size()) << "two labels read the same";
+    EXPECT_EQ(cut_hook_labels, 1u) << "every hook call's label shows the same first bytes of the name";
+    size_t hooks = 0, cut_titles = 0;
+    for (const auto& g : tl.groups) {
+      EXPECT_LE(g.title.size(), RunTimeline::kMaxLabelBytes) << g.title.substr(0, 40);
+      cut_titles += g.title.find("DDD") != std::string::npos && g.title.ends_with("...");
+      for (const auto& t : g.tracks) {
+        EXPECT_LE(t.name.size(), RunTimeline::kMaxLabelBytes) << t.name.substr(0, 40);
+        if (t.lane == Lane::Hooks)
+          for (const auto& level : t.levels) hooks += level.size();
+      }
+    }
+    EXPECT_EQ(cut_titles, 1u) << "the device named by 1 MiB has its group, its title cut";
+    EXPECT_EQ(hooks, tl.hook_events.size()) << "every hook call is drawn";
+    EXPECT_EQ(tl.hook_events.front().hook.size(), 1u << 20) << "the rows keep the name whole";
+  }
+}
+
 // The steps lane says which generate a step belongs to, and which generates were warm-ups.
 TEST(RunTimeline, StepsNameTheirGenerateAndTheWarmUps) {
   const auto file = test::scratch_dir("rt_warmup") / "synthetic.sqlite";

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <string_view>
 
+#include "output/text.h"
 #include "storage/bounded_json.h"
 #include "tracer/kind_names.h"
 
@@ -45,17 +46,10 @@ int RunTimeline::group_of(const std::string& device) const {
 }
 
 uint32_t RunTimeline::intern(const std::string& s) {
-  if (s.size() > kMaxLabelBytes) {
-    auto [it, added] = long_ids_.try_emplace(s, static_cast<uint32_t>(strings.size()));
-    if (added) {
-      // A box's label is measured and fitted every frame: one of megabytes (a hand-made capture's
-      // name) would stall each frame. Past kMaxLabelBytes it ends in "..." (the tables show it whole).
-      size_t cut = kMaxLabelBytes - 3;
-      while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
-      strings.push_back(s.substr(0, cut) + "...");
-    }
-    return it->second;
-  }
+  // A box's label is measured and fitted every frame: one of megabytes (a hand-made capture's
+  // name) would stall each frame, and kept whole once per label it would multiply. Past
+  // kMaxLabelBytes it ends in "..." (the tables show it whole); labels equal that far are one.
+  if (s.size() > kMaxLabelBytes) return intern(output::cut_text(s, kMaxLabelBytes));
   if (slots_.empty()) slots_.resize(256);
   const uint64_t h = std::hash<std::string_view>{}(s);
   size_t i = h & (slots_.size() - 1);
@@ -92,10 +86,8 @@ std::vector<uint32_t> RunTimeline::merge_strings(const RunTimeline& other) {
       }
   }
   strings.reserve(strings.size() + other.strings.size());
-  std::vector<const std::string*> key(other.strings.size());  // what intern() was given for each
-  for (const auto& [whole, id] : other.long_ids_) key[id] = &whole;
   std::vector<uint32_t> remap(other.strings.size());
-  for (size_t i = 0; i < other.strings.size(); ++i) remap[i] = intern(key[i] ? *key[i] : other.strings[i]);
+  for (size_t i = 0; i < other.strings.size(); ++i) remap[i] = intern(other.strings[i]);
   return remap;
 }
 

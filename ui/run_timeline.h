@@ -233,7 +233,8 @@ struct RunTimeline : storage::SharedRunRows {
   size_t event_count() const;
   /// Index of the group for `device` (−1 if none).
   int group_of(const std::string& device) const;
-  /// The index of `s` in `strings`, adding it (cut to kMaxLabelBytes, ending in "...") if new.
+  /// The index of `s` in `strings`, adding it if new; a text past kMaxLabelBytes is cut to
+  /// them, ending in "..." (texts equal that far are one label).
   uint32_t intern(const std::string& s);
   /// Interns every label of `other` in its order (as intern() met them there); returns each
   /// one's index here, by its index there.
@@ -241,11 +242,10 @@ struct RunTimeline : storage::SharedRunRows {
   static constexpr size_t kMaxLabelBytes = 512;
 
  private:
-  /// Labels of up to kMaxLabelBytes by their text: open addressing, each slot (the text's
-  /// hash, index into `strings` + 1; 0: empty). Longer ones (stored cut) by their whole text.
+  /// Labels by their text (at most kMaxLabelBytes): open addressing, each slot (the text's
+  /// hash, index into `strings` + 1; 0: empty).
   std::vector<std::pair<uint64_t, uint32_t>> slots_;
   size_t used_ = 0;
-  std::unordered_map<std::string, uint32_t> long_ids_;
 };
 
 /// A module's name as the views show it: "<root>" for the root module ("").

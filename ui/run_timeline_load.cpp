@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "importers/dynamo_text.h"
+#include "output/text.h"
 #include "tracer/kind_names.h"
 #include "ui/run_timeline.h"
 #include "ui/timeline_loader.h"
@@ -189,6 +190,12 @@ bool under(const std::string& module, const std::string& key) {
   return key.empty() || module == key ||
          (module.size() > key.size() && module.compare(0, key.size(), key) == 0 && module[key.size()] == '.');
 }
+
+/// A text as one part of a label: at most one byte past RunTimeline::kMaxLabelBytes of it. A
+/// label of such parts is cut by intern() exactly where the whole would be, and a name of
+/// megabytes is never copied once per label it is part of (per module a hook ran on, say).
+std::string part(std::string_view s) { return std::string(s.substr(0, RunTimeline::kMaxLabelBytes + 1)); }
+std::string module_part(std::string_view module) { return module.empty() ? "<root>" : part(module); }
 
 /// Labels made from a few fields of a row (strings by their SharedText key, numbers as they
 /// are), each made and interned once per distinct fields: a run of millions of rows names a
@@ -456,6 +463,7 @@ LaneGroup device_group(const std::string& name, const storage::DeviceInfo* info,
     g.title = name;
   }
   if (info && info->max_memory) g.title += ", max_memory " + format_bytes(static_cast<double>(*info->max_memory));
+  g.title = output::cut_text(g.title, RunTimeline::kMaxLabelBytes);  // drawn every frame
   return g;
 }
 
@@ -498,7 +506,7 @@ std::vector<uint32_t> place_compute(RunTimeline& tl, const DeviceIndex& dev, std
     }
     const int g = dev(r.device);
     if (g < 0) continue;
-    const uint32_t label = labels.get(LabelCache::of(r.module), 0, 0, [&] { return module_label(r.module); });
+    const uint32_t label = labels.get(LabelCache::of(r.module), 0, 0, [&] { return module_part(r.module); });
     lanes[g].compute.push_back({r.start_ns - o, r.end_ns - o, label, i, kCompute});
   }
   return root_forward;
@@ -515,7 +523,7 @@ std::vector<Flow> place_transfers(RunTimeline& tl, const DeviceIndex& dev, std::
     const auto& r = tl.transfers[i];
     if (r.bytes == 0) continue;  // a send_to_device that moved nothing is not a transfer (the Transfers tab lists it)
     const uint32_t label = labels.get(LabelCache::of(r.src), LabelCache::of(r.dst), LabelCache::of(r.module),
-                                      [&] { return r.src + " -> " + r.dst + (r.module.empty() ? "" : " " + r.module); });
+                                      [&] { return part(r.src) + " -> " + part(r.dst) + (r.module.empty() ? "" : " " + part(r.module)); });
     const uint8_t cat = copy_category(r.copy_kind);
     const int s = dev(r.src), d = dev(r.dst);
     if (s >= 0) lanes[s].transfers_out.push_back({r.start_ns - o, r.end_ns - o, label, i, cat});
@@ -544,7 +552,7 @@ void place_gpu_rows(RunTimeline& tl, const DeviceIndex& dev,
     const int g = dev.gpu(r.device_id);
     if (g < 0) continue;
     const uint32_t label = labels.get(LabelCache::of(r.short_name), LabelCache::of(r.demangled_name), 1, [&] {
-      return r.short_name.empty() ? r.demangled_name.str() : r.short_name.str();
+      return part(r.short_name.empty() ? r.demangled_name : r.short_name);
     });
     lanes[g].streams[r.stream_id].push_back({r.start_ns - o, r.end_ns - o, label, i, kKernel});
   }
@@ -579,7 +587,7 @@ void place_gpu_rows(RunTimeline& tl, const DeviceIndex& dev,
     const int g = dev.gpu(device);
     if (g >= 0)
       lanes[g].gpu_annotations.push_back({r.start_ns - o, r.end_ns - o,
-                                          labels.get(LabelCache::of(r.name), 0, 5, [&] { return r.name.str(); }), row,
+                                          labels.get(LabelCache::of(r.name), 0, 5, [&] { return part(r.name); }), row,
                                           kGpuAnnotation});
   }
 }
@@ -614,8 +622,8 @@ ResidencyMap place_swaps(RunTimeline& tl, const DeviceIndex& dev, std::vector<De
         // (a diffusers group).
         labels.get(LabelCache::of(r.module), r.onload,
                    r.onload ? static_cast<uint64_t>(r.source) : LabelCache::of(r.device), [&] {
-                     return module_label(r.module) + (r.onload ? std::string(" <- ") + weight_source_name(r.source)
-                                                               : " -> " + std::string(r.device.str()));
+                     return module_part(r.module) + (r.onload ? std::string(" <- ") + weight_source_name(r.source)
+                                                              : " -> " + part(r.device));
                    });
     lanes[g].swaps.push_back({r.start_ns - o, r.end_ns - o, label, i, static_cast<uint8_t>(r.onload ? kOnload : kOffload)});
   }
@@ -647,7 +655,7 @@ void place_residency(RunTimeline& tl, const DeviceIndex& dev, ResidencyMap& res,
     const uint32_t row = static_cast<uint32_t>(tl.residency_units.size());
     tl.residency_units.push_back({module, u.device, u.home, u.bytes});
     const uint8_t home_cat = u.home == "disk" ? kHomeDisk : kHomeCpu;
-    const uint32_t on_label = tl.intern("on " + u.device), home_label = tl.intern("meta, weights in " + u.home);
+    const uint32_t on_label = tl.intern("on " + part(u.device)), home_label = tl.intern("meta, weights in " + part(u.home));
     const bool offloaded = u.home != u.device;
     std::vector<Slice> lane;
     int64_t cursor = 0;
@@ -659,7 +667,7 @@ void place_residency(RunTimeline& tl, const DeviceIndex& dev, ResidencyMap& res,
     }
     if (cursor < tl.duration_ns && offloaded) lane.push_back({cursor, tl.duration_ns, home_label, row, home_cat});
     Track t = slice_track(Lane::Residency, std::move(lane));
-    t.name = module_label(module);
+    t.name = output::cut_text(module_label(module), RunTimeline::kMaxLabelBytes);  // drawn every frame
     lanes[g].residency.push_back(std::move(t));
   }
 }
@@ -688,7 +696,7 @@ Track residency_summary(RunTimeline& tl, std::vector<Slice> on_device) {
     }
   }
   for (size_t i = 0; i < merged.size(); ++i)
-    merged[i].label = modules[i].size() == 1 ? tl.intern(module_label(tl.residency_units[merged[i].row].module))
+    merged[i].label = modules[i].size() == 1 ? tl.intern(module_part(tl.residency_units[merged[i].row].module))
                                              : tl.intern(std::to_string(modules[i].size()) + " modules");
   return slice_track(Lane::ResidencySummary, std::move(merged));
 }
@@ -826,7 +834,7 @@ void place_host_activity(const RunTimeline& tl, RunTimeline& out, const HostInde
     const auto& r = tl.cpu_ops[i];
     if (r.category == "gpu_user_annotation") continue;
     HostLanes& l = host[hi.tid(r.os_tid)];
-    const Slice s{r.start_ns - o, r.end_ns - o, names.get(LabelCache::of(r.name), 0, 0, [&] { return r.name.str(); }), i,
+    const Slice s{r.start_ns - o, r.end_ns - o, names.get(LabelCache::of(r.name), 0, 0, [&] { return part(r.name); }), i,
                   kCpuOp};
     if (r.category == "python_function") {
       l.python.push_back(s);
@@ -838,12 +846,12 @@ void place_host_activity(const RunTimeline& tl, RunTimeline& out, const HostInde
   }
   for (uint32_t i = 0; i < tl.runtime_calls.size(); ++i) {
     const auto& r = tl.runtime_calls[i];
-    const uint32_t label = names.get(LabelCache::of(r.name), 0, 0, [&] { return r.name.str(); });
+    const uint32_t label = names.get(LabelCache::of(r.name), 0, 0, [&] { return part(r.name); });
     host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, label, i, kCudaRuntime});
   }
   for (uint32_t i = 0; i < tl.driver_calls.size(); ++i) {
     const auto& r = tl.driver_calls[i];
-    const uint32_t label = names.get(LabelCache::of(r.name), 0, 0, [&] { return r.name.str(); });
+    const uint32_t label = names.get(LabelCache::of(r.name), 0, 0, [&] { return part(r.name); });
     host[hi.tid(r.os_tid)].cuda_api.push_back({r.start_ns - o, r.end_ns - o, label, i, kCudaDriver});
   }
 }
@@ -934,7 +942,7 @@ std::map<HostKey, HostLanes> place_host_hooks(RunTimeline& tl, const HostIndex& 
   for (uint32_t i : root_forward) {
     const auto& r = tl.module_compute[i];
     const uint32_t label =
-        labels.get(LabelCache::of(r.device), 0, 0, [&] { return "model forward (on " + r.device + ")"; });
+        labels.get(LabelCache::of(r.device), 0, 0, [&] { return "model forward (on " + part(r.device) + ")"; });
     tracer_thread(host, hi, r.thread).model_forward.push_back({r.start_ns - o, r.end_ns - o, label, i, kCompute});
   }
   if (!tl.hook_events.empty())  // most runs record on one thread (capacity past what is used is never touched)
@@ -942,7 +950,7 @@ std::map<HostKey, HostLanes> place_host_hooks(RunTimeline& tl, const HostIndex& 
   for (uint32_t i = 0; i < tl.hook_events.size(); ++i) {
     const auto& r = tl.hook_events[i];
     const uint32_t label = labels.get(LabelCache::of(r.hook), LabelCache::of(r.module), static_cast<uint64_t>(r.phase) + 1, [&] {
-      return r.hook + "." + hook_phase_name(r.phase) + " " + module_label(r.module);
+      return part(r.hook) + "." + hook_phase_name(r.phase) + " " + module_part(r.module);
     });
     tracer_thread(host, hi, r.thread).hooks.push_back({r.start_ns - o, r.end_ns - o, label, i, hook_category(r.phase)});
   }
@@ -966,7 +974,7 @@ std::map<HostKey, HostLanes> place_host_rest(const RunTimeline& tl, RunTimeline&
   for (uint32_t i = 0; i < tl.disabled_scopes.size(); ++i) {
     const auto& r = tl.disabled_scopes[i];
     const uint32_t label = labels.get(LabelCache::of(r.function), LabelCache::of(r.module), 1 << 8,
-                                      [&] { return r.function + " " + module_label(r.module); });
+                                      [&] { return part(r.function) + " " + module_part(r.module); });
     on(r.thread).disabled.push_back({r.start_ns - o, r.end_ns - o, label, i, kDisabled});
   }
   for (uint32_t i = 0; i < tl.regions.size(); ++i) {
@@ -974,7 +982,7 @@ std::map<HostKey, HostLanes> place_host_rest(const RunTimeline& tl, RunTimeline&
     // An imported 'Torch-Compiled Region: F/C' is named by its compile id.
     const uint32_t label =
         labels.get(LabelCache::of(r.compile_id), static_cast<uint64_t>(r.index), 2 << 8, [&] {
-          return r.compile_id.empty() ? "region " + std::to_string(r.index) : "region " + r.compile_id;
+          return r.compile_id.empty() ? "region " + std::to_string(r.index) : "region " + part(r.compile_id);
         });
     on(r.thread).regions.push_back({r.start_ns - o, r.end_ns - o, label, i, kRegion});
   }
@@ -986,7 +994,7 @@ std::map<HostKey, HostLanes> place_host_rest(const RunTimeline& tl, RunTimeline&
   }
   for (uint32_t i = 0; i < tl.graph_breaks.size(); ++i) {
     const auto& r = tl.graph_breaks[i];
-    const uint32_t label = labels.get(LabelCache::of(r.function), 0, 3 << 8, [&] { return r.function.str(); });
+    const uint32_t label = labels.get(LabelCache::of(r.function), 0, 3 << 8, [&] { return part(r.function); });
     on(r.thread).breaks.push_back({r.time_ns - o, r.time_ns - o, label, i, kBreak});
   }
   if (!tl.generation_steps.empty()) place_phases(tl, out, on(tl.generation_steps.front().thread).steps);
