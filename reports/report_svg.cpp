@@ -548,6 +548,11 @@ std::vector<ReportPicture> report_pictures(const storage::CaptureReader& rd, con
                    "judged).",
                    std::move(chart)});
   if (runs.empty()) runs = default_timeline_runs(report);
+  // Each run once, in the order given: a repeated id was drawn (and its asset written) again.
+  std::vector<int64_t> once;
+  for (int64_t id : runs)
+    if (std::find(once.begin(), once.end(), id) == once.end()) once.push_back(id);
+  runs = std::move(once);
   for (int64_t id : runs) {
     const bool known = std::any_of(report.at("runs").begin(), report.at("runs").end(),
                                    [&](const json& r) { return r.value("id", int64_t{-1}) == id; });
